@@ -1,0 +1,24 @@
+//===- TcOps.h - tc dialect operations --------------------------*- C++ -*-===//
+#pragma once
+
+#include "dialects/tc/TcDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/tc/TcOps.h.inc"
+
+namespace mlir::tc {
+
+/// The function names the tc program contract fixes (docs/ir.md).
+inline constexpr llvm::StringLiteral kInitFunctionName = "init";
+inline constexpr llvm::StringLiteral kForwardFunctionName = "forward";
+
+/// Checks the module-wide rules no single op can see: every tc.param is
+/// materialized exactly once, inside func @init. Linear in the module size.
+LogicalResult verifyProgram(ModuleOp module);
+
+} // namespace mlir::tc
