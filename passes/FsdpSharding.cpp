@@ -88,6 +88,12 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
       return signalPassFailure();
     }
 
+    // The world size is a property of the whole program, also when every
+    // parameter happens to be replicated.
+    module->setAttr("tc.world_size",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     static_cast<int64_t>(worldSize)));
+
     llvm::StringMap<ParamOp> sharded;
     for (ParamOp param : module.getOps<ParamOp>()) {
       if (param.getShard()) {

@@ -1,0 +1,78 @@
+//===- Graph.h - an exported model graph, validated -------------*- C++ -*-===//
+//
+// The in-memory form of a graph file (docs/graph-format.md) after every
+// check a file can fail: names resolve, shapes are valid and consistent,
+// devices parse. Building tc IR from a Graph cannot fail.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Plan.h"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardc::compiler {
+
+inline constexpr int kGraphFormatVersion = 1;
+
+/// A rejected graph file. The message reads "FILE: JSON.PATH: reason".
+class GraphError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One step of a parameter's init chain, e.g. {"op": "fill", "value": 1.0}.
+struct InitStep {
+  std::string op; // "fill", "zeros", "ones"
+  double value = 0.0;
+  std::string path; // JSON path, e.g. "parameters[0].init[0]"
+};
+
+/// A parameter (sharded by FSDP) or a buffer (replicated state).
+struct GraphParam {
+  std::string name;
+  std::vector<int64_t> shape;
+  plan::DType dtype = plan::DType::F32;
+  std::string device;
+  std::string unit;
+  bool isBuffer = false;
+  std::vector<InitStep> init;
+  std::string path;
+};
+
+struct GraphInput {
+  std::string name;
+  std::vector<int64_t> shape;
+  plan::DType dtype = plan::DType::F32;
+  std::string path;
+};
+
+/// A forward op; its result is named `name` and has an inferred type.
+struct GraphNode {
+  std::string name;
+  std::string op; // "add"
+  std::vector<std::string> inputs;
+  std::vector<int64_t> shape; // inferred
+  plan::DType dtype = plan::DType::F32; // inferred
+  std::string path;
+};
+
+struct Graph {
+  std::string sourceName; // the file, for messages and locations
+  std::string name;
+  std::vector<GraphParam> params; // parameters first, then buffers
+  std::vector<GraphInput> inputs;
+  std::vector<GraphNode> nodes;
+  std::vector<std::string> outputs;
+};
+
+/// Parses and validates a graph file's text; throws GraphError.
+Graph parseGraph(const std::string &text, const std::string &sourceName);
+
+/// Reads and parses a graph file; throws GraphError (also when unreadable).
+Graph loadGraph(const std::string &path);
+
+} // namespace shardc::compiler

@@ -1,0 +1,103 @@
+//===- CompileCommand.cpp - shardc compile --------------------------------===//
+#include "compiler/GraphToTc.h"
+#include "compiler/LowerToPlan.h"
+#include "compiler/Pipeline.h"
+#include "runtime/AtomicFile.h"
+#include "runtime/PlanJson.h"
+#include "runtime/RuntimeError.h"
+#include "tools/shardc/CommandLine.h"
+#include "tools/shardc/Commands.h"
+#include "tools/shardc/Diagnostics.h"
+
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <iostream>
+
+namespace shardc::cli {
+
+const char *const kCompileUsage =
+    "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
+    "                      [-o FILE]\n"
+    "\n"
+    "Compiles an exported graph (docs/graph-format.md).\n"
+    "  --world-size N   ranks to shard over (default 1)\n"
+    "  --emit tc        the tc program as imported, before sharding\n"
+    "  --emit sharded   the tc program after tc-fsdp (default)\n"
+    "  --emit plan      the runtime plan, as JSON (docs/plan.md)\n"
+    "  -o FILE          write there instead of stdout; the file appears only\n"
+    "                   when compilation succeeded\n";
+
+namespace {
+
+std::string printModule(mlir::ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  module.print(out);
+  out << "\n";
+  return text;
+}
+
+} // namespace
+
+int compileCommand(const std::vector<std::string> &args) {
+  ParsedArgs parsed;
+  int64_t worldSize = 1;
+  std::string emit;
+  try {
+    parsed = parseArgs(args, {{"--world-size", "--emit", "-o"}, {"--help", "-h"}});
+    if (parsed.has("--help") || parsed.has("-h")) {
+      std::cout << kCompileUsage;
+      return kSuccess;
+    }
+    if (parsed.positional.size() != 1)
+      throw UsageError("expected exactly one MODEL.json");
+    worldSize = parsed.getInt("--world-size", 1, 1, 1 << 20);
+    emit = parsed.get("--emit", "sharded");
+    if (emit != "tc" && emit != "sharded" && emit != "plan")
+      throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
+  } catch (const UsageError &error) {
+    std::cerr << "shardc compile: error: " << error.what() << "\n\n"
+              << kCompileUsage;
+    return kBadInput;
+  }
+
+  try {
+    compiler::Graph graph = compiler::loadGraph(parsed.positional[0]);
+    mlir::MLIRContext context;
+    compiler::loadTcDialects(context);
+    CliDiagnosticHandler diagnostics(&context);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        compiler::buildTcModule(graph, context);
+    std::string output;
+    if (emit == "tc") {
+      if (mlir::failed(mlir::verify(*module)))
+        return kBadInput;
+      output = printModule(*module);
+    } else {
+      if (mlir::failed(compiler::shardModule(*module, worldSize)))
+        return kBadInput;
+      if (emit == "sharded") {
+        output = printModule(*module);
+      } else {
+        mlir::FailureOr<plan::Plan> plan = compiler::lowerToPlan(*module);
+        if (mlir::failed(plan))
+          return kBadInput;
+        output = runtime::planToJson(*plan) + "\n";
+      }
+    }
+    if (parsed.has("-o"))
+      runtime::writeFileAtomically(parsed.get("-o", ""), output);
+    else
+      std::cout << output;
+    return kSuccess;
+  } catch (const compiler::GraphError &error) {
+    std::cerr << "shardc: error: " << error.what() << "\n";
+    return kBadInput;
+  } catch (const runtime::RuntimeError &error) {
+    std::cerr << "shardc: error: " << error.what() << "\n";
+    return kRuntimeFailure;
+  }
+}
+
+} // namespace shardc::cli

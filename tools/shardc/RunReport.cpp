@@ -1,0 +1,168 @@
+//===- RunReport.cpp - what `shardc run` tells about memory ---------------===//
+#include "tools/shardc/RunReport.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace shardc::cli {
+namespace {
+
+/// 6291460 -> "6,291,460": byte counts people can read at a glance.
+std::string grouped(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+std::string pad(const std::string &text, size_t width, bool right = true) {
+  if (text.size() >= width)
+    return text;
+  std::string fill(width - text.size(), ' ');
+  return right ? fill + text : text + fill;
+}
+
+std::string mib(int64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f MiB", bytes / 1048576.0);
+  return buffer;
+}
+
+bool phaseHolds(const runtime::PhaseReport &phase) {
+  return phase.peakBytes == phase.predictedPeakBytes &&
+         phase.endBytes == phase.predictedEndBytes &&
+         phase.liveAtPeak == phase.predictedLiveAtPeak;
+}
+
+void explainPeak(std::ostringstream &out, const char *phase, int64_t rankFrom,
+                 int64_t rankTo, const runtime::PhaseReport &report) {
+  out << "\n" << phase << " peak on rank" << (rankFrom == rankTo ? " " : "s ")
+      << rankFrom;
+  if (rankTo != rankFrom)
+    out << ".." << rankTo;
+  out << ": " << grouped(report.peakBytes) << " bytes (" << mib(report.peakBytes)
+      << "), predicted " << grouped(report.predictedPeakBytes) << "\n";
+  for (const runtime::LiveAllocation &live : report.liveAtPeak)
+    out << "  " << pad(plan::categoryName(live.category), 12, false) << " "
+        << pad(live.label, 24, false) << " " << pad(grouped(live.bytes), 16)
+        << "\n";
+}
+
+/// Explains each run of consecutive ranks with identical live-at-peak lists.
+void explainPhase(std::ostringstream &out, const char *phase,
+                  const runtime::RunResult &result, bool forward) {
+  const auto &ranks = result.ranks;
+  size_t first = 0;
+  for (size_t i = 1; i <= ranks.size(); ++i) {
+    auto phaseOf = [&](size_t r) -> const runtime::PhaseReport & {
+      return forward ? *ranks[r].forward : ranks[r].init;
+    };
+    if (i < ranks.size() && phaseOf(i).liveAtPeak == phaseOf(first).liveAtPeak)
+      continue;
+    explainPeak(out, phase, ranks[first].rank, ranks[i - 1].rank, phaseOf(first));
+    first = i;
+  }
+}
+
+nlohmann::json liveJson(const std::vector<runtime::LiveAllocation> &list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const runtime::LiveAllocation &live : list)
+    out.push_back({{"label", live.label},
+                   {"category", plan::categoryName(live.category)},
+                   {"bytes", live.bytes}});
+  return out;
+}
+
+nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
+  return {{"peak_bytes", phase.peakBytes},
+          {"predicted_peak_bytes", phase.predictedPeakBytes},
+          {"live_at_peak", liveJson(phase.liveAtPeak)},
+          {"predicted_live_at_peak", liveJson(phase.predictedLiveAtPeak)},
+          {"end_bytes", phase.endBytes},
+          {"predicted_end_bytes", phase.predictedEndBytes}};
+}
+
+} // namespace
+
+bool predictionsHold(const runtime::RunResult &result) {
+  for (const runtime::RankReport &rank : result.ranks) {
+    if (!phaseHolds(rank.init))
+      return false;
+    if (rank.forward && !phaseHolds(*rank.forward))
+      return false;
+  }
+  return true;
+}
+
+std::string formatTextReport(const RunSummary &summary) {
+  const plan::Plan &plan = *summary.plan;
+  const runtime::RunResult &result = *summary.result;
+  std::ostringstream out;
+  out << "shardc run " << summary.model << ": " << plan.params.size()
+      << " parameter(s), " << plan.worldSize << " local rank(s), seed "
+      << summary.seed << "\n";
+  out << "unsharded parameter bytes (what every rank would hold without "
+         "sharding): "
+      << grouped(result.unshardedParamBytes) << "\n\n";
+
+  const char *headers[] = {"rank", "params held", "init peak", "forward peak",
+                           "after forward", "unsharded"};
+  const size_t widths[] = {4, 14, 14, 14, 14, 14};
+  for (size_t i = 0; i < 6; ++i)
+    out << (i ? "  " : "") << pad(headers[i], widths[i]);
+  out << "\n";
+  for (const runtime::RankReport &rank : result.ranks) {
+    std::string cells[] = {
+        std::to_string(rank.rank),
+        grouped(rank.paramBytes),
+        grouped(rank.init.peakBytes),
+        rank.forward ? grouped(rank.forward->peakBytes) : "-",
+        rank.forward ? grouped(rank.forward->endBytes) : "-",
+        grouped(result.unshardedParamBytes)};
+    for (size_t i = 0; i < 6; ++i)
+      out << (i ? "  " : "") << pad(cells[i], widths[i]);
+    out << "\n";
+  }
+
+  explainPhase(out, "init", result, /*forward=*/false);
+  if (!result.ranks.empty() && result.ranks[0].forward) {
+    explainPhase(out, "forward", result, /*forward=*/true);
+    const runtime::RankReport &rank0 = result.ranks[0];
+    out << "\nafter forward on rank 0: " << grouped(rank0.forward->endBytes)
+        << " bytes (" << mib(rank0.forward->endBytes)
+        << "): parameter shards + outputs + inputs; gathered parameters "
+           "and temporaries are freed\n";
+  }
+  out << "\npredicted == measured on every rank: "
+      << (predictionsHold(result) ? "yes" : "NO") << "\n";
+  return out.str();
+}
+
+std::string formatJsonReport(const RunSummary &summary) {
+  const plan::Plan &plan = *summary.plan;
+  const runtime::RunResult &result = *summary.result;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const runtime::RankReport &rank : result.ranks) {
+    nlohmann::json entry = {{"rank", rank.rank},
+                            {"param_bytes", rank.paramBytes},
+                            {"init", phaseJson(rank.init)}};
+    if (rank.forward)
+      entry["forward"] = phaseJson(*rank.forward);
+    ranks.push_back(entry);
+  }
+  nlohmann::json report = {{"model", summary.model},
+                           {"world_size", plan.worldSize},
+                           {"seed", summary.seed},
+                           {"unsharded_param_bytes", result.unshardedParamBytes},
+                           {"predictions_hold", predictionsHold(result)},
+                           {"ranks", ranks}};
+  return report.dump(2) + "\n";
+}
+
+} // namespace shardc::cli

@@ -1,0 +1,30 @@
+//===- RunReport.h - what `shardc run` tells about memory -------*- C++ -*-===//
+#pragma once
+
+#include "runtime/LocalRun.h"
+#include "runtime/Plan.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardc::cli {
+
+struct RunSummary {
+  std::string model;
+  uint64_t seed = 0;
+  const plan::Plan *plan = nullptr;
+  const runtime::RunResult *result = nullptr;
+};
+
+/// A per-rank table (params held, init and forward peaks, bytes after
+/// forward, unsharded baseline), then each distinct forward peak explained
+/// line by line, with the compiler's prediction beside every measurement.
+std::string formatTextReport(const RunSummary &summary);
+
+/// The same figures as JSON (docs/cli.md lists the keys).
+std::string formatJsonReport(const RunSummary &summary);
+
+/// True when every measured figure equals its prediction.
+bool predictionsHold(const runtime::RunResult &result);
+
+} // namespace shardc::cli
