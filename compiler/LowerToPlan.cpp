@@ -76,7 +76,8 @@ public:
     llvm::DenseMap<Operation *, SmallVector<Value>> freeAfter;
     for (Operation &op : body) {
       for (Value result : op.getResults()) {
-        if (isa<tc::AllGatherOp>(op) || returned_.contains(result) ||
+        // Gathers end at tc.release; tc.use aliases the param's storage.
+        if (isa<tc::AllGatherOp, tc::UseOp>(op) || returned_.contains(result) ||
             isStoredInParam(result))
           continue;
         Operation *last = &op;

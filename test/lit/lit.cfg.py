@@ -5,7 +5,8 @@ import lit.formats
 from lit.llvm import llvm_config
 
 config.name = "shardc"
-config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+# bash, so RUN lines can check exit codes with `; echo "exit $?"`.
+config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.shardc_obj_root, "test", "lit")
