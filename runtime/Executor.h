@@ -1,0 +1,67 @@
+// Executes one Function of a Plan on one rank.
+//
+// Memory behaviour is exactly the one MemoryModel.h predicts (see the rules
+// there); every error names the function, instruction index, op and loc.
+#pragma once
+
+#include "runtime/Communicator.h"
+#include "runtime/Device.h"
+#include "runtime/HostTensor.h"
+#include "runtime/Plan.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+
+/// A read-only look at a tensor that lives on a device, owned elsewhere.
+struct TensorView {
+  std::string name;
+  plan::DType dtype = plan::DType::F32;
+  std::vector<int64_t> shape;
+  const std::byte *data = nullptr;
+
+  int64_t logicalBytes() const { return plan::numElements(shape) * plan::dtypeSize(dtype); }
+  HostTensor toHost() const;
+};
+
+/// What one rank keeps between functions: the persistent param storage
+/// (created by init's `alloc`s, used by later functions without `alloc`) and
+/// the buffers the last function left allocated (its outputs, inputs and
+/// anything it did not free), until the caller releases them.
+/// Must be destroyed (or released) before the CpuDevice it allocated from.
+class RankState {
+public:
+  explicit RankState(int64_t rank) : rank_(rank) {}
+  int64_t rank() const { return rank_; }
+
+  /// Local storage of param `index`, or nullptr when not allocated yet.
+  const DeviceBuffer *paramStorage(int32_t index) const;
+  const std::map<int32_t, DeviceBuffer> &params() const { return params_; }
+
+  /// Releases what the last function left allocated; invalidates its views.
+  void releaseFunctionBuffers() { retained_.clear(); }
+  void releaseAll() {
+    retained_.clear();
+    params_.clear();
+  }
+
+private:
+  friend class FunctionRun;
+  int64_t rank_;
+  std::map<int32_t, DeviceBuffer> params_;
+  std::vector<DeviceBuffer> retained_;
+};
+
+/// Runs `function` on `state.rank()`. `inputs[i]` is copied into an io
+/// buffer for function.inputs[i] (dtype and shape must match) before the
+/// first instruction. Returns views of the function's outputs, valid until
+/// state.releaseFunctionBuffers(). comm.rank() must equal state.rank() and
+/// comm.worldSize() the plan's world size.
+std::vector<TensorView> executeFunction(const plan::Plan &plan, const std::string &function,
+                                        CpuDevice &device, Communicator &comm,
+                                        RankState &state,
+                                        const std::vector<HostTensor> &inputs);
+
+}  // namespace shardc::runtime

@@ -1,0 +1,142 @@
+#include "runtime/LocalCommunicator.h"
+
+#include "runtime/RuntimeError.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace shardc::runtime {
+
+LocalGroup::LocalGroup(int64_t worldSize, std::chrono::duration<double> timeout)
+    : worldSize_(worldSize), timeout_(timeout) {
+  if (worldSize < 1)
+    throw RuntimeError("LocalGroup: world size must be >= 1, got " +
+                       std::to_string(worldSize));
+  arrived_.assign(worldSize, false);
+  arrivedAt_.assign(worldSize, nullptr);
+  send_.assign(worldSize, nullptr);
+  sendBytes_.assign(worldSize, 0);
+}
+
+std::chrono::duration<double> LocalGroup::timeout() const {
+  std::lock_guard lock(mutex_);
+  return timeout_;
+}
+
+void LocalGroup::setTimeout(std::chrono::duration<double> timeout) {
+  std::lock_guard lock(mutex_);
+  timeout_ = timeout;
+}
+
+void LocalGroup::abort(const std::string &reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!abortReason_) abortReason_ = reason;
+  }
+  cv_.notify_all();
+}
+
+bool LocalGroup::aborted() const {
+  std::lock_guard lock(mutex_);
+  return abortReason_.has_value();
+}
+
+void LocalGroup::throwAborted(int64_t rank, const char *what) const {
+  throw RuntimeError(std::string(what) + " on rank " + std::to_string(rank) +
+                     ": group aborted: " + *abortReason_);
+}
+
+void LocalGroup::rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank,
+                            const char *what) {
+  if (abortReason_) throwAborted(rank, what);
+  if (rank < 0 || rank >= worldSize_)
+    throw RuntimeError(std::string(what) + ": rank " + std::to_string(rank) +
+                       " out of range for world size " + std::to_string(worldSize_));
+  arrived_[rank] = true;
+  arrivedAt_[rank] = what;
+  uint64_t generation = generation_;
+  if (++arrivedCount_ == worldSize_) {
+    // Last to arrive: check everyone is in the same collective, then release.
+    for (int64_t r = 0; r < worldSize_; ++r)
+      if (std::strcmp(arrivedAt_[r], what) != 0) {
+        abortReason_ = "collective mismatch: rank " + std::to_string(r) + " called " +
+                       arrivedAt_[r] + " while rank " + std::to_string(rank) +
+                       " called " + what;
+        cv_.notify_all();
+        throwAborted(rank, what);
+      }
+    arrivedCount_ = 0;
+    arrived_.assign(worldSize_, false);
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  auto timeout = timeout_;
+  bool done = cv_.wait_for(lock, timeout, [&] {
+    return generation_ != generation || abortReason_.has_value();
+  });
+  if (generation_ != generation) return;  // completed, even if aborted later
+  if (abortReason_) throwAborted(rank, what);
+  (void)done;
+  std::ostringstream message;
+  message << what << " timed out after " << timeout.count() << " s waiting for ranks [";
+  bool first = true;
+  for (int64_t r = 0; r < worldSize_; ++r)
+    if (!arrived_[r]) {
+      message << (first ? "" : ", ") << r;
+      first = false;
+    }
+  message << "] (rank " << rank << ")";
+  // This rank is leaving; the collective can never complete correctly now.
+  abortReason_ = message.str();
+  cv_.notify_all();
+  throw RuntimeError(message.str());
+}
+
+void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank,
+                           void *recv) {
+  std::unique_lock lock(mutex_);
+  if (rank >= 0 && rank < worldSize_) {
+    send_[rank] = send;
+    sendBytes_[rank] = bytesPerRank;
+  }
+  rendezvous(lock, rank, "all_gather");
+  // Between the two rendezvous every rank's send pointer is valid and fixed.
+  for (int64_t r = 0; r < worldSize_; ++r)
+    if (sendBytes_[r] != bytesPerRank) {
+      std::string reason = "all_gather size mismatch: rank " + std::to_string(r) +
+                           " sends " + std::to_string(sendBytes_[r]) +
+                           " bytes, rank " + std::to_string(rank) + " sends " +
+                           std::to_string(bytesPerRank);
+      if (!abortReason_) abortReason_ = reason;
+      cv_.notify_all();
+      throwAborted(rank, "all_gather");
+    }
+  lock.unlock();
+  for (int64_t r = 0; r < worldSize_; ++r)
+    if (bytesPerRank)
+      std::memcpy(static_cast<std::byte *>(recv) + r * bytesPerRank, send_[r], bytesPerRank);
+  lock.lock();
+  // Nobody may return (and free its send buffer) before everyone has copied.
+  rendezvous(lock, rank, "all_gather (completion)");
+}
+
+void LocalGroup::barrier(int64_t rank) {
+  std::unique_lock lock(mutex_);
+  rendezvous(lock, rank, "barrier");
+}
+
+LocalCommunicator::LocalCommunicator(LocalGroup &group, int64_t rank)
+    : group_(group), rank_(rank) {
+  if (rank < 0 || rank >= group.worldSize())
+    throw RuntimeError("LocalCommunicator: rank " + std::to_string(rank) +
+                       " out of range for world size " + std::to_string(group.worldSize()));
+}
+
+void LocalCommunicator::allGather(const void *send, size_t bytesPerRank, void *recv) {
+  group_.allGather(rank_, send, bytesPerRank, recv);
+}
+
+void LocalCommunicator::barrier() { group_.barrier(rank_); }
+
+}  // namespace shardc::runtime

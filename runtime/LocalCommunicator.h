@@ -1,0 +1,70 @@
+// The `local` backend: ranks are threads of one process sharing a LocalGroup.
+#pragma once
+
+#include "runtime/Communicator.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+
+/// Rendezvous state shared by the ranks. Each collective is a numbered
+/// generation, so calls can repeat. Once aborted (a rank failed or timed out),
+/// every waiting and every later call throws instead of hanging.
+class LocalGroup {
+public:
+  explicit LocalGroup(int64_t worldSize,
+                      std::chrono::duration<double> timeout = std::chrono::seconds(60));
+
+  int64_t worldSize() const { return worldSize_; }
+  std::chrono::duration<double> timeout() const;
+  void setTimeout(std::chrono::duration<double> timeout);
+
+  /// Wakes every waiting rank with RuntimeError("... aborted: <reason>").
+  /// The first reason wins; later calls are ignored.
+  void abort(const std::string &reason);
+  bool aborted() const;
+
+  void allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv);
+  void barrier(int64_t rank);
+
+private:
+  /// Waits until all ranks arrived at the same collective `what`.
+  void rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what);
+  [[noreturn]] void throwAborted(int64_t rank, const char *what) const;
+
+  const int64_t worldSize_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::chrono::duration<double> timeout_;
+  uint64_t generation_ = 0;
+  int64_t arrivedCount_ = 0;
+  std::vector<bool> arrived_;
+  std::vector<const char *> arrivedAt_;  // which collective each rank is in
+  std::vector<const void *> send_;
+  std::vector<size_t> sendBytes_;
+  std::optional<std::string> abortReason_;
+};
+
+class LocalCommunicator final : public Communicator {
+public:
+  LocalCommunicator(LocalGroup &group, int64_t rank);
+
+  int64_t rank() const override { return rank_; }
+  int64_t worldSize() const override { return group_.worldSize(); }
+  void allGather(const void *send, size_t bytesPerRank, void *recv) override;
+  void barrier() override;
+  std::chrono::duration<double> timeout() const override { return group_.timeout(); }
+  void setTimeout(std::chrono::duration<double> timeout) override {
+    group_.setTimeout(timeout);
+  }
+
+private:
+  LocalGroup &group_;
+  int64_t rank_;
+};
+
+}  // namespace shardc::runtime

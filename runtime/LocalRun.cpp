@@ -1,0 +1,196 @@
+#include "runtime/LocalRun.h"
+
+#include "runtime/DeterministicInput.h"
+#include "runtime/Executor.h"
+#include "runtime/Kernels.h"
+#include "runtime/LocalCommunicator.h"
+#include "runtime/MemoryModel.h"
+#include "runtime/PlanCheck.h"
+#include "runtime/RuntimeError.h"
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace shardc::runtime {
+using namespace shardc::plan;
+
+namespace {
+
+/// Orders the user's inputs like forward's input list, checking each.
+std::vector<HostTensor> matchInputs(const Function &forward,
+                                    const std::vector<HostTensor> &given) {
+  std::string expected;
+  for (int32_t id : forward.inputs)
+    expected += (expected.empty() ? "" : ", ") + forward.buffers[id].name;
+  for (const HostTensor &t : given) {
+    bool known = false;
+    for (int32_t id : forward.inputs) known = known || forward.buffers[id].name == t.name;
+    if (!known)
+      throw RuntimeError("input '" + t.name + "' is not an input of forward (inputs: " +
+                         (expected.empty() ? "none" : expected) + ")");
+  }
+  std::vector<HostTensor> ordered;
+  for (int32_t id : forward.inputs) {
+    const Buffer &b = forward.buffers[id];
+    const HostTensor *match = nullptr;
+    for (const HostTensor &t : given)
+      if (t.name == b.name) {
+        if (match) throw RuntimeError("input '" + b.name + "' is given twice");
+        match = &t;
+      }
+    if (!match)
+      throw RuntimeError("forward input '" + b.name + "' (" + dtypeName(b.dtype) + " " +
+                         shapeToString(b.shape) + ") was not provided");
+    if (match->dtype != b.dtype || match->shape != b.shape)
+      throw RuntimeError("input '" + b.name + "': forward expects " + dtypeName(b.dtype) + " " +
+                         shapeToString(b.shape) + ", got " + dtypeName(match->dtype) + " " +
+                         shapeToString(match->shape));
+    if (static_cast<int64_t>(match->data.size()) != match->expectedBytes())
+      throw RuntimeError("input '" + b.name + "': has " + std::to_string(match->data.size()) +
+                         " bytes of data, its shape needs " +
+                         std::to_string(match->expectedBytes()));
+    ordered.push_back(*match);
+  }
+  return ordered;
+}
+
+void measure(const CpuDevice &device, PhaseReport &report) {
+  report.peakBytes = device.peakBytes();
+  report.liveAtPeak = device.liveAtPeak();
+  report.peakByCategory = device.peakByCategory();
+  report.endBytes = device.currentBytes();
+}
+
+void predict(const MemoryPrediction &prediction, PhaseReport &report) {
+  report.predictedPeakBytes = prediction.peakBytes;
+  report.predictedLiveAtPeak = prediction.liveAtPeak;
+  report.predictedEndBytes = prediction.endBytes;
+}
+
+/// What one rank thread produces.
+struct RankOutcome {
+  RankReport report;
+  std::vector<HostTensor> outputs;
+  std::vector<HostTensor> params;
+};
+
+void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gatherParams,
+             LocalGroup &group, int64_t rank, RankOutcome &outcome) {
+  CpuDevice device;           // declared first: destroyed after everything on it
+  RankState state(rank);
+  LocalCommunicator comm(group, rank);
+  try {
+    outcome.report.rank = rank;
+    device.resetPeak();
+    executeFunction(plan, "init", device, comm, state, {});
+    measure(device, outcome.report.init);
+    state.releaseFunctionBuffers();  // init's leftovers; params persist
+    outcome.report.paramBytes = device.currentBytes(Category::Parameter);
+
+    if (plan.function("forward")) {
+      device.resetPeak();
+      auto views = executeFunction(plan, "forward", device, comm, state, inputs);
+      if (!outcome.report.forward) outcome.report.forward.emplace();
+      measure(device, *outcome.report.forward);
+      for (const TensorView &view : views) outcome.outputs.push_back(view.toHost());
+      state.releaseFunctionBuffers();
+    }
+
+    // Outside every measurement window (both reports are already taken).
+    if (gatherParams) {
+      for (size_t i = 0; i < plan.params.size(); ++i) {
+        const Param &p = plan.params[i];
+        const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
+        if (!local) throw RuntimeError("gathering params: init did not allocate '" + p.name + "'");
+        HostTensor full{p.name, p.dtype, p.shape, {}};
+        full.data.resize(static_cast<size_t>(p.fullBytes()));
+        if (p.sharded()) {
+          DeviceBuffer gathered =
+              device.allocate(p.gatheredBytes(plan.worldSize), Category::Gathered,
+                              p.name + ".save");
+          comm.allGather(local->data(), static_cast<size_t>(p.localBytes()), gathered.data());
+          // Padding rows are only at the end, so the full tensor is a prefix.
+          std::memcpy(full.data.data(), gathered.data(), full.data.size());
+        } else {
+          std::memcpy(full.data.data(), local->data(), full.data.size());
+        }
+        if (rank == 0) outcome.params.push_back(std::move(full));
+      }
+    }
+  } catch (...) {
+    state.releaseAll();
+    throw;
+  }
+  state.releaseAll();
+}
+
+}  // namespace
+
+RunResult runLocal(const Plan &plan, const RunOptions &options) {
+  checkPlan(plan);
+  if (!plan.function("init")) throw RuntimeError("runLocal: plan has no 'init' function");
+  const Function *forward = plan.function("forward");
+  std::vector<HostTensor> inputs;
+  if (forward) inputs = matchInputs(*forward, options.inputs);
+  else if (!options.inputs.empty())
+    throw RuntimeError("runLocal: inputs were given but the plan has no 'forward' function");
+
+  RunResult result;
+  result.unshardedParamBytes = unshardedParamBytes(plan);
+  const int64_t n = plan.worldSize;
+  std::vector<RankOutcome> outcomes(n);
+  // Predictions first: an inconsistent plan fails before any thread starts.
+  for (int64_t r = 0; r < n; ++r) {
+    MemoryPrediction init = predictMemory(plan, "init", r);
+    predict(init, outcomes[r].report.init);
+    if (forward) {
+      outcomes[r].report.forward.emplace();
+      predict(predictMemory(plan, "forward", r, init.paramsAtEnd), *outcomes[r].report.forward);
+    }
+  }
+
+  LocalGroup group(n, options.timeout);
+  std::mutex failureMutex;
+  std::optional<std::string> firstFailure;
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        runRank(plan, inputs, options.gatherParams, group, r, outcomes[r]);
+      } catch (const std::exception &e) {
+        std::string message = "rank " + std::to_string(r) + ": " + e.what();
+        {
+          std::lock_guard lock(failureMutex);
+          if (!firstFailure) firstFailure = message;
+        }
+        group.abort(message);
+      }
+    });
+  for (std::thread &t : threads) t.join();
+  if (firstFailure) throw RuntimeError(*firstFailure);
+
+  for (int64_t r = 0; r < n; ++r) {
+    const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;
+    for (size_t i = 0; i < reference.size() && r > 0; ++i)
+      if (mine[i].data != reference[i].data)
+        throw RuntimeError("output '" + reference[i].name + "' differs between rank 0 and rank " +
+                           std::to_string(r) + " (ranks must compute identical outputs)");
+    result.ranks.push_back(outcomes[r].report);
+  }
+  result.outputs = std::move(outcomes[0].outputs);
+  result.params = std::move(outcomes[0].params);
+  return result;
+}
+
+std::vector<HostTensor> makeDeterministicInputs(const Plan &plan, uint64_t seed) {
+  std::vector<HostTensor> inputs;
+  if (const Function *forward = plan.function("forward"))
+    for (int32_t id : forward->inputs) {
+      const Buffer &b = forward->buffers[id];
+      inputs.push_back(makeDeterministicInput(b.name, b.dtype, b.shape, seed));
+    }
+  return inputs;
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,60 @@
+// Runs a Plan on N ranks that are threads of this process (the `local`
+// backend), and reports measured beside predicted memory.
+#pragma once
+
+#include "runtime/Device.h"
+#include "runtime/HostTensor.h"
+#include "runtime/Plan.h"
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+namespace shardc::runtime {
+
+struct RunOptions {
+  /// Inputs of "forward", matched to its input buffers by name; dtype and
+  /// shape must match. See makeDeterministicInputs for when the user has none.
+  std::vector<HostTensor> inputs;
+  /// After forward, all-gather every sharded param and return the full
+  /// tensors (for --save-params). This runs after the forward measurement
+  /// window closed, so it never changes the reported init/forward peaks.
+  bool gatherParams = false;
+  std::chrono::duration<double> timeout = std::chrono::seconds(60);
+};
+
+/// Measured and predicted memory of one function on one rank.
+struct PhaseReport {
+  int64_t peakBytes = 0;
+  std::vector<LiveAllocation> liveAtPeak;
+  CategoryBytes peakByCategory{};
+  int64_t endBytes = 0;  // live when the function returned
+  int64_t predictedPeakBytes = 0;
+  std::vector<LiveAllocation> predictedLiveAtPeak;
+  int64_t predictedEndBytes = 0;
+};
+
+struct RankReport {
+  int64_t rank = 0;
+  int64_t paramBytes = 0;  // param storage held after init
+  PhaseReport init;
+  std::optional<PhaseReport> forward;  // when the plan has "forward"
+};
+
+struct RunResult {
+  std::vector<HostTensor> outputs;  // forward outputs, from rank 0
+  std::vector<HostTensor> params;   // full params, when gatherParams
+  std::vector<RankReport> ranks;
+  int64_t unshardedParamBytes = 0;  // sum of Param::fullBytes: the baseline
+};
+
+/// Runs "init" then "forward" (when present) on plan.worldSize threads.
+/// A failure on any rank aborts the others' collectives and is rethrown as
+/// RuntimeError("rank R: ..."); the first failure wins. Also fails when
+/// ranks produce outputs that are not byte-identical.
+RunResult runLocal(const plan::Plan &plan, const RunOptions &options);
+
+/// Deterministic inputs (makeDeterministicInput) for every forward input.
+std::vector<HostTensor> makeDeterministicInputs(const plan::Plan &plan, uint64_t seed);
+
+}  // namespace shardc::runtime

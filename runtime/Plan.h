@@ -1,0 +1,116 @@
+// The Plan: the small, versioned, serializable program the runtime executes.
+//
+// The compiler (which links MLIR) lowers a sharded tc module into a Plan; the
+// runtime (which does not link MLIR) executes it on every rank. A Plan is the
+// same for every rank (SPMD): rank-dependent facts (which rows a rank owns)
+// are computed at run time from the rank and the Param's sharding.
+//
+// Memory is explicit: every allocation and release is an instruction, so the
+// peak can be predicted from the instruction stream alone (MemoryModel.h) and
+// compared with what the Device measures while executing it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace shardc::plan {
+
+/// Bumped whenever the serialized form changes incompatibly.
+inline constexpr int kPlanVersion = 1;
+
+enum class DType { F32, F64, F16, BF16 };
+
+/// "float32", "float64", "float16", "bfloat16".
+const char *dtypeName(DType dtype);
+std::optional<DType> parseDType(const std::string &name);
+int64_t dtypeSize(DType dtype);
+
+/// What an allocation is for; the memory report is broken down by these.
+enum class Category { Parameter, Gathered, Activation, IO };
+const char *categoryName(Category category);
+std::optional<Category> parseCategory(const std::string &name);
+
+/// Number of elements of a shape; 1 for a 0-d shape.
+int64_t numElements(const std::vector<int64_t> &shape);
+
+/// A model parameter (or a replicated buffer) and how it is sharded.
+struct Param {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // the full, unsharded shape
+  std::string device;          // original device the user asked for
+  std::string unit;            // FSDP unit name ("" = root)
+  bool isBuffer = false;       // non-parameter state: never sharded
+  /// Dim-0 sharding (DESIGN.md): each rank stores `chunkRows` rows, rank r owns
+  /// rows [r*chunkRows, min((r+1)*chunkRows, shape[0])). 0 = replicated.
+  int64_t chunkRows = 0;
+
+  bool sharded() const { return chunkRows > 0; }
+  /// The shape each rank stores: chunkRows rows when sharded, else full.
+  std::vector<int64_t> localShape() const;
+  int64_t localBytes() const;
+  int64_t fullBytes() const;
+  /// Rows of the full tensor that `rank` owns (0 when it owns only padding).
+  int64_t validRows(int64_t rank) const;
+  /// Elements in one dim-0 row (product of shape[1:]); 1 for a 0-d param.
+  int64_t rowElements() const;
+  /// Bytes of the buffer an all-gather of this param fills on `worldSize`
+  /// ranks: worldSize * chunkRows padded rows (fullBytes when replicated).
+  int64_t gatheredBytes(int64_t worldSize) const;
+};
+
+/// A buffer of one function. `bytes` is the allocation size, which can exceed
+/// the logical shape's size (an all-gather target holds N*chunk padded rows).
+struct Buffer {
+  int32_t id = 0;
+  std::string name;  // for reports ("p1.gathered", "x", "%3")
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // logical shape seen by kernels
+  int64_t bytes = 0;
+  Category category = Category::Activation;
+  /// When set, this buffer *is* the persistent local storage of that param:
+  /// `alloc` of it creates the param storage (in init), and it is never
+  /// released by the function; other functions reference it without `alloc`.
+  std::optional<int32_t> param;
+};
+
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+
+/// One instruction. Opcodes and their operands/attributes are listed in
+/// docs/plan.md; the executor rejects unknown opcodes with an error.
+///   alloc      outputs=[buf]                      allocate buf
+///   free       inputs=[buf]                       release buf
+///   fill       outputs=[buf] value:double         fill (shard-aware, see docs)
+///   add        inputs=[a,b] outputs=[out]         broadcasting add
+///   all_gather inputs=[shard] outputs=[full]      gather a sharded param
+struct Instruction {
+  std::string op;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  std::map<std::string, AttrValue> attrs;
+  std::string loc;  // source location for error messages
+};
+
+struct Function {
+  std::string name;
+  std::vector<Buffer> buffers;   // indexed by Buffer::id (id == index)
+  std::vector<int32_t> inputs;   // buffers bound to the function's arguments
+  std::vector<int32_t> outputs;  // buffers returned (stay allocated)
+  std::vector<Instruction> body;
+};
+
+struct Plan {
+  int version = kPlanVersion;
+  int64_t worldSize = 1;
+  std::vector<Param> params;
+  std::vector<Function> functions;  // "init" then "forward"
+
+  const Function *function(const std::string &name) const;
+};
+
+}  // namespace shardc::plan

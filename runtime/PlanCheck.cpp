@@ -1,0 +1,146 @@
+#include "runtime/PlanCheck.h"
+
+#include "runtime/RuntimeError.h"
+
+#include <set>
+#include <string>
+
+namespace shardc::runtime {
+using namespace shardc::plan;
+
+namespace {
+
+[[noreturn]] void fail(const std::string &path, const std::string &reason) {
+  throw RuntimeError("invalid plan: " + path + ": " + reason);
+}
+
+std::string at(const std::string &base, const char *field, size_t index) {
+  return base + "." + field + "[" + std::to_string(index) + "]";
+}
+
+void checkShape(const std::string &path, const std::vector<int64_t> &shape,
+                DType dtype) {
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] < 0)
+      fail(path + "[" + std::to_string(i) + "]",
+           "negative dimension " + std::to_string(shape[i]));
+  if (checkedLogicalBytes(shape, dtype) < 0)
+    fail(path, "shape is too large (byte size overflows int64)");
+}
+
+void checkParam(const Plan &plan, size_t index, std::set<std::string> &names) {
+  const Param &p = plan.params[index];
+  std::string path = "params[" + std::to_string(index) + "]";
+  if (p.name.empty()) fail(path + ".name", "empty parameter name");
+  if (!names.insert(p.name).second)
+    fail(path + ".name", "duplicate parameter name '" + p.name + "'");
+  checkShape(path + ".shape", p.shape, p.dtype);
+  if (p.chunkRows < 0)
+    fail(path + ".chunk_rows", "negative chunk_rows " + std::to_string(p.chunkRows));
+  if (!p.sharded()) return;
+  if (p.isBuffer)
+    fail(path + ".chunk_rows", "'" + p.name + "' is a buffer and must not be sharded");
+  if (p.shape.empty())
+    fail(path + ".chunk_rows", "'" + p.name + "' is 0-d and must be replicated");
+  // Overflow-safe: chunkRows * worldSize >= shape[0].
+  if (p.chunkRows < (p.shape[0] + plan.worldSize - 1) / plan.worldSize)
+    fail(path + ".chunk_rows",
+         "chunk_rows " + std::to_string(p.chunkRows) + " x world_size " +
+             std::to_string(plan.worldSize) + " does not cover " +
+             std::to_string(p.shape[0]) + " rows of '" + p.name + "'");
+  if (checkedLogicalBytes(p.localShape(), p.dtype) < 0)
+    fail(path + ".chunk_rows", "local shard is too large (overflows int64)");
+  int64_t gathered = 0;
+  if (__builtin_mul_overflow(p.localBytes(), plan.worldSize, &gathered))
+    fail(path + ".chunk_rows", "gathered size overflows int64");
+}
+
+void checkIds(const Function &f, const std::string &path,
+              const std::vector<int32_t> &ids) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= f.buffers.size())
+      fail(path + "[" + std::to_string(i) + "]",
+           "buffer id " + std::to_string(ids[i]) + " out of range (function '" +
+               f.name + "' has " + std::to_string(f.buffers.size()) + " buffers)");
+}
+
+void checkBuffer(const Plan &plan, const std::string &path, const Buffer &b,
+                 size_t index) {
+  if (b.id < 0 || static_cast<size_t>(b.id) != index)
+    fail(path + ".id", "id " + std::to_string(b.id) + " must equal its index " +
+                           std::to_string(index));
+  checkShape(path + ".shape", b.shape, b.dtype);
+  int64_t logical = checkedLogicalBytes(b.shape, b.dtype);
+  if (b.bytes < logical)
+    fail(path + ".bytes", "bytes " + std::to_string(b.bytes) +
+                              " is less than the logical size " +
+                              std::to_string(logical) + " of '" + b.name + "'");
+  if (!b.param) return;
+  if (*b.param < 0 || static_cast<size_t>(*b.param) >= plan.params.size())
+    fail(path + ".param", "param index " + std::to_string(*b.param) +
+                              " out of range (plan has " +
+                              std::to_string(plan.params.size()) + " params)");
+  const Param &p = plan.params[*b.param];
+  if (b.dtype != p.dtype)
+    fail(path + ".dtype", std::string("buffer '") + b.name + "' is " +
+                              dtypeName(b.dtype) + " but param '" + p.name +
+                              "' is " + dtypeName(p.dtype));
+  if (b.bytes != p.localBytes())
+    fail(path + ".bytes", "buffer '" + b.name + "' has " + std::to_string(b.bytes) +
+                              " bytes but param '" + p.name + "' stores " +
+                              std::to_string(p.localBytes()) + " bytes per rank");
+}
+
+void checkFunction(const Plan &plan, size_t index, std::set<std::string> &names) {
+  const Function &f = plan.functions[index];
+  std::string path = "functions[" + std::to_string(index) + "]";
+  if (f.name.empty()) fail(path + ".name", "empty function name");
+  if (!names.insert(f.name).second)
+    fail(path + ".name", "duplicate function name '" + f.name + "'");
+  for (size_t b = 0; b < f.buffers.size(); ++b)
+    checkBuffer(plan, at(path, "buffers", b), f.buffers[b], b);
+  checkIds(f, path + ".inputs", f.inputs);
+  checkIds(f, path + ".outputs", f.outputs);
+  for (size_t i = 0; i < f.body.size(); ++i) {
+    std::string ipath = at(path, "body", i);
+    if (f.body[i].op.empty()) fail(ipath + ".op", "empty opcode");
+    checkIds(f, ipath + ".inputs", f.body[i].inputs);
+    checkIds(f, ipath + ".outputs", f.body[i].outputs);
+  }
+}
+
+}  // namespace
+
+int64_t checkedLogicalBytes(const std::vector<int64_t> &shape, DType dtype) {
+  int64_t bytes = dtypeSize(dtype);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes)) return -1;
+  return bytes;
+}
+
+void checkPlan(const Plan &plan) {
+  if (plan.version != kPlanVersion)
+    fail("version", "plan version " + std::to_string(plan.version) +
+                        " is not supported (this runtime reads version " +
+                        std::to_string(kPlanVersion) + ")");
+  if (plan.worldSize < 1)
+    fail("world_size", "world size must be >= 1, got " + std::to_string(plan.worldSize));
+  std::set<std::string> paramNames, functionNames;
+  for (size_t i = 0; i < plan.params.size(); ++i) checkParam(plan, i, paramNames);
+  for (size_t i = 0; i < plan.functions.size(); ++i)
+    checkFunction(plan, i, functionNames);
+}
+
+}  // namespace shardc::runtime
+
+namespace shardc::runtime {
+std::string instructionPlace(const plan::Function &function, size_t index) {
+  std::string place = "function '" + function.name + "' instruction #" +
+                      std::to_string(index);
+  if (index < function.body.size()) {
+    place += " '" + function.body[index].op + "'";
+    if (!function.body[index].loc.empty()) place += " at " + function.body[index].loc;
+  }
+  return place;
+}
+}  // namespace shardc::runtime

@@ -1,0 +1,28 @@
+// Semantic validation of a Plan, shared by the JSON reader and by every entry
+// point that accepts an in-memory Plan (a hand-built or compiler-made Plan
+// never went through the reader).
+#pragma once
+
+#include "runtime/Plan.h"
+
+namespace shardc::runtime {
+
+/// Throws RuntimeError naming the offending element by its JSON path
+/// (e.g. "functions[1].buffers[3].bytes") and the reason. Checks: version,
+/// world size, param shapes and sharding, unique names, buffer ids equal to
+/// their index, non-negative shapes without overflow, bytes >= logical size,
+/// param buffers matching their param (dtype, bytes == localBytes), and every
+/// buffer id used by inputs/outputs/instructions in range. Opcodes are NOT
+/// checked here: the executor rejects unknown ones with the instruction loc.
+void checkPlan(const plan::Plan &plan);
+
+/// Bytes of `shape` x `dtype`, or -1 when it overflows int64 or a dim is < 0.
+int64_t checkedLogicalBytes(const std::vector<int64_t> &shape, plan::DType dtype);
+
+}  // namespace shardc::runtime
+
+namespace shardc::runtime {
+/// "function 'forward' instruction #3 'free' at model.py:12" — the prefix of
+/// every error about one instruction (executor and memory model alike).
+std::string instructionPlace(const plan::Function &function, size_t index);
+}  // namespace shardc::runtime
