@@ -3,10 +3,13 @@
 
 #include "dialects/tc/TcDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/AffineMap.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/tc/TcInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/tc/TcOps.h.inc"
@@ -16,6 +19,10 @@ namespace mlir::tc {
 /// The function names the tc program contract fixes (docs/ir.md).
 inline constexpr llvm::StringLiteral kInitFunctionName = "init";
 inline constexpr llvm::StringLiteral kForwardFunctionName = "forward";
+
+/// True for generators whose elements are pure functions of their index
+/// (all but tc.orthogonal): they shard by index arithmetic.
+bool isShardableGenerator(Operation *op);
 
 /// Checks the module-wide rules no single op can see: every tc.param is
 /// materialized exactly once, inside func @init. Linear in the module size.

@@ -7,6 +7,9 @@ include "TcDialect.td"
 include "TcAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
+include "TcInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -111,10 +114,21 @@ def Tc_ReleaseOp : Tc_Op<"release"> {
 // its result is the whole tensor. Sharded (`shard of` the full type), it
 // produces this rank's dim-0 shard of that full tensor: the element at local
 // index i is the full tensor's element at rank * chunk_elements + i, and rows
-// past the full tensor's dim 0 are zero.
-class Tc_GeneratorOp<string mnemonic, list<Trait> traits = []>
-    : Tc_Op<mnemonic, !listconcat(traits, [Pure])> {
+// past the full tensor's dim 0 are zero. With `from SOURCE map M` (views
+// folded in by tc-fsdp), full index p takes the value the generator gives
+// SOURCE's element M(p).
+class Tc_GeneratorOp<string mnemonic, dag generatorArgs, string argsFormat,
+                     list<Trait> traits = []>
+    : Tc_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Tc_GeneratorOpInterface>])> {
+  let arguments = !con(generatorArgs, (ins
+      OptionalAttr<TypeAttrOf<AnyRankedTensor>>:$full_type,
+      OptionalAttr<TypeAttrOf<AnyRankedTensor>>:$source_type,
+      OptionalAttr<AffineMapAttr>:$index_map));
   let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = argsFormat # [{ attr-dict `:` type($result)
+      (`shard` `of` $full_type^)? (`from` $source_type^ `map` $index_map)?
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The full tensor this generator produces (a shard of).
@@ -123,28 +137,184 @@ class Tc_GeneratorOp<string mnemonic, list<Trait> traits = []>
         return ::llvm::cast<::mlir::RankedTensorType>(*full);
       return ::llvm::cast<::mlir::RankedTensorType>(getResult().getType());
     }
+    /// The tensor whose elements the generator defines (before views).
+    ::mlir::RankedTensorType getSourceTensorType() {
+      if (auto source = getSourceType())
+        return ::llvm::cast<::mlir::RankedTensorType>(*source);
+      return getFullTensorType();
+    }
   }];
 }
 
-def Tc_FillOp : Tc_GeneratorOp<"fill"> {
+def Tc_FillOp : Tc_GeneratorOp<"fill", (ins F64Attr:$value), "$value"> {
   let summary = "A tensor with every element equal to `value`";
-  let arguments = (ins F64Attr:$value,
-                       OptionalAttr<TypeAttrOf<AnyRankedTensor>>:$full_type);
-  let assemblyFormat = [{
-    $value attr-dict `:` type($result) (`shard` `of` $full_type^)?
+}
+
+def Tc_ZerosOp : Tc_GeneratorOp<"zeros", (ins), ""> {
+  let summary = "A tensor of zeros";
+}
+
+def Tc_OnesOp : Tc_GeneratorOp<"ones", (ins), ""> {
+  let summary = "A tensor of ones";
+}
+
+def Tc_UniformOp : Tc_GeneratorOp<"uniform",
+    (ins F64Attr:$low, F64Attr:$high, I64Attr:$position),
+    "`[` $low `,` $high `)` `position` $position"> {
+  let summary = "Uniform in [low, high), counter-based (docs/rng.md)";
+  let description = [{
+    `%w = tc.uniform [-0.1, 0.1) position 0 : tensor<8x4xf32>`: element i is
+    a pure function of (seed, the parameter's name, `position` — the op's
+    place in the parameter's init chain — and i).
   }];
 }
 
-def Tc_ZerosOp : Tc_GeneratorOp<"zeros"> {
-  let summary = "A tensor of zeros";
-  let arguments = (ins OptionalAttr<TypeAttrOf<AnyRankedTensor>>:$full_type);
-  let assemblyFormat = "attr-dict `:` type($result) (`shard` `of` $full_type^)?";
+def Tc_NormalOp : Tc_GeneratorOp<"normal",
+    (ins F64Attr:$mean, F64Attr:$std, I64Attr:$position),
+    "`mean` $mean `std` $std `position` $position"> {
+  let summary = "Normal(mean, std), counter-based (docs/rng.md)";
 }
 
-def Tc_OnesOp : Tc_GeneratorOp<"ones"> {
-  let summary = "A tensor of ones";
-  let arguments = (ins OptionalAttr<TypeAttrOf<AnyRankedTensor>>:$full_type);
-  let assemblyFormat = "attr-dict `:` type($result) (`shard` `of` $full_type^)?";
+def Tc_TruncNormalOp : Tc_GeneratorOp<"trunc_normal",
+    (ins F64Attr:$mean, F64Attr:$std, F64Attr:$a, F64Attr:$b,
+         I64Attr:$position),
+    "`mean` $mean `std` $std `in` `[` $a `,` $b `]` `position` $position"> {
+  let summary = "Normal(mean, std) truncated to [a, b], by inverse CDF";
+}
+
+def Tc_EyeOp : Tc_GeneratorOp<"eye", (ins), ""> {
+  let summary = "The identity matrix (2-D): 1 where row == column";
+}
+
+def Tc_ArangeOp : Tc_GeneratorOp<"arange", (ins F64Attr:$start, F64Attr:$step),
+    "`start` $start `step` $step"> {
+  let summary = "Element i (row-major) is start + i * step";
+}
+
+def Tc_OrthogonalOp : Tc_GeneratorOp<"orthogonal",
+    (ins F64Attr:$gain, I64Attr:$position),
+    "`gain` $gain `position` $position"> {
+  let summary = "A (semi-)orthogonal matrix, as torch.nn.init.orthogonal_";
+  let description = [{
+    Flattens to rows = d0, cols = numel / d0, draws Normal(0, 1) (stream and
+    position as `tc.normal`), takes Q of its QR decomposition with the
+    signs of diag(R), and scales by `gain`. Every element depends on the
+    whole draw, so it is not shardable: tc-fsdp computes it on one owner
+    rank and scatters it (`tc.scatter`).
+  }];
+}
+
+// The torch.nn.init families, expanded by tc-expand-init into uniform and
+// normal with bounds from torch's fan rules (docs/ir.md).
+def Tc_KaimingUniformOp : Tc_GeneratorOp<"kaiming_uniform",
+    (ins F64Attr:$a, StrAttr:$mode, StrAttr:$nonlinearity, I64Attr:$position),
+    "`a` $a `mode` $mode `nonlinearity` $nonlinearity `position` $position"> {
+  let summary = "torch.nn.init.kaiming_uniform_";
+}
+
+def Tc_KaimingNormalOp : Tc_GeneratorOp<"kaiming_normal",
+    (ins F64Attr:$a, StrAttr:$mode, StrAttr:$nonlinearity, I64Attr:$position),
+    "`a` $a `mode` $mode `nonlinearity` $nonlinearity `position` $position"> {
+  let summary = "torch.nn.init.kaiming_normal_";
+}
+
+def Tc_XavierUniformOp : Tc_GeneratorOp<"xavier_uniform",
+    (ins F64Attr:$gain, I64Attr:$position), "`gain` $gain `position` $position"> {
+  let summary = "torch.nn.init.xavier_uniform_";
+}
+
+def Tc_XavierNormalOp : Tc_GeneratorOp<"xavier_normal",
+    (ins F64Attr:$gain, I64Attr:$position), "`gain` $gain `position` $position"> {
+  let summary = "torch.nn.init.xavier_normal_";
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise init ops (scalar operands)
+//===----------------------------------------------------------------------===//
+
+class Tc_PointwiseOp<string mnemonic, dag scalarArgs, string argsFormat>
+    : Tc_Op<mnemonic, [Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<Tc_PointwiseInitOpInterface>]> {
+  let arguments = !con((ins AnyRankedTensor:$input), scalarArgs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input " # argsFormat # " attr-dict `:` type($result)";
+}
+
+def Tc_MulScalarOp : Tc_PointwiseOp<"mul_scalar", (ins F64Attr:$value), "`,` $value"> {
+  let summary = "Multiply every element by a scalar";
+}
+def Tc_AddScalarOp : Tc_PointwiseOp<"add_scalar", (ins F64Attr:$value), "`,` $value"> {
+  let summary = "Add a scalar to every element";
+}
+def Tc_SubScalarOp : Tc_PointwiseOp<"sub_scalar", (ins F64Attr:$value), "`,` $value"> {
+  let summary = "Subtract a scalar from every element";
+}
+def Tc_DivScalarOp : Tc_PointwiseOp<"div_scalar", (ins F64Attr:$value), "`,` $value"> {
+  let summary = "Divide every element by a scalar";
+}
+def Tc_ClampOp : Tc_PointwiseOp<"clamp", (ins F64Attr:$min, F64Attr:$max),
+    "`[` $min `,` $max `]`"> {
+  let summary = "Clamp every element to [min, max]";
+  let hasVerifier = 1;
+}
+def Tc_ErfinvOp : Tc_PointwiseOp<"erfinv", (ins), ""> {
+  let summary = "Inverse error function (docs/rng.md gives the implementation)";
+}
+def Tc_SqrtOp : Tc_PointwiseOp<"sqrt", (ins), ""> {
+  let summary = "Square root";
+}
+def Tc_NegOp : Tc_PointwiseOp<"neg", (ins), ""> {
+  let summary = "Negation";
+}
+
+//===----------------------------------------------------------------------===//
+// Views
+//===----------------------------------------------------------------------===//
+
+class Tc_ViewOp<string mnemonic, dag viewArgs, string argsFormat>
+    : Tc_Op<mnemonic, [Pure,
+        DeclareOpInterfaceMethods<Tc_ViewOpInterface, ["getIndexMap"]>]> {
+  let arguments = !con((ins AnyRankedTensor:$input), viewArgs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input " # argsFormat #
+      " attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tc_ReshapeOp : Tc_ViewOp<"reshape", (ins), ""> {
+  let summary = "Same elements in row-major order, another shape";
+}
+def Tc_TransposeOp : Tc_ViewOp<"transpose", (ins I64Attr:$dim0, I64Attr:$dim1),
+    "`,` $dim0 `,` $dim1"> {
+  let summary = "Swap two dimensions";
+}
+def Tc_PermuteOp : Tc_ViewOp<"permute", (ins DenseI64ArrayAttr:$dims), "$dims"> {
+  let summary = "Reorder dimensions: result dim k is input dim dims[k]";
+}
+def Tc_SliceOp : Tc_ViewOp<"slice",
+    (ins I64Attr:$dim, I64Attr:$start, I64Attr:$end, I64Attr:$step),
+    "`dim` $dim `[` $start `:` $end `:` $step `]`"> {
+  let summary = "Elements start, start+step, ... < end along one dimension";
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives inserted by tc-fsdp for non-shardable init
+//===----------------------------------------------------------------------===//
+
+def Tc_ScatterOp : Tc_Op<"scatter"> {
+  let summary = "Scatter a full tensor from its owner rank into dim-0 shards";
+  let description = [{
+    `%s = tc.scatter %full from 2 : tensor<8x4xf32> -> tensor<2x4xf32>`:
+    `%full` and everything computing it exist only on rank `owner`; every
+    rank receives its rows (zero padding past d0). Inserted by tc-fsdp for
+    parameters whose init chain is not shardable.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$owner);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `from` $owner attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
