@@ -10,6 +10,7 @@
 #include "runtime/Plan.h"
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,11 +25,22 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-/// One step of a parameter's init chain, e.g. {"op": "fill", "value": 1.0}.
+/// What an init op does to its tensor (docs/graph-format.md lists them).
+enum class InitStepKind { Generator, Pointwise, View };
+
+/// One step of a parameter's init chain, e.g. {"op": "uniform", "a": -0.1,
+/// "b": 0.1}. Numeric arguments are filled in with torch's defaults.
 struct InitStep {
-  std::string op; // "fill", "zeros", "ones"
-  double value = 0.0;
+  std::string op;
+  InitStepKind kind = InitStepKind::Generator;
+  std::map<std::string, double> numbers; // value, a, b, mean, std, gain...
+  std::string mode = "fan_in";           // kaiming
+  std::string nonlinearity = "leaky_relu";
+  std::vector<int64_t> ints;   // reshape shape, permute dims
+  std::vector<int64_t> shape;  // the tensor this step produces
   std::string path; // JSON path, e.g. "parameters[0].init[0]"
+
+  double number(const std::string &key) const { return numbers.at(key); }
 };
 
 /// A parameter (sharded by FSDP) or a buffer (replicated state).

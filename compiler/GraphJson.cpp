@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -120,41 +122,224 @@ std::string indexed(const std::string &path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+int64_t numElements(const std::vector<int64_t> &shape) {
+  return plan::numElements(shape);
+}
+
+/// The init ops of the graph format, their kind, and their numeric
+/// arguments with torch's defaults (NaN: required).
+struct InitOpSpec {
+  const char *name;
+  InitStepKind kind;
+  std::vector<std::pair<const char *, double>> numbers;
+};
+
+constexpr double kRequired = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const std::vector<InitOpSpec> &initOpSpecs() {
+  using K = InitStepKind;
+  static const std::vector<InitOpSpec> specs = {
+      {"fill", K::Generator, {{"value", kRequired}}},
+      {"zeros", K::Generator, {}},
+      {"ones", K::Generator, {}},
+      {"uniform", K::Generator, {{"a", 0.0}, {"b", 1.0}}},
+      {"normal", K::Generator, {{"mean", 0.0}, {"std", 1.0}}},
+      {"trunc_normal", K::Generator,
+       {{"mean", 0.0}, {"std", 1.0}, {"a", -2.0}, {"b", 2.0}}},
+      {"kaiming_uniform", K::Generator, {{"a", 0.0}}},
+      {"kaiming_normal", K::Generator, {{"a", 0.0}}},
+      {"xavier_uniform", K::Generator, {{"gain", 1.0}}},
+      {"xavier_normal", K::Generator, {{"gain", 1.0}}},
+      {"eye", K::Generator, {}},
+      {"arange", K::Generator, {{"start", 0.0}, {"step", 1.0}}},
+      {"orthogonal", K::Generator, {{"gain", 1.0}}},
+      {"mul", K::Pointwise, {{"value", kRequired}}},
+      {"add", K::Pointwise, {{"value", kRequired}}},
+      {"sub", K::Pointwise, {{"value", kRequired}}},
+      {"div", K::Pointwise, {{"value", kRequired}}},
+      {"clamp", K::Pointwise, {{"min", -kInf}, {"max", kInf}}},
+      {"erfinv", K::Pointwise, {}},
+      {"sqrt", K::Pointwise, {}},
+      {"neg", K::Pointwise, {}},
+      {"reshape", K::View, {}},
+      {"transpose", K::View, {{"dim0", kRequired}, {"dim1", kRequired}}},
+      {"permute", K::View, {}},
+      {"slice", K::View,
+       {{"dim", kRequired}, {"start", 0.0}, {"end", kRequired}, {"step", 1.0}}},
+  };
+  return specs;
+}
+
+std::string knownInitOps() {
+  std::string names;
+  for (const InitOpSpec &spec : initOpSpecs())
+    names += (names.empty() ? "" : ", ") + std::string(spec.name);
+  return names;
+}
+
+/// A view argument: an integer that fits (negative dims count from the end).
+int64_t integerArgument(const GraphReader &reader, const InitStep &step,
+                        const char *key) {
+  double value = step.number(key);
+  if (value != std::floor(value) || std::abs(value) > 1e15)
+    reader.fail(step.path + "." + key, "must be an integer");
+  return static_cast<int64_t>(value);
+}
+
+int64_t normalizeDim(const GraphReader &reader, const InitStep &step,
+                     const char *key, int64_t rank) {
+  int64_t dim = integerArgument(reader, step, key);
+  if (dim < -rank || dim >= rank)
+    reader.fail(step.path + "." + key, "dim " + std::to_string(dim) +
+                                           " out of range for a tensor of " +
+                                           std::to_string(rank) + " dims");
+  return dim < 0 ? dim + rank : dim;
+}
+
+/// Computes the shape a view step produces from `in`, normalizing the
+/// step's arguments (dims made non-negative, slice end clamped as torch).
+std::vector<int64_t> applyView(const GraphReader &reader, const json &value,
+                               InitStep &step, const std::vector<int64_t> &in) {
+  int64_t rank = static_cast<int64_t>(in.size());
+  if (step.op == "reshape") {
+    std::vector<int64_t> out = reader.shape(value, step.path);
+    if (numElements(out) != numElements(in))
+      reader.fail(step.path + ".shape",
+                  "cannot reshape " + std::to_string(numElements(in)) +
+                      " elements to " + std::to_string(numElements(out)));
+    return out;
+  }
+  if (step.op == "transpose") {
+    int64_t d0 = normalizeDim(reader, step, "dim0", rank);
+    int64_t d1 = normalizeDim(reader, step, "dim1", rank);
+    step.numbers["dim0"] = static_cast<double>(d0);
+    step.numbers["dim1"] = static_cast<double>(d1);
+    std::vector<int64_t> out = in;
+    std::swap(out[d0], out[d1]);
+    return out;
+  }
+  if (step.op == "permute") {
+    std::string path = step.path + ".dims";
+    const json &dims = reader.array(reader.member(value, step.path, "dims"), path);
+    if (static_cast<int64_t>(dims.size()) != rank)
+      reader.fail(path, "needs " + std::to_string(rank) + " dims, got " +
+                            std::to_string(dims.size()));
+    std::vector<bool> seen(rank, false);
+    std::vector<int64_t> out;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (!dims[k].is_number_integer())
+        reader.fail(indexed(path, k), "must be an integer");
+      int64_t d = dims[k].get<int64_t>();
+      if (d < 0)
+        d += rank;
+      if (d < 0 || d >= rank || seen[d])
+        reader.fail(indexed(path, k), "dims must be a permutation of 0.." +
+                                          std::to_string(rank - 1));
+      seen[d] = true;
+      step.ints.push_back(d);
+      out.push_back(in[d]);
+    }
+    return out;
+  }
+  // slice
+  int64_t dim = normalizeDim(reader, step, "dim", rank);
+  int64_t start = integerArgument(reader, step, "start");
+  int64_t end = integerArgument(reader, step, "end");
+  int64_t stride = integerArgument(reader, step, "step");
+  int64_t size = in[dim];
+  if (stride < 1)
+    reader.fail(step.path + ".step", "must be at least 1");
+  if (start < 0)
+    start += size;
+  if (end < 0)
+    end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  step.numbers["dim"] = static_cast<double>(dim);
+  step.numbers["start"] = static_cast<double>(start);
+  step.numbers["end"] = static_cast<double>(end);
+  std::vector<int64_t> out = in;
+  out[dim] = (end - start + stride - 1) / stride;
+  return out;
+}
+
 std::vector<InitStep> readInitChain(const GraphReader &reader,
-                                    const json &param,
-                                    const std::string &path) {
+                                    const json &param, const std::string &path,
+                                    const std::vector<int64_t> &paramShape) {
   std::string chainPath = path + ".init";
   const json &chain = reader.array(reader.member(param, path, "init"), chainPath);
   if (chain.empty())
     reader.fail(chainPath, "an init chain needs at least one op (a generator)");
   std::vector<InitStep> steps;
+  std::vector<int64_t> shape;
   for (size_t i = 0; i < chain.size(); ++i) {
     std::string stepPath = indexed(chainPath, i);
-    reader.requireObject(chain[i], stepPath);
+    const json &value = chain[i];
+    reader.requireObject(value, stepPath);
     InitStep step;
     step.path = stepPath;
-    step.op = reader.string(reader.member(chain[i], stepPath, "op"),
-                            stepPath + ".op");
-    if (step.op == "fill") {
-      const json &value = reader.member(chain[i], stepPath, "value");
-      if (!value.is_number())
-        reader.fail(stepPath + ".value",
-                    "must be a number, got " + value.dump());
-      step.value = value.get<double>();
-    } else if (step.op == "zeros") {
-      step.value = 0.0;
-    } else if (step.op == "ones") {
-      step.value = 1.0;
-    } else {
+    step.op = reader.string(reader.member(value, stepPath, "op"), stepPath + ".op");
+    const InitOpSpec *spec = nullptr;
+    for (const InitOpSpec &candidate : initOpSpecs())
+      if (step.op == candidate.name)
+        spec = &candidate;
+    if (!spec)
       reader.fail(stepPath + ".op", "unknown init op \"" + step.op +
-                                        "\"; expected fill, zeros or ones");
+                                        "\"; expected one of " + knownInitOps());
+    step.kind = spec->kind;
+    for (const auto &[key, fallback] : spec->numbers) {
+      auto it = value.find(key);
+      if (it == value.end()) {
+        if (std::isnan(fallback))
+          reader.fail(stepPath, std::string("missing required key \"") + key + "\"");
+        step.numbers[key] = fallback;
+      } else if (!it->is_number()) {
+        reader.fail(stepPath + "." + key, "must be a number, got " + it->dump());
+      } else {
+        step.numbers[key] = it->get<double>();
+      }
     }
-    if (i > 0)
-      reader.fail(stepPath, "init op \"" + step.op +
-                                "\" follows a generator; only single-generator "
-                                "init chains are supported");
-    steps.push_back(step);
+    if (step.op.rfind("kaiming", 0) == 0) {
+      if (auto mode = value.find("mode"); mode != value.end())
+        step.mode = reader.string(*mode, stepPath + ".mode");
+      if (auto nl = value.find("nonlinearity"); nl != value.end())
+        step.nonlinearity = reader.string(*nl, stepPath + ".nonlinearity");
+      if (step.mode != "fan_in" && step.mode != "fan_out")
+        reader.fail(stepPath + ".mode", "must be \"fan_in\" or \"fan_out\"");
+    }
+
+    if (i == 0) {
+      if (step.kind != InitStepKind::Generator)
+        reader.fail(stepPath + ".op", "an init chain starts with a generator, "
+                                      "not \"" + step.op + "\"");
+      // A generator makes the parameter's shape unless views follow.
+      step.shape = value.contains("shape") ? reader.shape(value, stepPath)
+                                           : paramShape;
+    } else if (step.kind == InitStepKind::Generator) {
+      reader.fail(stepPath + ".op", "generator \"" + step.op +
+                                        "\" can only start an init chain");
+    } else if (step.kind == InitStepKind::Pointwise) {
+      step.shape = shape;
+    } else {
+      step.shape = applyView(reader, value, step, shape);
+    }
+    shape = step.shape;
+    steps.push_back(std::move(step));
   }
+  if (shape != paramShape)
+    reader.fail(chainPath, "the init chain produces shape " + shapeString(shape) +
+                               " but the parameter's shape is " +
+                               shapeString(paramShape));
   return steps;
 }
 
@@ -176,7 +361,7 @@ GraphParam readParam(const GraphReader &reader, const json &value,
                     "cuda:N");
   if (auto unit = value.find("unit"); unit != value.end())
     param.unit = reader.string(*unit, path + ".unit");
-  param.init = readInitChain(reader, value, path);
+  param.init = readInitChain(reader, value, path, param.shape);
   return param;
 }
 
@@ -196,14 +381,6 @@ bool broadcastShapes(const std::vector<int64_t> &a,
   return true;
 }
 
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
 
 } // namespace
 

@@ -38,16 +38,93 @@ Location jsonLocation(MLIRContext &context, const Graph &graph,
                       FileLineColLoc::get(&context, graph.sourceName, 0, 0));
 }
 
-Value buildGenerator(OpBuilder &builder, Location loc, const InitStep &step,
-                     RankedTensorType type) {
-  if (step.op == "zeros")
-    return builder.create<tc::ZerosOp>(loc, type, TypeAttr()).getResult();
-  if (step.op == "ones")
-    return builder.create<tc::OnesOp>(loc, type, TypeAttr()).getResult();
-  return builder
-      .create<tc::FillOp>(loc, type, builder.getF64FloatAttr(step.value),
-                          TypeAttr())
-      .getResult();
+/// Builds one init step; `input` is the previous step's value (null for
+/// the generator that starts the chain), `position` its index in the chain.
+Value buildInitStep(OpBuilder &builder, Location loc, const InitStep &step,
+                    Value input, RankedTensorType type, int64_t position) {
+  auto f64 = [&](const char *key) {
+    return builder.getF64FloatAttr(step.number(key));
+  };
+  auto i64 = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+  auto pos = i64(position);
+  TypeAttr none;
+  AffineMapAttr noMap;
+  const std::string &op = step.op;
+  // Generators.
+  if (op == "fill")
+    return builder.create<tc::FillOp>(loc, type, f64("value"), none, none, noMap);
+  if (op == "zeros")
+    return builder.create<tc::ZerosOp>(loc, type, none, none, noMap);
+  if (op == "ones")
+    return builder.create<tc::OnesOp>(loc, type, none, none, noMap);
+  if (op == "uniform")
+    return builder.create<tc::UniformOp>(loc, type, f64("a"), f64("b"), pos,
+                                         none, none, noMap);
+  if (op == "normal")
+    return builder.create<tc::NormalOp>(loc, type, f64("mean"), f64("std"), pos,
+                                        none, none, noMap);
+  if (op == "trunc_normal")
+    return builder.create<tc::TruncNormalOp>(loc, type, f64("mean"), f64("std"),
+                                             f64("a"), f64("b"), pos, none,
+                                             none, noMap);
+  if (op == "kaiming_uniform" || op == "kaiming_normal") {
+    StringAttr mode = builder.getStringAttr(step.mode);
+    StringAttr nonlinearity = builder.getStringAttr(step.nonlinearity);
+    if (op == "kaiming_uniform")
+      return builder.create<tc::KaimingUniformOp>(
+          loc, type, f64("a"), mode, nonlinearity, pos, none, none, noMap);
+    return builder.create<tc::KaimingNormalOp>(loc, type, f64("a"), mode,
+                                               nonlinearity, pos, none, none,
+                                               noMap);
+  }
+  if (op == "xavier_uniform")
+    return builder.create<tc::XavierUniformOp>(loc, type, f64("gain"), pos,
+                                               none, none, noMap);
+  if (op == "xavier_normal")
+    return builder.create<tc::XavierNormalOp>(loc, type, f64("gain"), pos, none,
+                                              none, noMap);
+  if (op == "eye")
+    return builder.create<tc::EyeOp>(loc, type, none, none, noMap);
+  if (op == "arange")
+    return builder.create<tc::ArangeOp>(loc, type, f64("start"), f64("step"),
+                                        none, none, noMap);
+  if (op == "orthogonal")
+    return builder.create<tc::OrthogonalOp>(loc, type, f64("gain"), pos, none,
+                                            none, noMap);
+  // Pointwise ops.
+  if (op == "mul")
+    return builder.create<tc::MulScalarOp>(loc, input, f64("value"));
+  if (op == "add")
+    return builder.create<tc::AddScalarOp>(loc, input, f64("value"));
+  if (op == "sub")
+    return builder.create<tc::SubScalarOp>(loc, input, f64("value"));
+  if (op == "div")
+    return builder.create<tc::DivScalarOp>(loc, input, f64("value"));
+  if (op == "clamp")
+    return builder.create<tc::ClampOp>(loc, input, f64("min"), f64("max"));
+  if (op == "erfinv")
+    return builder.create<tc::ErfinvOp>(loc, input);
+  if (op == "sqrt")
+    return builder.create<tc::SqrtOp>(loc, input);
+  if (op == "neg")
+    return builder.create<tc::NegOp>(loc, input);
+  // Views.
+  auto integer = [&](const char *key) {
+    return static_cast<int64_t>(step.number(key));
+  };
+  if (op == "reshape")
+    return builder.create<tc::ReshapeOp>(loc, type, input);
+  if (op == "transpose")
+    return builder.create<tc::TransposeOp>(loc, type, input,
+                                           i64(integer("dim0")),
+                                           i64(integer("dim1")));
+  if (op == "permute")
+    return builder.create<tc::PermuteOp>(loc, type, input,
+                                         builder.getDenseI64ArrayAttr(step.ints));
+  assert(op == "slice" && "the graph reader admits no other init op");
+  return builder.create<tc::SliceOp>(loc, type, input, i64(integer("dim")),
+                                     i64(integer("start")), i64(integer("end")),
+                                     i64(integer("step")));
 }
 
 void buildInit(OpBuilder &builder, ModuleOp module, const Graph &graph) {
@@ -58,11 +135,12 @@ void buildInit(OpBuilder &builder, ModuleOp module, const Graph &graph) {
       builder.getFunctionType({}, {}));
   builder.setInsertionPointToStart(init.addEntryBlock());
   for (const GraphParam &param : graph.params) {
-    RankedTensorType type = tensorType(context, param.shape, param.dtype);
     Value value;
-    for (const InitStep &step : param.init)
-      value = buildGenerator(builder, jsonLocation(context, graph, step.path),
-                             step, type);
+    for (auto [position, step] : llvm::enumerate(param.init))
+      value = buildInitStep(builder, jsonLocation(context, graph, step.path),
+                            step, value,
+                            tensorType(context, step.shape, param.dtype),
+                            static_cast<int64_t>(position));
     builder.create<tc::MaterializeOp>(jsonLocation(context, graph, param.path),
                                       value, param.name);
   }

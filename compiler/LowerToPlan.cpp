@@ -1,14 +1,19 @@
 //===- LowerToPlan.cpp - lower a sharded tc module to a Plan --------------===//
 //
 // Each SSA value becomes a Plan buffer. Memory is made explicit here:
-//   - a generator whose value is materialized into a param writes straight
-//     into the param's storage (no temporary the size of the shard);
+//   - an init chain (generator, then pointwise ops) is computed in place, in
+//     the storage of the parameter it materializes: init never holds a
+//     temporary the size of a shard;
+//   - a non-shardable chain (feeding tc.scatter) is computed in a full
+//     buffer on its owner rank only (instructions carry `rank`), scattered,
+//     and freed;
 //   - tc.all_gather allocates a "gathered" buffer, tc.release frees it;
-//   - every other value is allocated by its producer and freed right after
-//     its last use, unless the function returns it.
+//   - every other buffer is freed right after the last instruction that
+//     uses it, unless the function returns it.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/LowerToPlan.h"
+#include "compiler/IndexMapEncoding.h"
 #include "dialects/tc/TcOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -47,6 +52,33 @@ std::string locationString(Location loc) {
   return text;
 }
 
+/// Follows an init value through its pointwise ops (and a scatter) to the
+/// op that consumes the chain's result: a materialize, a scatter, or null.
+Operation *chainEnd(Value value) {
+  while (value.hasOneUse()) {
+    Operation *user = *value.getUsers().begin();
+    if (!isa<tc::PointwiseInitOpInterface>(user))
+      return user;
+    value = user->getResult(0);
+  }
+  return nullptr;
+}
+
+/// The parameter an init chain ends in (its name keys the RNG stream).
+std::string streamOf(Value value) {
+  Operation *end = chainEnd(value);
+  if (auto scatter = dyn_cast_or_null<tc::ScatterOp>(end))
+    end = chainEnd(scatter.getResult());
+  if (auto materialize = dyn_cast_or_null<tc::MaterializeOp>(end))
+    return materialize.getParam().str();
+  return "";
+}
+
+std::vector<int64_t> shapeOf(Type type) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(type).getShape();
+  return {shape.begin(), shape.end()};
+}
+
 /// Builds one Plan function from one func.func.
 class FunctionLowering {
 public:
@@ -64,31 +96,11 @@ public:
         return failure();
       function_.inputs.push_back(*id);
     }
-    // Values the function returns stay allocated after it, and are named
-    // after the outputs they are.
     Operation *terminator = body.getTerminator();
-    for (auto [i, result] : llvm::enumerate(terminator->getOperands())) {
-      returned_.insert(result);
+    for (auto [i, result] : llvm::enumerate(terminator->getOperands()))
       if (auto name = func.getResultAttrOfType<StringAttr>(i, "tc.name"))
         outputNames_.try_emplace(result, name.str());
-    }
-    // The last op of the block that uses each value frees it.
-    llvm::DenseMap<Operation *, SmallVector<Value>> freeAfter;
-    for (Operation &op : body) {
-      for (Value result : op.getResults()) {
-        // Gathers end at tc.release; tc.use aliases the param's storage.
-        if (isa<tc::AllGatherOp, tc::UseOp>(op) || returned_.contains(result) ||
-            isStoredInParam(result))
-          continue;
-        Operation *last = &op;
-        for (Operation *user : result.getUsers()) {
-          Operation *inBlock = body.findAncestorOpInBlock(*user);
-          if (last->isBeforeInBlock(inBlock))
-            last = inBlock;
-        }
-        freeAfter[last].push_back(result);
-      }
-    }
+    markOwnerOnlyOps(func);
 
     for (Operation &op : body) {
       if (isa<func::ReturnOp>(op)) {
@@ -98,16 +110,22 @@ public:
       }
       if (failed(lowerOp(op)))
         return failure();
-      for (Value dead : freeAfter.lookup(&op))
-        emit("free", {buffers_.lookup(dead)}, {}, op.getLoc());
     }
+    insertFrees();
     return success();
   }
 
 private:
-  bool isStoredInParam(Value value) {
-    return llvm::any_of(value.getUsers(), [](Operation *user) {
-      return isa<tc::MaterializeOp>(user);
+  /// Ops computing a scatter's input run only on the scatter's owner.
+  void markOwnerOnlyOps(func::FuncOp func) {
+    func.walk([&](tc::ScatterOp scatter) {
+      Value value = scatter.getInput();
+      while (Operation *op = value.getDefiningOp()) {
+        ownerOf_[op] = static_cast<int64_t>(scatter.getOwner());
+        if (op->getNumOperands() == 0)
+          break;
+        value = op->getOperand(0);
+      }
     });
   }
 
@@ -122,7 +140,7 @@ private:
     buffer.id = static_cast<int32_t>(function_.buffers.size());
     buffer.name = name;
     buffer.dtype = *dtype;
-    buffer.shape.assign(type.getShape().begin(), type.getShape().end());
+    buffer.shape = shapeOf(type);
     buffer.bytes = plan::numElements(buffer.shape) * plan::dtypeSize(*dtype);
     buffer.category = category;
     function_.buffers.push_back(buffer);
@@ -150,58 +168,184 @@ private:
   }
 
   void emit(const char *op, std::vector<int32_t> inputs,
-            std::vector<int32_t> outputs, Location loc,
-            std::map<std::string, plan::AttrValue> attrs = {}) {
+            std::vector<int32_t> outputs, Operation *source,
+            std::map<std::string, plan::AttrValue> attrs = {},
+            bool collective = false) {
     plan::Instruction instruction;
     instruction.op = op;
     instruction.inputs = std::move(inputs);
     instruction.outputs = std::move(outputs);
     instruction.attrs = std::move(attrs);
-    instruction.loc = locationString(loc);
+    instruction.loc = locationString(source->getLoc());
+    auto owner = ownerOf_.find(source);
+    if (owner != ownerOf_.end() && !collective)
+      instruction.attrs["rank"] = owner->second;
     function_.body.push_back(std::move(instruction));
   }
 
-  /// The buffer a fresh value is computed into: its param's storage when it
-  /// is materialized, else a new activation buffer.
-  FailureOr<int32_t> resultBuffer(Value value, plan::Category category) {
-    for (Operation *user : value.getUsers()) {
-      if (auto materialize = dyn_cast<tc::MaterializeOp>(user)) {
-        int32_t id = paramBuffer(materialize.getParam());
-        buffers_[value] = id;
-        return id;
+  /// Allocates the buffer a fresh value is computed into: its param's
+  /// storage when its chain is materialized, else a new buffer.
+  FailureOr<int32_t> allocResult(Operation *op, plan::Category category) {
+    Value value = op->getResult(0);
+    Operation *end = chainEnd(value);
+    int32_t id;
+    if (auto materialize = dyn_cast_or_null<tc::MaterializeOp>(end)) {
+      id = paramBuffer(materialize.getParam());
+      buffers_[value] = id;
+    } else {
+      std::string name;
+      if (auto scatter = dyn_cast_or_null<tc::ScatterOp>(end))
+        name = streamOf(value) + ".full";
+      else if (auto output = outputNames_.find(value); output != outputNames_.end())
+        name = output->second;
+      else
+        name = "%" + std::to_string(nextTemp_++);
+      FailureOr<int32_t> fresh = newBuffer(value, name, category);
+      if (failed(fresh))
+        return failure();
+      id = *fresh;
+      // A scatter source holds N * chunk padded rows, so that every rank's
+      // part is one uniform slab (as an all-gather target).
+      if (auto scatter = dyn_cast_or_null<tc::ScatterOp>(end)) {
+        auto materialize =
+            cast<tc::MaterializeOp>(chainEnd(scatter.getResult()));
+        const plan::Param &param =
+            plan_.params[paramIndex_.lookup(materialize.getParam())];
+        function_.buffers[id].bytes = param.gatheredBytes(plan_.worldSize);
       }
+      if (auto owner = ownerOf_.find(op); owner != ownerOf_.end())
+        ownerOfBuffer_[id] = owner->second;
     }
-    auto output = outputNames_.find(value);
-    std::string name = output != outputNames_.end()
-                           ? output->second
-                           : "%" + std::to_string(nextTemp_++);
-    return newBuffer(value, name, category);
+    emit("alloc", {}, {id}, op);
+    return id;
   }
 
-  LogicalResult lowerGenerator(Operation &op, double value) {
-    FailureOr<int32_t> out = resultBuffer(op.getResult(0),
-                                          plan::Category::Activation);
+  /// Attributes every generator shares: its RNG stream and its views.
+  template <typename GeneratorOp>
+  std::map<std::string, plan::AttrValue> generatorAttrs(GeneratorOp op,
+                                                         const char *kind) {
+    std::map<std::string, plan::AttrValue> attrs;
+    attrs["kind"] = std::string(kind);
+    attrs["stream"] = streamOf(op.getResult());
+    if (op.getIndexMap()) {
+      attrs["source_shape"] = shapeOf(op.getSourceTensorType());
+      attrs["index_map"] = encodeIndexMap(*op.getIndexMap());
+    }
+    return attrs;
+  }
+
+  LogicalResult lowerGenerator(Operation &op) {
+    FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
     if (failed(out))
       return failure();
-    emit("alloc", {}, {*out}, op.getLoc());
-    emit("fill", {}, {*out}, op.getLoc(), {{"value", value}});
+    auto d = [](APFloat value) { return value.convertToDouble(); };
+    if (auto fill = dyn_cast<tc::FillOp>(op); fill && !fill.getIndexMap()) {
+      emit("fill", {}, {*out}, &op, {{"value", d(fill.getValue())}});
+      return success();
+    }
+    if (isa<tc::ZerosOp, tc::OnesOp>(op)) {
+      emit("fill", {}, {*out}, &op, {{"value", isa<tc::OnesOp>(op) ? 1.0 : 0.0}});
+      return success();
+    }
+    std::map<std::string, plan::AttrValue> attrs;
+    const char *opcode = "generate";
+    if (auto uniform = dyn_cast<tc::UniformOp>(op)) {
+      attrs = generatorAttrs(uniform, "uniform");
+      attrs["low"] = d(uniform.getLow());
+      attrs["high"] = d(uniform.getHigh());
+      attrs["position"] = static_cast<int64_t>(uniform.getPosition());
+    } else if (auto normal = dyn_cast<tc::NormalOp>(op)) {
+      attrs = generatorAttrs(normal, "normal");
+      attrs["mean"] = d(normal.getMean());
+      attrs["std"] = d(normal.getStd());
+      attrs["position"] = static_cast<int64_t>(normal.getPosition());
+    } else if (auto trunc = dyn_cast<tc::TruncNormalOp>(op)) {
+      attrs = generatorAttrs(trunc, "trunc_normal");
+      attrs["mean"] = d(trunc.getMean());
+      attrs["std"] = d(trunc.getStd());
+      attrs["low"] = d(trunc.getA());
+      attrs["high"] = d(trunc.getB());
+      attrs["position"] = static_cast<int64_t>(trunc.getPosition());
+    } else if (auto eye = dyn_cast<tc::EyeOp>(op)) {
+      attrs = generatorAttrs(eye, "eye");
+      attrs["position"] = int64_t{0};
+    } else if (auto arange = dyn_cast<tc::ArangeOp>(op)) {
+      attrs = generatorAttrs(arange, "arange");
+      attrs["start"] = d(arange.getStart());
+      attrs["step"] = d(arange.getStep());
+      attrs["position"] = int64_t{0};
+    } else if (auto fill = dyn_cast<tc::FillOp>(op)) {
+      attrs = generatorAttrs(fill, "fill");
+      attrs["value"] = d(fill.getValue());
+      attrs["position"] = int64_t{0};
+    } else if (auto orthogonal = dyn_cast<tc::OrthogonalOp>(op)) {
+      opcode = "orthogonal";
+      attrs["gain"] = d(orthogonal.getGain());
+      attrs["stream"] = streamOf(orthogonal.getResult());
+      attrs["position"] = static_cast<int64_t>(orthogonal.getPosition());
+    } else {
+      return op.emitOpError()
+             << "has no runtime lowering (kaiming and xavier are expanded by "
+                "tc-expand-init)";
+    }
+    emit(opcode, {}, {*out}, &op, std::move(attrs));
+    return success();
+  }
+
+  /// Pointwise init ops work in place on their input's buffer.
+  LogicalResult lowerPointwise(Operation &op) {
+    Value input = op.getOperand(0);
+    if (!input.hasOneUse())
+      return op.emitOpError()
+             << "reads a value that is also used elsewhere; init chains are "
+                "computed in place";
+    int32_t id = buffers_.lookup(input);
+    buffers_[op.getResult(0)] = id;
+    auto d = [](APFloat value) { return value.convertToDouble(); };
+    if (auto mul = dyn_cast<tc::MulScalarOp>(op))
+      emit("mul_scalar", {id}, {id}, &op, {{"value", d(mul.getValue())}});
+    else if (auto add = dyn_cast<tc::AddScalarOp>(op))
+      emit("add_scalar", {id}, {id}, &op, {{"value", d(add.getValue())}});
+    else if (auto sub = dyn_cast<tc::SubScalarOp>(op))
+      emit("sub_scalar", {id}, {id}, &op, {{"value", d(sub.getValue())}});
+    else if (auto div = dyn_cast<tc::DivScalarOp>(op))
+      emit("div_scalar", {id}, {id}, &op, {{"value", d(div.getValue())}});
+    else if (auto clamp = dyn_cast<tc::ClampOp>(op))
+      emit("clamp", {id}, {id}, &op,
+           {{"min", d(clamp.getMin())}, {"max", d(clamp.getMax())}});
+    else if (isa<tc::ErfinvOp>(op))
+      emit("erfinv", {id}, {id}, &op);
+    else if (isa<tc::SqrtOp>(op))
+      emit("sqrt", {id}, {id}, &op);
+    else
+      emit("neg", {id}, {id}, &op);
     return success();
   }
 
   LogicalResult lowerOp(Operation &op) {
-    if (auto fill = dyn_cast<tc::FillOp>(op))
-      return lowerGenerator(op, fill.getValue().convertToDouble());
-    if (isa<tc::ZerosOp>(op))
-      return lowerGenerator(op, 0.0);
-    if (isa<tc::OnesOp>(op))
-      return lowerGenerator(op, 1.0);
+    if (isa<tc::GeneratorOpInterface>(op))
+      return lowerGenerator(op);
+    if (isa<tc::PointwiseInitOpInterface>(op))
+      return lowerPointwise(op);
     if (auto materialize = dyn_cast<tc::MaterializeOp>(op)) {
       int32_t target = paramBuffer(materialize.getParam());
       if (buffers_.lookup(materialize.getValue()) != target)
         return materialize.emitOpError()
                << "value is not computed in place into parameter "
-               << materialize.getParamAttr()
-               << "; the plan lowering supports only generator init chains";
+               << materialize.getParamAttr();
+      return success();
+    }
+    if (auto scatter = dyn_cast<tc::ScatterOp>(op)) {
+      Operation *end = chainEnd(scatter.getResult());
+      auto materialize = dyn_cast_or_null<tc::MaterializeOp>(end);
+      if (!materialize)
+        return scatter.emitOpError() << "must feed a tc.materialize";
+      int32_t target = paramBuffer(materialize.getParam());
+      buffers_[scatter.getResult()] = target;
+      emit("alloc", {}, {target}, &op);
+      emit("scatter", {buffers_.lookup(scatter.getInput())}, {target}, &op,
+           {{"root", static_cast<int64_t>(scatter.getOwner())}},
+           /*collective=*/true);
       return success();
     }
     if (auto use = dyn_cast<tc::UseOp>(op)) {
@@ -217,25 +361,61 @@ private:
       if (failed(out))
         return failure();
       function_.buffers[*out].bytes = param.gatheredBytes(plan_.worldSize);
-      emit("alloc", {}, {*out}, op.getLoc());
-      emit("all_gather", {paramBuffer(gather.getParam())}, {*out}, op.getLoc());
+      explicitlyFreed_.insert(*out);
+      emit("alloc", {}, {*out}, &op);
+      emit("all_gather", {paramBuffer(gather.getParam())}, {*out}, &op);
       return success();
     }
     if (auto release = dyn_cast<tc::ReleaseOp>(op)) {
-      emit("free", {buffers_.lookup(release.getValue())}, {}, op.getLoc());
+      emit("free", {buffers_.lookup(release.getValue())}, {}, &op);
       return success();
     }
     if (auto add = dyn_cast<tc::AddOp>(op)) {
-      FailureOr<int32_t> out = resultBuffer(add.getResult(),
-                                            plan::Category::Activation);
+      FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
       if (failed(out))
         return failure();
-      emit("alloc", {}, {*out}, op.getLoc());
       emit("add", {buffers_.lookup(add.getLhs()), buffers_.lookup(add.getRhs())},
-           {*out}, op.getLoc());
+           {*out}, &op);
       return success();
     }
     return op.emitOpError() << "has no lowering to the runtime plan";
+  }
+
+  /// Frees each temporary right after the last instruction that touches it.
+  void insertFrees() {
+    std::set<int32_t> kept(function_.inputs.begin(), function_.inputs.end());
+    kept.insert(function_.outputs.begin(), function_.outputs.end());
+    std::map<size_t, std::vector<int32_t>> freeAfter;
+    for (const plan::Buffer &buffer : function_.buffers) {
+      if (buffer.param || kept.count(buffer.id) ||
+          explicitlyFreed_.count(buffer.id))
+        continue;
+      std::optional<size_t> last;
+      for (size_t i = 0; i < function_.body.size(); ++i) {
+        const plan::Instruction &instruction = function_.body[i];
+        auto uses = [&](const std::vector<int32_t> &ids) {
+          return std::find(ids.begin(), ids.end(), buffer.id) != ids.end();
+        };
+        if (uses(instruction.inputs) || uses(instruction.outputs))
+          last = i;
+      }
+      if (last)
+        freeAfter[*last].push_back(buffer.id);
+    }
+    std::vector<plan::Instruction> body;
+    for (size_t i = 0; i < function_.body.size(); ++i) {
+      body.push_back(function_.body[i]);
+      for (int32_t id : freeAfter[i]) {
+        plan::Instruction free;
+        free.op = "free";
+        free.inputs = {id};
+        free.loc = function_.body[i].loc;
+        if (auto owner = ownerOfBuffer_.find(id); owner != ownerOfBuffer_.end())
+          free.attrs["rank"] = owner->second;
+        body.push_back(std::move(free));
+      }
+    }
+    function_.body = std::move(body);
   }
 
   plan::Plan &plan_;
@@ -243,8 +423,10 @@ private:
   plan::Function &function_;
   llvm::DenseMap<Value, int32_t> buffers_;
   llvm::DenseMap<int32_t, int32_t> paramBuffers_;
-  llvm::DenseSet<Value> returned_;
   llvm::DenseMap<Value, std::string> outputNames_;
+  llvm::DenseMap<Operation *, int64_t> ownerOf_;
+  std::map<int32_t, int64_t> ownerOfBuffer_;
+  std::set<int32_t> explicitlyFreed_;
   int nextTemp_ = 0;
 };
 
@@ -252,6 +434,8 @@ private:
 
 FailureOr<plan::Plan> lowerToPlan(ModuleOp module) {
   plan::Plan result;
+  if (auto attr = module->getAttrOfType<IntegerAttr>("tc.world_size"))
+    result.worldSize = attr.getInt();
   llvm::StringMap<int32_t> paramIndex;
   for (tc::ParamOp param : module.getOps<tc::ParamOp>()) {
     RankedTensorType type = param.getTensorType();
@@ -261,7 +445,7 @@ FailureOr<plan::Plan> lowerToPlan(ModuleOp module) {
     plan::Param lowered;
     lowered.name = param.getSymName().str();
     lowered.dtype = *dtype;
-    lowered.shape.assign(type.getShape().begin(), type.getShape().end());
+    lowered.shape = shapeOf(type);
     lowered.device = param.getDevice().str();
     lowered.unit = param.getUnit().value_or("").str();
     lowered.isBuffer = param.getIsBuffer();
@@ -272,8 +456,6 @@ FailureOr<plan::Plan> lowerToPlan(ModuleOp module) {
     paramIndex[lowered.name] = static_cast<int32_t>(result.params.size());
     result.params.push_back(std::move(lowered));
   }
-  if (auto attr = module->getAttrOfType<IntegerAttr>("tc.world_size"))
-    result.worldSize = attr.getInt();
 
   for (StringRef name : {tc::kInitFunctionName, tc::kForwardFunctionName}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);

@@ -19,6 +19,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize) {
   if (failed(verify(module)))
     return failure();
   PassManager passes(module.getContext());
+  passes.addPass(tc::createTcExpandInit());
   tc::TcFsdpOptions options;
   options.worldSize = worldSize;
   passes.addPass(tc::createTcFsdp(options));

@@ -6,9 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/InitChainFusion.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
 
 namespace mlir::tc {
 #define GEN_PASS_DEF_TCFSDP
@@ -26,27 +30,78 @@ bool isShardable(ParamOp param) {
   return !param.getIsBuffer() && type.getRank() >= 1 && type.getDimSize(0) > 0;
 }
 
-/// Rewrites the generator that feeds `materialize` to produce only the
-/// local shard. A generator shared by several materializes is cloned, so
-/// that each parameter gets its own sharded generator.
-LogicalResult shardInitChain(MaterializeOp materialize, ParamOp param) {
-  Operation *producer = materialize.getValue().getDefiningOp();
-  if (!producer || !isa<FillOp, ZerosOp, OnesOp>(producer))
-    return materialize.emitOpError()
-           << "init chain of parameter " << materialize.getParamAttr()
-           << " is not shardable: its value comes from "
-           << (producer ? producer->getName().getStringRef()
-                        : StringRef("a block argument"))
-           << ", and tc-fsdp shards only generators (fill, zeros, ones)";
-  if (!producer->hasOneUse()) {
-    OpBuilder builder(materialize);
-    producer = builder.clone(*producer);
-    materialize.getValueMutable().assign(producer->getResult(0));
+/// A parameter whose chain starts with a non-shardable generator: computed
+/// in full on `owner` and scattered.
+struct OwnedParam {
+  ParamOp param;
+  MaterializeOp materialize;
+  Value value;
+  int64_t bytes = 0;
+};
+
+int64_t paramBytes(ParamOp param) {
+  RankedTensorType type = param.getTensorType();
+  return type.getNumElements() *
+         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+}
+
+/// Spreads owned parameters over ranks by size: largest first, each to the
+/// rank holding the fewest owned bytes so far (ties: the lowest rank).
+void assignOwners(SmallVectorImpl<OwnedParam> &owned, int64_t worldSize) {
+  std::stable_sort(owned.begin(), owned.end(),
+                   [](const OwnedParam &a, const OwnedParam &b) {
+                     return a.bytes > b.bytes;
+                   });
+  std::vector<int64_t> load(worldSize, 0);
+  for (OwnedParam &entry : owned) {
+    int64_t owner = std::min_element(load.begin(), load.end()) - load.begin();
+    load[owner] += entry.bytes;
+    OpBuilder builder(entry.materialize);
+    auto scatter = builder.create<ScatterOp>(
+        entry.materialize.getLoc(), entry.param.getLocalType(), entry.value,
+        builder.getI64IntegerAttr(owner));
+    entry.materialize.getValueMutable().assign(scatter.getResult());
   }
-  RankedTensorType full = param.getTensorType();
-  producer->getResult(0).setType(param.getLocalType());
-  producer->setAttr("full_type", TypeAttr::get(full));
+}
+
+/// Rewrites `materialize`'s chain so this rank computes only what it
+/// stores; records non-shardable chains in `owned`.
+LogicalResult shardInitChain(MaterializeOp materialize, ParamOp param,
+                             SmallVectorImpl<OwnedParam> &owned) {
+  FailureOr<InitChain> chain =
+      collectInitChain(materialize.getValue(), materialize);
+  if (failed(chain))
+    return failure();
+  if (isa<KaimingUniformOp, KaimingNormalOp, XavierUniformOp, XavierNormalOp>(
+          chain->generator))
+    return chain->generator->emitOpError()
+           << "must be expanded by tc-expand-init before tc-fsdp";
+  if (!isShardableGenerator(chain->generator)) {
+    if (chain->hasViews)
+      return materialize.emitOpError()
+             << "init chain of parameter " << materialize.getParamAttr()
+             << " applies views to a non-shardable "
+             << chain->generator->getName().getStringRef()
+             << "; only pointwise ops may follow it";
+    if (param.getShard())
+      owned.push_back({param, materialize, materialize.getValue(),
+                       paramBytes(param)});
+    return success();
+  }
+  OpBuilder builder(materialize);
+  RankedTensorType full = param.getShard() ? param.getTensorType() : nullptr;
+  Value fused = buildFusedChain(builder, *chain, param.getLocalType(), full);
+  materialize.getValueMutable().assign(fused);
   return success();
+}
+
+/// Erases init ops the rewrite left without uses.
+void eraseDeadInitOps(func::FuncOp init) {
+  SmallVector<Operation *> ops;
+  init.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty() && op->getNumResults() > 0 && isPure(op))
+      op->erase();
 }
 
 /// The op in `block` that is, or contains, `op`.
@@ -107,15 +162,19 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
       sharded[param.getSymName()] = param;
     }
 
-    bool failed = false;
-    module.walk([&](MaterializeOp materialize) {
-      auto it = sharded.find(materialize.getParam());
-      if (it != sharded.end() &&
-          mlir::failed(shardInitChain(materialize, it->second)))
-        failed = true;
-    });
-    if (failed)
-      return signalPassFailure();
+    llvm::StringMap<ParamOp> params;
+    for (ParamOp param : module.getOps<ParamOp>())
+      params[param.getSymName()] = param;
+    SmallVector<MaterializeOp> materializes;
+    module.walk([&](MaterializeOp op) { materializes.push_back(op); });
+    SmallVector<OwnedParam> owned;
+    for (MaterializeOp materialize : materializes)
+      if (failed(shardInitChain(materialize,
+                                params.lookup(materialize.getParam()), owned)))
+        return signalPassFailure();
+    assignOwners(owned, worldSize);
+    if (auto init = module.lookupSymbol<func::FuncOp>(kInitFunctionName))
+      eraseDeadInitOps(init);
 
     // With one rank the local shard is the whole parameter: no gather.
     if (worldSize == 1)

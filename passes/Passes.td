@@ -28,4 +28,22 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }
 
+def TcExpandInit : Pass<"tc-expand-init", "::mlir::ModuleOp"> {
+  let summary = "Expand the kaiming/xavier families into uniform and normal";
+  let description = [{
+    Computes fan_in and fan_out exactly as torch.nn.init does (fan_in =
+    size(1) * prod(size[2:]), fan_out = size(0) * prod(size[2:])) and the
+    gain of `calculate_gain`, then replaces
+
+      kaiming_uniform -> uniform [-b, b) with b = gain * sqrt(3 / fan)
+      kaiming_normal  -> normal mean 0 std gain / sqrt(fan)
+      xavier_uniform  -> uniform [-b, b) with b = gain * sqrt(6 / (fan_in + fan_out))
+      xavier_normal   -> normal mean 0 std gain * sqrt(2 / (fan_in + fan_out))
+
+    keeping the op's chain position, so the values are those of the
+    expanded op.
+  }];
+  let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
 #endif // SHARDC_TC_PASSES

@@ -22,6 +22,13 @@ public:
   /// worldSize * bytesPerRank bytes, rank 0's first. `send` and `recv` must
   /// not overlap. All ranks must pass the same bytesPerRank.
   virtual void allGather(const void *send, size_t bytesPerRank, void *recv) = 0;
+  /// Rank `root` sends worldSize * bytesPerRank bytes from `send` (rank r's
+  /// part first at r * bytesPerRank); every rank, root included, receives its
+  /// bytesPerRank bytes into `recv`. `send` is read on root only (other ranks
+  /// may pass nullptr); it must not overlap root's `recv`. All ranks must pass
+  /// the same root and bytesPerRank. Same timeout and abort behaviour as
+  /// allGather.
+  virtual void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) = 0;
   virtual void barrier() = 0;
 
   virtual std::chrono::duration<double> timeout() const = 0;

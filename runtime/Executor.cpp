@@ -1,10 +1,20 @@
 #include "runtime/Executor.h"
 
+#include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
+#include "runtime/Philox.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/init/Generators.h"
+#include "runtime/init/ParallelFor.h"
+#include "runtime/init/Pointwise.h"
 
+#include <algorithm>
 #include <cstring>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <thread>
 
 namespace shardc::runtime {
 using namespace shardc::plan;
@@ -24,9 +34,9 @@ const DeviceBuffer *RankState::paramStorage(int32_t index) const {
 class FunctionRun {
 public:
   FunctionRun(const Plan &plan, const Function &function, CpuDevice &device,
-              Communicator &comm, RankState &state)
+              Communicator &comm, RankState &state, const ExecutionContext &context)
       : plan_(plan), function_(function), device_(device), comm_(comm), state_(state),
-        owned_(function.buffers.size()) {}
+        context_(context), owned_(function.buffers.size()) {}
 
   void bindInputs(const std::vector<HostTensor> &inputs) {
     if (inputs.size() != function_.inputs.size())
@@ -57,12 +67,17 @@ public:
   void run() {
     for (index_ = 0; index_ < function_.body.size(); ++index_) {
       const Instruction &inst = function_.body[index_];
+      if (!executesOn(inst, state_.rank())) continue;  // another rank's work
       try {
         if (inst.op == "alloc") alloc(inst);
         else if (inst.op == "free") free(inst);
         else if (inst.op == "fill") fill(inst);
         else if (inst.op == "add") add(inst);
         else if (inst.op == "all_gather") allGather(inst);
+        else if (inst.op == "generate") generate(inst);
+        else if (auto kind = pointwiseKind(inst.op)) pointwise(inst, *kind);
+        else if (inst.op == "scatter") scatter(inst);
+        else if (inst.op == "orthogonal") orthogonal(inst);
         else fail("unknown opcode '" + inst.op + "'");
       } catch (const RuntimeError &e) {
         // Collective and kernel errors do not know the instruction: add it.
@@ -186,19 +201,303 @@ private:
     comm_.allGather(data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id));
   }
 
+
+  // ------------------------------------------------------------ attributes --
+
+  const AttrValue *attr(const Instruction &inst, const char *name) const {
+    auto it = inst.attrs.find(name);
+    return it == inst.attrs.end() ? nullptr : &it->second;
+  }
+  double attrDouble(const Instruction &inst, const char *name) const {
+    const AttrValue *value = attr(inst, name);
+    if (!value || !std::holds_alternative<double>(*value))
+      fail(std::string("needs a float attribute '") + name + "'");
+    return std::get<double>(*value);
+  }
+  int64_t attrInt(const Instruction &inst, const char *name) const {
+    const AttrValue *value = attr(inst, name);
+    if (!value || !std::holds_alternative<int64_t>(*value))
+      fail(std::string("needs an integer attribute '") + name + "'");
+    return std::get<int64_t>(*value);
+  }
+  const std::string &attrString(const Instruction &inst, const char *name) const {
+    const AttrValue *value = attr(inst, name);
+    if (!value || !std::holds_alternative<std::string>(*value))
+      fail(std::string("needs a string attribute '") + name + "'");
+    return std::get<std::string>(*value);
+  }
+  /// nullptr when absent; fails when present with another type.
+  const std::vector<int64_t> *attrList(const Instruction &inst, const char *name) const {
+    const AttrValue *value = attr(inst, name);
+    if (!value) return nullptr;
+    if (!std::holds_alternative<std::vector<int64_t>>(*value))
+      fail(std::string("attribute '") + name + "' must be an integer list");
+    return &std::get<std::vector<int64_t>>(*value);
+  }
+
+  /// The RNG identity shared by generate and orthogonal.
+  void setStream(const Instruction &inst, init::GeneratorSpec &spec) const {
+    const std::string &stream = attrString(inst, "stream");
+    int64_t position = attrInt(inst, "position");
+    if (position < 0 || position > std::numeric_limits<uint32_t>::max())
+      fail("position " + std::to_string(position) + " is out of range [0, 2^32)");
+    spec.seed = context_.seed;
+    spec.streamHash = philox::fnv1a32(stream.data(), stream.size());
+    spec.position = static_cast<uint32_t>(position);
+  }
+
+  /// The part of a buffer this rank computes: for a sharded param, the valid
+  /// rows of its shard (full flat elements [begin, begin + count)); else the
+  /// whole tensor. `localElements` includes padding rows.
+  struct Region {
+    std::byte *data = nullptr;
+    DType dtype = DType::F32;
+    std::vector<int64_t> fullShape;
+    int64_t begin = 0, count = 0, localElements = 0;
+  };
+  Region region(int32_t id) const {
+    const Buffer &b = buffer(id);
+    Region r;
+    r.data = data(id);
+    r.dtype = b.dtype;
+    if (!b.param) {
+      r.fullShape = b.shape;
+      r.count = r.localElements = numElements(b.shape);
+      return r;
+    }
+    const Param &p = plan_.params[*b.param];
+    r.fullShape = p.shape;
+    r.localElements = numElements(p.localShape());
+    if (!p.sharded()) {
+      r.count = r.localElements;
+      return r;
+    }
+    r.begin = state_.rank() * p.chunkRows * p.rowElements();
+    r.count = p.validRows(state_.rank()) * p.rowElements();
+    return r;
+  }
+  void zeroPadding(const Region &r) const {
+    const int64_t size = dtypeSize(r.dtype);
+    std::memset(r.data + r.count * size, 0,
+                static_cast<size_t>((r.localElements - r.count) * size));
+  }
+
+  // -------------------------------------------------------------- generate --
+
+  void generate(const Instruction &inst) {
+    expectOperands(inst, 0, 1);
+    init::GeneratorSpec spec{};
+    const std::string &kind = attrString(inst, "kind");
+    if (kind == "fill") {
+      spec.kind = init::GeneratorKind::Fill;
+      spec.value = attrDouble(inst, "value");
+    } else if (kind == "uniform") {
+      spec.kind = init::GeneratorKind::Uniform;
+      spec.low = attrDouble(inst, "low");
+      spec.high = attrDouble(inst, "high");
+    } else if (kind == "normal") {
+      spec.kind = init::GeneratorKind::Normal;
+      spec.mean = attrDouble(inst, "mean");
+      spec.std = attrDouble(inst, "std");
+    } else if (kind == "trunc_normal") {
+      spec.kind = init::GeneratorKind::TruncNormal;
+      spec.mean = attrDouble(inst, "mean");
+      spec.std = attrDouble(inst, "std");
+      spec.low = attrDouble(inst, "low");
+      spec.high = attrDouble(inst, "high");
+    } else if (kind == "eye") {
+      spec.kind = init::GeneratorKind::Eye;
+    } else if (kind == "arange") {
+      spec.kind = init::GeneratorKind::Arange;
+      spec.start = attrDouble(inst, "start");
+      spec.step = attrDouble(inst, "step");
+    } else {
+      fail("unknown generator kind '" + kind +
+           "' (fill, uniform, normal, trunc_normal, eye, arange)");
+    }
+    setStream(inst, spec);
+
+    const Region r = region(inst.outputs[0]);
+    std::vector<int64_t> sourceShape = r.fullShape;
+    if (const std::vector<int64_t> *given = attrList(inst, "source_shape")) {
+      sourceShape = *given;
+      if (checkedLogicalBytes(sourceShape, r.dtype) < 0)
+        fail("source_shape " + shapeToString(sourceShape) +
+             " has a negative dimension or is too large");
+    }
+    spec.shape = sourceShape;
+    init::validateGeneratorSpec(spec);
+    const std::vector<int64_t> *encoding = attrList(inst, "index_map");
+    const int64_t elementSize = dtypeSize(r.dtype);
+
+    if (!encoding && sourceShape == r.fullShape) {
+      // Fast path: this rank's rows are one contiguous range of the source.
+      init::generateRange(spec, r.dtype, r.begin, r.count, r.data, context_.threads);
+    } else {
+      if (!encoding && sourceShape.size() != r.fullShape.size())
+        fail("source_shape " + shapeToString(sourceShape) + " has another rank than the output " +
+             shapeToString(r.fullShape) + " and there is no index_map");
+      IndexMap map = encoding ? IndexMap::parse(*encoding, r.fullShape.size(), sourceShape.size())
+                              : IndexMap::identity(r.fullShape.size());
+      // Parts of the range on context_.threads threads, each in blocks of
+      // source indices on its stack. The lowest failing part's error wins,
+      // so messages do not depend on the thread count.
+      const int parts = r.count >= (int64_t(1) << 16) ? context_.threads : 1;
+      std::mutex errorMutex;
+      int64_t errorAt = std::numeric_limits<int64_t>::max();
+      std::exception_ptr error;
+      init::parallelFor(r.count, parts, [&](int64_t partBegin, int64_t partCount) {
+        try {
+          constexpr int64_t kBlock = 4096;
+          int64_t indices[kBlock];
+          std::vector<int64_t> p;
+          for (int64_t done = 0; done < partCount; done += kBlock) {
+            const int64_t n = std::min(kBlock, partCount - done), at = partBegin + done;
+            mapFlatIndices(map, r.fullShape, sourceShape, r.begin + at, n, indices, p, done == 0);
+            init::generateAt(spec, r.dtype, indices, n, r.data + at * elementSize);
+          }
+        } catch (...) {
+          std::lock_guard lock(errorMutex);
+          if (partBegin < errorAt) {
+            errorAt = partBegin;
+            error = std::current_exception();
+          }
+        }
+      });
+      if (error) std::rethrow_exception(error);
+    }
+    zeroPadding(r);
+  }
+
+  // ------------------------------------------------------------- pointwise --
+
+  static std::optional<init::PointwiseKind> pointwiseKind(const std::string &op) {
+    using K = init::PointwiseKind;
+    if (op == "mul_scalar") return K::Mul;
+    if (op == "add_scalar") return K::Add;
+    if (op == "sub_scalar") return K::Sub;
+    if (op == "div_scalar") return K::Div;
+    if (op == "clamp") return K::Clamp;
+    if (op == "erfinv") return K::Erfinv;
+    if (op == "sqrt") return K::Sqrt;
+    if (op == "neg") return K::Neg;
+    return std::nullopt;
+  }
+
+  void pointwise(const Instruction &inst, init::PointwiseKind kind) {
+    expectOperands(inst, 1, 1);
+    if (inst.inputs[0] != inst.outputs[0])
+      fail("works in place: input '" + buffer(inst.inputs[0]).name + "' and output '" +
+           buffer(inst.outputs[0]).name + "' must be the same buffer");
+    double a = 0, b = 0;
+    using K = init::PointwiseKind;
+    if (kind == K::Mul || kind == K::Add || kind == K::Sub || kind == K::Div) {
+      a = attrDouble(inst, "value");
+    } else if (kind == K::Clamp) {
+      a = attrDouble(inst, "min");
+      b = attrDouble(inst, "max");
+    }
+    const Region r = region(inst.outputs[0]);
+    // Only the valid rows: padding stays zero.
+    init::applyPointwise(kind, a, b, r.dtype, r.data, r.count, context_.threads);
+  }
+
+  // --------------------------------------------------------------- scatter --
+
+  void scatter(const Instruction &inst) {
+    expectOperands(inst, 1, 1);
+    const Buffer &full = buffer(inst.inputs[0]), &target = buffer(inst.outputs[0]);
+    if (!target.param) fail("output '" + target.name + "' is not a param buffer");
+    const Param &p = plan_.params[*target.param];
+    if (!p.sharded())
+      fail("param '" + p.name + "' is replicated; scatter needs a sharded param");
+    if (full.param) fail("input '" + full.name + "' must not be a param buffer");
+    if (full.dtype != p.dtype || full.shape != p.shape)
+      fail("input '" + full.name + "' is " + dtypeName(full.dtype) + " " +
+           shapeToString(full.shape) + " but param '" + p.name + "' is " + dtypeName(p.dtype) +
+           " " + shapeToString(p.shape));
+    const int64_t needed = p.gatheredBytes(comm_.worldSize());
+    if (full.bytes < needed)
+      fail("input '" + full.name + "' has " + std::to_string(full.bytes) +
+           " bytes; a scatter source holds world_size * chunk_rows padded rows of '" + p.name +
+           "' (" + std::to_string(needed) + " bytes, as an all_gather target)");
+    const int64_t root = attrInt(inst, "root");
+    if (root < 0 || root >= comm_.worldSize())
+      fail("root " + std::to_string(root) + " out of range for world size " +
+           std::to_string(comm_.worldSize()));
+    // Only root holds the full tensor; the others never touch that buffer.
+    const std::byte *send = state_.rank() == root ? data(full.id) : nullptr;
+    const Region r = region(target.id);
+    comm_.scatter(root, send, static_cast<size_t>(p.localBytes()), r.data);
+    zeroPadding(r);  // root's padding rows were never written
+  }
+
+  // ------------------------------------------------------------ orthogonal --
+
+  void orthogonal(const Instruction &inst) {
+    expectOperands(inst, 0, 1);
+    const Buffer &b = buffer(inst.outputs[0]);
+    if (b.param)
+      fail("output '" + b.name + "' is a param buffer; orthogonal writes a full tensor "
+           "(one owner rank), which a scatter then shards");
+    if (b.shape.size() < 2)
+      fail("only tensors with 2 or more dimensions are supported, '" + b.name + "' is " +
+           shapeToString(b.shape));
+    const double gain = attrDouble(inst, "gain");
+    init::GeneratorSpec spec{};
+    spec.kind = init::GeneratorKind::Normal;
+    spec.mean = 0;
+    spec.std = 1;
+    setStream(inst, spec);
+    const int64_t workBytes = orthogonalWorkBytes(b.shape);
+    if (workBytes < 0) fail("'" + b.name + "' is too large for orthogonal's working matrix");
+    std::byte *out = data(b.id);
+    const int64_t rows = b.shape[0];
+    int64_t cols = 1;
+    for (size_t d = 1; d < b.shape.size(); ++d) cols *= b.shape[d];
+    // Working memory goes through the device (MemoryModel mirrors it).
+    DeviceBuffer work = device_.allocate(workBytes, Category::Activation, b.name + ".qr");
+    if (rows == 0 || cols == 0) return;
+    // torch: flattened = new(rows, cols).normal_(0, 1), in the tensor's dtype.
+    spec.shape = {rows, cols};
+    init::validateGeneratorSpec(spec);
+    init::generateRange(spec, b.dtype, 0, rows * cols, out, context_.threads);
+    const bool transposed = rows < cols;
+    const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
+    double *a = reinterpret_cast<double *>(work.data());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        double v = loadAsDouble(b.dtype, out, i * cols + j);
+        if (transposed) a[j * n + i] = v;
+        else a[i * n + j] = v;
+      }
+    householderSignedQ(a, m, n, a + m * n);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        storeFromDouble(b.dtype, out, i * cols + j,
+                        gain * (transposed ? a[j * n + i] : a[i * n + j]));
+  }
+
   const Plan &plan_;
   const Function &function_;
   CpuDevice &device_;
   Communicator &comm_;
   RankState &state_;
+  const ExecutionContext &context_;
   std::vector<DeviceBuffer> owned_;  // non-param buffers, by id
   size_t index_ = 0;
 };
 
+int defaultKernelThreads(int64_t worldSize) {
+  const int64_t cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, worldSize)));
+}
+
 std::vector<TensorView> executeFunction(const Plan &plan, const std::string &name,
                                         CpuDevice &device, Communicator &comm,
                                         RankState &state,
-                                        const std::vector<HostTensor> &inputs) {
+                                        const std::vector<HostTensor> &inputs,
+                                        const ExecutionContext &context) {
   const Function *function = plan.function(name);
   if (!function) throw RuntimeError("executeFunction: plan has no function '" + name + "'");
   if (comm.worldSize() != plan.worldSize)
@@ -210,7 +509,10 @@ std::vector<TensorView> executeFunction(const Plan &plan, const std::string &nam
                        std::to_string(comm.rank()) + " != rank state " +
                        std::to_string(state.rank()));
   checkPlan(plan);  // ids in range etc.: a bad plan must not crash the executor
-  FunctionRun run(plan, *function, device, comm, state);
+  if (context.threads < 1)
+    throw RuntimeError("executeFunction('" + name + "'): kernel threads must be >= 1, got " +
+                       std::to_string(context.threads));
+  FunctionRun run(plan, *function, device, comm, state, context);
   run.bindInputs(inputs);
   run.run();
   return run.finish();

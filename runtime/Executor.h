@@ -54,7 +54,21 @@ private:
   std::vector<DeviceBuffer> retained_;
 };
 
-/// Runs `function` on `state.rank()`. `inputs[i]` is copied into an io
+/// Per-run settings every rank gets.
+struct ExecutionContext {
+  /// The run's seed: the Philox key of `generate` and `orthogonal`
+  /// (docs/rng.md); values depend on it, never on the world size.
+  uint64_t seed = 0;
+  /// Threads a kernel may use on this rank (>= 1).
+  int threads = 1;
+};
+
+/// max(1, std::thread::hardware_concurrency() / worldSize): the cores a rank
+/// may use when all ranks are threads of one process.
+int defaultKernelThreads(int64_t worldSize);
+
+/// Runs `function` on `state.rank()`. Instructions carrying a `rank`
+/// attribute other than state.rank() are skipped (docs/plan.md). `inputs[i]` is copied into an io
 /// buffer for function.inputs[i] (dtype and shape must match) before the
 /// first instruction. Returns views of the function's outputs, valid until
 /// state.releaseFunctionBuffers(). comm.rank() must equal state.rank() and
@@ -62,6 +76,7 @@ private:
 std::vector<TensorView> executeFunction(const plan::Plan &plan, const std::string &function,
                                         CpuDevice &device, Communicator &comm,
                                         RankState &state,
-                                        const std::vector<HostTensor> &inputs);
+                                        const std::vector<HostTensor> &inputs,
+                                        const ExecutionContext &context = {});
 
 }  // namespace shardc::runtime

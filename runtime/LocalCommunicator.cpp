@@ -16,6 +16,7 @@ LocalGroup::LocalGroup(int64_t worldSize, std::chrono::duration<double> timeout)
   arrivedAt_.assign(worldSize, nullptr);
   send_.assign(worldSize, nullptr);
   sendBytes_.assign(worldSize, 0);
+  root_.assign(worldSize, 0);
 }
 
 std::chrono::duration<double> LocalGroup::timeout() const {
@@ -121,6 +122,44 @@ void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank,
   rendezvous(lock, rank, "all_gather (completion)");
 }
 
+void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank,
+                         void *recv) {
+  std::unique_lock lock(mutex_);
+  if (rank >= 0 && rank < worldSize_) {
+    send_[rank] = send;
+    sendBytes_[rank] = bytesPerRank;
+    root_[rank] = root;
+  }
+  rendezvous(lock, rank, "scatter");
+  // Between the two rendezvous root's send pointer is valid and fixed.
+  std::string reason;
+  for (int64_t r = 0; r < worldSize_ && reason.empty(); ++r)
+    if (root_[r] != root)
+      reason = "scatter root mismatch: rank " + std::to_string(r) + " names root " +
+               std::to_string(root_[r]) + ", rank " + std::to_string(rank) + " names root " +
+               std::to_string(root);
+    else if (sendBytes_[r] != bytesPerRank)
+      reason = "scatter size mismatch: rank " + std::to_string(r) + " expects " +
+               std::to_string(sendBytes_[r]) + " bytes, rank " + std::to_string(rank) +
+               " expects " + std::to_string(bytesPerRank);
+  if (reason.empty() && (root < 0 || root >= worldSize_))
+    reason = "scatter root " + std::to_string(root) + " out of range for world size " +
+             std::to_string(worldSize_);
+  if (reason.empty() && bytesPerRank && !send_[root])
+    reason = "scatter: root " + std::to_string(root) + " passed no send buffer";
+  if (!reason.empty()) {
+    if (!abortReason_) abortReason_ = reason;
+    cv_.notify_all();
+    throwAborted(rank, "scatter");
+  }
+  const std::byte *source = static_cast<const std::byte *>(send_[root]);
+  lock.unlock();
+  if (bytesPerRank) std::memcpy(recv, source + rank * bytesPerRank, bytesPerRank);
+  lock.lock();
+  // Root must not return (and free its send buffer) before everyone copied.
+  rendezvous(lock, rank, "scatter (completion)");
+}
+
 void LocalGroup::barrier(int64_t rank) {
   std::unique_lock lock(mutex_);
   rendezvous(lock, rank, "barrier");
@@ -135,6 +174,11 @@ LocalCommunicator::LocalCommunicator(LocalGroup &group, int64_t rank)
 
 void LocalCommunicator::allGather(const void *send, size_t bytesPerRank, void *recv) {
   group_.allGather(rank_, send, bytesPerRank, recv);
+}
+
+void LocalCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank,
+                                void *recv) {
+  group_.scatter(rank_, root, send, bytesPerRank, recv);
 }
 
 void LocalCommunicator::barrier() { group_.barrier(rank_); }

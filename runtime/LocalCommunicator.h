@@ -29,6 +29,9 @@ public:
   bool aborted() const;
 
   void allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv);
+  /// No staging: each rank copies its own part straight out of root's `send`
+  /// between two rendezvous, so root's buffer is read in place.
+  void scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank, void *recv);
   void barrier(int64_t rank);
 
 private:
@@ -46,6 +49,7 @@ private:
   std::vector<const char *> arrivedAt_;  // which collective each rank is in
   std::vector<const void *> send_;
   std::vector<size_t> sendBytes_;
+  std::vector<int64_t> root_;  // the root each rank named (scatter)
   std::optional<std::string> abortReason_;
 };
 
@@ -56,6 +60,7 @@ public:
   int64_t rank() const override { return rank_; }
   int64_t worldSize() const override { return group_.worldSize(); }
   void allGather(const void *send, size_t bytesPerRank, void *recv) override;
+  void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
   void barrier() override;
   std::chrono::duration<double> timeout() const override { return group_.timeout(); }
   void setTimeout(std::chrono::duration<double> timeout) override {

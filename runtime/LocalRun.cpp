@@ -76,21 +76,22 @@ struct RankOutcome {
 };
 
 void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gatherParams,
-             LocalGroup &group, int64_t rank, RankOutcome &outcome) {
+             const ExecutionContext &context, LocalGroup &group, int64_t rank,
+             RankOutcome &outcome) {
   CpuDevice device;           // declared first: destroyed after everything on it
   RankState state(rank);
   LocalCommunicator comm(group, rank);
   try {
     outcome.report.rank = rank;
     device.resetPeak();
-    executeFunction(plan, "init", device, comm, state, {});
+    executeFunction(plan, "init", device, comm, state, {}, context);
     measure(device, outcome.report.init);
     state.releaseFunctionBuffers();  // init's leftovers; params persist
     outcome.report.paramBytes = device.currentBytes(Category::Parameter);
 
     if (plan.function("forward")) {
       device.resetPeak();
-      auto views = executeFunction(plan, "forward", device, comm, state, inputs);
+      auto views = executeFunction(plan, "forward", device, comm, state, inputs, context);
       if (!outcome.report.forward) outcome.report.forward.emplace();
       measure(device, *outcome.report.forward);
       for (const TensorView &view : views) outcome.outputs.push_back(view.toHost());
@@ -150,6 +151,9 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
     }
   }
 
+  ExecutionContext context;
+  context.seed = options.seed;
+  context.threads = defaultKernelThreads(n);
   LocalGroup group(n, options.timeout);
   std::mutex failureMutex;
   std::optional<std::string> firstFailure;
@@ -157,7 +161,7 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   for (int64_t r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        runRank(plan, inputs, options.gatherParams, group, r, outcomes[r]);
+        runRank(plan, inputs, options.gatherParams, context, group, r, outcomes[r]);
       } catch (const std::exception &e) {
         std::string message = "rank " + std::to_string(r) + ": " + e.what();
         {

@@ -20,6 +20,8 @@ struct RunOptions {
   /// tensors (for --save-params). This runs after the forward measurement
   /// window closed, so it never changes the reported init/forward peaks.
   bool gatherParams = false;
+  /// The run's seed (the Philox key of every generator; docs/rng.md).
+  uint64_t seed = 0;
   std::chrono::duration<double> timeout = std::chrono::seconds(60);
 };
 
@@ -48,7 +50,9 @@ struct RunResult {
   int64_t unshardedParamBytes = 0;  // sum of Param::fullBytes: the baseline
 };
 
-/// Runs "init" then "forward" (when present) on plan.worldSize threads.
+/// Runs "init" then "forward" (when present) on plan.worldSize threads, each
+/// rank's kernels with defaultKernelThreads(worldSize) threads. Memory is
+/// predicted per rank (rank-conditional instructions differ between ranks).
 /// A failure on any rank aborts the others' collectives and is rethrown as
 /// RuntimeError("rank R: ..."); the first failure wins. Also fails when
 /// ranks produce outputs that are not byte-identical.

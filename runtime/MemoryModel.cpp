@@ -1,5 +1,6 @@
 #include "runtime/MemoryModel.h"
 
+#include "runtime/InitOps.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
 
@@ -97,6 +98,7 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
 
   for (size_t i = 0; i < function->body.size(); ++i) {
     const Instruction &inst = function->body[i];
+    if (!executesOn(inst, rank)) continue;  // another rank's instruction
     auto fail = [&](const std::string &reason) {
       throw RuntimeError(instructionPlace(*function, i) + ": " + reason);
     };
@@ -118,6 +120,15 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
       if (b.param) fail("param buffer '" + b.name + "' must not be freed");
       if (!sim.isLive(bufferKey(b.id))) fail("buffer '" + b.name + "' is not allocated");
       sim.remove(bufferKey(b.id));
+    } else if (inst.op == "orthogonal" && inst.outputs.size() == 1) {
+      // Its double working matrix, live only during the instruction.
+      const Buffer &b = function->buffers[inst.outputs[0]];
+      const int64_t work = orthogonalWorkBytes(b.shape);
+      if (!b.param && work >= 0) {
+        const uint64_t key = uint64_t(1) << 45;  // transient, never clashes
+        sim.add(key, {b.name + ".qr", Category::Activation, work});
+        sim.remove(key);
+      }
     }
   }
   sim.finish();

@@ -7,14 +7,19 @@
 //   - `carriedIn` (params allocated by an earlier function) is live at entry;
 //   - function inputs are allocated, category io, label = buffer name, in
 //     Function::inputs order, before the first instruction;
+//   - an instruction whose `rank` attribute names another rank is skipped
+//     (alloc and free included), so predictions are per rank;
 //   - `alloc` of a param buffer adds Param::localBytes (category parameters,
 //     label = param name); of any other buffer Buffer::bytes with its
-//     category, label = buffer name; `free` subtracts; other ops allocate
-//     nothing;
+//     category, label = buffer name; `free` subtracts;
+//   - `orthogonal` allocates its working matrix for the instruction's
+//     duration: orthogonalWorkBytes(shape) (InitOps.h), category
+//     activations, label "<buffer>.qr"; other ops allocate nothing;
 //   - nothing is released at function end (outputs and leftovers stay live
 //     until the caller releases them).
-// Every rank stores the same padded bytes, so the prediction does not depend
-// on the rank; it is still a parameter so callers state which rank they mean.
+// Every rank stores the same padded bytes; only rank-conditional
+// instructions (e.g. the owner rank's full tensor of a non-shardable param)
+// make predictions differ between ranks.
 #pragma once
 
 #include "runtime/Device.h"

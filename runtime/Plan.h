@@ -88,6 +88,12 @@ using AttrValue =
 ///   fill       outputs=[buf] value:double         fill (shard-aware, see docs)
 ///   add        inputs=[a,b] outputs=[out]         broadcasting add
 ///   all_gather inputs=[shard] outputs=[full]      gather a sharded param
+///   generate   outputs=[buf] kind,stream,position,...  generator values
+///   mul_scalar/add_scalar/sub_scalar/div_scalar/clamp/erfinv/sqrt/neg
+///              inputs=[buf] outputs=[buf]         in place, valid rows only
+///   scatter    inputs=[full] outputs=[param] root  root's rows to each rank
+///   orthogonal outputs=[buf] gain,stream,position torch's orthogonal_
+/// Any instruction may carry int64 `rank`: it then runs on that rank only.
 struct Instruction {
   std::string op;
   std::vector<int32_t> inputs;

@@ -106,6 +106,17 @@ void checkFunction(const Plan &plan, size_t index, std::set<std::string> &names)
     if (f.body[i].op.empty()) fail(ipath + ".op", "empty opcode");
     checkIds(f, ipath + ".inputs", f.body[i].inputs);
     checkIds(f, ipath + ".outputs", f.body[i].outputs);
+    auto rank = f.body[i].attrs.find("rank");
+    if (rank == f.body[i].attrs.end()) continue;
+    const int64_t *r = std::get_if<int64_t>(&rank->second);
+    if (!r) fail(ipath + ".attrs.rank", "the 'rank' attribute must be an integer");
+    if (*r < 0 || *r >= plan.worldSize)
+      fail(ipath + ".attrs.rank", "rank " + std::to_string(*r) +
+                                      " out of range for world size " +
+                                      std::to_string(plan.worldSize));
+    if (isCollective(f.body[i].op))
+      fail(ipath + ".attrs.rank", "collective '" + f.body[i].op +
+                                      "' runs on every rank and must not carry 'rank'");
   }
 }
 
@@ -117,6 +128,15 @@ int64_t checkedLogicalBytes(const std::vector<int64_t> &shape, DType dtype) {
     if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes)) return -1;
   return bytes;
 }
+
+bool executesOn(const Instruction &inst, int64_t rank) {
+  auto it = inst.attrs.find("rank");
+  if (it == inst.attrs.end()) return true;
+  const int64_t *r = std::get_if<int64_t>(&it->second);
+  return !r || *r == rank;  // a non-integer is rejected by checkPlan
+}
+
+bool isCollective(const std::string &op) { return op == "all_gather" || op == "scatter"; }
 
 void checkPlan(const Plan &plan) {
   if (plan.version != kPlanVersion)

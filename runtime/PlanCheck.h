@@ -12,9 +12,19 @@ namespace shardc::runtime {
 /// world size, param shapes and sharding, unique names, buffer ids equal to
 /// their index, non-negative shapes without overflow, bytes >= logical size,
 /// param buffers matching their param (dtype, bytes == localBytes), and every
-/// buffer id used by inputs/outputs/instructions in range. Opcodes are NOT
+/// buffer id used by inputs/outputs/instructions in range, and every `rank`
+/// attribute (see executesOn). Opcodes are NOT
 /// checked here: the executor rejects unknown ones with the instruction loc.
 void checkPlan(const plan::Plan &plan);
+
+/// Rank-conditional instructions: an instruction carrying the int64 attribute
+/// `rank` executes only on that rank and is skipped (alloc/free included, its
+/// buffers untouched) on the others. checkPlan verifies the attribute is an
+/// int64 in [0, world_size) and that no collective carries it.
+bool executesOn(const plan::Instruction &inst, int64_t rank);
+
+/// Opcodes all ranks must execute together (all_gather, scatter).
+bool isCollective(const std::string &op);
 
 /// Bytes of `shape` x `dtype`, or -1 when it overflows int64 or a dim is < 0.
 int64_t checkedLogicalBytes(const std::vector<int64_t> &shape, plan::DType dtype);

@@ -160,10 +160,10 @@ def Tc_OnesOp : Tc_GeneratorOp<"ones", (ins), ""> {
 
 def Tc_UniformOp : Tc_GeneratorOp<"uniform",
     (ins F64Attr:$low, F64Attr:$high, I64Attr:$position),
-    "`[` $low `,` $high `)` `position` $position"> {
+    "`low` $low `high` $high `position` $position"> {
   let summary = "Uniform in [low, high), counter-based (docs/rng.md)";
   let description = [{
-    `%w = tc.uniform [-0.1, 0.1) position 0 : tensor<8x4xf32>`: element i is
+    `%w = tc.uniform low -0.1 high 0.1 position 0 : tensor<8x4xf32>`: element i is
     a pure function of (seed, the parameter's name, `position` — the op's
     place in the parameter's init chain — and i).
   }];

@@ -18,6 +18,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
 
   mlir::DialectRegistry registry;
+  mlir::tc::registerTcPasses();
   registry.insert<mlir::tc::TcDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   return mlir::asMainReturnCode(

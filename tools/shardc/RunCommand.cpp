@@ -23,7 +23,8 @@ const char *const kRunUsage =
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
     "  --world-size N     ranks (default 1)\n"
-    "  --seed S           seed for generated inputs (default 0)\n"
+    "  --seed S           seed of every random init op and of generated\n"
+    "                     inputs (default 0; docs/rng.md)\n"
     "  --inputs FILE      forward inputs by name; without it, deterministic\n"
     "                     inputs are made from the seed (docs/cli.md)\n"
     "  --outputs FILE     write the forward outputs\n"
@@ -128,6 +129,7 @@ int runCommand(const std::vector<std::string> &args) {
 
   try {
     options.gatherParams = parsed.has("--save-params");
+    options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options);
     if (parsed.has("--outputs"))

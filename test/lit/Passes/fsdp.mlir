@@ -88,9 +88,9 @@ func.func @forward() -> tensor<1023x8xf32> {
 
 // N2-LABEL: tc.param @a : tensor<6xf32> device "cpu" sharded <world_size = 2, chunk_rows = 3>
 // N2-LABEL: func.func @init()
-// N2:         %[[B:.*]] = tc.ones : tensor<3xf32> shard of tensor<6xf32>
 // N2-NEXT:    %[[A:.*]] = tc.ones : tensor<3xf32> shard of tensor<6xf32>
 // N2-NEXT:    tc.materialize %[[A]] into @a : tensor<3xf32>
+// N2-NEXT:    %[[B:.*]] = tc.ones : tensor<3xf32> shard of tensor<6xf32>
 // N2-NEXT:    tc.materialize %[[B]] into @b : tensor<3xf32>
 tc.param @a : tensor<6xf32> device "cpu"
 tc.param @b : tensor<6xf32> device "cpu"

@@ -1,0 +1,291 @@
+#include "runtime/InitOps.h"
+
+#include "runtime/HalfFloat.h"
+#include "runtime/Kernels.h"
+#include "runtime/RuntimeError.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+enum TokenKind : int64_t { kDim = 0, kConst = 1, kAdd = 2, kMul = 3, kFloorDiv = 4,
+                           kMod = 5, kCeilDiv = 6 };
+
+[[noreturn]] void badMap(size_t entry, const std::string &reason) {
+  throw RuntimeError("malformed index_map: entry " + std::to_string(entry) + ": " + reason);
+}
+
+[[noreturn]] void overflow(const char *op, int64_t a, int64_t b) {
+  throw RuntimeError(std::string("index_map: ") + op + " of " + std::to_string(a) + " and " +
+                     std::to_string(b) + " overflows int64");
+}
+
+int64_t floorDiv(int64_t a, int64_t b) {
+  if (b == 0) throw RuntimeError("index_map: floordiv of " + std::to_string(a) + " by zero");
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) overflow("floordiv", a, b);
+  int64_t q = a / b;
+  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) {
+  if (b == 0) throw RuntimeError("index_map: ceildiv of " + std::to_string(a) + " by zero");
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) overflow("ceildiv", a, b);
+  int64_t q = a / b;
+  if (a % b != 0 && ((a < 0) == (b < 0))) ++q;
+  return q;
+}
+
+int64_t mod(int64_t a, int64_t b) {
+  if (b == 0) throw RuntimeError("index_map: mod of " + std::to_string(a) + " by zero");
+  if (b == -1) return 0;
+  int64_t m = a % b;
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+
+}  // namespace
+
+IndexMap IndexMap::parse(const std::vector<int64_t> &encoding, size_t inputRank,
+                         size_t sourceRank) {
+  if (encoding.empty()) badMap(0, "the list is empty (it starts with the number of results)");
+  if (encoding[0] < 0 || static_cast<uint64_t>(encoding[0]) != sourceRank)
+    badMap(0, std::to_string(encoding[0]) + " results, but source_shape has rank " +
+                  std::to_string(sourceRank));
+  IndexMap map;
+  size_t pos = 1;
+  const size_t size = encoding.size();
+  for (size_t r = 0; r < sourceRank; ++r) {
+    if (pos >= size)
+      badMap(pos, "the list ends before result " + std::to_string(r) + "'s length");
+    const int64_t length = encoding[pos];
+    if (length < 1 || static_cast<uint64_t>(length) > size - pos - 1)
+      badMap(pos, "result " + std::to_string(r) + " has length " + std::to_string(length) +
+                      ", but " + std::to_string(size - pos - 1) + " entries follow");
+    ++pos;
+    const size_t end = pos + static_cast<size_t>(length);
+    std::vector<Token> tokens;
+    size_t depth = 0;
+    while (pos < end) {
+      const size_t at = pos;
+      const int64_t kind = encoding[pos++];
+      switch (kind) {
+      case kDim:
+      case kConst: {
+        if (pos >= end)
+          badMap(at, std::string("token ") + (kind == kDim ? "0 (dim)" : "1 (constant)") +
+                         " has no operand inside result " + std::to_string(r));
+        const int64_t operand = encoding[pos++];
+        if (kind == kDim && (operand < 0 || static_cast<uint64_t>(operand) >= inputRank))
+          badMap(at + 1, "dim " + std::to_string(operand) + " out of range for an output of rank " +
+                             std::to_string(inputRank));
+        tokens.push_back({kind, operand});
+        map.maxStack_ = std::max(map.maxStack_, ++depth);
+        break;
+      }
+      case kAdd:
+      case kMul:
+      case kFloorDiv:
+      case kMod:
+      case kCeilDiv:
+        if (depth < 2)
+          badMap(at, "operator " + std::to_string(kind) + " needs two operands, the stack has " +
+                         std::to_string(depth));
+        --depth;
+        tokens.push_back({kind, 0});
+        break;
+      default:
+        badMap(at, "unknown token " + std::to_string(kind) +
+                       " (0 dim, 1 constant, 2 add, 3 mul, 4 floordiv, 5 mod, 6 ceildiv)");
+      }
+    }
+    if (depth != 1)
+      badMap(end - 1, "result " + std::to_string(r) + " leaves " + std::to_string(depth) +
+                          " values on the stack (must be exactly 1)");
+    map.results_.push_back(std::move(tokens));
+  }
+  if (pos != size)
+    badMap(pos, std::to_string(size - pos) + " trailing entries after the last result");
+  return map;
+}
+
+IndexMap IndexMap::identity(size_t rank) {
+  IndexMap map;
+  for (size_t d = 0; d < rank; ++d) map.results_.push_back({{kDim, static_cast<int64_t>(d)}});
+  return map;
+}
+
+void IndexMap::evaluate(const int64_t *p, int64_t *s, int64_t *stack) const {
+  for (size_t r = 0; r < results_.size(); ++r) {
+    size_t sp = 0;
+    for (const Token &t : results_[r]) {
+      if (t.kind == kDim) {
+        stack[sp++] = p[t.operand];
+        continue;
+      }
+      if (t.kind == kConst) {
+        stack[sp++] = t.operand;
+        continue;
+      }
+      const int64_t b = stack[--sp], a = stack[sp - 1];
+      int64_t v = 0;
+      switch (t.kind) {
+      case kAdd:
+        if (__builtin_add_overflow(a, b, &v)) overflow("add", a, b);
+        break;
+      case kMul:
+        if (__builtin_mul_overflow(a, b, &v)) overflow("mul", a, b);
+        break;
+      case kFloorDiv: v = floorDiv(a, b); break;
+      case kMod: v = mod(a, b); break;
+      case kCeilDiv: v = ceilDiv(a, b); break;
+      }
+      stack[sp - 1] = v;
+    }
+    s[r] = stack[0];
+  }
+}
+
+void mapFlatIndices(const IndexMap &map, const std::vector<int64_t> &fullShape,
+                    const std::vector<int64_t> &sourceShape, int64_t begin, int64_t count,
+                    int64_t *out, std::vector<int64_t> &p, bool fresh) {
+  const size_t rank = fullShape.size(), sourceRank = sourceShape.size();
+  if (fresh) {
+    p.assign(rank, 0);
+    int64_t rest = begin;
+    for (size_t d = rank; d-- > 0;) {
+      p[d] = fullShape[d] ? rest % fullShape[d] : 0;
+      rest = fullShape[d] ? rest / fullShape[d] : 0;
+    }
+  }
+  std::vector<int64_t> stack(map.maxStack()), s(sourceRank);
+  for (int64_t k = 0; k < count; ++k) {
+    map.evaluate(p.data(), s.data(), stack.data());
+    int64_t flat = 0;
+    for (size_t d = 0; d < sourceRank; ++d) {
+      if (s[d] < 0 || s[d] >= sourceShape[d]) {
+        std::string message = "index_map sends output element " + shapeToString(p) +
+                              " to " + shapeToString(s) + ", outside source_shape " +
+                              shapeToString(sourceShape);
+        throw RuntimeError(message);
+      }
+      flat = flat * sourceShape[d] + s[d];
+    }
+    out[k] = flat;
+    for (size_t d = rank; d-- > 0;) {
+      if (++p[d] < fullShape[d]) break;
+      p[d] = 0;
+    }
+  }
+}
+
+int64_t orthogonalWorkDoubles(int64_t rows, int64_t cols) {
+  const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+  int64_t matrix = 0, total = 0;
+  if (m < 0 || n < 0 || __builtin_mul_overflow(m, n, &matrix) ||
+      __builtin_add_overflow(matrix, 3 * n, &total))
+    return -1;
+  return total;
+}
+
+int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape) {
+  if (shape.size() < 2) return -1;
+  int64_t cols = 1;
+  for (size_t d = 1; d < shape.size(); ++d)
+    if (shape[d] < 0 || __builtin_mul_overflow(cols, shape[d], &cols)) return -1;
+  int64_t doubles = orthogonalWorkDoubles(shape[0], cols), bytes = 0;
+  if (doubles < 0 || __builtin_mul_overflow(doubles, int64_t(8), &bytes)) return -1;
+  return bytes;
+}
+
+void householderSignedQ(double *a, int64_t m, int64_t n, double *work) {
+  double *tau = work, *rdiag = work + n, *w = work + 2 * n;
+  auto at = [&](int64_t i, int64_t j) -> double & { return a[i * n + j]; };
+  // Applies H = I - t v v^T (v = (1, a[k+1:m, k])) to a[k:m, k+1:n].
+  auto reflect = [&](int64_t k, double t) {
+    if (t == 0 || k + 1 >= n) return;
+    for (int64_t j = k + 1; j < n; ++j) w[j] = at(k, j);
+    for (int64_t i = k + 1; i < m; ++i) {
+      const double vi = at(i, k);
+      const double *row = &at(i, 0);
+      for (int64_t j = k + 1; j < n; ++j) w[j] += vi * row[j];
+    }
+    for (int64_t j = k + 1; j < n; ++j) {
+      w[j] *= t;
+      at(k, j) -= w[j];
+    }
+    for (int64_t i = k + 1; i < m; ++i) {
+      const double vi = at(i, k);
+      double *row = &at(i, 0);
+      for (int64_t j = k + 1; j < n; ++j) row[j] -= vi * w[j];
+    }
+  };
+  // Factor (LAPACK dgeqr2 / dlarfg conventions).
+  for (int64_t k = 0; k < n; ++k) {
+    const double alpha = at(k, k);
+    double scale = 0;
+    for (int64_t i = k + 1; i < m; ++i) scale = std::max(scale, std::abs(at(i, k)));
+    double xnorm = 0;
+    if (scale > 0) {
+      double sum = 0;
+      for (int64_t i = k + 1; i < m; ++i) {
+        const double x = at(i, k) / scale;
+        sum += x * x;
+      }
+      xnorm = scale * std::sqrt(sum);
+    }
+    if (xnorm == 0) {  // H = I
+      tau[k] = 0;
+      rdiag[k] = alpha;
+      continue;
+    }
+    const double beta = -std::copysign(std::hypot(alpha, xnorm), alpha);
+    tau[k] = (beta - alpha) / beta;
+    const double inv = 1 / (alpha - beta);
+    for (int64_t i = k + 1; i < m; ++i) at(i, k) *= inv;
+    rdiag[k] = beta;
+    reflect(k, tau[k]);
+  }
+  // Form the thin Q in place (dorg2r), last reflector first.
+  for (int64_t k = n; k-- > 0;) {
+    reflect(k, tau[k]);
+    for (int64_t i = k + 1; i < m; ++i) at(i, k) *= -tau[k];
+    at(k, k) = 1 - tau[k];
+    for (int64_t i = 0; i < k; ++i) at(i, k) = 0;
+  }
+  // Q * sign(diag(R)), sign 0 -> 1: the unique Q with a positive-diagonal R.
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      if (rdiag[j] < 0) at(i, j) = -at(i, j);
+}
+
+double loadAsDouble(DType dtype, const void *data, int64_t i) {
+  switch (dtype) {
+  case DType::F32: return static_cast<const float *>(data)[i];
+  case DType::F64: return static_cast<const double *>(data)[i];
+  case DType::F16: return halfBitsToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::BF16: return bfloat16BitsToFloat(static_cast<const uint16_t *>(data)[i]);
+  }
+  return 0;
+}
+
+void storeFromDouble(DType dtype, void *data, int64_t i, double value) {
+  switch (dtype) {
+  case DType::F32: static_cast<float *>(data)[i] = static_cast<float>(value); return;
+  case DType::F64: static_cast<double *>(data)[i] = value; return;
+  case DType::F16:
+    static_cast<uint16_t *>(data)[i] = floatToHalfBits(static_cast<float>(value));
+    return;
+  case DType::BF16:
+    static_cast<uint16_t *>(data)[i] = floatToBFloat16Bits(static_cast<float>(value));
+    return;
+  }
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,23 @@
+// Kernels that fill whole Philox blocks of a random generator: block b covers
+// elements [b*4, b*4+4) on the float32 path and [b*2, b*2+2) on the float64
+// path (docs/rng.md). The scalar ones are the reference; the AVX2 one does
+// 8 blocks (32 floats) per step and must give the same bits.
+#pragma once
+
+#include "runtime/init/PreparedGenerator.h"
+
+#include <cstdint>
+
+namespace shardc::runtime::init {
+
+/// out[0 .. blocks*4) = float32-path values of elements firstBlock*4 ...
+void scalarBlocksF(const PreparedGenerator &g, uint64_t firstBlock, int64_t blocks, float *out);
+/// out[0 .. blocks*2) = float64-path values of elements firstBlock*2 ...
+void scalarBlocksD(const PreparedGenerator &g, uint64_t firstBlock, int64_t blocks, double *out);
+
+inline constexpr int kAvx2BlocksPerStep = 8;
+/// As scalarBlocksF; `blocks` must be a multiple of kAvx2BlocksPerStep. Call
+/// only when useAvx2().
+void avx2BlocksF(const PreparedGenerator &g, uint64_t firstBlock, int64_t blocks, float *out);
+
+}  // namespace shardc::runtime::init

@@ -1,0 +1,114 @@
+// Accuracy of our own transcendental functions (InitMath.h) against libm,
+// which is the reference here and never used by the kernels themselves.
+#include "runtime/init/InitMath.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+using namespace shardc::runtime::init;
+
+namespace {
+
+/// Distance in ulps of `got` from `want` (want in higher precision).
+double ulpsF(float got, double want) {
+  double ulp = std::ldexp(1.0, std::ilogb(static_cast<float>(want)) - 23);
+  return std::abs(static_cast<double>(got) - want) / ulp;
+}
+double ulpsD(double got, long double want) {
+  long double ulp = std::ldexp(1.0L, std::ilogb(static_cast<double>(want)) - 52);
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+}
+
+/// erfinv in long double by Newton from libm's erfl/erfcl: the reference.
+long double referenceErfinv(long double t) {
+  long double y = 0;
+  long double a = std::fabs(t);
+  // Start from the double-precision own version; Newton converges from there.
+  y = static_cast<long double>(math::erfinvD(static_cast<double>(a)));
+  for (int i = 0; i < 4; ++i) {
+    long double f = a < 0.5L ? std::erfl(y) - a : (1.0L - a) - std::erfcl(y);
+    long double fprime = 2.0L / std::sqrt(3.14159265358979323846264338327950288L) * std::exp(-y * y);
+    y -= f / fprime;
+  }
+  return t < 0 ? -y : y;
+}
+
+}  // namespace
+
+TEST_CASE("own float log, sincos and erfinv stay within a few ulp of libm", "[init][math]") {
+  double worstLog = 0, worstSin = 0, worstCos = 0;
+  for (uint32_t m = 1; m <= (1u << 24); m += 61) {
+    float u = static_cast<float>(m) * 0x1p-24f;
+    worstLog = std::max(worstLog, u == 1.0f ? 0.0 : ulpsF(math::logF(u), std::log(static_cast<double>(u))));
+    float s, c;
+    math::sinCosTurnF(m & 0xffffffu, &s, &c);
+    double angle = 2 * M_PI * static_cast<double>(m & 0xffffffu) * 0x1p-24;
+    // Absolute error in units of 2^-24 (sin/cos near zero make relative ulps meaningless).
+    worstSin = std::max(worstSin, std::abs(s - std::sin(angle)) * 0x1p24);
+    worstCos = std::max(worstCos, std::abs(c - std::cos(angle)) * 0x1p24);
+  }
+  std::printf("float: log max %.2f ulp, sin/cos max abs error %.2f / %.2f x 2^-24\n", worstLog, worstSin,
+              worstCos);
+  CHECK(worstLog <= 2.0);
+  CHECK(worstSin <= 2.0);
+  CHECK(worstCos <= 2.0);
+
+  double worstErfinv = 0;
+  for (int i = -99999; i <= 99999; ++i) {
+    float x = static_cast<float>(i) / 100000.0f;
+    double want = static_cast<double>(referenceErfinv(static_cast<long double>(x)));
+    if (x != 0) worstErfinv = std::max(worstErfinv, ulpsF(math::erfinvF(x), want));
+  }
+  std::printf("float: erfinv max %.2f ulp on [-0.99999, 0.99999]\n", worstErfinv);
+  CHECK(worstErfinv <= 8.0);
+}
+
+TEST_CASE("own double log, exp, sincos, erf and erfinv stay within a few ulp", "[init][math]") {
+  double worstLog = 0, worstExp = 0, worstSin = 0, worstErf = 0, worstErfc = 0, worstErfinv = 0;
+  uint64_t state = 12345;
+  auto next = [&] { state = state * 6364136223846793005ull + 1442695040888963407ull; return state; };
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t m = next() >> 11;
+    double u = static_cast<double>(m + 1) * 0x1p-53;
+    if (u != 1.0) worstLog = std::max(worstLog, ulpsD(math::logD(u), std::log(static_cast<long double>(u))));
+    double x = (static_cast<double>(next() >> 11) * 0x1p-53 - 0.5) * 1400;
+    worstExp = std::max(worstExp, ulpsD(math::expD(x), std::exp(static_cast<long double>(x))));
+    double s, c;
+    math::sinCosTurnD(m, &s, &c);
+    long double angle = 2 * 3.14159265358979323846264338327950288L * static_cast<long double>(m) * 0x1p-53L;
+    worstSin = std::max(worstSin, static_cast<double>(std::fabs(s - std::sin(angle)) * 0x1p53L));
+    worstSin = std::max(worstSin, static_cast<double>(std::fabs(c - std::cos(angle)) * 0x1p53L));
+    double y = static_cast<double>(next() >> 11) * 0x1p-53 * 6;
+    worstErf = std::max(worstErf, ulpsD(math::erfD(y), std::erf(static_cast<long double>(y))));
+    if (y > 0.4 && y < 26) worstErfc = std::max(worstErfc, ulpsD(math::erfcD(y), std::erfc(static_cast<long double>(y))));
+    double t = static_cast<double>(next() >> 11) * 0x1p-53 * 2 - 1;
+    if (t != 0) worstErfinv = std::max(worstErfinv, ulpsD(math::erfinvD(t), referenceErfinv(t)));
+  }
+  std::printf("double: log %.2f, exp %.2f, sin/cos abs %.2f x 2^-53, erf %.2f, erfc %.2f, erfinv %.2f ulp\n",
+              worstLog, worstExp, worstSin, worstErf, worstErfc, worstErfinv);
+  CHECK(worstLog <= 2.5);
+  CHECK(worstExp <= 2.0);
+  CHECK(worstSin <= 2.0);
+  CHECK(worstErf <= 4.0);
+  CHECK(worstErfc <= 64.0);
+  CHECK(worstErfinv <= 8.0);
+}
+
+TEST_CASE("erfinv special values and erfinv(erf(x)) == x", "[init][math]") {
+  CHECK(std::isinf(math::erfinvF(1.0f)));
+  CHECK(math::erfinvF(1.0f) > 0);
+  CHECK(math::erfinvF(-1.0f) < 0);
+  CHECK(std::isnan(math::erfinvF(1.5f)));
+  CHECK(std::isnan(math::erfinvF(std::nanf(""))));
+  CHECK(math::erfinvF(0.0f) == 0.0f);
+  CHECK(std::isinf(math::erfinvD(-1.0)));
+  CHECK(std::isnan(math::erfinvD(-1.0000001)));
+  for (double x = -5.0; x <= 5.0; x += 0.01) {
+    CHECK(std::abs(math::erfinvD(std::erf(x)) - x) <= 1e-12 * std::max(1.0, std::exp(x * x)));
+    if (std::abs(x) < 3.5)
+      CHECK(std::abs(math::erfinvF(static_cast<float>(std::erf(x))) - x) <= 2e-6 * std::max(1.0, std::exp(x * x)));
+  }
+}
