@@ -178,7 +178,7 @@ def Tc_NormalOp : Tc_GeneratorOp<"normal",
 def Tc_TruncNormalOp : Tc_GeneratorOp<"trunc_normal",
     (ins F64Attr:$mean, F64Attr:$std, F64Attr:$a, F64Attr:$b,
          I64Attr:$position),
-    "`mean` $mean `std` $std `in` `[` $a `,` $b `]` `position` $position"> {
+    "`mean` $mean `std` $std `a` $a `b` $b `position` $position"> {
   let summary = "Normal(mean, std) truncated to [a, b], by inverse CDF";
 }
 
@@ -253,7 +253,7 @@ def Tc_DivScalarOp : Tc_PointwiseOp<"div_scalar", (ins F64Attr:$value), "`,` $va
   let summary = "Divide every element by a scalar";
 }
 def Tc_ClampOp : Tc_PointwiseOp<"clamp", (ins F64Attr:$min, F64Attr:$max),
-    "`[` $min `,` $max `]`"> {
+    "`min` $min `max` $max"> {
   let summary = "Clamp every element to [min, max]";
   let hasVerifier = 1;
 }
@@ -293,7 +293,7 @@ def Tc_PermuteOp : Tc_ViewOp<"permute", (ins DenseI64ArrayAttr:$dims), "$dims"> 
 }
 def Tc_SliceOp : Tc_ViewOp<"slice",
     (ins I64Attr:$dim, I64Attr:$start, I64Attr:$end, I64Attr:$step),
-    "`dim` $dim `[` $start `:` $end `:` $step `]`"> {
+    "`dim` $dim `start` $start `end` $end `step` $step"> {
   let summary = "Elements start, start+step, ... < end along one dimension";
 }
 

@@ -30,3 +30,24 @@ func.func @init() {
   tc.materialize %1 into @p : tensor<4xf32>
   return
 }
+
+// -----
+
+tc.param @p : tensor<8x4xf32> device "cpu"
+func.func @init() {
+  %0 = tc.orthogonal gain 1.0 position 0 : tensor<4x8xf32>
+  %1 = tc.transpose %0, 0, 1 : tensor<4x8xf32> -> tensor<8x4xf32>
+  // expected-error @+1 {{init chain of parameter @p applies views to a non-shardable tc.orthogonal; only pointwise ops may follow it}}
+  tc.materialize %1 into @p : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+tc.param @p : tensor<8x4xf32> device "cpu"
+func.func @init() {
+  // expected-error @+1 {{must be expanded by tc-expand-init before tc-fsdp}}
+  %0 = tc.xavier_uniform gain 1.0 position 0 : tensor<8x4xf32>
+  tc.materialize %0 into @p : tensor<8x4xf32>
+  return
+}
