@@ -8,6 +8,7 @@
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/RunReport.h"
 
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
@@ -77,14 +78,13 @@ int compileCommand(const std::vector<std::string> &args) {
     } else {
       if (mlir::failed(compiler::shardModule(*module, worldSize)))
         return kBadInput;
-      if (emit == "sharded") {
-        output = printModule(*module);
-      } else {
-        mlir::FailureOr<plan::Plan> plan = compiler::lowerToPlan(*module);
-        if (mlir::failed(plan))
-          return kBadInput;
-        output = runtime::planToJson(*plan) + "\n";
-      }
+      mlir::FailureOr<plan::Plan> plan = compiler::lowerToPlan(*module);
+      if (mlir::failed(plan))
+        return kBadInput;
+      // People sizing a run need to know which ranks hold a full tensor.
+      std::cerr << formatNonShardable(*plan);
+      output = emit == "sharded" ? printModule(*module)
+                                 : runtime::planToJson(*plan) + "\n";
     }
     if (parsed.has("-o"))
       runtime::writeFileAtomically(parsed.get("-o", ""), output);

@@ -1,6 +1,8 @@
 //===- RunReport.cpp - what `shardc run` tells about memory ---------------===//
 #include "tools/shardc/RunReport.h"
 
+#include "runtime/PlanQueries.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -90,6 +92,20 @@ nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
 
 } // namespace
 
+std::string formatNonShardable(const plan::Plan &plan) {
+  std::vector<runtime::ScatteredParam> scattered = runtime::scatteredParams(plan);
+  if (scattered.empty())
+    return "";
+  std::ostringstream out;
+  out << scattered.size()
+      << " parameter(s) not shardable (computed in full on an owner rank, "
+         "then scattered):\n";
+  for (const runtime::ScatteredParam &param : scattered)
+    out << "  " << pad(param.name, 24, false) << " " << pad(grouped(param.fullBytes), 16)
+        << " bytes  owner rank " << param.owner << "\n";
+  return out.str();
+}
+
 bool predictionsHold(const runtime::RunResult &result) {
   for (const runtime::RankReport &rank : result.ranks) {
     if (!phaseHolds(rank.init))
@@ -109,7 +125,8 @@ std::string formatTextReport(const RunSummary &summary) {
       << summary.seed << "\n";
   out << "unsharded parameter bytes (what every rank would hold without "
          "sharding): "
-      << grouped(result.unshardedParamBytes) << "\n\n";
+      << grouped(result.unshardedParamBytes) << "\n";
+  out << formatNonShardable(plan) << "\n";
 
   const char *headers[] = {"rank", "params held", "init peak", "forward peak",
                            "after forward", "unsharded"};
@@ -156,11 +173,17 @@ std::string formatJsonReport(const RunSummary &summary) {
       entry["forward"] = phaseJson(*rank.forward);
     ranks.push_back(entry);
   }
+  nlohmann::json nonShardable = nlohmann::json::array();
+  for (const runtime::ScatteredParam &param : runtime::scatteredParams(plan))
+    nonShardable.push_back({{"name", param.name},
+                            {"bytes", param.fullBytes},
+                            {"owner", param.owner}});
   nlohmann::json report = {{"model", summary.model},
                            {"world_size", plan.worldSize},
                            {"seed", summary.seed},
                            {"unsharded_param_bytes", result.unshardedParamBytes},
                            {"predictions_hold", predictionsHold(result)},
+                           {"non_shardable", nonShardable},
                            {"ranks", ranks}};
   return report.dump(2) + "\n";
 }

@@ -24,6 +24,10 @@ std::string formatTextReport(const RunSummary &summary);
 /// The same figures as JSON (docs/cli.md lists the keys).
 std::string formatJsonReport(const RunSummary &summary);
 
+/// Lines naming each non-shardable parameter, its bytes and owner rank;
+/// empty when every parameter is shardable.
+std::string formatNonShardable(const plan::Plan &plan);
+
 /// True when every measured figure equals its prediction.
 bool predictionsHold(const runtime::RunResult &result);
 
