@@ -60,18 +60,27 @@ struct GraphInput {
   std::vector<int64_t> shape;
   plan::DType dtype = plan::DType::F32;
   std::string path;
+  int64_t high = 0; // int64 inputs: generated values lie in [0, high)
 };
 
-/// A forward op; its result is named `name` and has an inferred type.
+/// A forward op with its results' inferred shapes (docs/graph-format.md).
 struct GraphNode {
-  std::string name;
-  std::string op; // "add"
+  std::vector<std::string> names; // its results: one, or one per split piece
+  std::string op;
   std::vector<std::string> inputs;
-  std::vector<int64_t> shape; // inferred
-  plan::DType dtype = plan::DType::F32; // inferred
+  std::map<std::string, double> numbers;      // eps, scale, theta, dim, ...
+  std::map<std::string, std::string> strings; // approximate
+  bool causal = false;
+  std::vector<int64_t> ints; // reshape shape, permute dims, split sizes
+  std::vector<std::vector<int64_t>> shapes; // one per result, inferred
+  plan::DType dtype = plan::DType::F32;      // of the results, inferred
   std::string path;
-};
 
+  double number(const std::string &key) const { return numbers.at(key); }
+  int64_t integer(const std::string &key) const {
+    return static_cast<int64_t>(numbers.at(key));
+  }
+};
 struct Graph {
   std::string sourceName; // the file, for messages and locations
   std::string name;

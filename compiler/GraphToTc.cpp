@@ -21,6 +21,8 @@ Type elementType(MLIRContext &context, plan::DType dtype) {
     return builder.getF16Type();
   case plan::DType::BF16:
     return builder.getBF16Type();
+  case plan::DType::I64:
+    return builder.getI64Type();
   }
   llvm_unreachable("unknown dtype");
 }
@@ -147,6 +149,83 @@ void buildInit(OpBuilder &builder, ModuleOp module, const Graph &graph) {
   builder.create<func::ReturnOp>(init.getLoc());
 }
 
+/// Builds one forward node; `type` is its (first) result's type.
+SmallVector<Value> buildNode(OpBuilder &builder, Location loc,
+                             const GraphNode &node, ArrayRef<Value> in,
+                             RankedTensorType type) {
+  auto f64 = [&](const char *key) {
+    return builder.getF64FloatAttr(node.number(key));
+  };
+  auto i64 = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+  const std::string &op = node.op;
+  if (op == "add")
+    return {builder.create<tc::AddOp>(loc, type, in[0], in[1])};
+  if (op == "sub")
+    return {builder.create<tc::SubOp>(loc, type, in[0], in[1])};
+  if (op == "mul")
+    return {builder.create<tc::MulOp>(loc, type, in[0], in[1])};
+  if (op == "div")
+    return {builder.create<tc::DivOp>(loc, type, in[0], in[1])};
+  if (op == "embedding")
+    return {builder.create<tc::EmbeddingOp>(loc, type, in[0], in[1])};
+  if (op == "linear")
+    return {builder.create<tc::LinearOp>(loc, type, in[0], in[1],
+                                         in.size() > 2 ? in[2] : Value())};
+  if (op == "matmul")
+    return {builder.create<tc::MatmulOp>(loc, type, in[0], in[1])};
+  if (op == "gelu")
+    return {builder.create<tc::GeluOp>(
+        loc, in[0], builder.getStringAttr(node.strings.at("approximate")))};
+  if (op == "silu")
+    return {builder.create<tc::SiluOp>(loc, in[0])};
+  if (op == "relu")
+    return {builder.create<tc::ReluOp>(loc, in[0])};
+  if (op == "layer_norm")
+    return {builder.create<tc::LayerNormOp>(loc, type, in[0], in[1], in[2],
+                                            f64("eps"))};
+  if (op == "rms_norm")
+    return {builder.create<tc::RmsNormOp>(loc, type, in[0], in[1], f64("eps"))};
+  if (op == "softmax")
+    return {builder.create<tc::SoftmaxOp>(loc, in[0], i64(node.integer("dim")))};
+  if (op == "scaled_dot_product_attention")
+    return {builder.create<tc::SdpaOp>(loc, type, in[0], in[1], in[2],
+                                       node.causal ? builder.getUnitAttr() : UnitAttr(),
+                                       f64("scale"))};
+  if (op == "rotary_embedding")
+    return {builder.create<tc::RopeOp>(loc, in[0], f64("theta"))};
+  if (op == "reshape")
+    return {builder.create<tc::ReshapeOp>(loc, type, in[0])};
+  if (op == "transpose")
+    return {builder.create<tc::TransposeOp>(loc, type, in[0],
+                                            i64(node.integer("dim0")),
+                                            i64(node.integer("dim1")))};
+  if (op == "permute")
+    return {builder.create<tc::PermuteOp>(loc, type, in[0],
+                                          builder.getDenseI64ArrayAttr(node.ints))};
+  if (op == "slice")
+    return {builder.create<tc::SliceOp>(
+        loc, type, in[0], i64(node.integer("dim")), i64(node.integer("start")),
+        i64(node.integer("end")), i64(node.integer("step")))};
+  if (op == "cat")
+    return {builder.create<tc::CatOp>(loc, type, in, i64(node.integer("dim")))};
+  if (op == "cross_entropy")
+    return {builder.create<tc::CrossEntropyOp>(loc, type, in[0], in[1])};
+  assert(op == "split" && "the graph reader admits no other op");
+  // A split is one slice per piece.
+  SmallVector<Value> pieces;
+  int64_t dim = node.integer("dim"), start = 0;
+  auto source = cast<RankedTensorType>(in[0].getType());
+  for (int64_t size : node.ints) {
+    SmallVector<int64_t> shape(source.getShape());
+    shape[dim] = size;
+    pieces.push_back(builder.create<tc::SliceOp>(
+        loc, RankedTensorType::get(shape, source.getElementType()), in[0],
+        i64(dim), i64(start), i64(start + size), i64(1)));
+    start += size;
+  }
+  return pieces;
+}
+
 void buildForward(OpBuilder &builder, ModuleOp module, const Graph &graph) {
   MLIRContext &context = *module.getContext();
   SmallVector<Type> argTypes;
@@ -160,7 +239,8 @@ void buildForward(OpBuilder &builder, ModuleOp module, const Graph &graph) {
   for (const GraphInput &input : graph.inputs)
     typeOf[input.name] = tensorType(context, input.shape, input.dtype);
   for (const GraphNode &node : graph.nodes)
-    typeOf[node.name] = tensorType(context, node.shape, node.dtype);
+    for (auto [name, shape] : llvm::zip(node.names, node.shapes))
+      typeOf[name] = tensorType(context, shape, node.dtype);
   SmallVector<Type> resultTypes;
   for (const std::string &output : graph.outputs)
     resultTypes.push_back(typeOf[output]);
@@ -195,10 +275,14 @@ void buildForward(OpBuilder &builder, ModuleOp module, const Graph &graph) {
     return use;
   };
   for (const GraphNode &node : graph.nodes) {
-    Value lhs = valueOf(node.inputs[0]);
-    Value rhs = valueOf(node.inputs[1]);
-    values[node.name] = builder.create<tc::AddOp>(
-        jsonLocation(context, graph, node.path), typeOf[node.name], lhs, rhs);
+    SmallVector<Value> operands;
+    for (const std::string &input : node.inputs)
+      operands.push_back(valueOf(input));
+    Location loc = jsonLocation(context, graph, node.path);
+    SmallVector<Value> results =
+        buildNode(builder, loc, node, operands, typeOf[node.names[0]]);
+    for (auto [name, result] : llvm::zip(node.names, results))
+      values[name] = result;
   }
   SmallVector<Value> results;
   for (const std::string &output : graph.outputs)

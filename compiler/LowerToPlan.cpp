@@ -35,6 +35,8 @@ FailureOr<plan::DType> dtypeOf(Type elementType, Location loc) {
     return plan::DType::F16;
   if (elementType.isBF16())
     return plan::DType::BF16;
+  if (elementType.isInteger(64))
+    return plan::DType::I64;
   return emitError(loc) << "element type " << elementType
                         << " has no runtime dtype";
 }
@@ -352,49 +354,199 @@ private:
       buffers_[use.getResult()] = paramBuffer(use.getParam());
       return success();
     }
-    if (auto gather = dyn_cast<tc::AllGatherOp>(op)) {
-      const plan::Param &param =
-          plan_.params[paramIndex_.lookup(gather.getParam())];
-      FailureOr<int32_t> out = newBuffer(gather.getResult(),
-                                         param.name + ".gathered",
-                                         plan::Category::Gathered);
-      if (failed(out))
-        return failure();
-      function_.buffers[*out].bytes = param.gatheredBytes(plan_.worldSize);
-      explicitlyFreed_.insert(*out);
-      emit("alloc", {}, {*out}, &op);
-      emit("all_gather", {paramBuffer(gather.getParam())}, {*out}, &op);
-      return success();
-    }
+    if (auto gather = dyn_cast<tc::AllGatherOp>(op))
+      return lowerAllGather(gather);
     if (auto release = dyn_cast<tc::ReleaseOp>(op)) {
-      emit("free", {buffers_.lookup(release.getValue())}, {}, &op);
+      emit("free", {unitBuffers_.lookup(release->getOperand(0))}, {}, &op);
       return success();
     }
-    if (auto add = dyn_cast<tc::AddOp>(op)) {
-      FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
-      if (failed(out))
+    if (auto reshape = dyn_cast<tc::ReshapeOp>(op))
+      return lowerReshape(reshape);
+    if (auto view = dyn_cast<tc::ViewOpInterface>(op))
+      return lowerStridedView(op, view);
+    return lowerModelOp(op);
+  }
+
+  /// Model ops: the result gets a fresh buffer, the instruction has the op's
+  /// name and attributes (docs/plan.md).
+  LogicalResult lowerModelOp(Operation &op) {
+    auto d = [](APFloat value) { return value.convertToDouble(); };
+    std::map<std::string, plan::AttrValue> attrs;
+    const char *opcode = nullptr;
+    if (isa<tc::AddOp>(op))
+      opcode = "add";
+    else if (isa<tc::SubOp>(op))
+      opcode = "sub";
+    else if (isa<tc::MulOp>(op))
+      opcode = "mul";
+    else if (isa<tc::DivOp>(op))
+      opcode = "div";
+    else if (isa<tc::EmbeddingOp>(op))
+      opcode = "embedding";
+    else if (isa<tc::LinearOp>(op))
+      opcode = "linear";
+    else if (isa<tc::MatmulOp>(op))
+      opcode = "matmul";
+    else if (auto gelu = dyn_cast<tc::GeluOp>(op)) {
+      opcode = "gelu";
+      attrs["approximate"] = gelu.getApproximate().str();
+    } else if (isa<tc::SiluOp>(op))
+      opcode = "silu";
+    else if (isa<tc::ReluOp>(op))
+      opcode = "relu";
+    else if (auto norm = dyn_cast<tc::LayerNormOp>(op)) {
+      opcode = "layer_norm";
+      attrs["eps"] = d(norm.getEps());
+    } else if (auto norm = dyn_cast<tc::RmsNormOp>(op)) {
+      opcode = "rms_norm";
+      attrs["eps"] = d(norm.getEps());
+    } else if (auto softmax = dyn_cast<tc::SoftmaxOp>(op)) {
+      opcode = "softmax";
+      attrs["dim"] = softmax.getDimAttr().getInt();
+    } else if (auto sdpa = dyn_cast<tc::SdpaOp>(op)) {
+      opcode = "sdpa";
+      attrs["causal"] = int64_t{sdpa.getCausal() ? 1 : 0};
+      attrs["scale"] = d(sdpa.getScale());
+    } else if (auto rope = dyn_cast<tc::RopeOp>(op)) {
+      opcode = "rope";
+      attrs["theta"] = d(rope.getTheta());
+    } else if (auto cat = dyn_cast<tc::CatOp>(op)) {
+      opcode = "cat";
+      attrs["dim"] = cat.getDimAttr().getInt();
+    } else if (isa<tc::CrossEntropyOp>(op))
+      opcode = "cross_entropy";
+    if (!opcode)
+      return op.emitOpError() << "has no lowering to the runtime plan";
+    std::vector<int32_t> inputs;
+    for (Value operand : op.getOperands())
+      inputs.push_back(buffers_.lookup(operand));
+    FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
+    if (failed(out))
+      return failure();
+    emit(opcode, inputs, {*out}, &op, std::move(attrs));
+    return success();
+  }
+
+  /// A reshape of a contiguous buffer is the same bytes: an alias.
+  LogicalResult lowerReshape(tc::ReshapeOp reshape) {
+    int32_t input = buffers_.lookup(reshape.getInput());
+    std::string name = "%" + std::to_string(nextTemp_++);
+    if (auto output = outputNames_.find(reshape.getResult());
+        output != outputNames_.end())
+      name = output->second;
+    const plan::Buffer &source = function_.buffers[input];
+    FailureOr<int32_t> alias =
+        newBuffer(reshape.getResult(), name, source.category);
+    if (failed(alias))
+      return failure();
+    plan::Buffer &buffer = function_.buffers[*alias];
+    buffer.aliasOf = source.aliasOf ? *source.aliasOf : input;
+    buffer.byteOffset = source.byteOffset;
+    if (auto unit = unitBuffers_.find(reshape.getInput()); unit != unitBuffers_.end())
+      unitBuffers_[reshape.getResult()] = unit->second;
+    return success();
+  }
+
+  /// Transpose, permute and slice read their input at affine offsets:
+  /// evaluated at the origin and at unit vectors they give a strided copy.
+  LogicalResult lowerStridedView(Operation &op, tc::ViewOpInterface view) {
+    auto input = cast<RankedTensorType>(op.getOperand(0).getType());
+    auto result = cast<RankedTensorType>(op.getResult(0).getType());
+    SmallVector<int64_t> inputStrides(input.getRank(), 1);
+    for (int64_t k = input.getRank() - 2; k >= 0; --k)
+      inputStrides[k] = inputStrides[k + 1] * input.getDimSize(k + 1);
+    AffineMap map = view.getIndexMap();
+    auto flatOffset = [&](ArrayRef<int64_t> index) {
+      SmallVector<int64_t> source = map.compose(index);
+      int64_t offset = 0;
+      for (auto [i, stride] : llvm::zip(source, inputStrides))
+        offset += i * stride;
+      return offset;
+    };
+    SmallVector<int64_t> origin(result.getRank(), 0);
+    int64_t offset = flatOffset(origin);
+    std::vector<int64_t> strides;
+    for (int64_t k = 0; k < result.getRank(); ++k) {
+      SmallVector<int64_t> unit = origin;
+      unit[k] = 1;
+      strides.push_back(flatOffset(unit) - offset);
+    }
+    int32_t in = buffers_.lookup(op.getOperand(0));
+    FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
+    if (failed(out))
+      return failure();
+    emit("strided_copy", {in}, {*out}, &op,
+         {{"strides", strides}, {"offset", offset}});
+    return success();
+  }
+
+  /// One unit buffer holds every gathered parameter's padded rows, one
+  /// after the other; each parameter's full value is an alias into it.
+  LogicalResult lowerAllGather(tc::AllGatherOp gather) {
+    SmallVector<int32_t> params;
+    std::vector<int64_t> offsets;
+    int64_t bytes = 0;
+    for (Attribute name : gather.getParams()) {
+      StringRef param = cast<FlatSymbolRefAttr>(name).getValue();
+      params.push_back(paramIndex_.lookup(param));
+      offsets.push_back(bytes);
+      bytes += plan_.params[params.back()].gatheredBytes(plan_.worldSize);
+    }
+    std::string label = gather.getNumResults() == 1
+                            ? plan_.params[params[0]].name + ".gathered"
+                            : "unit " + gather.getUnit().value_or("").str() +
+                                  ".gathered";
+    plan::Buffer unit;
+    unit.id = static_cast<int32_t>(function_.buffers.size());
+    unit.name = label;
+    unit.dtype = plan_.params[params[0]].dtype;
+    unit.shape = {bytes / plan::dtypeSize(unit.dtype)};
+    unit.bytes = bytes;
+    unit.category = plan::Category::Gathered;
+    function_.buffers.push_back(unit);
+    explicitlyFreed_.insert(unit.id);
+    std::vector<int32_t> inputs;
+    for (auto [i, result] : llvm::enumerate(gather.getResults())) {
+      const plan::Param &param = plan_.params[params[i]];
+      FailureOr<int32_t> alias = newBuffer(result, param.name, plan::Category::Gathered);
+      if (failed(alias))
         return failure();
-      emit("add", {buffers_.lookup(add.getLhs()), buffers_.lookup(add.getRhs())},
-           {*out}, &op);
-      return success();
+      function_.buffers[*alias].aliasOf = unit.id;
+      function_.buffers[*alias].byteOffset = offsets[i];
+      unitBuffers_[result] = unit.id;
+      inputs.push_back(paramBuffer(param.name));
     }
-    return op.emitOpError() << "has no lowering to the runtime plan";
+    emit("alloc", {}, {unit.id}, gather);
+    emit("all_gather", inputs, {unit.id}, gather, {{"offsets", offsets}},
+         /*collective=*/true);
+    return success();
+  }
+
+  int32_t baseOf(int32_t id) const {
+    const plan::Buffer &buffer = function_.buffers[id];
+    return buffer.aliasOf ? *buffer.aliasOf : id;
   }
 
   /// Frees each temporary right after the last instruction that touches it.
   void insertFrees() {
-    std::set<int32_t> kept(function_.inputs.begin(), function_.inputs.end());
-    kept.insert(function_.outputs.begin(), function_.outputs.end());
+    // Inputs and outputs stay allocated, and so does whatever they alias.
+    std::set<int32_t> kept;
+    for (int32_t id : function_.inputs)
+      kept.insert(baseOf(id));
+    for (int32_t id : function_.outputs)
+      kept.insert(baseOf(id));
     std::map<size_t, std::vector<int32_t>> freeAfter;
     for (const plan::Buffer &buffer : function_.buffers) {
-      if (buffer.param || kept.count(buffer.id) ||
+      if (buffer.param || buffer.aliasOf || kept.count(buffer.id) ||
           explicitlyFreed_.count(buffer.id))
         continue;
       std::optional<size_t> last;
       for (size_t i = 0; i < function_.body.size(); ++i) {
         const plan::Instruction &instruction = function_.body[i];
         auto uses = [&](const std::vector<int32_t> &ids) {
-          return std::find(ids.begin(), ids.end(), buffer.id) != ids.end();
+          return llvm::any_of(ids, [&](int32_t id) {
+            return baseOf(id) == buffer.id;
+          });
         };
         if (uses(instruction.inputs) || uses(instruction.outputs))
           last = i;
@@ -424,6 +576,7 @@ private:
   llvm::DenseMap<Value, int32_t> buffers_;
   llvm::DenseMap<int32_t, int32_t> paramBuffers_;
   llvm::DenseMap<Value, std::string> outputNames_;
+  llvm::DenseMap<Value, int32_t> unitBuffers_;
   llvm::DenseMap<Operation *, int64_t> ownerOf_;
   std::map<int32_t, int64_t> ownerOfBuffer_;
   std::set<int32_t> explicitlyFreed_;

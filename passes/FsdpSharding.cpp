@@ -104,31 +104,108 @@ void eraseDeadInitOps(func::FuncOp init) {
       op->erase();
 }
 
-/// The op in `block` that is, or contains, `op`.
-Operation *ancestorIn(Block *block, Operation *op) {
-  return block->findAncestorOpInBlock(*op);
+/// The forward uses of one FSDP unit's sharded parameters.
+struct UnitUses {
+  std::string unit;
+  SmallVector<std::string> params; // in order of first use
+  llvm::StringMap<SmallVector<UseOp>> uses;
+  Operation *firstUse = nullptr;
+};
+
+/// Groups a block's uses of sharded parameters by unit, in order of the
+/// units' first uses.
+SmallVector<UnitUses> collectUnitUses(Block &block,
+                                      const llvm::StringMap<ParamOp> &sharded) {
+  SmallVector<UnitUses> units;
+  llvm::StringMap<size_t> indexOf;
+  for (Operation &op : block) {
+    auto use = dyn_cast<UseOp>(op);
+    if (!use || !sharded.contains(use.getParam()))
+      continue;
+    ParamOp param = sharded.lookup(use.getParam());
+    std::string unit = param.getUnit().value_or("root").str();
+    auto [it, inserted] = indexOf.try_emplace(unit, units.size());
+    if (inserted) {
+      units.emplace_back();
+      units.back().unit = unit;
+      units.back().firstUse = use;
+    }
+    UnitUses &entry = units[it->second];
+    auto &list = entry.uses[use.getParam()];
+    if (list.empty())
+      entry.params.push_back(use.getParam().str());
+    list.push_back(use);
+  }
+  return units;
 }
 
-/// Replaces a tc.use of a sharded parameter with an all-gather and frees the
-/// gathered buffer right after its last use in the block.
-void gatherAroundUses(UseOp use) {
-  OpBuilder builder(use);
-  auto gather = builder.create<AllGatherOp>(use.getLoc(), use.getType(),
-                                            use.getParamAttr());
-  use.getResult().replaceAllUsesWith(gather.getResult());
-  use.erase();
+/// Replaces a unit's tc.use ops with one all-gather before `insertionPoint`
+/// and one release after the last use of any gathered value.
+AllGatherOp gatherUnit(UnitUses &unit, Operation *insertionPoint) {
+  OpBuilder builder(insertionPoint);
+  SmallVector<Attribute> names;
+  SmallVector<Type> types;
+  for (const std::string &name : unit.params) {
+    names.push_back(FlatSymbolRefAttr::get(builder.getContext(), name));
+    types.push_back(unit.uses[name].front().getType());
+  }
+  Location loc = unit.firstUse->getLoc();
+  auto gather = builder.create<AllGatherOp>(loc, types,
+                                            builder.getArrayAttr(names),
+                                            builder.getStringAttr(unit.unit));
+  for (auto [name, result] : llvm::zip(unit.params, gather.getResults()))
+    for (UseOp use : unit.uses[name]) {
+      use.getResult().replaceAllUsesWith(result);
+      use.erase();
+    }
 
   Block *block = gather->getBlock();
   Operation *lastUser = gather;
-  for (Operation *user : gather->getUsers()) {
-    Operation *inBlock = ancestorIn(block, user);
-    if (inBlock->hasTrait<OpTrait::IsTerminator>())
-      return; // The function returns the gathered value: it stays live.
-    if (lastUser->isBeforeInBlock(inBlock))
-      lastUser = inBlock;
-  }
+  for (Value result : gather.getResults())
+    for (Operation *user : result.getUsers()) {
+      Operation *inBlock = block->findAncestorOpInBlock(*user);
+      if (inBlock->hasTrait<OpTrait::IsTerminator>())
+        return gather; // Returned: the gathered values stay live.
+      if (lastUser->isBeforeInBlock(inBlock))
+        lastUser = inBlock;
+    }
   builder.setInsertionPointAfter(lastUser);
-  builder.create<ReleaseOp>(gather.getLoc(), gather.getResult());
+  builder.create<ReleaseOp>(loc, gather.getResults());
+  return gather;
+}
+
+/// The first op that computes with a unit's parameters: where the unit
+/// starts running.
+Operation *unitStart(UnitUses &unit) {
+  Operation *start = nullptr;
+  for (auto &entry : unit.uses)
+    for (UseOp use : entry.second)
+      for (Operation *user : use->getUsers()) {
+        Operation *inBlock = use->getBlock()->findAncestorOpInBlock(*user);
+        if (!start || inBlock->isBeforeInBlock(start))
+          start = inBlock;
+      }
+  return start;
+}
+
+/// Gathers every unit of `func` around its uses. With `prefetch`, unit
+/// k+1's gather is issued when unit k starts computing (after unit k's own
+/// gather), so that on a real device it overlaps unit k's compute.
+void gatherUnits(func::FuncOp func, const llvm::StringMap<ParamOp> &sharded,
+                 bool prefetch) {
+  if (func.empty())
+    return;
+  SmallVector<UnitUses> units = collectUnitUses(func.front(), sharded);
+  SmallVector<Operation *> starts;
+  for (UnitUses &unit : units)
+    starts.push_back(unitStart(unit));
+  for (auto [k, unit] : llvm::enumerate(units)) {
+    Operation *insertionPoint = unit.firstUse;
+    if (prefetch && k > 0 && starts[k - 1] &&
+        starts[k - 1]->isBeforeInBlock(insertionPoint))
+      insertionPoint = starts[k - 1];
+    gatherUnit(unit, insertionPoint);
+  }
 }
 
 struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
@@ -179,13 +256,10 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
     // With one rank the local shard is the whole parameter: no gather.
     if (worldSize == 1)
       return;
-    SmallVector<UseOp> uses;
-    module.walk([&](UseOp use) {
-      if (sharded.contains(use.getParam()))
-        uses.push_back(use);
+    module.walk([&](func::FuncOp func) {
+      if (func.getSymName() != kInitFunctionName)
+        gatherUnits(func, sharded, prefetch);
     });
-    for (UseOp use : uses)
-      gatherAroundUses(use);
   }
 };
 

@@ -16,14 +16,19 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     generator feeding a parameter's `tc.materialize` produces the local type,
     `shard of` the full type. Nothing produces the full tensor.
 
-    Forward is rewritten so that full parameters exist only while used: each
-    `tc.use` of a parameter sharded over more than one rank becomes a
-    `tc.all_gather`, followed by a `tc.release` after the gathered value's
-    last use (unless the function returns it).
+    Forward is rewritten so that full parameters exist only while used: the
+    `tc.use`s of an FSDP unit's parameters (sharded over more than one rank)
+    become one `tc.all_gather` of the unit, placed before the unit's first
+    use, and one `tc.release` after the last use of any of its results
+    (none when the function returns one). A parameter used several times
+    (tied weights) is gathered once.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
-           "Number of ranks to shard over (>= 1)">
+           "Number of ranks to shard over (>= 1)">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
+           "Gather the next FSDP unit right after the current one, before "
+           "the current unit computes (two units live at a time)">
   ];
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }
@@ -43,6 +48,25 @@ def TcExpandInit : Pass<"tc-expand-init", "::mlir::ModuleOp"> {
     keeping the op's chain position, so the values are those of the
     expanded op.
   }];
+  let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
+def TcAssignUnits : Pass<"tc-assign-units", "::mlir::ModuleOp"> {
+  let summary = "Group parameters into FSDP units";
+  let description = [{
+    Gives every tc.param a `unit`. With `patterns`, a parameter's unit is
+    the text matched by the first pattern (an extended regex, anchored at
+    the start of the name) that matches it, e.g. `transformer\.h\.[0-9]+`;
+    a pattern that matches no parameter is an error. Without patterns,
+    parameters that already have a unit keep it and the rest follow the
+    default: the model's main layer list is the name prefix `P` with the
+    most distinct numbered children `P.N.`; each `P.N` is a unit. Every
+    other parameter goes to the unit "root".
+  }];
+  let options = [
+    ListOption<"patterns", "patterns", "std::string",
+               "Regexes whose match (at the start of a name) is the unit">
+  ];
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }
 

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
-  catch2 nlohmann-json3-dev libopenblas-dev
+  catch2 nlohmann-json3-dev libopenblas-dev python3-torch
 )
 
 missing=()

@@ -104,24 +104,46 @@ MaterializeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+LogicalResult AllGatherOp::verify() {
+  if (getParams().size() != getNumResults())
+    return emitOpError() << "gathers " << getParams().size()
+                         << " parameters into " << getNumResults()
+                         << " results";
+  if (getParams().empty())
+    return emitOpError() << "needs at least one parameter";
+  llvm::SmallDenseSet<Attribute> seen;
+  for (Attribute param : getParams())
+    if (!seen.insert(param).second)
+      return emitOpError() << "gathers " << param << " twice";
+  return success();
+}
+
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<ParamOp> param = lookupParam(*this, getParamAttr(), symbolTable);
-  if (failed(param))
-    return failure();
-  if (!param->getShard())
-    return emitOpError() << "parameter " << getParamAttr()
-                         << " is not sharded; read it with tc.use";
-  if (getType() != param->getTensorType())
-    return emitOpError() << "result type " << getType()
-                         << " differs from the type of parameter "
-                         << getParamAttr() << " (" << param->getTensorType()
-                         << ")";
+  for (auto [name, result] : llvm::zip(getParams(), getResults())) {
+    auto symbol = cast<FlatSymbolRefAttr>(name);
+    FailureOr<ParamOp> param = lookupParam(*this, symbol, symbolTable);
+    if (failed(param))
+      return failure();
+    if (!param->getShard())
+      return emitOpError() << "parameter " << symbol
+                           << " is not sharded; read it with tc.use";
+    if (result.getType() != param->getTensorType())
+      return emitOpError() << "result type " << result.getType()
+                           << " differs from the type of parameter " << symbol
+                           << " (" << param->getTensorType() << ")";
+  }
   return success();
 }
 
 LogicalResult ReleaseOp::verify() {
-  if (!getValue().getDefiningOp<AllGatherOp>())
-    return emitOpError() << "can only release the result of tc.all_gather";
+  auto gather = getValues().empty()
+                    ? AllGatherOp()
+                    : getValues()[0].getDefiningOp<AllGatherOp>();
+  if (!gather)
+    return emitOpError() << "can only release the results of tc.all_gather";
+  if (!llvm::equal(getValues(), gather.getResults()))
+    return emitOpError() << "must release all " << gather.getNumResults()
+                         << " results of its tc.all_gather, in order";
   return success();
 }
 
@@ -409,30 +431,6 @@ LogicalResult ScatterOp::verify() {
       full.getShape().drop_front() != local.getShape().drop_front())
     return emitOpError() << "result type " << local
                          << " is not a dim-0 shard of " << full;
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// AddOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult AddOp::verify() {
-  auto lhs = cast<RankedTensorType>(getLhs().getType());
-  auto rhs = cast<RankedTensorType>(getRhs().getType());
-  auto result = cast<RankedTensorType>(getType());
-  if (lhs.getElementType() != rhs.getElementType() ||
-      lhs.getElementType() != result.getElementType())
-    return emitOpError() << "element types differ: " << lhs << ", " << rhs
-                         << " -> " << result;
-  SmallVector<int64_t> shape;
-  if (!OpTrait::util::getBroadcastedShape(lhs.getShape(), rhs.getShape(),
-                                          shape))
-    return emitOpError() << "shapes " << lhs << " and " << rhs
-                         << " do not broadcast";
-  if (ArrayRef<int64_t>(shape) != result.getShape())
-    return emitOpError() << "result type " << result
-                         << " is not the broadcast shape of " << lhs
-                         << " and " << rhs;
   return success();
 }
 

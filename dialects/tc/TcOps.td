@@ -83,26 +83,30 @@ def Tc_MaterializeOp : Tc_Op<"materialize", [
 
 def Tc_AllGatherOp : Tc_Op<"all_gather", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Gather the full value of a sharded parameter";
+  let summary = "Gather the full values of an FSDP unit's sharded parameters";
   let description = [{
-    `%w = tc.all_gather @p : tensor<...>` collects every rank's shard of
-    `@p` (a collective over all ranks) into a fresh buffer that holds the
-    full parameter. Its lifetime ends at `tc.release`. Inserted by
+    `%w, %b = tc.all_gather [@h.0.w, @h.0.b] unit "h.0" : tensor<...>, tensor<...>`
+    collects every rank's shards of the listed parameters — one collective
+    for the whole unit — into one fresh buffer holding their full values.
+    The buffer lives until `tc.release` of all the results. Inserted by
     `tc-fsdp`.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$param);
-  let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "$param attr-dict `:` type($result)";
+  let arguments = (ins FlatSymbolRefArrayAttr:$params,
+                       OptionalAttr<StrAttr>:$unit);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$params (`unit` $unit^)? attr-dict `:` type($results)";
+  let hasVerifier = 1;
 }
 
 def Tc_ReleaseOp : Tc_Op<"release"> {
-  let summary = "End the lifetime of a gathered parameter";
+  let summary = "End the lifetime of an FSDP unit's gathered parameters";
   let description = [{
-    `tc.release %w : tensor<...>` frees the buffer of a `tc.all_gather`
-    after its last use; the value must not be used afterwards.
+    `tc.release %w, %b : tensor<...>, tensor<...>` frees the buffer of a
+    `tc.all_gather` after the last use of any of its results; it names all
+    of them, and none may be used afterwards.
   }];
-  let arguments = (ins AnyRankedTensor:$value);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
   let hasVerifier = 1;
 }
 
@@ -321,19 +325,6 @@ def Tc_ScatterOp : Tc_Op<"scatter"> {
 // Model ops
 //===----------------------------------------------------------------------===//
 
-def Tc_AddOp : Tc_Op<"add", [Pure]> {
-  let summary = "Elementwise addition with numpy broadcasting";
-  let description = [{
-    `%y = tc.add %a, %b : tensor<4x1xf32>, tensor<3xf32> -> tensor<4x3xf32>`.
-    Shapes broadcast as in numpy: aligned from the right, each pair of dims
-    equal or one of them 1. Element types must match.
-  }];
-  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
-  let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = [{
-    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
-  }];
-  let hasVerifier = 1;
-}
+include "TcForwardOps.td"
 
 #endif // SHARDC_TC_OPS

@@ -13,6 +13,16 @@ config.test_exec_root = os.path.join(config.shardc_obj_root, "test", "lit")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 
 config.substitutions.append(("%examples", os.path.join(config.shardc_src_root, "examples")))
+config.substitutions.append(("%tools", os.path.join(config.shardc_src_root, "tools")))
+# PyTorch 1.13 comes with Debian's python; the exporter and the reference
+# checks need it. scripts/install-deps.sh installs it, so CI always runs them.
+torch_python = "/usr/bin/python3"
+config.substitutions.append(("%torch_python", torch_python))
+import subprocess
+if subprocess.run([torch_python, "-c", "import torch"], capture_output=True).returncode == 0:
+    config.available_features.add("torch")
+else:
+    lit_config.note("torch tests are UNSUPPORTED: /usr/bin/python3 cannot import torch")
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "shardc", "Inputs")))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])

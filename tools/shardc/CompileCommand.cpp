@@ -19,6 +19,7 @@ namespace shardc::cli {
 
 const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
+    "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
     "                      [-o FILE]\n"
     "\n"
     "Compiles an exported graph (docs/graph-format.md).\n"
@@ -26,6 +27,12 @@ const char *const kCompileUsage =
     "  --emit tc        the tc program as imported, before sharding\n"
     "  --emit sharded   the tc program after tc-fsdp (default)\n"
     "  --emit plan      the runtime plan, as JSON (docs/plan.md)\n"
+    "  --units REGEX    FSDP units: a parameter's unit is the text REGEX matches\n"
+    "                   at the start of its name (repeatable; default: one unit\n"
+    "                   per block of the main layer list, the rest in \"root\")\n"
+    "  --prefetch       gather the next unit before the current one computes\n"
+    "  --memory-plan    print each rank's predicted peak per function and what\n"
+    "                   is live at it, instead of the IR or plan\n"
     "  -o FILE          write there instead of stdout; the file appears only\n"
     "                   when compilation succeeded\n";
 
@@ -46,7 +53,8 @@ int compileCommand(const std::vector<std::string> &args) {
   int64_t worldSize = 1;
   std::string emit;
   try {
-    parsed = parseArgs(args, {{"--world-size", "--emit", "-o"}, {"--help", "-h"}});
+    parsed = parseArgs(args, {{"--world-size", "--emit", "-o", "--units"},
+                              {"--help", "-h", "--prefetch", "--memory-plan"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
       return kSuccess;
@@ -63,6 +71,9 @@ int compileCommand(const std::vector<std::string> &args) {
     return kBadInput;
   }
 
+  compiler::ShardOptions shardOptions;
+  shardOptions.unitPatterns = parsed.all("--units");
+  shardOptions.prefetch = parsed.has("--prefetch");
   try {
     compiler::Graph graph = compiler::loadGraph(parsed.positional[0]);
     mlir::MLIRContext context;
@@ -71,20 +82,23 @@ int compileCommand(const std::vector<std::string> &args) {
     mlir::OwningOpRef<mlir::ModuleOp> module =
         compiler::buildTcModule(graph, context);
     std::string output;
-    if (emit == "tc") {
+    if (emit == "tc" && !parsed.has("--memory-plan")) {
       if (mlir::failed(mlir::verify(*module)))
         return kBadInput;
       output = printModule(*module);
     } else {
-      if (mlir::failed(compiler::shardModule(*module, worldSize)))
+      if (mlir::failed(compiler::shardModule(*module, worldSize, shardOptions)))
         return kBadInput;
       mlir::FailureOr<plan::Plan> plan = compiler::lowerToPlan(*module);
       if (mlir::failed(plan))
         return kBadInput;
       // People sizing a run need to know which ranks hold a full tensor.
       std::cerr << formatNonShardable(*plan);
-      output = emit == "sharded" ? printModule(*module)
-                                 : runtime::planToJson(*plan) + "\n";
+      if (parsed.has("--memory-plan"))
+        output = formatMemoryPlan(*plan);
+      else
+        output = emit == "sharded" ? printModule(*module)
+                                   : runtime::planToJson(*plan) + "\n";
     }
     if (parsed.has("-o"))
       runtime::writeFileAtomically(parsed.get("-o", ""), output);

@@ -18,7 +18,7 @@ const char *const kRunUsage =
     "usage: shardc run MODEL.json [--world-size N] [--seed S]\n"
     "                  [--inputs FILE.safetensors] [--outputs FILE.safetensors]\n"
     "                  [--save-params FILE.safetensors] [--report text|json]\n"
-    "                  [--timeout SECONDS]\n"
+    "                  [--timeout SECONDS] [--units REGEX]... [--prefetch]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -31,7 +31,8 @@ const char *const kRunUsage =
     "  --save-params FILE write the full parameters (gathered once after\n"
     "                     forward, outside the measured window)\n"
     "  --report text|json the memory report format (default text)\n"
-    "  --timeout SECONDS  how long a rank waits in a collective (default 60)\n";
+    "  --timeout SECONDS  how long a rank waits in a collective (default 60)\n"
+    "  --units, --prefetch  FSDP units and prefetch, as for `shardc compile`\n";
 
 namespace {
 
@@ -77,8 +78,8 @@ int runCommand(const std::vector<std::string> &args) {
   double timeoutSeconds = 60;
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
-                               "--save-params", "--report", "--timeout"},
-                              {"--help", "-h"}});
+                               "--save-params", "--report", "--timeout", "--units"},
+                              {"--help", "-h", "--prefetch"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
       return kSuccess;
@@ -106,8 +107,11 @@ int runCommand(const std::vector<std::string> &args) {
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
+    compiler::ShardOptions shardOptions;
+    shardOptions.unitPatterns = parsed.all("--units");
+    shardOptions.prefetch = parsed.has("--prefetch");
     mlir::FailureOr<plan::Plan> compiled =
-        compiler::compileToPlan(graph, worldSize, context);
+        compiler::compileToPlan(graph, worldSize, context, shardOptions);
     if (mlir::failed(compiled))
       return kBadInput;
     plan = std::move(*compiled);

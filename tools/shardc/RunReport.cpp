@@ -1,6 +1,7 @@
 //===- RunReport.cpp - what `shardc run` tells about memory ---------------===//
 #include "tools/shardc/RunReport.h"
 
+#include "runtime/MemoryModel.h"
 #include "runtime/PlanQueries.h"
 
 #include <nlohmann/json.hpp>
@@ -103,6 +104,46 @@ std::string formatNonShardable(const plan::Plan &plan) {
   for (const runtime::ScatteredParam &param : scattered)
     out << "  " << pad(param.name, 24, false) << " " << pad(grouped(param.fullBytes), 16)
         << " bytes  owner rank " << param.owner << "\n";
+  return out.str();
+}
+
+std::string formatMemoryPlan(const plan::Plan &plan) {
+  std::ostringstream out;
+  out << "memory plan: " << plan.params.size() << " parameter(s), "
+      << plan.worldSize << " rank(s); unsharded parameter bytes "
+      << grouped(runtime::unshardedParamBytes(plan)) << "\n";
+  out << formatNonShardable(plan);
+  // Every rank runs the same plan but rank-conditional instructions; group
+  // ranks whose predictions are identical.
+  for (const plan::Function &function : plan.functions) {
+    std::vector<runtime::MemoryPrediction> perRank;
+    std::vector<std::vector<runtime::LiveAllocation>> carried(plan.worldSize);
+    for (int64_t rank = 0; rank < plan.worldSize; ++rank) {
+      if (function.name != "init")
+        carried[rank] = runtime::predictMemory(plan, "init", rank).paramsAtEnd;
+      perRank.push_back(
+          runtime::predictMemory(plan, function.name, rank, carried[rank]));
+    }
+    int64_t first = 0;
+    for (int64_t rank = 1; rank <= plan.worldSize; ++rank) {
+      if (rank < plan.worldSize &&
+          perRank[rank].liveAtPeak == perRank[first].liveAtPeak)
+        continue;
+      const runtime::MemoryPrediction &prediction = perRank[first];
+      out << "\n" << function.name << " on rank" << (rank - 1 == first ? " " : "s ")
+          << first;
+      if (rank - 1 != first)
+        out << ".." << rank - 1;
+      out << ": peak " << grouped(prediction.peakBytes) << " bytes ("
+          << mib(prediction.peakBytes) << "), " << grouped(prediction.endBytes)
+          << " at the end\n";
+      for (const runtime::LiveAllocation &live : prediction.liveAtPeak)
+        out << "  " << pad(plan::categoryName(live.category), 12, false) << " "
+            << pad(live.label, 40, false) << " " << pad(grouped(live.bytes), 16)
+            << "\n";
+      first = rank;
+    }
+  }
   return out.str();
 }
 

@@ -28,6 +28,10 @@ std::string formatJsonReport(const RunSummary &summary);
 /// empty when every parameter is shardable.
 std::string formatNonShardable(const plan::Plan &plan);
 
+/// The compiler's prediction for every rank and function: peak bytes and
+/// what is live at the peak (ranks with identical plans grouped).
+std::string formatMemoryPlan(const plan::Plan &plan);
+
 /// True when every measured figure equals its prediction.
 bool predictionsHold(const runtime::RunResult &result);
 

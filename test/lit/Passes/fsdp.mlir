@@ -11,7 +11,7 @@
 // N2-NEXT:    tc.materialize %[[SHARD]] into @p1 : tensor<512x1024xf32>
 // N2-LABEL: func.func @forward(
 // N2-SAME:      %[[X:.*]]: tensor<1xf32>
-// N2-NEXT:    %[[FULL:.*]] = tc.all_gather @p1 : tensor<1024x1024xf32>
+// N2-NEXT:    %[[FULL:.*]] = tc.all_gather [@p1] unit "root" : tensor<1024x1024xf32>
 // N2-NEXT:    %[[Y:.*]] = tc.add %[[FULL]], %[[X]]
 // N2-NEXT:    tc.release %[[FULL]] : tensor<1024x1024xf32>
 // N2-NEXT:    return %[[Y]]
@@ -52,7 +52,7 @@ func.func @forward(%x: tensor<1xf32> {tc.name = "x"}) -> (tensor<1024x1024xf32> 
 // N4-DAG:   %[[B:.*]] = tc.zeros : tensor<8xf32>{{$}}
 // N4-DAG:   tc.materialize %[[B]] into @stats : tensor<8xf32>
 // N4-LABEL: func.func @forward(
-// N4:       %[[G:.*]] = tc.all_gather @uneven : tensor<1023x8xf32>
+// N4:       %[[G:.*]] = tc.all_gather [@uneven] unit "root" : tensor<1023x8xf32>
 // N4:       %[[SC:.*]] = tc.use @scalar : tensor<f32>
 // N4:       %[[A:.*]] = tc.add %[[G]], %[[SC]]
 // N4-NEXT:  tc.release %[[G]] : tensor<1023x8xf32>
@@ -105,7 +105,7 @@ func.func @init() {
 // A gathered parameter the function returns is not released.
 
 // N2-LABEL: func.func @forward()
-// N2-NEXT:    %[[G:.*]] = tc.all_gather @w : tensor<4xf32>
+// N2-NEXT:    %[[G:.*]] = tc.all_gather [@w] unit "root" : tensor<4xf32>
 // N2-NEXT:    return %[[G]]
 tc.param @w : tensor<4xf32> device "cpu"
 func.func @init() {

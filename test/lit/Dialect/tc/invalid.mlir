@@ -174,7 +174,7 @@ func.func @init() {
 }
 func.func @forward() -> tensor<4xf32> {
   // expected-error @+1 {{parameter @p is not sharded; read it with tc.use}}
-  %0 = tc.all_gather @p : tensor<4xf32>
+  %0 = tc.all_gather [@p] : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 
@@ -188,14 +188,14 @@ func.func @init() {
 }
 func.func @forward() -> tensor<2x4xf32> {
   // expected-error @+1 {{result type 'tensor<2x4xf32>' differs from the type of parameter @p ('tensor<4x4xf32>')}}
-  %0 = tc.all_gather @p : tensor<2x4xf32>
+  %0 = tc.all_gather [@p] : tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
 
 // -----
 
 func.func @forward(%x: tensor<4xf32>) {
-  // expected-error @+1 {{can only release the result of tc.all_gather}}
+  // expected-error @+1 {{can only release the results of tc.all_gather}}
   tc.release %x : tensor<4xf32>
   return
 }
@@ -253,5 +253,39 @@ func.func @forward(%a: tensor<4x1xf32>, %b: tensor<3xf32>) {
 func.func @forward(%a: tensor<4xf32>, %b: tensor<4xf64>) {
   // expected-error @+1 {{element types differ}}
   %0 = tc.add %a, %b : tensor<4xf32>, tensor<4xf64> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+tc.param @p : tensor<4x4xf32> device "cpu" sharded <world_size = 2, chunk_rows = 2>
+tc.param @q : tensor<4x4xf32> device "cpu" sharded <world_size = 2, chunk_rows = 2>
+func.func @init() {
+  %0 = tc.ones : tensor<2x4xf32> shard of tensor<4x4xf32>
+  tc.materialize %0 into @p : tensor<2x4xf32>
+  %1 = tc.ones : tensor<2x4xf32> shard of tensor<4x4xf32>
+  tc.materialize %1 into @q : tensor<2x4xf32>
+  return
+}
+func.func @forward() {
+  %0:2 = tc.all_gather [@p, @q] : tensor<4x4xf32>, tensor<4x4xf32>
+  // expected-error @+1 {{must release all 2 results of its tc.all_gather, in order}}
+  tc.release %0#0 : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @forward() {
+  // expected-error @+1 {{gathers 2 parameters into 1 results}}
+  %0 = tc.all_gather [@p, @q] : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @forward() {
+  // expected-error @+1 {{gathers @p twice}}
+  %0:2 = tc.all_gather [@p, @p] : tensor<4x4xf32>, tensor<4x4xf32>
   return
 }

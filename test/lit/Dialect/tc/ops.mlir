@@ -67,10 +67,10 @@ func.func @init() {
 
 // CHECK-LABEL: func.func @forward(
 func.func @forward(%x: tensor<4xf32>) -> tensor<1023x4xf32> {
-  // CHECK: %[[G:.*]] = tc.all_gather @w : tensor<1023x4xf32>
+  // CHECK: %[[G:.*]] = tc.all_gather [@w] unit "h.0" : tensor<1023x4xf32>
   // CHECK: %[[Y:.*]] = tc.add %[[G]], %{{.*}} : tensor<1023x4xf32>, tensor<4xf32> -> tensor<1023x4xf32>
   // CHECK: tc.release %[[G]] : tensor<1023x4xf32>
-  %g = tc.all_gather @w : tensor<1023x4xf32>
+  %g = tc.all_gather [@w] unit "h.0" : tensor<1023x4xf32>
   %y = tc.add %g, %x : tensor<1023x4xf32>, tensor<4xf32> -> tensor<1023x4xf32>
   tc.release %g : tensor<1023x4xf32>
   return %y : tensor<1023x4xf32>

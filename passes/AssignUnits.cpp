@@ -1,0 +1,118 @@
+//===- AssignUnits.cpp - the tc-assign-units pass -------------------------===//
+//
+// FSDP gathers parameters unit by unit; the unit is the granularity of both
+// the collective and the memory that is live at once. The default follows
+// PyTorch FSDP practice: one unit per block of the main layer list.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Regex.h"
+
+namespace mlir::tc {
+#define GEN_PASS_DEF_TCASSIGNUNITS
+#include "passes/Passes.h.inc"
+} // namespace mlir::tc
+
+using namespace mlir;
+using namespace mlir::tc;
+
+namespace {
+
+constexpr llvm::StringLiteral kRootUnit = "root";
+
+/// The first "P.N." in `name` with N a decimal number: returns {P, "P.N"}.
+std::optional<std::pair<StringRef, StringRef>> numberedBlock(StringRef name) {
+  size_t start = 0;
+  while (true) {
+    size_t dot = name.find('.', start);
+    if (dot == StringRef::npos)
+      return std::nullopt;
+    size_t end = name.find('.', dot + 1);
+    if (end == StringRef::npos)
+      return std::nullopt;
+    StringRef segment = name.slice(dot + 1, end);
+    if (!segment.empty() && llvm::all_of(segment, llvm::isDigit))
+      return std::make_pair(name.take_front(dot), name.take_front(end));
+    start = dot + 1;
+  }
+}
+
+/// The prefix with the most distinct numbered children (first seen wins).
+std::optional<StringRef> mainLayerList(ArrayRef<ParamOp> params) {
+  llvm::MapVector<StringRef, llvm::StringSet<>> blocks;
+  for (ParamOp param : params)
+    if (auto block = numberedBlock(param.getSymName()))
+      blocks[block->first].insert(block->second);
+  std::optional<StringRef> best;
+  size_t bestCount = 0;
+  for (auto &[prefix, children] : blocks)
+    if (children.size() > bestCount) {
+      best = prefix;
+      bestCount = children.size();
+    }
+  return best;
+}
+
+struct TcAssignUnitsPass
+    : public tc::impl::TcAssignUnitsBase<TcAssignUnitsPass> {
+  using TcAssignUnitsBase::TcAssignUnitsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<ParamOp> params(module.getOps<ParamOp>());
+    Builder builder(&getContext());
+    if (!patterns.empty()) {
+      SmallVector<std::pair<std::string, llvm::Regex>> regexes;
+      for (const std::string &pattern : patterns) {
+        llvm::Regex regex("^(" + pattern + ")");
+        std::string error;
+        if (!regex.isValid(error)) {
+          emitError(module.getLoc())
+              << "unit pattern '" << pattern << "' is not a valid regex: "
+              << error;
+          return signalPassFailure();
+        }
+        regexes.emplace_back(pattern, std::move(regex));
+      }
+      SmallVector<bool> used(regexes.size(), false);
+      for (ParamOp param : params) {
+        StringRef unit = kRootUnit;
+        std::string matched;
+        for (auto [i, entry] : llvm::enumerate(regexes)) {
+          SmallVector<StringRef> groups;
+          if (entry.second.match(param.getSymName(), &groups)) {
+            matched = groups[0].str();
+            unit = matched;
+            used[i] = true;
+            break;
+          }
+        }
+        param.setUnitAttr(builder.getStringAttr(unit));
+      }
+      for (auto [i, entry] : llvm::enumerate(regexes))
+        if (!used[i]) {
+          emitError(module.getLoc())
+              << "unit pattern '" << entry.first
+              << "' matches no parameter name";
+          return signalPassFailure();
+        }
+      return;
+    }
+    std::optional<StringRef> layers = mainLayerList(params);
+    for (ParamOp param : params) {
+      if (param.getUnit())
+        continue;
+      StringRef unit = kRootUnit;
+      if (auto block = numberedBlock(param.getSymName());
+          block && layers && block->first == *layers)
+        unit = block->second;
+      param.setUnitAttr(builder.getStringAttr(unit));
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,543 @@
+#!/usr/bin/python3
+"""PyTorch eager reference for shardc graphs (docs/graph-format.md).
+
+Run it with Debian's python (PyTorch 1.13): /usr/bin/python3.
+
+Forward (the default mode): interpret MODEL.json's nodes with torch eager ops
+on the given parameters and inputs, write the outputs as safetensors:
+
+    /usr/bin/python3 tools/torch_reference.py MODEL.json \
+        --params PARAMS.safetensors --inputs INPUTS.safetensors \
+        --outputs OUT.safetensors [--threads N] [--time REPEATS]
+
+  --time R      also time the forward: --warmup W runs (default 2, the
+                first being the run whose outputs are written), then R runs; prints the
+                median (and min / max) wall seconds; --time-json FILE writes
+                {"forward_seconds": median, ...}.
+  --threads N   torch.set_num_threads(N) (default: torch's default).
+  --compute-dtype float32|float64
+                cast every floating parameter / input to this dtype first
+                (float64 gives a ground truth to judge float32 results by);
+                outputs are written in the dtype they are computed in.
+
+Helpers for tests and benchmarks:
+
+    --make-inputs MODEL.json --seed S --out INPUTS.safetensors
+        int64 inputs uniform in [0, high) ("high" from the graph, else 2),
+        float inputs uniform in [-1, 1), from torch.Generator(seed).
+    --make-params MODEL.json --seed S --out PARAMS.safetensors
+        parameters drawn with torch from their init chains (same
+        distributions as shardc, NOT the same bits: shardc uses Philox);
+        for timing torch when shardc cannot run the model yet.
+    --compare A.safetensors B.safetensors [--rtol 1e-5] [--metric M]
+        per tensor: max |a-b|, the norm-based relative error
+        max|a-b| / max|b| ("max-norm", the default criterion) and the
+        elementwise max |a-b| / max(|b|, 1e-6) ("elementwise"). Exits 1 when
+        the chosen metric exceeds rtol for any tensor, when the tensor names,
+        shapes differ, or when NaN / Inf positions differ; integer tensors
+        must be equal. B is the reference.
+
+Semantics of each node follow docs/graph-format.md and the torch modules they
+come from: linear = F.linear (nn.Linear), gelu = F.gelu(approximate=...),
+layer_norm = F.layer_norm, rms_norm = Hugging Face LlamaRMSNorm
+(x * rsqrt(mean(x^2) + eps) * weight), rotary_embedding = Hugging Face
+rotate-half RoPE (inv_freq = 1 / theta^(arange(0, D, 2) / D), positions
+0..T-1, emb = cat(freqs, freqs)), scaled_dot_product_attention = nanoGPT's
+explicit path softmax((q @ k^T) * scale, causal mask top-left as torch's
+is_causal) @ v (torch 1.13 has no F.scaled_dot_product_attention).
+bfloat16 / float16 operands are computed in float32 and the result rounded
+back (bf16 storage, f32 accumulation), as shardc does.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import struct
+import sys
+import time
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------- safetensors
+
+_ST_TO_NP = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
+             "I64": np.int64, "I32": np.int32, "I16": np.int16,
+             "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+_TORCH_TO_ST = {torch.float64: "F64", torch.float32: "F32",
+                torch.float16: "F16", torch.bfloat16: "BF16",
+                torch.int64: "I64", torch.int32: "I32", torch.int16: "I16",
+                torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+_GRAPH_DTYPES = {"float32": torch.float32, "float64": torch.float64,
+                 "float16": torch.float16, "bfloat16": torch.bfloat16,
+                 "int64": torch.int64}
+
+
+def read_safetensors(path):
+    """Returns {name: torch tensor} (own memory, little-endian, CPU)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError("%s: not a safetensors file (shorter than 8 bytes)" % path)
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise ValueError("%s: header length %d runs past the end" % (path, n))
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = memoryview(raw)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt, shape = info["dtype"], [int(s) for s in info["shape"]]
+        begin, end = info["data_offsets"]
+        buf = data[begin:end]
+        count = 1
+        for s in shape:
+            count *= s
+        if dt == "BF16":
+            if end - begin != 2 * count:
+                raise ValueError("%s: %s: %d bytes for %d bf16 elements"
+                                 % (path, name, end - begin, count))
+            u16 = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
+            t = torch.from_numpy(u16.view(np.float32).copy()).to(torch.bfloat16)
+        elif dt in _ST_TO_NP:
+            npdt = np.dtype(_ST_TO_NP[dt]).newbyteorder("<")
+            if end - begin != npdt.itemsize * count:
+                raise ValueError("%s: %s: %d bytes for %d %s elements"
+                                 % (path, name, end - begin, count, dt))
+            arr = np.frombuffer(buf, dtype=npdt).astype(npdt.newbyteorder("="))
+            t = torch.from_numpy(arr.copy())
+        else:
+            raise ValueError("%s: %s: unsupported dtype %s" % (path, name, dt))
+        out[name] = t.reshape(shape)
+    return out
+
+
+def _tensor_bytes(t):
+    t = t.detach().to("cpu").contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().astype("<i2").tobytes()
+    if t.dtype not in _TORCH_TO_ST:
+        raise ValueError("cannot write dtype %s" % t.dtype)
+    a = t.numpy()
+    return a.astype(a.dtype.newbyteorder("<")).tobytes()
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: {name: tensor}, written in sorted name order; atomic rename."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name in sorted(tensors):
+        t = tensors[name]
+        b = _tensor_bytes(t)
+        header[name] = {"dtype": _TORCH_TO_ST[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- interpreter
+
+def _low_precision(t):
+    return isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16)
+
+
+class Interpreter:
+    """Runs a graph's forward nodes. Caches RoPE tables and causal masks
+    across calls (as the torch modules do: HF keeps cos/sin caches, nanoGPT a
+    tril buffer), so timed runs measure the forward only."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.nodes = graph.get("nodes", [])
+        self.outputs = graph.get("outputs", [])
+        self._rope = {}
+        self._mask = {}
+
+    # -- op helpers
+    def _causal_mask(self, L, S, device):
+        key = (L, S, str(device))
+        m = self._mask.get(key)
+        if m is None:
+            m = torch.ones(L, S, dtype=torch.bool, device=device).tril(diagonal=0)
+            self._mask[key] = m
+        return m
+
+    def _rope_tables(self, T, D, theta, dtype, device):
+        key = (T, D, float(theta), dtype, str(device))
+        cs = self._rope.get(key)
+        if cs is None:
+            inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, device=device).float() / D))
+            t = torch.arange(T, device=device).type_as(inv_freq)
+            freqs = torch.einsum("i,j->ij", t, inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cs = (emb.cos().to(dtype), emb.sin().to(dtype))
+            self._rope[key] = cs
+        return cs
+
+    @staticmethod
+    def _rotate_half(x):
+        x1 = x[..., : x.shape[-1] // 2]
+        x2 = x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    def _sdpa(self, q, k, v, causal, scale):
+        E = q.shape[-1]
+        if scale is None:
+            scale = 1.0 / math.sqrt(E)
+        att = (q @ k.transpose(-2, -1)) * scale
+        if causal:
+            L, S = q.shape[-2], k.shape[-2]
+            att = att.masked_fill(~self._causal_mask(L, S, att.device), float("-inf"))
+        att = F.softmax(att, dim=-1)
+        return att @ v
+
+    def _apply(self, n, a):
+        op = n["op"]
+        if op == "add":
+            return [a[0] + a[1]]
+        if op == "sub":
+            return [a[0] - a[1]]
+        if op == "mul":
+            return [a[0] * a[1]]
+        if op == "div":
+            return [a[0] / a[1]]
+        if op == "embedding":
+            return [F.embedding(a[1], a[0])]
+        if op == "linear":
+            return [F.linear(a[0], a[1], a[2] if len(a) > 2 else None)]
+        if op == "matmul":
+            return [torch.matmul(a[0], a[1])]
+        if op == "gelu":
+            return [F.gelu(a[0], approximate=n.get("approximate", "none"))]
+        if op == "silu":
+            return [F.silu(a[0])]
+        if op == "relu":
+            return [F.relu(a[0])]
+        if op == "layer_norm":
+            x, w, b = a
+            return [F.layer_norm(x, (x.shape[-1],), w, b, n.get("eps", 1e-5))]
+        if op == "rms_norm":
+            x, w = a
+            var = x.pow(2).mean(-1, keepdim=True)
+            return [w * (x * torch.rsqrt(var + n.get("eps", 1e-6)))]
+        if op == "softmax":
+            return [F.softmax(a[0], dim=n.get("dim", -1))]
+        if op == "scaled_dot_product_attention":
+            return [self._sdpa(a[0], a[1], a[2], bool(n.get("causal", False)),
+                               n.get("scale"))]
+        if op == "rotary_embedding":
+            x = a[0]
+            T, D = x.shape[-2], x.shape[-1]
+            cos, sin = self._rope_tables(T, D, n.get("theta", 10000.0), x.dtype, x.device)
+            return [x * cos + self._rotate_half(x) * sin]
+        if op == "reshape":
+            return [a[0].reshape(n["shape"])]
+        if op == "transpose":
+            return [a[0].transpose(n["dim0"], n["dim1"])]
+        if op == "permute":
+            return [a[0].permute(*n["dims"])]
+        if op == "slice":
+            x = a[0]
+            dim = n["dim"] % x.dim()
+            idx = [slice(None)] * x.dim()
+            idx[dim] = slice(n.get("start", 0), n.get("end"), n.get("step", 1))
+            return [x[tuple(idx)]]
+        if op == "split":
+            return list(torch.split(a[0], list(n["sizes"]), dim=n["dim"]))
+        if op == "cat":
+            return [torch.cat(list(a), dim=n["dim"])]
+        if op == "cross_entropy":
+            return [F.cross_entropy(a[0], a[1])]
+        raise ValueError("node %r: unknown op %r" % (n.get("name", n.get("names")), op))
+
+    def run(self, env):
+        """env: {name: tensor} with every parameter, buffer and input."""
+        env = dict(env)
+        for i, n in enumerate(self.nodes):
+            try:
+                args = [env[x] for x in n["inputs"]]
+            except KeyError as e:
+                raise ValueError("nodes[%d]: input %s is not defined" % (i, e))
+            low = [t.dtype for t in args if _low_precision(t)]
+            if low:
+                args = [t.float() if _low_precision(t) else t for t in args]
+            res = self._apply(n, args)
+            if low:
+                res = [r.to(low[0]) if r.is_floating_point() else r for r in res]
+            names = n["names"] if "names" in n else [n["name"]]
+            if len(names) != len(res):
+                raise ValueError("nodes[%d]: %d names for %d results" % (i, len(names), len(res)))
+            env.update(zip(names, res))
+        return {o: env[o] for o in self.outputs}
+
+
+# ---------------------------------------------------------------- graph I/O
+
+def load_graph(path):
+    with open(path) as f:
+        g = json.load(f)
+    if g.get("format") != "shardc-graph" or g.get("version") != 1:
+        raise ValueError("%s: not a shardc-graph version 1 file" % path)
+    return g
+
+
+def check_tensors(kind, decls, tensors, path):
+    for d in decls:
+        name = d["name"]
+        if name not in tensors:
+            raise ValueError("%s: %s %r missing" % (path, kind, name))
+        t = tensors[name]
+        want_dt = _GRAPH_DTYPES[d["dtype"]]
+        if list(t.shape) != list(d["shape"]) or t.dtype != want_dt:
+            raise ValueError("%s: %s %r is %s %s, the graph says %s %s" % (
+                path, kind, name, t.dtype, list(t.shape), want_dt, d["shape"]))
+
+
+def build_env(graph, params, inputs, args, compute_dtype=None):
+    check_tensors("parameter", graph.get("parameters", []), params, args.params)
+    check_tensors("input", graph.get("inputs", []), inputs, args.inputs)
+    env = {}
+    for d in graph.get("parameters", []) + graph.get("buffers", []):
+        env[d["name"]] = params[d["name"]]
+    for d in graph.get("inputs", []):
+        env[d["name"]] = inputs[d["name"]]
+    if compute_dtype is not None:
+        env = {k: (v.to(compute_dtype) if v.is_floating_point() else v)
+               for k, v in env.items()}
+    return env
+
+
+# ---------------------------------------------------------------- generators
+
+def _seed_for(seed, name):
+    return (int(seed) * 1000003 + zlib.crc32(name.encode("utf-8"))) & ((1 << 63) - 1)
+
+
+def make_inputs(graph, seed):
+    out = {}
+    for d in graph.get("inputs", []):
+        gen = torch.Generator().manual_seed(_seed_for(seed, d["name"]))
+        dt = _GRAPH_DTYPES[d["dtype"]]
+        if dt == torch.int64:
+            out[d["name"]] = torch.randint(0, int(d.get("high", 2)), d["shape"],
+                                           generator=gen, dtype=torch.int64)
+        else:
+            x = torch.rand(d["shape"], generator=gen, dtype=torch.float32) * 2 - 1
+            out[d["name"]] = x.to(dt)
+    return out
+
+
+def _init_chain(chain, shape, gen):
+    import torch.nn.init as I
+    g0 = chain[0]
+    gshape = list(g0.get("shape", shape))
+    t = torch.empty(gshape, dtype=torch.float32)
+    op = g0["op"]
+    if op == "fill":
+        t.fill_(g0["value"])
+    elif op == "zeros":
+        t.zero_()
+    elif op == "ones":
+        t.fill_(1)
+    elif op == "uniform":
+        t.uniform_(g0.get("a", 0.0), g0.get("b", 1.0), generator=gen)
+    elif op == "normal":
+        t.normal_(g0.get("mean", 0.0), g0.get("std", 1.0), generator=gen)
+    elif op == "trunc_normal":
+        m, s = g0.get("mean", 0.0), g0.get("std", 1.0)
+        t.normal_(m, s, generator=gen).clamp_(g0.get("a", -2.0), g0.get("b", 2.0))
+    elif op == "eye":
+        t = torch.eye(*gshape)
+    elif op == "arange":
+        n = t.numel()
+        t = (g0.get("start", 0.0) + g0.get("step", 1.0) *
+             torch.arange(n, dtype=torch.float64)).float().reshape(gshape)
+    elif op in ("kaiming_uniform", "kaiming_normal", "xavier_uniform",
+                "xavier_normal", "orthogonal"):
+        # torch.nn.init draws from the global generator.
+        torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        kw = {k: v for k, v in g0.items() if k not in ("op", "shape")}
+        getattr(I, op + "_")(t, **kw)
+    else:
+        raise ValueError("unknown init generator %r" % op)
+    for p in chain[1:]:
+        op = p["op"]
+        if op == "mul":
+            t = t * p["value"]
+        elif op == "add":
+            t = t + p["value"]
+        elif op == "sub":
+            t = t - p["value"]
+        elif op == "div":
+            t = t / p["value"]
+        elif op == "clamp":
+            t = t.clamp(p.get("min", -math.inf), p.get("max", math.inf))
+        elif op == "erfinv":
+            t = torch.erfinv(t)
+        elif op == "sqrt":
+            t = torch.sqrt(t)
+        elif op == "neg":
+            t = -t
+        elif op == "reshape":
+            t = t.reshape(p["shape"])
+        elif op == "transpose":
+            t = t.transpose(p["dim0"], p["dim1"])
+        elif op == "permute":
+            t = t.permute(*p["dims"])
+        elif op == "slice":
+            dim = p["dim"] % t.dim()
+            idx = [slice(None)] * t.dim()
+            idx[dim] = slice(p.get("start", 0), p.get("end"), p.get("step", 1))
+            t = t[tuple(idx)]
+        else:
+            raise ValueError("unknown init op %r" % op)
+    return t.contiguous()
+
+
+def make_params(graph, seed):
+    out = {}
+    for d in graph.get("parameters", []) + graph.get("buffers", []):
+        gen = torch.Generator().manual_seed(_seed_for(seed, d["name"]))
+        t = _init_chain(d["init"], d["shape"], gen)
+        out[d["name"]] = t.reshape(d["shape"]).to(_GRAPH_DTYPES[d["dtype"]])
+    return out
+
+
+# ---------------------------------------------------------------- compare
+
+def compare(a_path, b_path, rtol, metric):
+    A, B = read_safetensors(a_path), read_safetensors(b_path)
+    ok = True
+    if set(A) != set(B):
+        print("tensor names differ: only in %s: %s; only in %s: %s" % (
+            a_path, sorted(set(A) - set(B)), b_path, sorted(set(B) - set(A))))
+        ok = False
+    print("%-40s %-16s %12s %12s %12s  %s" % ("tensor", "shape", "max|a-b|",
+                                             "max-norm", "elementwise", "ok"))
+    for name in sorted(set(A) & set(B)):
+        a, b = A[name], B[name]
+        shape = "x".join(str(s) for s in b.shape) or "scalar"
+        if list(a.shape) != list(b.shape):
+            print("%-40s shapes differ: %s vs %s" % (name, list(a.shape), list(b.shape)))
+            ok = False
+            continue
+        if not a.is_floating_point() or not b.is_floating_point():
+            same = a.dtype == b.dtype and torch.equal(a, b)
+            print("%-40s %-16s %12s %12s %12s  %s" % (name, shape, "-", "-", "-",
+                                                     "equal" if same else "DIFFERENT"))
+            ok = ok and same
+            continue
+        a64, b64 = a.double(), b.double()
+        fa, fb = torch.isfinite(a64), torch.isfinite(b64)
+        nonfinite_ok = torch.equal(fa, fb) and torch.equal(a64[~fa].nan_to_num(0, 1, -1),
+                                                          b64[~fb].nan_to_num(0, 1, -1))
+        d = (a64 - b64).abs()[fb & fa]
+        bf = b64.abs()[fb & fa]
+        maxabs = d.max().item() if d.numel() else 0.0
+        maxnorm = maxabs / max(bf.max().item() if bf.numel() else 0.0, 1e-30)
+        elem = (d / bf.clamp(min=1e-6)).max().item() if d.numel() else 0.0
+        err = maxnorm if metric == "max-norm" else elem
+        good = nonfinite_ok and err <= rtol
+        ok = ok and good
+        print("%-40s %-16s %12.3e %12.3e %12.3e  %s%s" % (
+            name, shape, maxabs, maxnorm, elem, "ok" if good else "ABOVE rtol",
+            "" if nonfinite_ok else " (NaN/Inf positions differ)"))
+    print("%s: %s (metric %s, rtol %g)" % ("PASS" if ok else "FAIL",
+                                           "%s vs reference %s" % (a_path, b_path),
+                                           metric, rtol))
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="PyTorch eager reference for shardc graphs",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("model", nargs="?", help="graph JSON (forward mode)")
+    ap.add_argument("--params", help="parameters (safetensors)")
+    ap.add_argument("--inputs", help="forward inputs (safetensors)")
+    ap.add_argument("--outputs", help="where to write the forward outputs")
+    ap.add_argument("--threads", type=int, help="torch.set_num_threads(N)")
+    ap.add_argument("--time", type=int, metavar="REPEATS", help="time the forward")
+    ap.add_argument("--warmup", type=int, default=2, metavar="W",
+                    help="untimed runs before --time's (default 2)")
+    ap.add_argument("--time-json", metavar="FILE", help="write the timing as JSON")
+    ap.add_argument("--compute-dtype", choices=["float32", "float64"])
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--metric", choices=["max-norm", "elementwise"], default="max-norm")
+    ap.add_argument("--make-inputs", metavar="MODEL")
+    ap.add_argument("--make-params", metavar="MODEL")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="output file for --make-inputs / --make-params")
+    args = ap.parse_args(argv)
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        if args.compare:
+            return compare(args.compare[0], args.compare[1], args.rtol, args.metric)
+        if args.make_inputs or args.make_params:
+            if not args.out:
+                ap.error("--make-inputs / --make-params need --out FILE")
+            if args.make_inputs:
+                t = make_inputs(load_graph(args.make_inputs), args.seed)
+            else:
+                t = make_params(load_graph(args.make_params), args.seed)
+            write_safetensors(args.out, t, {"seed": args.seed})
+            return 0
+        if not (args.model and args.params and args.inputs):
+            ap.error("forward mode needs MODEL.json --params FILE --inputs FILE")
+        graph = load_graph(args.model)
+        params = read_safetensors(args.params)
+        inputs = read_safetensors(args.inputs)
+        cdt = {"float32": torch.float32, "float64": torch.float64}.get(args.compute_dtype)
+        env = build_env(graph, params, inputs, args, cdt)
+        interp = Interpreter(graph)
+        with torch.inference_mode():
+            out = interp.run(env)
+            if args.time:
+                for _ in range(max(0, args.warmup - 1)):
+                    interp.run(env)
+                times = []
+                for _ in range(args.time):
+                    t0 = time.perf_counter()
+                    interp.run(env)
+                    times.append(time.perf_counter() - t0)
+                med = statistics.median(times)
+                print("torch forward %s: median %.6f s over %d run(s) (min %.6f, max %.6f), "
+                      "%d thread(s)" % (graph.get("name", args.model), med, len(times),
+                                        min(times), max(times), torch.get_num_threads()))
+                if args.time_json:
+                    with open(args.time_json, "w") as f:
+                        json.dump({"forward_seconds": med, "runs": times,
+                                   "warmup": max(1, args.warmup),
+                                   "threads": torch.get_num_threads(),
+                                   "torch": torch.__version__}, f)
+                        f.write("\n")
+        if args.outputs:
+            write_safetensors(args.outputs, {k: v.contiguous() for k, v in out.items()})
+        return 0
+    except (ValueError, KeyError, OSError) as e:
+        print("torch_reference: error: %s" % e, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
