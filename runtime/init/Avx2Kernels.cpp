@@ -34,31 +34,43 @@ SHARDC_AVX2 inline void mulHiLo(__m256i a, __m256i m, __m256i *hi, __m256i *lo) 
   *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
 
-/// Philox4x32-10 of blocks firstBlock .. firstBlock+7, lane j = block firstBlock+j.
-SHARDC_AVX2 inline Lanes4 philox8(const RngStream &stream, uint64_t firstBlock) {
-  alignas(32) uint32_t lo[8], hi[8];
-  for (int j = 0; j < 8; ++j) {
-    uint64_t block = firstBlock + static_cast<uint64_t>(j);
-    lo[j] = static_cast<uint32_t>(block);
-    hi[j] = static_cast<uint32_t>(block >> 32);
+/// Philox4x32-10 of blocks firstBlock .. firstBlock + 8*kSets - 1: set s,
+/// lane j = block firstBlock + 8*s + j. Two independent sets interleave so
+/// the multiply latency of one hides behind the other (the rounds of one
+/// set are a dependency chain).
+constexpr int kSets = kAvx2BlocksPerStep / 8;
+SHARDC_AVX2 inline void philoxSets(const RngStream &stream, uint64_t firstBlock, Lanes4 *out) {
+  __m256i c0[kSets], c1[kSets], c2[kSets], c3[kSets];
+  for (int set = 0; set < kSets; ++set) {
+    alignas(32) uint32_t lo[8], hi[8];
+    for (int j = 0; j < 8; ++j) {
+      uint64_t block = firstBlock + static_cast<uint64_t>(8 * set + j);
+      lo[j] = static_cast<uint32_t>(block);
+      hi[j] = static_cast<uint32_t>(block >> 32);
+    }
+    c0[set] = _mm256_load_si256(reinterpret_cast<const __m256i *>(lo));
+    c1[set] = _mm256_load_si256(reinterpret_cast<const __m256i *>(hi));
+    c2[set] = _mm256_set1_epi32(static_cast<int>(stream.streamHash));
+    c3[set] = _mm256_set1_epi32(static_cast<int>(stream.position));
   }
-  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i *>(lo));
-  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i *>(hi));
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(stream.streamHash));
-  __m256i c3 = _mm256_set1_epi32(static_cast<int>(stream.position));
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(philox::kM0));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(philox::kM1));
   uint32_t k0 = stream.key0, k1 = stream.key1;
   for (int round = 0; round < 10; ++round) {
     if (round > 0) { k0 += philox::kW0; k1 += philox::kW1; }
-    __m256i hi0, lo0, hi1, lo1;
-    mulHiLo(c0, m0, &hi0, &lo0);
-    mulHiLo(c2, m1, &hi1, &lo1);
-    __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
-    __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
-    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    const __m256i key0 = _mm256_set1_epi32(static_cast<int>(k0));
+    const __m256i key1 = _mm256_set1_epi32(static_cast<int>(k1));
+    for (int set = 0; set < kSets; ++set) {
+      __m256i hi0, lo0, hi1, lo1;
+      mulHiLo(c0[set], m0, &hi0, &lo0);
+      mulHiLo(c2[set], m1, &hi1, &lo1);
+      c0[set] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[set]), key0);
+      c2[set] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[set]), key1);
+      c1[set] = lo1;
+      c3[set] = lo0;
+    }
   }
-  return {{c0, c1, c2, c3}};
+  for (int set = 0; set < kSets; ++set) out[set] = {{c0[set], c1[set], c2[set], c3[set]}};
 }
 
 SHARDC_AVX2 inline __m256 unitF8(__m256i w) {
@@ -180,28 +192,36 @@ SHARDC_AVX2 inline void storeTransposed(__m256 v0, __m256 v1, __m256 v2, __m256 
 SHARDC_AVX2 void uniformSteps(const PreparedGenerator &g, uint64_t firstBlock, int64_t steps, float *out) {
   const __m256 span = _mm256_set1_ps(g.uniformF.span), low = _mm256_set1_ps(g.uniformF.low);
   const __m256 cap = _mm256_set1_ps(g.uniformF.cap);
-  for (int64_t step = 0; step < steps; ++step, out += 32, firstBlock += 8) {
-    Lanes4 w = philox8(g.stream, firstBlock);
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_min_ps(fma8(span, unitF8(w.w[k]), low), cap);
-    storeTransposed(v[0], v[1], v[2], v[3], out);
+  for (int64_t step = 0; step < steps; ++step, firstBlock += kAvx2BlocksPerStep) {
+    Lanes4 sets[kSets];
+    philoxSets(g.stream, firstBlock, sets);
+    for (int set = 0; set < kSets; ++set, out += 32) {
+      const Lanes4 &w = sets[set];
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) v[k] = _mm256_min_ps(fma8(span, unitF8(w.w[k]), low), cap);
+      storeTransposed(v[0], v[1], v[2], v[3], out);
+    }
   }
 }
 
 SHARDC_AVX2 void normalSteps(const PreparedGenerator &g, uint64_t firstBlock, int64_t steps, float *out) {
   const __m256 stdv = _mm256_set1_ps(g.normalF.std), mean = _mm256_set1_ps(g.normalF.mean);
-  for (int64_t step = 0; step < steps; ++step, out += 32, firstBlock += 8) {
-    Lanes4 w = philox8(g.stream, firstBlock);
-    __m256 v[4];
-    for (int pair = 0; pair < 2; ++pair) {
-      __m256 u1 = unitOpenZeroF8(w.w[2 * pair]);
-      __m256 r = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), logF8(u1)));
-      __m256 s, c;
-      sinCosTurnF8(w.w[2 * pair + 1], &s, &c);
-      v[2 * pair] = fma8(stdv, _mm256_mul_ps(r, c), mean);
-      v[2 * pair + 1] = fma8(stdv, _mm256_mul_ps(r, s), mean);
+  for (int64_t step = 0; step < steps; ++step, firstBlock += kAvx2BlocksPerStep) {
+    Lanes4 sets[kSets];
+    philoxSets(g.stream, firstBlock, sets);
+    for (int set = 0; set < kSets; ++set, out += 32) {
+      const Lanes4 &w = sets[set];
+      __m256 v[4];
+      for (int pair = 0; pair < 2; ++pair) {
+        __m256 u1 = unitOpenZeroF8(w.w[2 * pair]);
+        __m256 r = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), logF8(u1)));
+        __m256 s, c;
+        sinCosTurnF8(w.w[2 * pair + 1], &s, &c);
+        v[2 * pair] = fma8(stdv, _mm256_mul_ps(r, c), mean);
+        v[2 * pair + 1] = fma8(stdv, _mm256_mul_ps(r, s), mean);
     }
     storeTransposed(v[0], v[1], v[2], v[3], out);
+    }
   }
 }
 
@@ -212,16 +232,20 @@ SHARDC_AVX2 void truncNormalSteps(const PreparedGenerator &g, uint64_t firstBloc
   const __m256 scale = _mm256_set1_ps(c.scale), mean = _mm256_set1_ps(c.mean);
   const __m256 a = _mm256_set1_ps(c.a), b = _mm256_set1_ps(c.b);
   const __m256 one = _mm256_set1_ps(1.0f), minusOne = _mm256_set1_ps(-1.0f);
-  for (int64_t step = 0; step < steps; ++step, out += 32, firstBlock += 8) {
-    Lanes4 w = philox8(g.stream, firstBlock);
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) {
-      __m256 t = fma8(spanT, unitF8(w.w[k]), lowT);
-      t = _mm256_max_ps(minusOne, _mm256_min_ps(one, t));
-      __m256 x = fma8(erfinvF8(t), scale, mean);
-      v[k] = _mm256_min_ps(b, _mm256_max_ps(a, x));
+  for (int64_t step = 0; step < steps; ++step, firstBlock += kAvx2BlocksPerStep) {
+    Lanes4 sets[kSets];
+    philoxSets(g.stream, firstBlock, sets);
+    for (int set = 0; set < kSets; ++set, out += 32) {
+      const Lanes4 &w = sets[set];
+      __m256 v[4];
+      for (int k = 0; k < 4; ++k) {
+        __m256 t = fma8(spanT, unitF8(w.w[k]), lowT);
+        t = _mm256_max_ps(minusOne, _mm256_min_ps(one, t));
+        __m256 x = fma8(erfinvF8(t), scale, mean);
+        v[k] = _mm256_min_ps(b, _mm256_max_ps(a, x));
     }
     storeTransposed(v[0], v[1], v[2], v[3], out);
+    }
   }
 }
 

@@ -30,6 +30,7 @@ void storeFloats(const float *values, int64_t n, plan::DType dtype, void *out) {
       static_cast<uint16_t *>(out)[k] = floatToBFloat16Bits(values[k]);
     break;
   case plan::DType::F64: break;  // the float64 path never stages floats
+  default: break;  // non-float dtypes are rejected on entry
   }
 }
 
@@ -40,6 +41,7 @@ void storeDouble(double value, plan::DType dtype, void *out, int64_t k) {
   case plan::DType::F64: static_cast<double *>(out)[k] = value; break;
   case plan::DType::F16: static_cast<uint16_t *>(out)[k] = doubleToHalfBits(value); break;
   case plan::DType::BF16: static_cast<uint16_t *>(out)[k] = doubleToBFloat16Bits(value); break;
+  default: break;  // non-float dtypes are rejected on entry
   }
 }
 
@@ -106,6 +108,7 @@ void fillRange(const PreparedGenerator &g, plan::DType dtype, int64_t count, voi
   case plan::DType::BF16:
     std::fill_n(static_cast<uint16_t *>(out), count, doubleToBFloat16Bits(g.fillValue));
     break;
+  default: break;  // non-float dtypes are rejected on entry
   }
 }
 
@@ -121,6 +124,13 @@ void generateSingleThread(const PreparedGenerator &g, plan::DType dtype, int64_t
   randomRangeF(g, dtype, begin, count, out);
 }
 
+void requireFloatDType(plan::DType dtype, const char *what) {
+  if (dtype != plan::DType::F32 && dtype != plan::DType::F64 && dtype != plan::DType::F16 &&
+      dtype != plan::DType::BF16)
+    throw RuntimeError(std::string(what) + ": dtype " + plan::dtypeName(dtype) +
+                       " is not a floating-point type (init generators produce float32/64, float16, bfloat16)");
+}
+
 void checkIndex(const GeneratorSpec &spec, const PreparedGenerator &g, int64_t index, const char *what) {
   if (index < 0 || index >= g.elements)
     throw RuntimeError(std::string("init generator '") + generatorKindName(spec.kind) + "': " + what +
@@ -133,6 +143,7 @@ void checkIndex(const GeneratorSpec &spec, const PreparedGenerator &g, int64_t i
 void generateRange(const GeneratorSpec &spec, plan::DType dtype, int64_t begin, int64_t count,
                    void *out, int threads) {
   PreparedGenerator g = prepareGenerator(spec);
+  requireFloatDType(dtype, "init generator");
   if (count < 0) throw RuntimeError("init generator: negative element count " + std::to_string(count));
   if (count == 0) return;
   checkIndex(spec, g, begin, "range start");
@@ -147,6 +158,7 @@ void generateRange(const GeneratorSpec &spec, plan::DType dtype, int64_t begin, 
 void generateAt(const GeneratorSpec &spec, plan::DType dtype, const int64_t *indices,
                 int64_t count, void *out) {
   PreparedGenerator g = prepareGenerator(spec);
+  requireFloatDType(dtype, "init generator");
   for (int64_t k = 0; k < count; ++k) checkIndex(spec, g, indices[k], "index");
   if (!isRandom(g.kind)) {
     for (int64_t k = 0; k < count; ++k) storeDouble(formulaValue(g, indices[k]), dtype, out, k);

@@ -84,6 +84,10 @@ void applyPointwise(PointwiseKind kind, double a, double b, plan::DType dtype, v
     throw RuntimeError("init pointwise: unknown op " + std::to_string(static_cast<int>(kind)));
   if (count < 0) throw RuntimeError(std::string("init pointwise '") + pointwiseKindName(kind) +
                                     "': negative element count " + std::to_string(count));
+  if (dtype != plan::DType::F32 && dtype != plan::DType::F64 && dtype != plan::DType::F16 &&
+      dtype != plan::DType::BF16)
+    throw RuntimeError(std::string("init pointwise '") + pointwiseKindName(kind) + "': dtype " +
+                       plan::dtypeName(dtype) + " is not a floating-point type");
   const float af = static_cast<float>(a), bf = static_cast<float>(b);
   const int64_t size = plan::dtypeSize(dtype);
   parallelFor(count, threads, [&](int64_t partBegin, int64_t partCount) {
@@ -102,6 +106,7 @@ void applyPointwise(PointwiseKind kind, double a, double b, plan::DType dtype, v
       halfKernel<bfloat16BitsToFloat, floatToBFloat16Bits>(kind, af, bf, reinterpret_cast<uint16_t *>(part),
                                                           partCount);
       break;
+    default: break;  // non-float dtypes are rejected on entry
     }
   });
 }
