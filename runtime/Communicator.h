@@ -8,8 +8,17 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace shardc::runtime {
+
+/// One tensor of a multi-tensor all-gather: this rank sends `bytesPerRank`
+/// bytes from `send`; rank r's part lands at recv + r * bytesPerRank.
+struct AllGatherPart {
+  const void *send = nullptr;
+  size_t bytesPerRank = 0;
+  void *recv = nullptr;
+};
 
 class Communicator {
 public:
@@ -22,6 +31,14 @@ public:
   /// worldSize * bytesPerRank bytes, rank 0's first. `send` and `recv` must
   /// not overlap. All ranks must pass the same bytesPerRank.
   virtual void allGather(const void *send, size_t bytesPerRank, void *recv) = 0;
+  /// One collective for several tensors (an FSDP unit): for every part i,
+  /// recv_i receives worldSize * bytesPerRank_i bytes, rank 0's first. All
+  /// ranks must pass the same number of parts and the same sizes, in the same
+  /// order. No part's send may overlap any part's recv. Backends override it
+  /// with one collective; this default runs one allGather per part.
+  virtual void allGatherMany(const std::vector<AllGatherPart> &parts) {
+    for (const AllGatherPart &part : parts) allGather(part.send, part.bytesPerRank, part.recv);
+  }
   /// Rank `root` sends worldSize * bytesPerRank bytes from `send` (rank r's
   /// part first at r * bytesPerRank); every rank, root included, receives its
   /// bytesPerRank bytes into `recv`. `send` is read on root only (other ranks

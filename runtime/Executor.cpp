@@ -1,5 +1,6 @@
 #include "runtime/Executor.h"
 
+#include "runtime/ForwardKernels.h"
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
 #include "runtime/Philox.h"
@@ -10,6 +11,7 @@
 #include "runtime/init/Pointwise.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -72,7 +74,8 @@ public:
         if (inst.op == "alloc") alloc(inst);
         else if (inst.op == "free") free(inst);
         else if (inst.op == "fill") fill(inst);
-        else if (inst.op == "add") add(inst);
+        else if (auto op = binaryOp(inst.op)) binary(inst, *op);
+        else if (forwardOp(inst)) {}
         else if (inst.op == "all_gather") allGather(inst);
         else if (inst.op == "generate") generate(inst);
         else if (auto kind = pointwiseKind(inst.op)) pointwise(inst, *kind);
@@ -93,7 +96,7 @@ public:
     std::vector<TensorView> views;
     for (int32_t id : function_.outputs) {
       const Buffer &b = function_.buffers[id];
-      if (!b.param && !owned_[id])
+      if (!b.param && !b.aliasOf && !owned_[id])
         throw RuntimeError("function '" + function_.name + "' output '" + b.name +
                            "' is not allocated at the end of the function");
       views.push_back({b.name, b.dtype, b.shape, data(id)});
@@ -119,6 +122,10 @@ private:
 
   std::byte *data(int32_t id) const {
     const Buffer &b = buffer(id);
+    if (b.aliasOf) {
+      // A view: valid exactly while its base is (checkPlan bounds the chain).
+      return data(*b.aliasOf) + b.byteOffset;
+    }
     if (b.param) {
       auto it = state_.params_.find(*b.param);
       if (it == state_.params_.end())
@@ -133,6 +140,7 @@ private:
   void alloc(const Instruction &inst) {
     expectOperands(inst, 0, 1);
     const Buffer &b = buffer(inst.outputs[0]);
+    if (b.aliasOf) fail("alias '" + b.name + "' is never allocated (its base is)");
     if (b.param) {
       const Param &p = plan_.params[*b.param];
       if (state_.params_.count(*b.param)) fail("param '" + p.name + "' is already allocated");
@@ -148,6 +156,7 @@ private:
     expectOperands(inst, 1, 0);
     const Buffer &b = buffer(inst.inputs[0]);
     if (b.param) fail("param buffer '" + b.name + "' must not be freed");
+    if (b.aliasOf) fail("alias '" + b.name + "' is never freed (its base is)");
     if (!owned_[b.id]) fail("buffer '" + b.name + "' is not allocated");
     owned_[b.id].release();
   }
@@ -174,33 +183,153 @@ private:
     runtime::fill(b.dtype, out, numElements(b.shape), value);
   }
 
-  void add(const Instruction &inst) {
-    expectOperands(inst, 2, 1);
-    const Buffer &a = buffer(inst.inputs[0]), &b = buffer(inst.inputs[1]);
-    const Buffer &out = buffer(inst.outputs[0]);
-    if (a.dtype != out.dtype || b.dtype != out.dtype)
-      fail(std::string("dtypes differ: ") + dtypeName(a.dtype) + " + " + dtypeName(b.dtype) +
-           " -> " + dtypeName(out.dtype));
-    runtime::add(out.dtype, data(a.id), a.shape, data(b.id), b.shape, data(out.id), out.shape);
-  }
-
+  /// all_gather, single form: inputs=[param buf], outputs=[full]; FSDP-unit
+  /// form (attr `offsets`): inputs=[p1..pk], outputs=[unit], param i's
+  /// gathered block (Param::gatheredBytes) at byte offsets[i] of the unit.
   void allGather(const Instruction &inst) {
-    expectOperands(inst, 1, 1);
-    const Buffer &shard = buffer(inst.inputs[0]), &full = buffer(inst.outputs[0]);
-    if (!shard.param) fail("input '" + shard.name + "' is not a param buffer");
-    const Param &p = plan_.params[*shard.param];
-    if (!p.sharded()) fail("param '" + p.name + "' is replicated, there is nothing to gather");
+    const std::vector<int64_t> *offsets = attrList(inst, "offsets");
+    if (!offsets) expectOperands(inst, 1, 1);
+    else if (inst.outputs.size() != 1 || inst.inputs.empty() ||
+             offsets->size() != inst.inputs.size())
+      fail("expects k >= 1 param inputs, 1 output and k offsets, got " +
+           std::to_string(inst.inputs.size()) + " inputs, " +
+           std::to_string(inst.outputs.size()) + " outputs and " +
+           std::to_string(offsets->size()) + " offsets");
+    const Buffer &full = buffer(inst.outputs[0]);
     if (full.param) fail("output '" + full.name + "' must not be a param buffer");
-    if (full.dtype != p.dtype)
-      fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
-           "' is " + dtypeName(p.dtype));
-    int64_t needed = p.gatheredBytes(comm_.worldSize());
-    if (full.bytes < needed)
-      fail("output '" + full.name + "' has " + std::to_string(full.bytes) +
-           " bytes, the gather of '" + p.name + "' needs " + std::to_string(needed));
-    comm_.allGather(data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id));
+    std::vector<AllGatherPart> parts;
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in full
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const Buffer &shard = buffer(inst.inputs[i]);
+      if (!shard.param) fail("input '" + shard.name + "' is not a param buffer");
+      const Param &p = plan_.params[*shard.param];
+      if (!p.sharded()) fail("param '" + p.name + "' is replicated, there is nothing to gather");
+      const int64_t needed = p.gatheredBytes(comm_.worldSize());
+      const int64_t offset = offsets ? (*offsets)[i] : 0;
+      if (!offsets && full.dtype != p.dtype)
+        fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
+             "' is " + dtypeName(p.dtype));
+      if (offset < 0 || offset > full.bytes || full.bytes - offset < needed)
+        fail("output '" + full.name + "' has " + std::to_string(full.bytes) +
+             " bytes, the gather of '" + p.name + "' at byte offset " + std::to_string(offset) +
+             " needs " + std::to_string(needed));
+      ranges.push_back({offset, offset + needed});
+      parts.push_back({data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id) + offset});
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].first < ranges[i - 1].second)
+        fail("the gathered blocks at byte offsets " + std::to_string(ranges[i - 1].first) +
+             " and " + std::to_string(ranges[i].first) + " of '" + full.name + "' overlap");
+    if (parts.size() == 1 && !offsets)
+      comm_.allGather(parts[0].send, parts[0].bytesPerRank, parts[0].recv);
+    else
+      comm_.allGatherMany(parts);
   }
 
+  // ------------------------------------------------------------- forward --
+
+  KTensor tensor(int32_t id) const {
+    const Buffer &b = buffer(id);
+    return {b.dtype, b.shape, data(id)};
+  }
+
+  static std::optional<BinaryOp> binaryOp(const std::string &op) {
+    if (op == "add") return BinaryOp::Add;
+    if (op == "sub") return BinaryOp::Sub;
+    if (op == "mul") return BinaryOp::Mul;
+    if (op == "div") return BinaryOp::Div;
+    return std::nullopt;
+  }
+
+  void binary(const Instruction &inst, BinaryOp op) {
+    expectOperands(inst, 2, 1);
+    binaryKernel(op, tensor(inst.inputs[0]), tensor(inst.inputs[1]), tensor(inst.outputs[0]),
+                 context_.threads);
+  }
+
+  void expectInputs(const Instruction &inst, size_t min, size_t max) const {
+    if (inst.inputs.size() < min || inst.inputs.size() > max || inst.outputs.size() != 1)
+      fail("expects " + std::to_string(min) + (min == max ? "" : ".." + std::to_string(max)) +
+           " inputs and 1 output, got " + std::to_string(inst.inputs.size()) + " and " +
+           std::to_string(inst.outputs.size()));
+  }
+
+  /// Runs a forward op; false when `inst.op` is not one.
+  bool forwardOp(const Instruction &inst) {
+    const std::string &op = inst.op;
+    const int threads = context_.threads;
+    if (op == "embedding") {
+      expectOperands(inst, 2, 1);
+      embeddingKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]), tensor(inst.outputs[0]));
+    } else if (op == "linear") {
+      expectInputs(inst, 2, 3);
+      KTensor bias = inst.inputs.size() == 3 ? tensor(inst.inputs[2]) : KTensor{};
+      linearKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                   inst.inputs.size() == 3 ? &bias : nullptr, tensor(inst.outputs[0]), threads);
+    } else if (op == "matmul") {
+      expectOperands(inst, 2, 1);
+      matmulKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]), tensor(inst.outputs[0]),
+                   threads);
+    } else if (op == "gelu" || op == "silu" || op == "relu") {
+      expectOperands(inst, 1, 1);
+      Activation kind = op == "silu" ? Activation::Silu : Activation::Relu;
+      if (op == "gelu") {
+        const std::string approximate = attrStringOr(inst, "approximate", "none");
+        if (approximate == "none") kind = Activation::GeluErf;
+        else if (approximate == "tanh") kind = Activation::GeluTanh;
+        else fail("approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
+      }
+      activationKernel(kind, tensor(inst.inputs[0]), tensor(inst.outputs[0]), threads);
+    } else if (op == "layer_norm") {
+      expectInputs(inst, 1, 3);
+      KTensor w = inst.inputs.size() > 1 ? tensor(inst.inputs[1]) : KTensor{};
+      KTensor b = inst.inputs.size() > 2 ? tensor(inst.inputs[2]) : KTensor{};
+      layerNormKernel(tensor(inst.inputs[0]), inst.inputs.size() > 1 ? &w : nullptr,
+                      inst.inputs.size() > 2 ? &b : nullptr, attrDouble(inst, "eps"),
+                      tensor(inst.outputs[0]), threads);
+    } else if (op == "rms_norm") {
+      expectInputs(inst, 1, 2);
+      KTensor w = inst.inputs.size() > 1 ? tensor(inst.inputs[1]) : KTensor{};
+      rmsNormKernel(tensor(inst.inputs[0]), inst.inputs.size() > 1 ? &w : nullptr,
+                    attrDouble(inst, "eps"), tensor(inst.outputs[0]), threads);
+    } else if (op == "softmax") {
+      expectOperands(inst, 1, 1);
+      softmaxKernel(tensor(inst.inputs[0]), attrInt(inst, "dim"), tensor(inst.outputs[0]),
+                    threads);
+    } else if (op == "sdpa") {
+      expectOperands(inst, 3, 1);
+      const KTensor q = tensor(inst.inputs[0]);
+      const int64_t causal = attrIntOr(inst, "causal", 0);
+      if (causal != 0 && causal != 1) fail("causal must be 0 or 1, got " + std::to_string(causal));
+      const double defaultScale =
+          q.shape.size() == 4 && q.shape[3] > 0 ? 1.0 / std::sqrt(double(q.shape[3])) : 1.0;
+      sdpaKernel(q, tensor(inst.inputs[1]), tensor(inst.inputs[2]), tensor(inst.outputs[0]),
+                 causal == 1, attrDoubleOr(inst, "scale", defaultScale), threads);
+    } else if (op == "rope") {
+      expectOperands(inst, 1, 1);
+      ropeKernel(tensor(inst.inputs[0]), attrDoubleOr(inst, "theta", 10000.0),
+                 tensor(inst.outputs[0]), threads);
+    } else if (op == "strided_copy") {
+      expectOperands(inst, 1, 1);
+      const std::vector<int64_t> *strides = attrList(inst, "strides");
+      if (!strides) fail("needs an integer list attribute 'strides'");
+      stridedCopyKernel(tensor(inst.inputs[0]), *strides, attrIntOr(inst, "offset", 0),
+                        tensor(inst.outputs[0]));
+    } else if (op == "cat") {
+      expectInputs(inst, 1, std::numeric_limits<size_t>::max());
+      std::vector<KTensor> inputs;
+      for (int32_t id : inst.inputs) inputs.push_back(tensor(id));
+      catKernel(inputs, attrInt(inst, "dim"), tensor(inst.outputs[0]));
+    } else if (op == "cross_entropy") {
+      expectOperands(inst, 2, 1);
+      crossEntropyKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                         attrIntOr(inst, "ignore_index", -100), tensor(inst.outputs[0]));
+    } else {
+      return false;
+    }
+    return true;
+  }
 
   // ------------------------------------------------------------ attributes --
 
@@ -225,6 +354,16 @@ private:
     if (!value || !std::holds_alternative<std::string>(*value))
       fail(std::string("needs a string attribute '") + name + "'");
     return std::get<std::string>(*value);
+  }
+  double attrDoubleOr(const Instruction &inst, const char *name, double otherwise) const {
+    return attr(inst, name) ? attrDouble(inst, name) : otherwise;
+  }
+  int64_t attrIntOr(const Instruction &inst, const char *name, int64_t otherwise) const {
+    return attr(inst, name) ? attrInt(inst, name) : otherwise;
+  }
+  std::string attrStringOr(const Instruction &inst, const char *name,
+                           const std::string &otherwise) const {
+    return attr(inst, name) ? attrString(inst, name) : otherwise;
   }
   /// nullptr when absent; fails when present with another type.
   const std::vector<int64_t> *attrList(const Instruction &inst, const char *name) const {
@@ -318,6 +457,7 @@ private:
     setStream(inst, spec);
 
     const Region r = region(inst.outputs[0]);
+    if (r.dtype == DType::I64) fail("generators write floating dtypes; the output is int64");
     std::vector<int64_t> sourceShape = r.fullShape;
     if (const std::vector<int64_t> *given = attrList(inst, "source_shape")) {
       sourceShape = *given;
@@ -398,6 +538,7 @@ private:
       b = attrDouble(inst, "max");
     }
     const Region r = region(inst.outputs[0]);
+    if (r.dtype == DType::I64) fail("works on floating dtypes; the buffer is int64");
     // Only the valid rows: padding stays zero.
     init::applyPointwise(kind, a, b, r.dtype, r.data, r.count, context_.threads);
   }
@@ -443,6 +584,7 @@ private:
     if (b.shape.size() < 2)
       fail("only tensors with 2 or more dimensions are supported, '" + b.name + "' is " +
            shapeToString(b.shape));
+    if (b.dtype == DType::I64) fail("works on floating dtypes; '" + b.name + "' is int64");
     const double gain = attrDouble(inst, "gain");
     init::GeneratorSpec spec{};
     spec.kind = init::GeneratorKind::Normal;

@@ -271,6 +271,7 @@ double loadAsDouble(DType dtype, const void *data, int64_t i) {
   case DType::F64: return static_cast<const double *>(data)[i];
   case DType::F16: return halfBitsToFloat(static_cast<const uint16_t *>(data)[i]);
   case DType::BF16: return bfloat16BitsToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::I64: return static_cast<double>(static_cast<const int64_t *>(data)[i]);
   }
   return 0;
 }
@@ -285,6 +286,7 @@ void storeFromDouble(DType dtype, void *data, int64_t i, double value) {
   case DType::BF16:
     static_cast<uint16_t *>(data)[i] = floatToBFloat16Bits(static_cast<float>(value));
     return;
+  case DType::I64: static_cast<int64_t *>(data)[i] = static_cast<int64_t>(value); return;
   }
 }
 

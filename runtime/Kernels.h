@@ -26,7 +26,8 @@ void shardedFill(plan::DType dtype, void *data, int64_t localElements, int64_t v
 /// numpy broadcasting; nullopt when the shapes are incompatible.
 std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b);
 
-/// out = a + b with numpy broadcasting, float32 and float64. outShape must be
+/// out = a + b with numpy broadcasting, float32, float64 and bfloat16
+/// (binaryKernel, one thread). outShape must be
 /// the broadcast of aShape and bShape. `out` may alias `a` or `b` only when
 /// its shape equals theirs.
 void add(plan::DType dtype, const void *a, const Shape &aShape, const void *b,

@@ -17,6 +17,7 @@ LocalGroup::LocalGroup(int64_t worldSize, std::chrono::duration<double> timeout)
   send_.assign(worldSize, nullptr);
   sendBytes_.assign(worldSize, 0);
   root_.assign(worldSize, 0);
+  parts_.assign(worldSize, nullptr);
 }
 
 std::chrono::duration<double> LocalGroup::timeout() const {
@@ -122,6 +123,45 @@ void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank,
   rendezvous(lock, rank, "all_gather (completion)");
 }
 
+void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts) {
+  std::unique_lock lock(mutex_);
+  if (rank >= 0 && rank < worldSize_) parts_[rank] = &parts;
+  rendezvous(lock, rank, "all_gather_many");
+  // Between the two rendezvous every rank's part list is valid and fixed.
+  std::string reason;
+  for (int64_t r = 0; r < worldSize_ && reason.empty(); ++r) {
+    const std::vector<AllGatherPart> &theirs = *parts_[r];
+    if (theirs.size() != parts.size()) {
+      reason = "all_gather_many part count mismatch: rank " + std::to_string(r) + " sends " +
+               std::to_string(theirs.size()) + " parts, rank " + std::to_string(rank) +
+               " sends " + std::to_string(parts.size());
+      break;
+    }
+    for (size_t i = 0; i < parts.size() && reason.empty(); ++i)
+      if (theirs[i].bytesPerRank != parts[i].bytesPerRank)
+        reason = "all_gather_many size mismatch in part " + std::to_string(i) + ": rank " +
+                 std::to_string(r) + " sends " + std::to_string(theirs[i].bytesPerRank) +
+                 " bytes, rank " + std::to_string(rank) + " sends " +
+                 std::to_string(parts[i].bytesPerRank);
+  }
+  if (!reason.empty()) {
+    if (!abortReason_) abortReason_ = reason;
+    cv_.notify_all();
+    throwAborted(rank, "all_gather_many");
+  }
+  lock.unlock();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t bytes = parts[i].bytesPerRank;
+    if (!bytes) continue;
+    for (int64_t r = 0; r < worldSize_; ++r)
+      std::memcpy(static_cast<std::byte *>(parts[i].recv) + r * bytes, (*parts_[r])[i].send,
+                  bytes);
+  }
+  lock.lock();
+  // Nobody may return (and free its send buffers) before everyone has copied.
+  rendezvous(lock, rank, "all_gather_many (completion)");
+}
+
 void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank,
                          void *recv) {
   std::unique_lock lock(mutex_);
@@ -174,6 +214,10 @@ LocalCommunicator::LocalCommunicator(LocalGroup &group, int64_t rank)
 
 void LocalCommunicator::allGather(const void *send, size_t bytesPerRank, void *recv) {
   group_.allGather(rank_, send, bytesPerRank, recv);
+}
+
+void LocalCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
+  group_.allGatherMany(rank_, parts);
 }
 
 void LocalCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank,

@@ -29,6 +29,9 @@ public:
   bool aborted() const;
 
   void allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv);
+  /// One rendezvous for all parts; each rank copies every rank's part
+  /// straight from its send buffer into its own recv (no staging).
+  void allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts);
   /// No staging: each rank copies its own part straight out of root's `send`
   /// between two rendezvous, so root's buffer is read in place.
   void scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank, void *recv);
@@ -50,6 +53,7 @@ private:
   std::vector<const void *> send_;
   std::vector<size_t> sendBytes_;
   std::vector<int64_t> root_;  // the root each rank named (scatter)
+  std::vector<const std::vector<AllGatherPart> *> parts_;  // allGatherMany
   std::optional<std::string> abortReason_;
 };
 
@@ -60,6 +64,7 @@ public:
   int64_t rank() const override { return rank_; }
   int64_t worldSize() const override { return group_.worldSize(); }
   void allGather(const void *send, size_t bytesPerRank, void *recv) override;
+  void allGatherMany(const std::vector<AllGatherPart> &parts) override;
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
   void barrier() override;
   std::chrono::duration<double> timeout() const override { return group_.timeout(); }

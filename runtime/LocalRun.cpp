@@ -187,12 +187,27 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   return result;
 }
 
-std::vector<HostTensor> makeDeterministicInputs(const Plan &plan, uint64_t seed) {
+std::vector<HostTensor> makeDeterministicInputs(const Plan &plan, uint64_t seed,
+                                                const std::map<std::string, int64_t> &intBounds) {
   std::vector<HostTensor> inputs;
-  if (const Function *forward = plan.function("forward"))
+  const Function *forward = plan.function("forward");
+  for (const auto &[name, bound] : intBounds) {
+    bool known = false;
+    if (forward)
+      for (int32_t id : forward->inputs)
+        known = known || (forward->buffers[id].name == name &&
+                          forward->buffers[id].dtype == DType::I64);
+    if (!known)
+      throw RuntimeError("integer input bound given for '" + name +
+                         "', which is not an int64 input of forward");
+  }
+  if (forward)
     for (int32_t id : forward->inputs) {
       const Buffer &b = forward->buffers[id];
-      inputs.push_back(makeDeterministicInput(b.name, b.dtype, b.shape, seed));
+      auto bound = intBounds.find(b.name);
+      inputs.push_back(makeDeterministicInput(
+          b.name, b.dtype, b.shape, seed,
+          bound == intBounds.end() ? std::nullopt : std::optional<int64_t>(bound->second)));
     }
   return inputs;
 }

@@ -7,7 +7,9 @@
 #include "runtime/Plan.h"
 
 #include <chrono>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace shardc::runtime {
@@ -23,6 +25,11 @@ struct RunOptions {
   /// The run's seed (the Philox key of every generator; docs/rng.md).
   uint64_t seed = 0;
   std::chrono::duration<double> timeout = std::chrono::seconds(60);
+  /// Exclusive upper bounds of int64 forward inputs (token ids, targets:
+  /// the vocabulary size), by input name, for makeDeterministicInputs; an
+  /// int64 input not listed gets kDefaultIntInputBound. runLocal itself does
+  /// not read it (it takes `inputs` as given).
+  std::map<std::string, int64_t> intInputBounds;
 };
 
 /// Measured and predicted memory of one function on one rank.
@@ -58,7 +65,11 @@ struct RunResult {
 /// ranks produce outputs that are not byte-identical.
 RunResult runLocal(const plan::Plan &plan, const RunOptions &options);
 
-/// Deterministic inputs (makeDeterministicInput) for every forward input.
-std::vector<HostTensor> makeDeterministicInputs(const plan::Plan &plan, uint64_t seed);
+/// Deterministic inputs (makeDeterministicInput) for every forward input;
+/// int64 inputs named in `intBounds` are drawn from [0, bound). A name in
+/// `intBounds` that is not an int64 forward input is an error.
+std::vector<HostTensor> makeDeterministicInputs(
+    const plan::Plan &plan, uint64_t seed,
+    const std::map<std::string, int64_t> &intBounds = {});
 
 }  // namespace shardc::runtime

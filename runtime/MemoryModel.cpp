@@ -105,6 +105,7 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
     if (inst.op == "alloc") {
       if (inst.outputs.size() != 1) fail("expects 1 output");
       const Buffer &b = function->buffers[inst.outputs[0]];
+      if (b.aliasOf) fail("alias '" + b.name + "' is never allocated (its base is)");
       if (b.param) {
         const Param &p = plan.params[*b.param];
         if (sim.isLive(paramKey(*b.param)))
@@ -118,6 +119,7 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
       if (inst.inputs.size() != 1) fail("expects 1 input");
       const Buffer &b = function->buffers[inst.inputs[0]];
       if (b.param) fail("param buffer '" + b.name + "' must not be freed");
+      if (b.aliasOf) fail("alias '" + b.name + "' is never freed (its base is)");
       if (!sim.isLive(bufferKey(b.id))) fail("buffer '" + b.name + "' is not allocated");
       sim.remove(bufferKey(b.id));
     } else if (inst.op == "orthogonal" && inst.outputs.size() == 1) {

@@ -11,10 +11,13 @@
 //     (alloc and free included), so predictions are per rank;
 //   - `alloc` of a param buffer adds Param::localBytes (category parameters,
 //     label = param name); of any other buffer Buffer::bytes with its
-//     category, label = buffer name; `free` subtracts;
+//     category, label = buffer name; `free` subtracts; an alias
+//     (Buffer::aliasOf) is never allocated and costs 0 bytes;
 //   - `orthogonal` allocates its working matrix for the instruction's
 //     duration: orthogonalWorkBytes(shape) (InitOps.h), category
-//     activations, label "<buffer>.qr"; other ops allocate nothing;
+//     activations, label "<buffer>.qr"; other ops allocate nothing
+//     (forward kernels use bounded per-thread scratch below 1 MiB, which is
+//     not accounted; see docs/plan.md);
 //   - nothing is released at function end (outputs and leftovers stay live
 //     until the caller releases them).
 // Every rank stores the same padded bytes; only rank-conditional

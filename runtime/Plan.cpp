@@ -10,12 +10,13 @@ const char *dtypeName(DType dtype) {
   case DType::F64: return "float64";
   case DType::F16: return "float16";
   case DType::BF16: return "bfloat16";
+  case DType::I64: return "int64";
   }
   return "unknown";
 }
 
 std::optional<DType> parseDType(const std::string &name) {
-  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16})
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64})
     if (name == dtypeName(d)) return d;
   return std::nullopt;
 }
@@ -23,7 +24,8 @@ std::optional<DType> parseDType(const std::string &name) {
 int64_t dtypeSize(DType dtype) {
   switch (dtype) {
   case DType::F32: return 4;
-  case DType::F64: return 8;
+  case DType::F64:
+  case DType::I64: return 8;
   case DType::F16:
   case DType::BF16: return 2;
   }

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -22,9 +23,11 @@ namespace shardc::plan {
 /// Bumped whenever the serialized form changes incompatibly.
 inline constexpr int kPlanVersion = 1;
 
-enum class DType { F32, F64, F16, BF16 };
+/// I64 holds integer data (token ids, targets); kernels that compute in
+/// floating point reject it.
+enum class DType { F32, F64, F16, BF16, I64 };
 
-/// "float32", "float64", "float16", "bfloat16".
+/// "float32", "float64", "float16", "bfloat16", "int64".
 const char *dtypeName(DType dtype);
 std::optional<DType> parseDType(const std::string &name);
 int64_t dtypeSize(DType dtype);
@@ -66,6 +69,15 @@ struct Param {
 /// A buffer of one function. `bytes` is the allocation size, which can exceed
 /// the logical shape's size (an all-gather target holds N*chunk padded rows).
 struct Buffer {
+  Buffer() = default;
+  /// Positional construction as the aggregate form `{id, name, dtype, shape,
+  /// bytes, category, param}` always allowed (the alias fields trail).
+  Buffer(int32_t id, std::string name, DType dtype, std::vector<int64_t> shape, int64_t bytes,
+         Category category, std::optional<int32_t> param = std::nullopt,
+         std::optional<int32_t> aliasOf = std::nullopt, int64_t byteOffset = 0)
+      : id(id), name(std::move(name)), dtype(dtype), shape(std::move(shape)), bytes(bytes),
+        category(category), param(param), aliasOf(aliasOf), byteOffset(byteOffset) {}
+
   int32_t id = 0;
   std::string name;  // for reports ("p1.gathered", "x", "%3")
   DType dtype = DType::F32;
@@ -76,6 +88,17 @@ struct Buffer {
   /// `alloc` of it creates the param storage (in init), and it is never
   /// released by the function; other functions reference it without `alloc`.
   std::optional<int32_t> param;
+  /// When set, this buffer is an *alias*: a view of buffer `*aliasOf` (of the
+  /// same function) starting `byteOffset` bytes into it, with its own logical
+  /// shape and dtype. It is never allocated (alloc/free of it is an error),
+  /// costs 0 bytes, and is valid exactly while its base is. `bytes` equals its
+  /// logical size and [byteOffset, byteOffset + bytes) lies inside the base.
+  /// Used for reshape without copy and for the per-param full tensors inside
+  /// one gathered FSDP-unit buffer. The base may itself be an alias.
+  std::optional<int32_t> aliasOf;
+  int64_t byteOffset = 0;
+
+  bool isAlias() const { return aliasOf.has_value(); }
 };
 
 using AttrValue =
@@ -87,7 +110,11 @@ using AttrValue =
 ///   free       inputs=[buf]                       release buf
 ///   fill       outputs=[buf] value:double         fill (shard-aware, see docs)
 ///   add        inputs=[a,b] outputs=[out]         broadcasting add
+///   sub/mul/div inputs=[a,b] outputs=[out]       broadcasting elementwise
 ///   all_gather inputs=[shard] outputs=[full]      gather a sharded param
+///              inputs=[p1..pk] outputs=[unit] offsets  one gather per FSDP unit
+///   embedding/linear/matmul/gelu/silu/relu/layer_norm/rms_norm/softmax/sdpa/
+///   rope/strided_copy/cat/cross_entropy           forward ops (docs/plan.md)
 ///   generate   outputs=[buf] kind,stream,position,...  generator values
 ///   mul_scalar/add_scalar/sub_scalar/div_scalar/clamp/erfinv/sqrt/neg
 ///              inputs=[buf] outputs=[buf]         in place, valid rows only

@@ -71,6 +71,7 @@ void checkBuffer(const Plan &plan, const std::string &path, const Buffer &b,
                            std::to_string(index));
   checkShape(path + ".shape", b.shape, b.dtype);
   int64_t logical = checkedLogicalBytes(b.shape, b.dtype);
+  if (b.aliasOf) return;  // checkAlias, once every buffer is known valid
   if (b.bytes < logical)
     fail(path + ".bytes", "bytes " + std::to_string(b.bytes) +
                               " is less than the logical size " +
@@ -91,6 +92,43 @@ void checkBuffer(const Plan &plan, const std::string &path, const Buffer &b,
                               std::to_string(p.localBytes()) + " bytes per rank");
 }
 
+/// Buffer `index` is an alias: base in range, no cycle, bytes == logical
+/// size, aligned to its dtype, inside the base, never a param.
+void checkAlias(const Function &f, const std::string &path, const Buffer &b) {
+  const int64_t logical = checkedLogicalBytes(b.shape, b.dtype);
+  if (b.param) fail(path + ".param", "alias '" + b.name + "' cannot also be param storage");
+  const int32_t baseId = *b.aliasOf;
+  if (baseId < 0 || static_cast<size_t>(baseId) >= f.buffers.size())
+    fail(path + ".alias_of", "buffer id " + std::to_string(baseId) + " out of range (function '" +
+                                 f.name + "' has " + std::to_string(f.buffers.size()) +
+                                 " buffers)");
+  // Follow the chain: it must reach a real buffer within buffers.size() steps.
+  int32_t at = baseId;
+  for (size_t steps = 0; f.buffers[at].aliasOf; ++steps) {
+    at = *f.buffers[at].aliasOf;
+    if (steps > f.buffers.size() || at < 0 || static_cast<size_t>(at) >= f.buffers.size())
+      fail(path + ".alias_of", "alias '" + b.name + "' is part of an alias cycle");
+  }
+  if (b.bytes != logical)
+    fail(path + ".bytes", "alias '" + b.name + "' has bytes " + std::to_string(b.bytes) +
+                              " but its logical size is " + std::to_string(logical) +
+                              " (an alias is never allocated)");
+  if (b.byteOffset < 0)
+    fail(path + ".byte_offset", "negative byte_offset " + std::to_string(b.byteOffset));
+  if (b.byteOffset % dtypeSize(b.dtype) != 0)
+    fail(path + ".byte_offset", "byte_offset " + std::to_string(b.byteOffset) + " of alias '" +
+                                    b.name + "' is not a multiple of its element size " +
+                                    std::to_string(dtypeSize(b.dtype)));
+  const Buffer &base = f.buffers[baseId];
+  int64_t end = 0;
+  if (__builtin_add_overflow(b.byteOffset, b.bytes, &end) || end > base.bytes)
+    fail(path + ".byte_offset", "alias '" + b.name + "' covers bytes [" +
+                                    std::to_string(b.byteOffset) + ", " +
+                                    std::to_string(b.byteOffset) + " + " +
+                                    std::to_string(b.bytes) + ") but its base '" + base.name +
+                                    "' has " + std::to_string(base.bytes) + " bytes");
+}
+
 void checkFunction(const Plan &plan, size_t index, std::set<std::string> &names) {
   const Function &f = plan.functions[index];
   std::string path = "functions[" + std::to_string(index) + "]";
@@ -99,13 +137,25 @@ void checkFunction(const Plan &plan, size_t index, std::set<std::string> &names)
     fail(path + ".name", "duplicate function name '" + f.name + "'");
   for (size_t b = 0; b < f.buffers.size(); ++b)
     checkBuffer(plan, at(path, "buffers", b), f.buffers[b], b);
+  for (size_t b = 0; b < f.buffers.size(); ++b)
+    if (f.buffers[b].aliasOf) checkAlias(f, at(path, "buffers", b), f.buffers[b]);
   checkIds(f, path + ".inputs", f.inputs);
+  for (size_t i = 0; i < f.inputs.size(); ++i)
+    if (f.buffers[f.inputs[i]].aliasOf)
+      fail(at(path, "inputs", i), "alias '" + f.buffers[f.inputs[i]].name +
+                                      "' cannot be a function input (inputs are allocated)");
   checkIds(f, path + ".outputs", f.outputs);
   for (size_t i = 0; i < f.body.size(); ++i) {
     std::string ipath = at(path, "body", i);
     if (f.body[i].op.empty()) fail(ipath + ".op", "empty opcode");
     checkIds(f, ipath + ".inputs", f.body[i].inputs);
     checkIds(f, ipath + ".outputs", f.body[i].outputs);
+    const std::string &op = f.body[i].op;
+    if (op == "alloc" || op == "free")
+      for (int32_t id : op == "alloc" ? f.body[i].outputs : f.body[i].inputs)
+        if (f.buffers[id].aliasOf)
+          fail(ipath, "'" + op + "' of alias '" + f.buffers[id].name +
+                          "': an alias is never allocated or freed (its base is)");
     auto rank = f.body[i].attrs.find("rank");
     if (rank == f.body[i].attrs.end()) continue;
     const int64_t *r = std::get_if<int64_t>(&rank->second);

@@ -12,7 +12,9 @@ namespace shardc::runtime {
 /// world size, param shapes and sharding, unique names, buffer ids equal to
 /// their index, non-negative shapes without overflow, bytes >= logical size,
 /// param buffers matching their param (dtype, bytes == localBytes), and every
-/// buffer id used by inputs/outputs/instructions in range, and every `rank`
+/// buffer id used by inputs/outputs/instructions in range, aliases (base in
+/// range, no cycle, bytes == logical size, dtype-aligned offset, inside the
+/// base, never alloc'd/freed, never a function input), and every `rank`
 /// attribute (see executesOn). Opcodes are NOT
 /// checked here: the executor rejects unknown ones with the instruction loc.
 void checkPlan(const plan::Plan &plan);

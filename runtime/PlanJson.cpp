@@ -41,6 +41,10 @@ ordered bufferToJson(const Buffer &b) {
             {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
             {"bytes", b.bytes},   {"category", categoryName(b.category)}};
   if (b.param) j["param"] = *b.param;
+  if (b.aliasOf) {  // only aliases carry these keys: older plans read unchanged
+    j["alias_of"] = *b.aliasOf;
+    j["byte_offset"] = b.byteOffset;
+  }
   return j;
 }
 
@@ -177,7 +181,7 @@ private:
 DType readDType(const Node &n) {
   std::string name = n.str();
   if (auto d = parseDType(name)) return *d;
-  n.fail("unknown dtype '" + name + "' (expected float32, float64, float16 or bfloat16)");
+  n.fail("unknown dtype '" + name + "' (expected float32, float64, float16, bfloat16 or int64)");
 }
 
 AttrValue readAttr(const Node &n) {
@@ -211,7 +215,8 @@ Param readParam(const Node &n) {
 }
 
 Buffer readBuffer(const Node &n) {
-  n.expectObject({"id", "name", "dtype", "shape", "bytes", "category", "param"});
+  n.expectObject({"id", "name", "dtype", "shape", "bytes", "category", "param", "alias_of",
+                  "byte_offset"});
   Buffer b;
   b.id = static_cast<int32_t>(n.field("id").integer(0, std::numeric_limits<int32_t>::max()));
   b.name = n.field("name").str();
@@ -227,6 +232,13 @@ Buffer readBuffer(const Node &n) {
   if (n.has("param"))
     b.param = static_cast<int32_t>(
         n.field("param").integer(0, std::numeric_limits<int32_t>::max()));
+  if (n.has("alias_of"))
+    b.aliasOf = static_cast<int32_t>(
+        n.field("alias_of").integer(0, std::numeric_limits<int32_t>::max()));
+  if (n.has("byte_offset")) {
+    if (!b.aliasOf) n.field("byte_offset").fail("only an alias (alias_of) has a byte_offset");
+    b.byteOffset = n.field("byte_offset").integer(0);
+  }
   return b;
 }
 

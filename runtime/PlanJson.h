@@ -4,7 +4,8 @@
 //   {"format":"shardc-plan","version":1,"world_size":N,
 //    "params":[{"name","dtype","shape","device","unit","is_buffer","chunk_rows"}],
 //    "functions":[{"name","buffers":[{"id","name","dtype","shape","bytes",
-//                                     "category","param"?}],
+//                                     "category","param"?,"alias_of"?,
+//                                     "byte_offset"?}],
 //                  "inputs":[ids],"outputs":[ids],
 //                  "body":[{"op","inputs","outputs","attrs":{...},"loc"}]}]}
 //

@@ -30,12 +30,13 @@ const char *safetensorsDType(DType dtype) {
   case DType::F64: return "F64";
   case DType::F16: return "F16";
   case DType::BF16: return "BF16";
+  case DType::I64: return "I64";
   }
   return "?";
 }
 
 std::optional<DType> parseSafetensorsDType(const std::string &name) {
-  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16})
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64})
     if (name == safetensorsDType(d)) return d;
   return std::nullopt;
 }
@@ -188,7 +189,7 @@ SafetensorsContents parseSafetensors(const std::string &bytes, const std::string
     auto dtype = parseSafetensorsDType(value["dtype"].get<std::string>());
     if (!dtype)
       tensorFail("unsupported dtype '" + value["dtype"].get<std::string>() +
-                 "' (supported: F32, F64, F16, BF16)");
+                 "' (supported: F32, F64, F16, BF16, I64)");
     if (!value.contains("shape") || !value["shape"].is_array())
       tensorFail("missing or non-array 'shape'");
     std::vector<int64_t> shape;

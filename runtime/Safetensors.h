@@ -2,7 +2,7 @@
 //   8 bytes little-endian header length N, N bytes of JSON header
 //   {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__"?},
 //   then the data; offsets are relative to the start of the data.
-// Supported dtypes: F32, F64, F16, BF16.
+// Supported dtypes: F32, F64, F16, BF16, I64.
 #pragma once
 
 #include "runtime/HostTensor.h"

@@ -112,10 +112,10 @@ TEST_CASE("runLocal reports bad inputs and failing ranks clearly", "[localrun]")
 
   options.inputs = makeDeterministicInputs(plan, 3);
   REQUIRE(options.inputs.size() == 1);
-  plan.functions[1].body[3].op = "matmul";
+  plan.functions[1].body[3].op = "conv2d";
   CHECK_THROWS_WITH(runLocal(plan, options),
-                    Contains("function 'forward' instruction #3 'matmul' at fwd.py:2: "
-                             "unknown opcode 'matmul'"));
+                    Contains("function 'forward' instruction #3 'conv2d' at fwd.py:2: "
+                             "unknown opcode 'conv2d'"));
 
   // A rank failing between collectives must not hang the others: rank 1
   // cannot fail alone with SPMD plans, so make fill's attribute wrong for all

@@ -120,7 +120,12 @@ int runCommand(const std::vector<std::string> &args) {
       options.inputs = runtime::readSafetensors(file).tensors;
       checkInputs(plan, options.inputs, file);
     } else {
-      options.inputs = runtime::makeDeterministicInputs(plan, seed);
+      // Token ids must index the vocabulary: the graph bounds them.
+      std::map<std::string, int64_t> bounds;
+      for (const compiler::GraphInput &input : graph.inputs)
+        if (input.high > 0)
+          bounds[input.name] = input.high;
+      options.inputs = runtime::makeDeterministicInputs(plan, seed, bounds);
     }
   } catch (const compiler::GraphError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";

@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace shardc::cli {
@@ -43,6 +46,38 @@ bool phaseHolds(const runtime::PhaseReport &phase) {
          phase.liveAtPeak == phase.predictedLiveAtPeak;
 }
 
+/// Category totals, then the largest allocations: a 175B model has
+/// thousands of live buffers at its peak.
+void explainLive(std::ostringstream &out,
+                 const std::vector<runtime::LiveAllocation> &live) {
+  constexpr size_t kListed = 12;
+  if (live.size() <= kListed) {
+    for (const runtime::LiveAllocation &entry : live)
+      out << "  " << pad(plan::categoryName(entry.category), 12, false) << " "
+          << pad(entry.label, 40, false) << " " << pad(grouped(entry.bytes), 16)
+          << "\n";
+    return;
+  }
+  std::map<std::string, std::pair<int64_t, int64_t>> byCategory;
+  for (const runtime::LiveAllocation &entry : live) {
+    auto &[count, bytes] = byCategory[plan::categoryName(entry.category)];
+    ++count;
+    bytes += entry.bytes;
+  }
+  for (const auto &[category, totals] : byCategory)
+    out << "  " << pad(category, 12, false) << " "
+        << pad(std::to_string(totals.first) + " buffer(s)", 40, false) << " "
+        << pad(grouped(totals.second), 16) << "\n";
+  std::vector<runtime::LiveAllocation> largest = live;
+  std::stable_sort(largest.begin(), largest.end(),
+                   [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+  out << "  largest:\n";
+  for (size_t i = 0; i < kListed; ++i)
+    out << "  " << pad(plan::categoryName(largest[i].category), 12, false) << " "
+        << pad(largest[i].label, 40, false) << " "
+        << pad(grouped(largest[i].bytes), 16) << "\n";
+}
+
 void explainPeak(std::ostringstream &out, const char *phase, int64_t rankFrom,
                  int64_t rankTo, const runtime::PhaseReport &report) {
   out << "\n" << phase << " peak on rank" << (rankFrom == rankTo ? " " : "s ")
@@ -51,10 +86,7 @@ void explainPeak(std::ostringstream &out, const char *phase, int64_t rankFrom,
     out << ".." << rankTo;
   out << ": " << grouped(report.peakBytes) << " bytes (" << mib(report.peakBytes)
       << "), predicted " << grouped(report.predictedPeakBytes) << "\n";
-  for (const runtime::LiveAllocation &live : report.liveAtPeak)
-    out << "  " << pad(plan::categoryName(live.category), 12, false) << " "
-        << pad(live.label, 24, false) << " " << pad(grouped(live.bytes), 16)
-        << "\n";
+  explainLive(out, report.liveAtPeak);
 }
 
 /// Explains each run of consecutive ranks with identical live-at-peak lists.
@@ -107,41 +139,52 @@ std::string formatNonShardable(const plan::Plan &plan) {
   return out.str();
 }
 
+namespace {
+
+/// Ranks named by rank-conditional instructions (non-shardable owners):
+/// every other rank runs exactly the same instructions, so one prediction
+/// stands for all of them.
+std::set<int64_t> ranksWithOwnWork(const plan::Plan &plan) {
+  std::set<int64_t> ranks;
+  for (const plan::Function &function : plan.functions)
+    for (const plan::Instruction &instruction : function.body)
+      if (auto rank = instruction.attrs.find("rank"); rank != instruction.attrs.end())
+        ranks.insert(std::get<int64_t>(rank->second));
+  return ranks;
+}
+
+} // namespace
+
 std::string formatMemoryPlan(const plan::Plan &plan) {
   std::ostringstream out;
   out << "memory plan: " << plan.params.size() << " parameter(s), "
       << plan.worldSize << " rank(s); unsharded parameter bytes "
       << grouped(runtime::unshardedParamBytes(plan)) << "\n";
   out << formatNonShardable(plan);
-  // Every rank runs the same plan but rank-conditional instructions; group
-  // ranks whose predictions are identical.
-  for (const plan::Function &function : plan.functions) {
-    std::vector<runtime::MemoryPrediction> perRank;
-    std::vector<std::vector<runtime::LiveAllocation>> carried(plan.worldSize);
-    for (int64_t rank = 0; rank < plan.worldSize; ++rank) {
-      if (function.name != "init")
-        carried[rank] = runtime::predictMemory(plan, "init", rank).paramsAtEnd;
-      perRank.push_back(
-          runtime::predictMemory(plan, function.name, rank, carried[rank]));
+  std::set<int64_t> special = ranksWithOwnWork(plan);
+  std::vector<std::pair<std::string, int64_t>> groups; // description, rank
+  for (int64_t rank : special)
+    groups.emplace_back("rank " + std::to_string(rank), rank);
+  for (int64_t rank = 0; rank < plan.worldSize; ++rank)
+    if (!special.count(rank)) {
+      int64_t others = plan.worldSize - static_cast<int64_t>(special.size());
+      groups.emplace_back(special.empty()
+                              ? "every rank (" + std::to_string(others) + ")"
+                              : "every other rank (" + std::to_string(others) + ")",
+                          rank);
+      break;
     }
-    int64_t first = 0;
-    for (int64_t rank = 1; rank <= plan.worldSize; ++rank) {
-      if (rank < plan.worldSize &&
-          perRank[rank].liveAtPeak == perRank[first].liveAtPeak)
-        continue;
-      const runtime::MemoryPrediction &prediction = perRank[first];
-      out << "\n" << function.name << " on rank" << (rank - 1 == first ? " " : "s ")
-          << first;
-      if (rank - 1 != first)
-        out << ".." << rank - 1;
-      out << ": peak " << grouped(prediction.peakBytes) << " bytes ("
-          << mib(prediction.peakBytes) << "), " << grouped(prediction.endBytes)
-          << " at the end\n";
-      for (const runtime::LiveAllocation &live : prediction.liveAtPeak)
-        out << "  " << pad(plan::categoryName(live.category), 12, false) << " "
-            << pad(live.label, 40, false) << " " << pad(grouped(live.bytes), 16)
-            << "\n";
-      first = rank;
+  for (const auto &[description, rank] : groups) {
+    std::vector<runtime::LiveAllocation> carried;
+    for (const plan::Function &function : plan.functions) {
+      runtime::MemoryPrediction prediction =
+          runtime::predictMemory(plan, function.name, rank, carried);
+      out << "\n" << function.name << " on " << description << ": peak "
+          << grouped(prediction.peakBytes) << " bytes (" << mib(prediction.peakBytes)
+          << "), " << grouped(prediction.endBytes) << " at the end\n";
+      explainLive(out, prediction.liveAtPeak);
+      if (function.name == "init")
+        carried = prediction.paramsAtEnd;
     }
   }
   return out.str();

@@ -1,0 +1,854 @@
+#include "runtime/ForwardKernels.h"
+
+#include "runtime/HalfFloat.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/init/ParallelFor.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+// ------------------------------------------------------------------ helpers --
+
+[[noreturn]] void fail(const char *op, const std::string &reason) {
+  throw RuntimeError(std::string(op) + ": " + reason);
+}
+
+bool isFloating16(DType d) { return d == DType::BF16 || d == DType::F16; }
+bool isFloatStorage(DType d) { return d == DType::F32 || isFloating16(d); }
+
+void expectFloat(const char *op, const char *what, const KTensor &t) {
+  if (!isFloatStorage(t.dtype))
+    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) +
+                 " (float32, bfloat16 and float16 are supported)");
+}
+void expectSameDType(const char *op, const char *what, const KTensor &t, DType dtype) {
+  if (t.dtype != dtype)
+    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) + ", expected " +
+                 plan::dtypeName(dtype));
+}
+void expectShape(const char *op, const char *what, const KTensor &t, const Shape &shape) {
+  if (t.shape != shape)
+    fail(op, std::string(what) + " has shape " + shapeToString(t.shape) + ", expected " +
+                 shapeToString(shape));
+}
+
+/// n values of `dtype` starting at element `offset` of `base`, as float.
+void loadFloats(DType dtype, const void *base, int64_t offset, int64_t n, float *dst) {
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(dst, static_cast<const float *>(base) + offset, static_cast<size_t>(n) * 4);
+    return;
+  case DType::BF16: {
+    const uint16_t *src = static_cast<const uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16BitsToFloat(src[i]);
+    return;
+  }
+  case DType::F16: {
+    const uint16_t *src = static_cast<const uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = halfBitsToFloat(src[i]);
+    return;
+  }
+  default: return;  // rejected by the callers' dtype checks
+  }
+}
+
+/// n floats rounded (once) into `dtype` at element `offset` of `base`.
+void storeFloats(DType dtype, const float *src, int64_t n, void *base, int64_t offset) {
+  switch (dtype) {
+  case DType::F32:
+    std::memmove(static_cast<float *>(base) + offset, src, static_cast<size_t>(n) * 4);
+    return;
+  case DType::BF16: {
+    uint16_t *dst = static_cast<uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = floatToBFloat16Bits(src[i]);
+    return;
+  }
+  case DType::F16: {
+    uint16_t *dst = static_cast<uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = floatToHalfBits(src[i]);
+    return;
+  }
+  default: return;
+  }
+}
+
+/// Runs task(i) for i in [0, tasks) on up to `threads` threads; one thread
+/// when the whole job is small (work = rough element count).
+template <typename Task>
+void parallelTasks(int64_t tasks, int threads, int64_t work, const Task &task) {
+  if (tasks <= 0) return;
+  const int used = work < (int64_t(1) << 15) ? 1 : threads;
+  init::parallelFor(tasks, used, [&](int64_t begin, int64_t count) {
+    for (int64_t t = begin; t < begin + count; ++t) task(t);
+  });
+}
+
+/// OpenBLAS runs in the calling thread: the kernels parallelize themselves.
+void singleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// -------------------------------------------------------------------- GEMM --
+
+constexpr int64_t kTileM = 64, kTileN = 256, kTileK = 256;
+
+/// A read-only matrix operand: element (i, j) at data[offset + i * ld + j].
+struct MatRef {
+  DType dtype;
+  const void *data;
+  int64_t offset, ld;
+};
+
+/// C tile [mb x nb] (float32 math) = A[mb x K] * op(B) (+ bias[nb]), written
+/// into C (dtype cDtype, element offset cOffset, leading dim ldc).
+/// transB: B holds op(B)^T as nb rows of K; else B is K rows of nb.
+/// float32 operands go to sgemm directly; 16-bit ones are converted in
+/// kTileK-wide blocks into `scratch` and accumulated in a float tile.
+void gemmTile(const MatRef &A, const MatRef &B, bool transB, const void *bias, DType biasDtype,
+              int64_t biasOffset, void *C, DType cDtype, int64_t cOffset, int64_t ldc,
+              int64_t mb, int64_t nb, int64_t K, std::vector<float> &scratch) {
+  const bool direct = A.dtype == DType::F32 && B.dtype == DType::F32 && cDtype == DType::F32;
+  float *acc;
+  int64_t ldAcc;
+  if (direct) {
+    acc = static_cast<float *>(C) + cOffset;
+    ldAcc = ldc;
+  } else {
+    scratch.resize(static_cast<size_t>(mb * nb + mb * kTileK + nb * kTileK));
+    acc = scratch.data();
+    ldAcc = nb;
+  }
+  // Initialize with the bias (torch's addmm: beta = 1 on the broadcast bias).
+  for (int64_t i = 0; i < mb; ++i) {
+    if (bias) loadFloats(biasDtype, bias, biasOffset, nb, acc + i * ldAcc);
+    else std::fill_n(acc + i * ldAcc, nb, 0.0f);
+  }
+  if (K > 0 && mb > 0 && nb > 0) {
+    if (direct) {
+      const float *a = static_cast<const float *>(A.data) + A.offset;
+      const float *b = static_cast<const float *>(B.data) + B.offset;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                  static_cast<int>(mb), static_cast<int>(nb), static_cast<int>(K), 1.0f, a,
+                  static_cast<int>(A.ld), b, static_cast<int>(B.ld), 1.0f, acc,
+                  static_cast<int>(ldAcc));
+    } else {
+      float *aBlock = scratch.data() + mb * nb;
+      float *bBlock = aBlock + mb * kTileK;
+      for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
+        const int64_t kb = std::min(kTileK, K - k0);
+        for (int64_t i = 0; i < mb; ++i)
+          loadFloats(A.dtype, A.data, A.offset + i * A.ld + k0, kb, aBlock + i * kb);
+        if (transB)
+          for (int64_t j = 0; j < nb; ++j)
+            loadFloats(B.dtype, B.data, B.offset + j * B.ld + k0, kb, bBlock + j * kb);
+        else
+          for (int64_t k = 0; k < kb; ++k)
+            loadFloats(B.dtype, B.data, B.offset + (k0 + k) * B.ld, nb, bBlock + k * nb);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                    static_cast<int>(mb), static_cast<int>(nb), static_cast<int>(kb), 1.0f,
+                    aBlock, static_cast<int>(kb), bBlock, static_cast<int>(transB ? kb : nb),
+                    1.0f, acc, static_cast<int>(ldAcc));
+      }
+    }
+  }
+  if (!direct)
+    for (int64_t i = 0; i < mb; ++i)
+      storeFloats(cDtype, acc + i * ldAcc, nb, C, cOffset + i * ldc);
+}
+
+void checkBlasDims(const char *op, std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims)
+    if (d > std::numeric_limits<int>::max())
+      fail(op, "dimension " + std::to_string(d) + " exceeds the BLAS int range");
+}
+
+// ------------------------------------------------------ elementwise storage --
+
+template <typename S, typename C, C (*Load)(S), S (*Store)(C)> struct Storage {
+  using Stored = S;
+  using Compute = C;
+  static C load(S v) { return Load(v); }
+  static S store(C v) { return Store(v); }
+};
+inline float idF(float v) { return v; }
+inline double idD(double v) { return v; }
+using F32Storage = Storage<float, float, idF, idF>;
+using F64Storage = Storage<double, double, idD, idD>;
+using BF16Storage = Storage<uint16_t, float, bfloat16BitsToFloat, floatToBFloat16Bits>;
+using F16Storage = Storage<uint16_t, float, halfBitsToFloat, floatToHalfBits>;
+
+template <typename C> C applyBinary(BinaryOp op, C a, C b) {
+  switch (op) {
+  case BinaryOp::Add: return a + b;
+  case BinaryOp::Sub: return a - b;
+  case BinaryOp::Mul: return a * b;
+  case BinaryOp::Div: return a / b;
+  }
+  return a;
+}
+
+template <typename St, BinaryOp Op>
+void binaryTyped(const KTensor &aT, const KTensor &bT, const KTensor &outT, int threads) {
+  using S = typename St::Stored;
+  const S *a = static_cast<const S *>(aT.data);
+  const S *b = static_cast<const S *>(bT.data);
+  S *out = static_cast<S *>(outT.data);
+  const Shape &outShape = outT.shape;
+  const int64_t total = plan::numElements(outShape);
+  if (total == 0) return;
+  const int64_t aCount = aT.numel(), bCount = bT.numel();
+  constexpr int64_t kChunk = 1 << 14;
+  auto f = [](S x, S y) { return St::store(applyBinary(Op, St::load(x), St::load(y))); };
+  if ((aCount == total || aCount == 1) && (bCount == total || bCount == 1)) {
+    const int64_t as = aCount == total ? 1 : 0, bs = bCount == total ? 1 : 0;
+    parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+      const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
+      if (as && bs)
+        for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+      else if (as)
+        for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[0]);
+      else
+        for (int64_t i = begin; i < end; ++i) out[i] = f(a[i * as], b[i * bs]);
+    });
+    return;
+  }
+  // General case: strides with 0 on broadcast dims; rows of the inner dim.
+  const size_t rank = outShape.size();
+  auto stridesFor = [&](const Shape &shape) {
+    std::vector<int64_t> strides(rank, 0);
+    int64_t stride = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
+      strides[outDim] = shape[dim] == 1 ? 0 : stride;
+      stride *= shape[dim];
+    }
+    return strides;
+  };
+  const std::vector<int64_t> as = stridesFor(aT.shape), bs = stridesFor(bT.shape);
+  const int64_t inner = outShape[rank - 1], ai = as[rank - 1], bi = bs[rank - 1];
+  const int64_t rows = total / inner;
+  const int64_t rowsPerTask = std::max<int64_t>(1, kChunk / inner);
+  parallelTasks((rows + rowsPerTask - 1) / rowsPerTask, threads, total, [&](int64_t task) {
+    const int64_t r0 = task * rowsPerTask, r1 = std::min(rows, r0 + rowsPerTask);
+    std::vector<int64_t> index(rank, 0);
+    int64_t aOffset = 0, bOffset = 0, rest = r0;
+    for (size_t d = rank - 1; d-- > 0;) {
+      index[d] = rest % outShape[d];
+      rest /= outShape[d];
+      aOffset += index[d] * as[d];
+      bOffset += index[d] * bs[d];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      S *o = out + r * inner;
+      for (int64_t j = 0; j < inner; ++j) o[j] = f(a[aOffset + j * ai], b[bOffset + j * bi]);
+      for (size_t d = rank - 1; d-- > 0;) {
+        aOffset += as[d];
+        bOffset += bs[d];
+        if (++index[d] < outShape[d]) break;
+        aOffset -= as[d] * outShape[d];
+        bOffset -= bs[d] * outShape[d];
+        index[d] = 0;
+      }
+    }
+  });
+}
+
+template <typename St>
+void binaryDispatchOp(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out,
+                      int threads) {
+  switch (op) {
+  case BinaryOp::Add: return binaryTyped<St, BinaryOp::Add>(a, b, out, threads);
+  case BinaryOp::Sub: return binaryTyped<St, BinaryOp::Sub>(a, b, out, threads);
+  case BinaryOp::Mul: return binaryTyped<St, BinaryOp::Mul>(a, b, out, threads);
+  case BinaryOp::Div: return binaryTyped<St, BinaryOp::Div>(a, b, out, threads);
+  }
+}
+
+template <typename St>
+void activationTyped(Activation kind, const KTensor &xT, const KTensor &yT, int threads) {
+  using S = typename St::Stored;
+  const S *x = static_cast<const S *>(xT.data);
+  S *y = static_cast<S *>(yT.data);
+  const int64_t total = xT.numel();
+  constexpr int64_t kChunk = 1 << 14;
+  parallelTasks((total + kChunk - 1) / kChunk, threads, total * 8, [&](int64_t task) {
+    const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
+    constexpr float kSqrtHalf = 0.70710678118654752440f;
+    constexpr float kBeta = 0.79788456080286535588f;  // sqrt(2 / pi)
+    switch (kind) {
+    case Activation::GeluErf:
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = St::load(x[i]);
+        y[i] = St::store(v * 0.5f * (1.0f + std::erf(v * kSqrtHalf)));
+      }
+      break;
+    case Activation::GeluTanh:
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = St::load(x[i]);
+        const float inner = kBeta * (v + 0.044715f * v * v * v);
+        y[i] = St::store(0.5f * v * (1.0f + std::tanh(inner)));
+      }
+      break;
+    case Activation::Silu:
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = St::load(x[i]);
+        y[i] = St::store(v / (1.0f + std::exp(-v)));
+      }
+      break;
+    case Activation::Relu:
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = St::load(x[i]);
+        y[i] = St::store(v > 0.0f || std::isnan(v) ? v : 0.0f);
+      }
+      break;
+    }
+  });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- embedding --
+
+void embeddingKernel(const KTensor &weight, const KTensor &ids, const KTensor &out) {
+  const char *op = "embedding";
+  if (weight.shape.size() != 2)
+    fail(op, "weight must be 2-d [V, D], got " + shapeToString(weight.shape));
+  expectSameDType(op, "ids", ids, DType::I64);
+  expectSameDType(op, "output", out, weight.dtype);
+  Shape expected = ids.shape;
+  expected.push_back(weight.shape[1]);
+  expectShape(op, "output", out, expected);
+  const int64_t V = weight.shape[0];
+  const int64_t rowBytes = weight.shape[1] * plan::dtypeSize(weight.dtype);
+  const int64_t *id = static_cast<const int64_t *>(ids.data);
+  const int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (id[i] < 0 || id[i] >= V)
+      fail(op, "id " + std::to_string(id[i]) + " at flat index " + std::to_string(i) +
+                   " is out of range for a vocabulary of V = " + std::to_string(V));
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(static_cast<std::byte *>(out.data) + i * rowBytes,
+                static_cast<const std::byte *>(weight.data) + id[i] * rowBytes,
+                static_cast<size_t>(rowBytes));
+}
+
+// ------------------------------------------------------------------- linear --
+
+void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y,
+                  int threads) {
+  const char *op = "linear";
+  expectFloat(op, "x", x);
+  expectSameDType(op, "weight", w, x.dtype);
+  expectSameDType(op, "output", y, x.dtype);
+  if (x.shape.empty()) fail(op, "x must have at least 1 dimension");
+  if (w.shape.size() != 2) fail(op, "weight must be 2-d [N, K], got " + shapeToString(w.shape));
+  const int64_t K = x.shape.back(), N = w.shape[0];
+  if (w.shape[1] != K)
+    fail(op, "x " + shapeToString(x.shape) + " and weight " + shapeToString(w.shape) +
+                 " disagree on K");
+  if (b) {
+    expectSameDType(op, "bias", *b, x.dtype);
+    expectShape(op, "bias", *b, {N});
+  }
+  Shape expected = x.shape;
+  expected.back() = N;
+  expectShape(op, "output", y, expected);
+  const int64_t rows = plan::numElements(Shape(x.shape.begin(), x.shape.end() - 1));
+  checkBlasDims(op, {rows, N, K});
+  singleThreadedBlas();
+  const int64_t mTiles = (rows + kTileM - 1) / kTileM, nTiles = (N + kTileN - 1) / kTileN;
+  parallelTasks(mTiles * nTiles, threads, rows * N * std::max<int64_t>(K, 1) / 8,
+                [&](int64_t task) {
+                  thread_local std::vector<float> scratch;
+                  const int64_t mt = task / nTiles, nt = task % nTiles;
+                  const int64_t m0 = mt * kTileM, n0 = nt * kTileN;
+                  const int64_t mb = std::min(kTileM, rows - m0), nb = std::min(kTileN, N - n0);
+                  gemmTile({x.dtype, x.data, m0 * K, K}, {w.dtype, w.data, n0 * K, K}, true,
+                           b ? b->data : nullptr, x.dtype, n0, y.data, y.dtype, m0 * N + n0, N,
+                           mb, nb, K, scratch);
+                });
+}
+
+// ------------------------------------------------------------------- matmul --
+
+void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int threads) {
+  const char *op = "matmul";
+  expectFloat(op, "a", a);
+  expectSameDType(op, "b", b, a.dtype);
+  expectSameDType(op, "output", c, a.dtype);
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    fail(op, "operands must have rank >= 2, got " + shapeToString(a.shape) + " and " +
+                 shapeToString(b.shape));
+  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
+  const int64_t N = b.shape.back();
+  if (b.shape[b.shape.size() - 2] != K)
+    fail(op, "a " + shapeToString(a.shape) + " and b " + shapeToString(b.shape) +
+                 " disagree on K");
+  const Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
+  auto batch = broadcastShapes(aBatch, bBatch);
+  if (!batch)
+    fail(op, "batch dims " + shapeToString(aBatch) + " and " + shapeToString(bBatch) +
+                 " do not broadcast");
+  Shape expected = *batch;
+  expected.push_back(M);
+  expected.push_back(N);
+  expectShape(op, "output", c, expected);
+  checkBlasDims(op, {M, N, K});
+  singleThreadedBlas();
+  // Batch offsets (in matrices) of a and b for each output batch index.
+  const size_t rank = batch->size();
+  auto stridesFor = [&](const Shape &shape) {
+    std::vector<int64_t> strides(rank, 0);
+    int64_t stride = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
+      strides[outDim] = shape[dim] == 1 ? 0 : stride;
+      stride *= shape[dim];
+    }
+    return strides;
+  };
+  const std::vector<int64_t> as = stridesFor(aBatch), bs = stridesFor(bBatch);
+  const int64_t batches = plan::numElements(*batch);
+  const int64_t mTiles = (M + kTileM - 1) / kTileM, nTiles = (N + kTileN - 1) / kTileN;
+  const int64_t perBatch = mTiles * nTiles;
+  parallelTasks(batches * perBatch, threads, batches * M * N * std::max<int64_t>(K, 1) / 8,
+                [&](int64_t task) {
+                  thread_local std::vector<float> scratch;
+                  const int64_t bi = task / perBatch, tile = task % perBatch;
+                  int64_t aMat = 0, bMat = 0, rest = bi;
+                  for (size_t d = rank; d-- > 0;) {
+                    const int64_t i = rest % (*batch)[d];
+                    rest /= (*batch)[d];
+                    aMat += i * as[d];
+                    bMat += i * bs[d];
+                  }
+                  const int64_t m0 = (tile / nTiles) * kTileM, n0 = (tile % nTiles) * kTileN;
+                  const int64_t mb = std::min(kTileM, M - m0), nb = std::min(kTileN, N - n0);
+                  gemmTile({a.dtype, a.data, aMat * M * K + m0 * K, K},
+                           {b.dtype, b.data, bMat * K * N + n0, N}, false, nullptr, a.dtype, 0,
+                           c.data, c.dtype, bi * M * N + m0 * N + n0, N, mb, nb, K, scratch);
+                });
+}
+
+// ------------------------------------------------------- binary elementwise --
+
+const char *binaryOpName(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add: return "add";
+  case BinaryOp::Sub: return "sub";
+  case BinaryOp::Mul: return "mul";
+  case BinaryOp::Div: return "div";
+  }
+  return "?";
+}
+
+void binaryKernel(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out,
+                  int threads) {
+  const char *name = binaryOpName(op);
+  if (a.dtype != out.dtype || b.dtype != out.dtype)
+    fail(name, std::string("dtypes differ: ") + plan::dtypeName(a.dtype) + ", " +
+                   plan::dtypeName(b.dtype) + " -> " + plan::dtypeName(out.dtype));
+  auto expected = broadcastShapes(a.shape, b.shape);
+  if (!expected)
+    fail(name, "shapes " + shapeToString(a.shape) + " and " + shapeToString(b.shape) +
+                   " do not broadcast");
+  if (*expected != out.shape)
+    fail(name, "output shape " + shapeToString(out.shape) + " is not the broadcast shape " +
+                   shapeToString(*expected));
+  switch (out.dtype) {
+  case DType::F32: return binaryDispatchOp<F32Storage>(op, a, b, out, threads);
+  case DType::F64: return binaryDispatchOp<F64Storage>(op, a, b, out, threads);
+  case DType::BF16: return binaryDispatchOp<BF16Storage>(op, a, b, out, threads);
+  default:
+    fail(name, std::string("dtype ") + plan::dtypeName(out.dtype) +
+                   " is not supported (float32, float64 and bfloat16 are)");
+  }
+}
+
+// -------------------------------------------------------------- activations --
+
+void activationKernel(Activation kind, const KTensor &x, const KTensor &y, int threads) {
+  const char *op = "activation";
+  expectFloat(op, "x", x);
+  expectSameDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  switch (x.dtype) {
+  case DType::F32: return activationTyped<F32Storage>(kind, x, y, threads);
+  case DType::BF16: return activationTyped<BF16Storage>(kind, x, y, threads);
+  case DType::F16: return activationTyped<F16Storage>(kind, x, y, threads);
+  default: return;
+  }
+}
+
+// ------------------------------------------------------------- normalizing --
+
+namespace {
+void normCommon(const char *op, const KTensor &x, const KTensor *weight, const KTensor *bias,
+                const KTensor &y, int64_t &rows, int64_t &D) {
+  expectFloat(op, "x", x);
+  expectSameDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (x.shape.empty()) fail(op, "x must have at least 1 dimension");
+  D = x.shape.back();
+  rows = D == 0 ? 0 : x.numel() / D;
+  for (const KTensor *p : {weight, bias})
+    if (p) {
+      expectSameDType(op, p == weight ? "weight" : "bias", *p, x.dtype);
+      expectShape(op, p == weight ? "weight" : "bias", *p, {D});
+    }
+}
+}  // namespace
+
+void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bias, double eps,
+                     const KTensor &y, int threads) {
+  int64_t rows = 0, D = 0;
+  normCommon("layer_norm", x, weight, bias, y, rows, D);
+  parallelTasks(rows, threads, rows * D, [&](int64_t r) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(3 * D));
+    float *v = buf.data(), *w = v + D, *bb = w + D;
+    loadFloats(x.dtype, x.data, r * D, D, v);
+    if (weight) loadFloats(x.dtype, weight->data, 0, D, w);
+    if (bias) loadFloats(x.dtype, bias->data, 0, D, bb);
+    double sum = 0;
+    for (int64_t i = 0; i < D; ++i) sum += v[i];
+    const double mean = sum / static_cast<double>(D);
+    double sq = 0;
+    for (int64_t i = 0; i < D; ++i) sq += (v[i] - mean) * (v[i] - mean);
+    const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(D) + eps);
+    for (int64_t i = 0; i < D; ++i) {
+      float n = static_cast<float>((v[i] - mean) * rstd);
+      if (weight) n *= w[i];
+      if (bias) n += bb[i];
+      v[i] = n;
+    }
+    storeFloats(y.dtype, v, D, y.data, r * D);
+  });
+}
+
+void rmsNormKernel(const KTensor &x, const KTensor *weight, double eps, const KTensor &y,
+                   int threads) {
+  int64_t rows = 0, D = 0;
+  normCommon("rms_norm", x, weight, nullptr, y, rows, D);
+  parallelTasks(rows, threads, rows * D, [&](int64_t r) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(2 * D));
+    float *v = buf.data(), *w = v + D;
+    loadFloats(x.dtype, x.data, r * D, D, v);
+    if (weight) loadFloats(x.dtype, weight->data, 0, D, w);
+    double sq = 0;
+    for (int64_t i = 0; i < D; ++i) sq += static_cast<double>(v[i]) * v[i];
+    const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(D) + eps));
+    for (int64_t i = 0; i < D; ++i) {
+      float n = v[i] * rstd;
+      if (weight) n *= w[i];
+      v[i] = n;
+    }
+    storeFloats(y.dtype, v, D, y.data, r * D);
+  });
+}
+
+// ------------------------------------------------------------------ softmax --
+
+void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads) {
+  const char *op = "softmax";
+  expectFloat(op, "x", x);
+  expectSameDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (dim < 0 || dim >= static_cast<int64_t>(x.shape.size()))
+    fail(op, "dim " + std::to_string(dim) + " out of range for shape " + shapeToString(x.shape));
+  const int64_t L = x.shape[dim];
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  if (L == 0 || x.numel() == 0) return;
+  const int64_t outer = x.numel() / (L * inner);
+  parallelTasks(outer * inner, threads, x.numel() * 4, [&](int64_t line) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(L));
+    float *v = buf.data();
+    const int64_t o = line / inner, in = line % inner, base = o * L * inner + in;
+    if (inner == 1) loadFloats(x.dtype, x.data, base, L, v);
+    else
+      for (int64_t i = 0; i < L; ++i) loadFloats(x.dtype, x.data, base + i * inner, 1, v + i);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < L; ++i) mx = std::max(mx, v[i]);
+    if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: exp gives 0, 0/0 = NaN as torch
+    double sum = 0;
+    for (int64_t i = 0; i < L; ++i) {
+      v[i] = std::exp(v[i] - mx);
+      sum += v[i];
+    }
+    const double inv = 1.0 / sum;
+    for (int64_t i = 0; i < L; ++i) v[i] = static_cast<float>(v[i] * inv);
+    if (inner == 1) storeFloats(y.dtype, v, L, y.data, base);
+    else
+      for (int64_t i = 0; i < L; ++i) storeFloats(y.dtype, v + i, 1, y.data, base + i * inner);
+  });
+}
+
+// --------------------------------------------------------------------- sdpa --
+
+void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
+                bool causal, double scale, int threads) {
+  const char *op = "sdpa";
+  expectFloat(op, "q", q);
+  expectSameDType(op, "k", k, q.dtype);
+  expectSameDType(op, "v", v, q.dtype);
+  expectSameDType(op, "output", o, q.dtype);
+  for (const KTensor *t : {&q, &k, &v})
+    if (t->shape.size() != 4)
+      fail(op, "q, k and v must be 4-d [B, H, T|S, D], got " + shapeToString(t->shape));
+  const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3];
+  const int64_t S = k.shape[2], Dv = v.shape[3];
+  expectShape(op, "k", k, {B, H, S, D});
+  expectShape(op, "v", v, {B, H, S, Dv});
+  expectShape(op, "output", o, {B, H, T, Dv});
+  checkBlasDims(op, {T, S, D, Dv});
+  singleThreadedBlas();
+  // Query rows per block: one block of scores (rows x S floats) stays <= 1 MiB.
+  const int64_t rowsPerBlock =
+      std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(S, 1), 1, 64);
+  const int64_t blocks = (T + rowsPerBlock - 1) / rowsPerBlock;
+  const bool direct = q.dtype == DType::F32;
+  const float alpha = static_cast<float>(scale);
+  parallelTasks(B * H * blocks, threads, B * H * T * S * (D + Dv) / 8, [&](int64_t task) {
+    thread_local std::vector<float> scratch;
+    const int64_t bh = task / blocks, t0 = (task % blocks) * rowsPerBlock;
+    const int64_t tb = std::min(rowsPerBlock, T - t0);
+    const int64_t sEnd = causal ? std::min(S, t0 + tb) : S;  // keys any row may see
+    const int64_t qOff = (bh * T + t0) * D, kOff = bh * S * D, vOff = bh * S * Dv;
+    const int64_t oOff = (bh * T + t0) * Dv;
+    constexpr int64_t kKeys = 256;  // keys per converted k/v block (16-bit path)
+    scratch.resize(static_cast<size_t>(tb * sEnd + (direct ? 0 : tb * D + kKeys * std::max(D, Dv) + tb * Dv)));
+    float *scores = scratch.data();
+    // scores = scale * q_block k^T
+    if (sEnd > 0 && D > 0) {
+      if (direct) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tb),
+                    static_cast<int>(sEnd), static_cast<int>(D), alpha,
+                    static_cast<const float *>(q.data) + qOff, static_cast<int>(D),
+                    static_cast<const float *>(k.data) + kOff, static_cast<int>(D), 0.0f,
+                    scores, static_cast<int>(sEnd));
+      } else {
+        float *qf = scores + tb * sEnd, *kv = qf + tb * D;
+        loadFloats(q.dtype, q.data, qOff, tb * D, qf);
+        for (int64_t s0 = 0; s0 < sEnd; s0 += kKeys) {
+          const int64_t sb = std::min(kKeys, sEnd - s0);
+          loadFloats(k.dtype, k.data, kOff + s0 * D, sb * D, kv);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tb),
+                      static_cast<int>(sb), static_cast<int>(D), alpha, qf, static_cast<int>(D),
+                      kv, static_cast<int>(D), 0.0f, scores + s0, static_cast<int>(sEnd));
+        }
+      }
+    } else {
+      std::fill_n(scores, tb * sEnd, 0.0f);
+    }
+    // Row softmax over the keys each query may see; masked keys get 0.
+    for (int64_t i = 0; i < tb; ++i) {
+      float *row = scores + i * sEnd;
+      const int64_t valid = causal ? std::min(sEnd, t0 + i + 1) : sEnd;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t s = 0; s < valid; ++s) mx = std::max(mx, row[s]);
+      double sum = 0;
+      for (int64_t s = 0; s < valid; ++s) {
+        row[s] = std::exp(row[s] - mx);
+        sum += row[s];
+      }
+      const double inv = 1.0 / sum;
+      for (int64_t s = 0; s < valid; ++s) row[s] = static_cast<float>(row[s] * inv);
+      std::fill(row + valid, row + sEnd, 0.0f);
+    }
+    // o_block = p v
+    if (direct) {
+      float *out = static_cast<float *>(o.data) + oOff;
+      if (sEnd == 0 || Dv == 0) std::fill_n(out, tb * Dv, 0.0f);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tb),
+                    static_cast<int>(Dv), static_cast<int>(sEnd), 1.0f, scores,
+                    static_cast<int>(sEnd), static_cast<const float *>(v.data) + vOff,
+                    static_cast<int>(Dv), 0.0f, out, static_cast<int>(Dv));
+    } else {
+      float *kv = scores + tb * sEnd + tb * D, *of = kv + kKeys * std::max(D, Dv);
+      std::fill_n(of, tb * Dv, 0.0f);
+      for (int64_t s0 = 0; s0 < sEnd && Dv > 0; s0 += kKeys) {
+        const int64_t sb = std::min(kKeys, sEnd - s0);
+        loadFloats(v.dtype, v.data, vOff + s0 * Dv, sb * Dv, kv);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tb),
+                    static_cast<int>(Dv), static_cast<int>(sb), 1.0f, scores + s0,
+                    static_cast<int>(sEnd), kv, static_cast<int>(Dv), 1.0f, of,
+                    static_cast<int>(Dv));
+      }
+      storeFloats(o.dtype, of, tb * Dv, o.data, oOff);
+    }
+  });
+}
+
+// --------------------------------------------------------------------- rope --
+
+void ropeKernel(const KTensor &x, double theta, const KTensor &y, int threads) {
+  const char *op = "rope";
+  expectFloat(op, "x", x);
+  expectSameDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (x.shape.size() != 4) fail(op, "x must be 4-d [B, H, T, D], got " + shapeToString(x.shape));
+  const int64_t T = x.shape[2], D = x.shape[3];
+  if (D % 2 != 0) fail(op, "head dim D = " + std::to_string(D) + " must be even");
+  if (!(theta > 0)) fail(op, "theta must be > 0");
+  const int64_t half = D / 2, rows = x.numel() / std::max<int64_t>(D, 1);
+  // torch: inv_freq = 1.0 / (theta ** (arange(0, D, 2).float() / D)), float32.
+  std::vector<float> invFreq(static_cast<size_t>(half));
+  const float base = static_cast<float>(theta);
+  for (int64_t j = 0; j < half; ++j)
+    invFreq[j] = 1.0f / std::pow(base, static_cast<float>(2 * j) / static_cast<float>(D));
+  if (D == 0) return;
+  parallelTasks(rows, threads, x.numel() * 8, [&](int64_t r) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(2 * D));
+    float *v = buf.data(), *out = v + D;
+    const float t = static_cast<float>(r % T);
+    loadFloats(x.dtype, x.data, r * D, D, v);
+    for (int64_t j = 0; j < half; ++j) {
+      const float angle = t * invFreq[j];
+      const float c = std::cos(angle), s = std::sin(angle);
+      const float a = v[j], b = v[j + half];
+      const float ac = a * c, bs = b * s, bc = b * c, as = a * s;
+      out[j] = ac - bs;
+      out[j + half] = bc + as;
+    }
+    storeFloats(y.dtype, out, D, y.data, r * D);
+  });
+}
+
+// ------------------------------------------------------------- strided copy --
+
+void stridedCopyKernel(const KTensor &x, const std::vector<int64_t> &strides, int64_t offset,
+                       const KTensor &y) {
+  const char *op = "strided_copy";
+  expectSameDType(op, "output", y, x.dtype);
+  const size_t rank = y.shape.size();
+  if (strides.size() != rank)
+    fail(op, "strides has " + std::to_string(strides.size()) + " entries, the output " +
+                 shapeToString(y.shape) + " has rank " + std::to_string(rank));
+  if (y.numel() == 0) return;
+  // Lowest and highest element read, in 128 bits (no overflow).
+  __int128 lo = offset, hi = offset;
+  for (size_t d = 0; d < rank; ++d) {
+    const __int128 span = static_cast<__int128>(y.shape[d] - 1) * strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  if (lo < 0 || hi >= x.numel())
+    fail(op, "offset " + std::to_string(offset) + " and strides " + shapeToString(strides) +
+                 " read outside the input's " + std::to_string(x.numel()) + " elements");
+  const int64_t size = plan::dtypeSize(x.dtype);
+  const std::byte *src = static_cast<const std::byte *>(x.data);
+  std::byte *dst = static_cast<std::byte *>(y.data);
+  const int64_t inner = rank ? y.shape[rank - 1] : 1, innerStride = rank ? strides[rank - 1] : 0;
+  const int64_t rows = y.numel() / inner;
+  std::vector<int64_t> index(rank, 0);
+  int64_t at = offset;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::byte *o = dst + r * inner * size;
+    if (innerStride == 1) {
+      std::memcpy(o, src + at * size, static_cast<size_t>(inner * size));
+    } else if (size == 4) {
+      for (int64_t j = 0; j < inner; ++j)
+        std::memcpy(o + j * 4, src + (at + j * innerStride) * 4, 4);
+    } else {
+      for (int64_t j = 0; j < inner; ++j)
+        std::memcpy(o + j * size, src + (at + j * innerStride) * size, static_cast<size_t>(size));
+    }
+    for (size_t d = rank > 0 ? rank - 1 : 0; d-- > 0;) {
+      at += strides[d];
+      if (++index[d] < y.shape[d]) break;
+      at -= strides[d] * y.shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------- cat --
+
+void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
+  const char *op = "cat";
+  if (inputs.empty()) fail(op, "needs at least one input");
+  const size_t rank = y.shape.size();
+  if (dim < 0 || dim >= static_cast<int64_t>(rank))
+    fail(op, "dim " + std::to_string(dim) + " out of range for output " + shapeToString(y.shape));
+  int64_t total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const KTensor &t = inputs[i];
+    expectSameDType(op, ("input " + std::to_string(i)).c_str(), t, y.dtype);
+    bool ok = t.shape.size() == rank;
+    for (size_t d = 0; ok && d < rank; ++d)
+      ok = static_cast<int64_t>(d) == dim || t.shape[d] == y.shape[d];
+    if (!ok)
+      fail(op, "input " + std::to_string(i) + " " + shapeToString(t.shape) +
+                   " does not match the output " + shapeToString(y.shape) +
+                   " outside dim " + std::to_string(dim));
+    total += t.shape[dim];
+  }
+  if (total != y.shape[dim])
+    fail(op, "inputs add up to " + std::to_string(total) + " along dim " + std::to_string(dim) +
+                 ", the output has " + std::to_string(y.shape[dim]));
+  int64_t inner = plan::dtypeSize(y.dtype), outer = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < rank; ++d) inner *= y.shape[d];
+  for (int64_t d = 0; d < dim; ++d) outer *= y.shape[d];
+  std::byte *dst = static_cast<std::byte *>(y.data);
+  for (int64_t o = 0; o < outer; ++o)
+    for (const KTensor &t : inputs) {
+      const int64_t bytes = t.shape[dim] * inner;
+      if (bytes) std::memcpy(dst, static_cast<const std::byte *>(t.data) + o * bytes,
+                             static_cast<size_t>(bytes));
+      dst += bytes;
+    }
+}
+
+// ------------------------------------------------------------ cross entropy --
+
+void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
+                        const KTensor &loss) {
+  const char *op = "cross_entropy";
+  expectFloat(op, "logits", logits);
+  if (logits.shape.size() != 2)
+    fail(op, "logits must be 2-d [N, C], got " + shapeToString(logits.shape));
+  const int64_t N = logits.shape[0], C = logits.shape[1];
+  expectSameDType(op, "targets", targets, DType::I64);
+  expectShape(op, "targets", targets, {N});
+  if (loss.dtype != DType::F32 && loss.dtype != logits.dtype)
+    fail(op, std::string("loss is ") + plan::dtypeName(loss.dtype) +
+                 ", expected float32 or the logits' dtype");
+  expectShape(op, "loss", loss, {});
+  const int64_t *target = static_cast<const int64_t *>(targets.data);
+  for (int64_t n = 0; n < N; ++n)
+    if (target[n] != ignoreIndex && (target[n] < 0 || target[n] >= C))
+      fail(op, "target " + std::to_string(target[n]) + " at index " + std::to_string(n) +
+                   " is out of range for C = " + std::to_string(C) + " classes");
+  std::vector<float> row(static_cast<size_t>(C));
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (target[n] == ignoreIndex) continue;
+    loadFloats(logits.dtype, logits.data, n * C, C, row.data());
+    double mx = -std::numeric_limits<double>::infinity();
+    for (float v : row) mx = std::max(mx, static_cast<double>(v));
+    double sum = 0;
+    for (float v : row) sum += std::exp(static_cast<double>(v) - mx);
+    total += mx + std::log(sum) - row[target[n]];
+    ++counted;
+  }
+  const float value = static_cast<float>(total / static_cast<double>(counted));
+  storeFloats(loss.dtype, &value, 1, loss.data, 0);
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,31 @@
+"""Models the exporter must refuse with a clear message (test/lit/export/errors.test)."""
+
+import torch
+import torch.nn as nn
+
+
+class Unmapped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))  # no graph op for tanh
+
+
+class Uninitialized(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(4, 8))
+
+    def forward(self, x):
+        return x @ self.w
+
+
+class PartialInit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4, padding_idx=0)  # zeroes row 0 in place
+
+    def forward(self, ids):
+        return self.emb(ids)

@@ -1,0 +1,1 @@
+"""shardc's PyTorch exporter (tools/export_torch.py, docs/exporter.md)."""

@@ -1,0 +1,355 @@
+"""The exporter's driver: construct on meta while recording init, trace forward,
+lower, write the graph (and optionally weights, or eager reference outputs)."""
+
+import argparse
+import importlib
+import inspect
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+from .init_recorder import ExportError, MetaFactoryMode, recording, storage_key, to_graph_chain
+from .lowering import GRAPH_DTYPES, Lowering, dead_code_eliminate
+from .tracer import trace
+
+TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+import torch_reference as tr  # noqa: E402  (safetensors reader / writer)
+
+_DTYPE_NAMES = {"float32": torch.float32, "float64": torch.float64,
+                "float16": torch.float16, "bfloat16": torch.bfloat16,
+                "int64": torch.int64}
+
+
+def load_factory(spec):
+    if ":" not in spec:
+        raise ExportError("%r: expected package.module:Class" % spec)
+    mod, _, attr = spec.partition(":")
+    try:
+        m = importlib.import_module(mod)
+    except Exception as e:
+        raise ExportError("cannot import %s: %s: %s" % (mod, type(e).__name__, e))
+    obj = m
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ExportError("%s has no attribute %s" % (mod, attr))
+        obj = getattr(obj, part)
+    return obj
+
+
+def build_kwargs(args):
+    try:
+        kw = json.loads(args.kwargs) if args.kwargs else {}
+    except json.JSONDecodeError as e:
+        raise ExportError("--kwargs: not JSON: %s" % e)
+    if not isinstance(kw, dict):
+        raise ExportError("--kwargs: expected a JSON object")
+    device = args.device or kw.get("device") or "cpu"
+    return kw, str(device)
+
+
+def construct_meta(factory, kwargs):
+    kw = dict(kwargs)
+    if "device" in kw:
+        kw["device"] = "meta"
+    with recording() as rec:
+        try:
+            model = factory(**kw)
+        except ExportError:
+            raise
+        except Exception as e:
+            raise ExportError("constructing %s on the meta device failed: %s: %s" % (
+                getattr(factory, "__name__", factory), type(e).__name__, e))
+    if not isinstance(model, nn.Module):
+        raise ExportError("%s did not return an nn.Module" % factory)
+    return model, rec
+
+
+def construct_eager(factory, kwargs, seed):
+    kw = dict(kwargs)
+    if "device" in kw:
+        kw["device"] = "cpu"
+    torch.manual_seed(seed)
+    return factory(**kw)
+
+
+def canonical_params(model):
+    """id(param) -> state_dict name (the first name of a tied parameter)."""
+    out = {}
+    for name, p in model.named_parameters():
+        out.setdefault(id(p), name)
+    return out
+
+
+def input_specs(model, args):
+    sig = inspect.signature(model.forward)
+    specs = json.loads(args.input_shapes) if args.input_shapes else {}
+    inputs, concrete = [], {}
+    for pname, prm in sig.parameters.items():
+        if prm.kind in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
+            continue
+        if pname in specs:
+            s = specs[pname]
+            if isinstance(s, dict):
+                d = {"name": pname, "shape": [int(x) for x in s["shape"]],
+                     "dtype": s.get("dtype", "float32")}
+                if "high" in s:
+                    d["high"] = int(s["high"])
+            else:
+                d = {"name": pname, "shape": [int(x) for x in s], "dtype": "float32"}
+            inputs.append(d)
+        elif prm.default is not prm.empty:
+            concrete[pname] = prm.default
+        elif args.batch is not None and args.seq is not None:
+            inputs.append({"name": pname, "shape": [args.batch, args.seq], "dtype": "int64"})
+        else:
+            raise ExportError("forward argument %r needs a shape: --batch B --seq T "
+                              "(token ids) or --input-shapes '{\"%s\": [...]}'" % (pname, pname))
+    extra = set(specs) - set(sig.parameters)
+    if extra:
+        raise ExportError("--input-shapes names %s, which forward does not take" % sorted(extra))
+    for d in inputs:
+        if d["dtype"] not in _DTYPE_NAMES:
+            raise ExportError("input %s: dtype %s (one of %s)" % (d["name"], d["dtype"],
+                                                                 sorted(_DTYPE_NAMES)))
+    return inputs, concrete
+
+
+def export(args):
+    factory = load_factory(args.model)
+    kwargs, device = build_kwargs(args)
+    model, rec = construct_meta(factory, kwargs)
+    model.eval()
+    params = canonical_params(model)
+    # parameters and their init chains (snapshot before tracing)
+    param_decls = []
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if p.dtype not in GRAPH_DTYPES or p.dtype == torch.int64:
+            raise ExportError("parameter %s: dtype %s is not supported" % (name, p.dtype))
+        if not p.is_contiguous() or p.storage_offset() != 0:
+            raise ExportError("parameter %s is a non-contiguous view" % name)
+        init = to_graph_chain(rec.chains.get(storage_key(p)), list(p.shape),
+                              "parameter " + name)
+        param_decls.append({"name": name, "shape": list(p.shape),
+                            "dtype": GRAPH_DTYPES[p.dtype], "device": device,
+                            "init": init})
+    buffers, buffer_chains = {}, {}
+    for name, b in model.named_buffers():
+        if id(b) in buffers:
+            continue
+        buffers[id(b)] = name
+        buffer_chains[name] = rec.chains.get(storage_key(b))
+    # units
+    if args.units_from_modules:
+        unit_of = {}
+        for mname, m in model.named_modules():
+            if type(m).__name__ in args.units_from_modules:
+                for pn, p in m.named_parameters():
+                    unit_of.setdefault(id(p), mname)
+        if not unit_of:
+            raise ExportError("--units-from-modules %s: no module of that class" %
+                              ",".join(args.units_from_modules))
+        byname = {n: unit_of.get(id(p), "root") for n, p in model.named_parameters()}
+        for d in param_decls:
+            d["unit"] = byname[d["name"]]
+    # forward
+    inputs, concrete = input_specs(model, args)
+    metas = {d["name"]: torch.empty(d["shape"], dtype=_DTYPE_NAMES[d["dtype"]], device="meta")
+             for d in inputs}
+    with MetaFactoryMode():
+        tracer, fxg = trace(model, metas, concrete)
+    low = Lowering(model, fxg, tracer, params, buffers, buffer_chains, inputs, device)
+    outputs = low.run(args.output_names.split(",") if args.output_names else None)
+    nodes, live = dead_code_eliminate(low.nodes, outputs)
+    for d in inputs:
+        if d["name"] in low.high and "high" not in d:
+            d["high"] = low.high[d["name"]]
+    graph_buffers = [b for n, b in low.graph_buffers.items() if n in live]
+    # parameter order: as the module declares them; decl keys in docs' order
+    ordered = []
+    for d in param_decls:
+        e = {k: d[k] for k in ("name", "shape", "dtype", "device")}
+        if "unit" in d:
+            e["unit"] = d["unit"]
+        e["init"] = d["init"]
+        ordered.append(e)
+    graph = {"format": "shardc-graph", "version": 1,
+             "name": args.name or type(model).__name__,
+             "parameters": ordered, "buffers": graph_buffers, "inputs": inputs,
+             "nodes": nodes, "outputs": outputs}
+    return graph, factory, kwargs, model
+
+
+def render(graph):
+    """One parameter / buffer / input / node per line (as examples/make_models.py)."""
+    def dump(v):
+        return json.dumps(v, separators=(", ", ": "))
+    out = ["{"]
+    keys = list(graph)
+    for i, key in enumerate(keys):
+        comma = "," if i + 1 < len(keys) else ""
+        val = graph[key]
+        if isinstance(val, list) and val and isinstance(val[0], dict):
+            out.append("  %s: [" % json.dumps(key))
+            for j, item in enumerate(val):
+                out.append("    " + dump(item) + ("," if j + 1 < len(val) else ""))
+            out.append("  ]" + comma)
+        else:
+            out.append("  %s: %s%s" % (json.dumps(key), dump(val), comma))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def write_text(path, text):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def eager_state(factory, kwargs, args, graph):
+    model = construct_eager(factory, kwargs, args.seed)
+    if args.state_dict:
+        sd = torch.load(args.state_dict, map_location="cpu")
+        if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+            sd = sd["state_dict"]
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        names = {d["name"] for d in graph["parameters"]}
+        miss = sorted(set(missing) & names)
+        if miss:
+            raise ExportError("--state-dict %s lacks %s" % (args.state_dict, miss))
+    return model
+
+
+def write_weights(path, model, graph):
+    named = dict(model.named_parameters())
+    named.update(dict(model.named_buffers()))
+    out = {}
+    for d in graph["parameters"] + graph["buffers"]:
+        t = named.get(d["name"])
+        if t is None:
+            continue  # exporter-made constants (const.*): shardc makes them from init
+        out[d["name"]] = t.detach().to("cpu").contiguous()
+    tr.write_safetensors(path, out, {"format": "pt", "exporter": "shardc export_torch"})
+
+
+def run_eager(args, factory, kwargs):
+    """Runs the module eagerly with parameters from a safetensors file (e.g.
+    shardc run --save-params) and writes its outputs named as in the graph."""
+    graph = tr.load_graph(args.eager)
+    model = construct_eager(factory, kwargs, args.seed)
+    model.eval()
+    params = tr.read_safetensors(args.params)
+    by_name = dict(model.named_parameters())
+    by_name.update(dict(model.named_buffers()))
+    with torch.no_grad():
+        for d in graph["parameters"]:
+            t = params.get(d["name"])
+            if t is None:
+                raise ExportError("%s: parameter %s missing" % (args.params, d["name"]))
+            by_name[d["name"]].copy_(t)
+    inputs = tr.read_safetensors(args.inputs)
+    sig = inspect.signature(model.forward)
+    call = {}
+    for d in graph["inputs"]:
+        call[d["name"]] = inputs[d["name"]]
+    with torch.no_grad():
+        res = model(**call)
+    flat = []
+
+    def collect(v):
+        if isinstance(v, torch.Tensor):
+            flat.append(v)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                collect(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                collect(x)
+    collect(res)
+    if len(flat) != len(graph["outputs"]):
+        raise ExportError("forward returned %d tensors, the graph has %d outputs"
+                          % (len(flat), len(graph["outputs"])))
+    del sig
+    tr.write_safetensors(args.outputs, {n: t.contiguous() for n, t in
+                                        zip(graph["outputs"], flat)})
+
+
+def parser():
+    ap = argparse.ArgumentParser(
+        prog="export_torch.py",
+        description="Export a torch.nn.Module's init and forward as a shardc graph "
+                    "(docs/exporter.md).")
+    ap.add_argument("model", help="package.module:Class (or a function returning a module)")
+    ap.add_argument("--kwargs", help="constructor keyword arguments as a JSON object")
+    ap.add_argument("-o", "--output", help="graph file to write (default: stdout)")
+    ap.add_argument("--weights", help="also write the weights of an eager instance "
+                    "(or of --state-dict) as safetensors, named as the graph's parameters")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="torch.manual_seed for the eager instance (--weights, --eager)")
+    ap.add_argument("--state-dict", help="a torch.save'd state_dict for --weights")
+    ap.add_argument("--batch", type=int, help="with --seq: every forward argument is "
+                    "int64 token ids [B, T]")
+    ap.add_argument("--seq", type=int)
+    ap.add_argument("--input-shapes", help="JSON: {arg: [shape]} (float32) or "
+                    "{arg: {\"shape\": [...], \"dtype\": ..., \"high\": N}}")
+    ap.add_argument("--device", help="the device parameters are meant for "
+                    "(default: the constructor's device= kwarg, else cpu)")
+    ap.add_argument("--units-from-modules", action="append", metavar="CLASS",
+                    help="each module of this class is an FSDP unit (repeatable); "
+                         "default: leave units to shardc's rule")
+    ap.add_argument("--name", help="the graph's name (default: the class name)")
+    ap.add_argument("--output-names", help="comma-separated names of forward's outputs "
+                    "(default output, output.N)")
+    ap.add_argument("--python-path", action="append", default=[],
+                    help="directory to put on sys.path first (repeatable)")
+    ap.add_argument("--eager", metavar="GRAPH.json",
+                    help="instead of exporting: run the module eagerly with --params and "
+                         "--inputs (safetensors), write --outputs named as GRAPH's outputs")
+    ap.add_argument("--params")
+    ap.add_argument("--inputs")
+    ap.add_argument("--outputs")
+    return ap
+
+
+def main(argv=None):
+    ap = parser()
+    args = ap.parse_args(argv)
+    for p in reversed(args.python_path):
+        sys.path.insert(0, os.path.abspath(p))
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    if (args.batch is None) != (args.seq is None):
+        ap.error("--batch and --seq go together")
+    try:
+        if args.eager:
+            if not (args.params and args.inputs and args.outputs):
+                ap.error("--eager needs --params, --inputs and --outputs")
+            factory = load_factory(args.model)
+            kwargs, _ = build_kwargs(args)
+            run_eager(args, factory, kwargs)
+            return 0
+        graph, factory, kwargs, _ = export(args)
+        text = render(graph)
+        if args.output:
+            write_text(args.output, text)
+        else:
+            sys.stdout.write(text)
+        if args.weights:
+            model = eager_state(factory, kwargs, args, graph)
+            write_weights(args.weights, model, graph)
+        return 0
+    except ExportError as e:
+        print("export_torch: error: %s" % e, file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError) as e:
+        print("export_torch: error: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 2
