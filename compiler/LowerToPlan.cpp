@@ -427,9 +427,23 @@ private:
     return success();
   }
 
-  /// A reshape of a contiguous buffer is the same bytes: an alias.
+  /// A reshape of a contiguous buffer is the same bytes: an alias. Not of a
+  /// gathered parameter, though: the alias would outlive tc.release, so that
+  /// one is copied.
   LogicalResult lowerReshape(tc::ReshapeOp reshape) {
     int32_t input = buffers_.lookup(reshape.getInput());
+    if (function_.buffers[baseOf(input)].category == plan::Category::Gathered) {
+      auto type = cast<RankedTensorType>(reshape.getType());
+      std::vector<int64_t> strides(type.getRank(), 1);
+      for (int64_t k = type.getRank() - 2; k >= 0; --k)
+        strides[k] = strides[k + 1] * type.getDimSize(k + 1);
+      FailureOr<int32_t> out = allocResult(reshape, plan::Category::Activation);
+      if (failed(out))
+        return failure();
+      emit("strided_copy", {input}, {*out}, reshape,
+           {{"strides", strides}, {"offset", int64_t{0}}});
+      return success();
+    }
     std::string name = "%" + std::to_string(nextTemp_++);
     if (auto output = outputNames_.find(reshape.getResult());
         output != outputNames_.end())

@@ -104,108 +104,100 @@ void eraseDeadInitOps(func::FuncOp init) {
       op->erase();
 }
 
-/// The forward uses of one FSDP unit's sharded parameters.
-struct UnitUses {
+/// A maximal run of ops that compute with one FSDP unit's parameters, with
+/// no other unit's op in between. A unit is gathered around each of its
+/// runs: the root unit, used by the embedding at the start and by the head
+/// at the end, is gathered twice rather than held across the whole model,
+/// so at most one unit (two with prefetch) is ever gathered.
+struct UnitRun {
   std::string unit;
-  SmallVector<std::string> params; // in order of first use
-  llvm::StringMap<SmallVector<UseOp>> uses;
-  Operation *firstUse = nullptr;
+  SmallVector<std::string> params;        // in order of first use
+  SmallVector<OpOperand *> operands;      // uses of those params in the run
+  Operation *first = nullptr, *last = nullptr;
+  bool returned = false;                  // the function returns a param
 };
 
-/// Groups a block's uses of sharded parameters by unit, in order of the
-/// units' first uses.
-SmallVector<UnitUses> collectUnitUses(Block &block,
-                                      const llvm::StringMap<ParamOp> &sharded) {
-  SmallVector<UnitUses> units;
-  llvm::StringMap<size_t> indexOf;
+/// Splits a block's uses of sharded parameters into unit runs.
+SmallVector<UnitRun> collectUnitRuns(Block &block,
+                                     const llvm::StringMap<ParamOp> &sharded) {
+  SmallVector<UnitRun> runs;
+  llvm::StringMap<size_t> openRun; // unit -> index of its current run
+  std::string lastUnit;
   for (Operation &op : block) {
-    auto use = dyn_cast<UseOp>(op);
-    if (!use || !sharded.contains(use.getParam()))
-      continue;
-    ParamOp param = sharded.lookup(use.getParam());
-    std::string unit = param.getUnit().value_or("root").str();
-    auto [it, inserted] = indexOf.try_emplace(unit, units.size());
-    if (inserted) {
-      units.emplace_back();
-      units.back().unit = unit;
-      units.back().firstUse = use;
+    for (OpOperand &operand : op.getOpOperands()) {
+      auto use = operand.get().getDefiningOp<UseOp>();
+      if (!use || !sharded.contains(use.getParam()))
+        continue;
+      ParamOp param = sharded.lookup(use.getParam());
+      std::string unit = param.getUnit().value_or("root").str();
+      auto it = openRun.find(unit);
+      if (it == openRun.end() || lastUnit != unit) {
+        openRun[unit] = runs.size();
+        runs.emplace_back();
+        runs.back().unit = unit;
+        runs.back().first = &op;
+      }
+      UnitRun &run = runs[openRun[unit]];
+      if (!llvm::is_contained(run.params, use.getParam()))
+        run.params.push_back(use.getParam().str());
+      run.operands.push_back(&operand);
+      run.last = &op;
+      run.returned |= op.hasTrait<OpTrait::IsTerminator>();
+      lastUnit = unit;
     }
-    UnitUses &entry = units[it->second];
-    auto &list = entry.uses[use.getParam()];
-    if (list.empty())
-      entry.params.push_back(use.getParam().str());
-    list.push_back(use);
   }
-  return units;
+  return runs;
 }
 
-/// Replaces a unit's tc.use ops with one all-gather before `insertionPoint`
-/// and one release after the last use of any gathered value.
-AllGatherOp gatherUnit(UnitUses &unit, Operation *insertionPoint) {
+/// Gathers a run's parameters before `insertionPoint` and releases them
+/// after the run's last op (unless the function returns one of them).
+void gatherRun(UnitRun &run, Operation *insertionPoint) {
   OpBuilder builder(insertionPoint);
   SmallVector<Attribute> names;
   SmallVector<Type> types;
-  for (const std::string &name : unit.params) {
+  llvm::StringMap<size_t> resultOf;
+  for (const std::string &name : run.params) {
+    resultOf[name] = names.size();
     names.push_back(FlatSymbolRefAttr::get(builder.getContext(), name));
-    types.push_back(unit.uses[name].front().getType());
   }
-  Location loc = unit.firstUse->getLoc();
-  auto gather = builder.create<AllGatherOp>(loc, types,
+  types.resize(names.size());
+  for (OpOperand *operand : run.operands) {
+    auto use = operand->get().getDefiningOp<UseOp>();
+    types[resultOf[use.getParam()]] = use.getType();
+  }
+  auto gather = builder.create<AllGatherOp>(run.first->getLoc(), types,
                                             builder.getArrayAttr(names),
-                                            builder.getStringAttr(unit.unit));
-  for (auto [name, result] : llvm::zip(unit.params, gather.getResults()))
-    for (UseOp use : unit.uses[name]) {
-      use.getResult().replaceAllUsesWith(result);
-      use.erase();
-    }
-
-  Block *block = gather->getBlock();
-  Operation *lastUser = gather;
-  for (Value result : gather.getResults())
-    for (Operation *user : result.getUsers()) {
-      Operation *inBlock = block->findAncestorOpInBlock(*user);
-      if (inBlock->hasTrait<OpTrait::IsTerminator>())
-        return gather; // Returned: the gathered values stay live.
-      if (lastUser->isBeforeInBlock(inBlock))
-        lastUser = inBlock;
-    }
-  builder.setInsertionPointAfter(lastUser);
-  builder.create<ReleaseOp>(loc, gather.getResults());
-  return gather;
+                                            builder.getStringAttr(run.unit));
+  for (OpOperand *operand : run.operands) {
+    auto use = operand->get().getDefiningOp<UseOp>();
+    operand->set(gather.getResult(resultOf[use.getParam()]));
+  }
+  if (run.returned)
+    return;
+  builder.setInsertionPointAfter(run.last);
+  builder.create<ReleaseOp>(run.first->getLoc(), gather.getResults());
 }
 
-/// The first op that computes with a unit's parameters: where the unit
-/// starts running.
-Operation *unitStart(UnitUses &unit) {
-  Operation *start = nullptr;
-  for (auto &entry : unit.uses)
-    for (UseOp use : entry.second)
-      for (Operation *user : use->getUsers()) {
-        Operation *inBlock = use->getBlock()->findAncestorOpInBlock(*user);
-        if (!start || inBlock->isBeforeInBlock(start))
-          start = inBlock;
-      }
-  return start;
-}
-
-/// Gathers every unit of `func` around its uses. With `prefetch`, unit
-/// k+1's gather is issued when unit k starts computing (after unit k's own
-/// gather), so that on a real device it overlaps unit k's compute.
+/// Gathers every unit run of `func`. With `prefetch`, run k+1's gather is
+/// issued when run k starts computing (after run k's own gather), so that
+/// on a real device it overlaps run k's compute.
 void gatherUnits(func::FuncOp func, const llvm::StringMap<ParamOp> &sharded,
                  bool prefetch) {
   if (func.empty())
     return;
-  SmallVector<UnitUses> units = collectUnitUses(func.front(), sharded);
-  SmallVector<Operation *> starts;
-  for (UnitUses &unit : units)
-    starts.push_back(unitStart(unit));
-  for (auto [k, unit] : llvm::enumerate(units)) {
-    Operation *insertionPoint = unit.firstUse;
-    if (prefetch && k > 0 && starts[k - 1] &&
-        starts[k - 1]->isBeforeInBlock(insertionPoint))
-      insertionPoint = starts[k - 1];
-    gatherUnit(unit, insertionPoint);
+  Block &block = func.front();
+  SmallVector<UnitRun> runs = collectUnitRuns(block, sharded);
+  for (auto [k, run] : llvm::enumerate(runs)) {
+    Operation *insertionPoint = run.first;
+    if (prefetch && k > 0)
+      insertionPoint = runs[k - 1].first;
+    gatherRun(run, insertionPoint);
   }
+  // Every use of a sharded parameter now reads a gather.
+  for (Operation &op : llvm::make_early_inc_range(block))
+    if (auto use = dyn_cast<UseOp>(op); use && use->use_empty() &&
+                                        sharded.contains(use.getParam()))
+      use.erase();
 }
 
 struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {

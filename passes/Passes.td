@@ -17,11 +17,13 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     `shard of` the full type. Nothing produces the full tensor.
 
     Forward is rewritten so that full parameters exist only while used: the
-    `tc.use`s of an FSDP unit's parameters (sharded over more than one rank)
-    become one `tc.all_gather` of the unit, placed before the unit's first
-    use, and one `tc.release` after the last use of any of its results
-    (none when the function returns one). A parameter used several times
-    (tied weights) is gathered once.
+    uses of an FSDP unit's parameters (sharded over more than one rank) are
+    split into runs — maximal stretches of ops with no other unit's use in
+    between — and each run gets one `tc.all_gather` of the parameters it
+    uses, before its first op, and one `tc.release` after its last (none
+    when the function returns one). A root unit used at the start and the
+    end is thus gathered twice instead of held throughout; a parameter used
+    twice within a run (tied weights) is gathered once.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",

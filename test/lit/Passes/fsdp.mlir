@@ -52,8 +52,8 @@ func.func @forward(%x: tensor<1xf32> {tc.name = "x"}) -> (tensor<1024x1024xf32> 
 // N4-DAG:   %[[B:.*]] = tc.zeros : tensor<8xf32>{{$}}
 // N4-DAG:   tc.materialize %[[B]] into @stats : tensor<8xf32>
 // N4-LABEL: func.func @forward(
-// N4:       %[[G:.*]] = tc.all_gather [@uneven] unit "root" : tensor<1023x8xf32>
 // N4:       %[[SC:.*]] = tc.use @scalar : tensor<f32>
+// N4:       %[[G:.*]] = tc.all_gather [@uneven] unit "root" : tensor<1023x8xf32>
 // N4:       %[[A:.*]] = tc.add %[[G]], %[[SC]]
 // N4-NEXT:  tc.release %[[G]] : tensor<1023x8xf32>
 // N4:       %[[ST:.*]] = tc.use @stats : tensor<8xf32>

@@ -20,11 +20,15 @@
 // PATTERNS: tc.param @model.layers.1.mlp : {{.*}} unit "model.layers.1.mlp"
 // PATTERNS: tc.param @model.norm : {{.*}} unit "root"
 
-// One gather per unit before its first use, one release after its last.
-// The tied embedding is gathered once for both of its uses.
+// A unit is gathered around each run of ops that use it, with one
+// collective, and released after the run: the root unit (embedding at the
+// start, head and tied embedding at the end) is gathered twice instead of
+// being held across the model. A parameter used twice in a run is
+// gathered once.
 // GATHER-LABEL: func.func @forward(
-// GATHER-NEXT:  %[[ROOT:.*]]:2 = tc.all_gather [@model.embed, @model.heads.0] unit "root"
-// GATHER-NEXT:  %[[E:.*]] = tc.embedding %[[ROOT]]#0
+// GATHER-NEXT:  %[[EMB:.*]] = tc.all_gather [@model.embed] unit "root"
+// GATHER-NEXT:  %[[E:.*]] = tc.embedding %[[EMB]]
+// GATHER-NEXT:  tc.release %[[EMB]]
 // GATHER-NEXT:  %[[L0:.*]]:2 = tc.all_gather [@model.layers.0.attn, @model.layers.0.mlp] unit "model.layers.0"
 // GATHER-NEXT:  %[[A0:.*]] = tc.linear %[[E]], %[[L0]]#0
 // GATHER-NEXT:  %[[M0:.*]] = tc.linear %[[A0]], %[[L0]]#1
@@ -33,19 +37,23 @@
 // GATHER-NEXT:  %[[A1:.*]] = tc.linear %[[M0]], %[[L1]]#0
 // GATHER-NEXT:  %[[M1:.*]] = tc.linear %[[A1]], %[[L1]]#1
 // GATHER-NEXT:  tc.release %[[L1]]#0, %[[L1]]#1
-// GATHER-NEXT:  %[[H:.*]] = tc.linear %[[M1]], %[[ROOT]]#1
+// GATHER-NEXT:  %[[HEAD:.*]] = tc.all_gather [@model.heads.0] unit "root"
+// GATHER-NEXT:  %[[H:.*]] = tc.linear %[[M1]], %[[HEAD]]
+// GATHER-NEXT:  tc.release %[[HEAD]]
 // GATHER-NEXT:  %[[NORM:.*]] = tc.all_gather [@model.norm] unit "custom"
 // GATHER-NEXT:  %[[N:.*]] = tc.mul %[[H]], %[[NORM]]
 // GATHER-NEXT:  tc.release %[[NORM]]
-// GATHER-NEXT:  %[[LOGITS:.*]] = tc.linear %[[N]], %[[ROOT]]#0
-// GATHER-NEXT:  tc.release %[[ROOT]]#0, %[[ROOT]]#1
+// GATHER-NEXT:  %[[EMB2:.*]] = tc.all_gather [@model.embed] unit "root"
+// GATHER-NEXT:  %[[LOGITS:.*]] = tc.linear %[[N]], %[[EMB2]]
+// GATHER-NEXT:  tc.release %[[EMB2]]
 // GATHER-NEXT:  return %[[LOGITS]]
 
-// With prefetch, unit k+1 is gathered when unit k starts computing.
+// With prefetch, run k+1 is gathered when run k starts computing.
 // PREFETCH-LABEL: func.func @forward(
-// PREFETCH-NEXT:  tc.all_gather [@model.embed, @model.heads.0] unit "root"
+// PREFETCH-NEXT:  tc.all_gather [@model.embed] unit "root"
 // PREFETCH-NEXT:  tc.all_gather [@model.layers.0.attn, @model.layers.0.mlp] unit "model.layers.0"
 // PREFETCH-NEXT:  tc.embedding
+// PREFETCH-NEXT:  tc.release
 // PREFETCH-NEXT:  tc.all_gather [@model.layers.1.attn, @model.layers.1.mlp] unit "model.layers.1"
 // PREFETCH-NEXT:  tc.linear
 
