@@ -38,6 +38,8 @@ struct InitStep {
   std::string nonlinearity = "leaky_relu";
   std::vector<int64_t> ints;   // reshape shape, permute dims
   std::vector<int64_t> shape;  // the tensor this step produces
+  std::string file;    // load: the checkpoint ("" = the one given by --load)
+  std::string tensor;  // load: the tensor's name in it (default: the param's)
   std::string path; // JSON path, e.g. "parameters[0].init[0]"
 
   double number(const std::string &key) const { return numbers.at(key); }
@@ -93,7 +95,12 @@ struct Graph {
 /// Parses and validates a graph file's text; throws GraphError.
 Graph parseGraph(const std::string &text, const std::string &sourceName);
 
-/// Reads and parses a graph file; throws GraphError (also when unreadable).
-Graph loadGraph(const std::string &path);
+/// The default limit on a graph file's size (--max-graph-mib).
+inline constexpr int64_t kDefaultMaxGraphBytes = int64_t{256} << 20;
+
+/// Reads and parses a graph file; throws GraphError (also when unreadable
+/// or larger than `maxBytes`).
+Graph loadGraph(const std::string &path,
+                int64_t maxBytes = kDefaultMaxGraphBytes);
 
 } // namespace shardc::compiler

@@ -53,6 +53,7 @@ const std::vector<InitOpSpec> &initOpSpecs() {
       {"eye", K::Generator, {}},
       {"arange", K::Generator, {{"start", 0.0}, {"step", 1.0}}},
       {"orthogonal", K::Generator, {{"gain", 1.0}}},
+      {"load", K::Generator, {}},
       {"mul", K::Pointwise, {{"value", kRequired}}},
       {"add", K::Pointwise, {{"value", kRequired}}},
       {"sub", K::Pointwise, {{"value", kRequired}}},
@@ -199,6 +200,26 @@ std::vector<InitStep> readInitChain(const GraphReader &reader,
         step.numbers[key] = it->get<double>();
       }
     }
+    if (step.op == "load") {
+      // Relative paths are relative to the graph file's directory.
+      if (auto file = value.find("file"); file != value.end()) {
+        step.file = reader.string(*file, stepPath + ".file");
+        if (step.file.empty())
+          reader.fail(stepPath + ".file", "must be a non-empty path");
+        std::string source = reader.sourceName();
+        auto slash = source.rfind('/');
+        if (step.file[0] != '/' && slash != std::string::npos)
+          step.file = source.substr(0, slash + 1) + step.file;
+      }
+      if (auto tensor = value.find("tensor"); tensor != value.end()) {
+        step.tensor = reader.string(*tensor, stepPath + ".tensor");
+        if (step.tensor.empty())
+          reader.fail(stepPath + ".tensor", "must be a non-empty tensor name");
+      }
+      if (value.contains("shape"))
+        reader.fail(stepPath + ".shape", "a load has the parameter's shape; views after a "
+                                         "load are not supported");
+    }
     if (step.op.rfind("kaiming", 0) == 0) {
       if (auto mode = value.find("mode"); mode != value.end())
         step.mode = reader.string(*mode, stepPath + ".mode");
@@ -218,6 +239,10 @@ std::vector<InitStep> readInitChain(const GraphReader &reader,
     } else if (step.kind == InitStepKind::Generator) {
       reader.fail(stepPath + ".op", "generator \"" + step.op +
                                         "\" can only start an init chain");
+    } else if (step.kind == InitStepKind::View && steps.front().op == "load") {
+      reader.fail(stepPath + ".op", "view \"" + step.op + "\" after a load is not supported "
+                                    "(only pointwise ops may follow a load; reshape the "
+                                    "checkpoint tensor instead)");
     } else if (step.kind == InitStepKind::Pointwise) {
       step.shape = shape;
     } else {
@@ -255,6 +280,9 @@ GraphParam readParam(const GraphReader &reader, const json &value,
   if (auto unit = value.find("unit"); unit != value.end())
     param.unit = reader.string(*unit, path + ".unit");
   param.init = readInitChain(reader, value, path, param.shape);
+  for (InitStep &step : param.init)
+    if (step.op == "load" && step.tensor.empty())
+      step.tensor = param.name;
   return param;
 }
 
@@ -345,10 +373,18 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
   return graph;
 }
 
-Graph loadGraph(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
+Graph loadGraph(const std::string &path, int64_t maxBytes) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     throw GraphError(path + ": cannot open the graph file");
+  // A graph holds the program, never weights: even GPT-3 175B is 440 KB.
+  // Refuse absurd files before reading them into memory.
+  std::streamoff size = file.tellg();
+  if (size > maxBytes)
+    throw GraphError(path + ": the graph file is " + std::to_string(size) +
+                     " bytes, over the limit of " + std::to_string(maxBytes) +
+                     " bytes (raise it with --max-graph-mib)");
+  file.seekg(0);
   std::ostringstream text;
   text << file.rdbuf();
   if (file.bad())

@@ -90,6 +90,10 @@ Value buildInitStep(OpBuilder &builder, Location loc, const InitStep &step,
   if (op == "arange")
     return builder.create<tc::ArangeOp>(loc, type, f64("start"), f64("step"),
                                         none, none, noMap);
+  if (op == "load")
+    return builder.create<tc::LoadOp>(loc, type, builder.getStringAttr(step.file),
+                                      builder.getStringAttr(step.tensor), none, none,
+                                      noMap);
   if (op == "orthogonal")
     return builder.create<tc::OrthogonalOp>(loc, type, f64("gain"), pos, none,
                                             none, noMap);

@@ -15,6 +15,8 @@
 #include "compiler/LowerToPlan.h"
 #include "compiler/IndexMapEncoding.h"
 #include "dialects/tc/TcOps.h"
+#include "runtime/checkpoint/LoadPlan.h"
+#include "runtime/checkpoint/ShardReader.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -241,6 +243,11 @@ private:
     if (failed(out))
       return failure();
     auto d = [](APFloat value) { return value.convertToDouble(); };
+    if (auto load = dyn_cast<tc::LoadOp>(op)) {
+      emit("load", {ioBuffer(op)}, {*out}, &op,
+           {{"file", load.getFile().str()}, {"tensor", load.getTensor().str()}});
+      return success();
+    }
     if (auto fill = dyn_cast<tc::FillOp>(op); fill && !fill.getIndexMap()) {
       emit("fill", {}, {*out}, &op, {{"value", d(fill.getValue())}});
       return success();
@@ -292,6 +299,32 @@ private:
     }
     emit(opcode, {}, {*out}, &op, std::move(attrs));
     return success();
+  }
+
+  /// The one bounded buffer every `tc.load` of the function converts
+  /// through (category io), allocated at the first load; insertFrees frees
+  /// it after the last. Its size fits the largest loaded shard in the widest
+  /// dtype, capped at 64 MiB (`shardc run --io-buffer-mib` resizes it).
+  int32_t ioBuffer(Operation &load) {
+    if (ioBuffer_ >= 0)
+      return ioBuffer_;
+    int64_t maxElements = 0;
+    load.getParentOfType<func::FuncOp>().walk([&](tc::LoadOp other) {
+      maxElements = std::max(
+          maxElements, cast<RankedTensorType>(other.getType()).getNumElements());
+    });
+    plan::Buffer buffer;
+    buffer.id = static_cast<int32_t>(function_.buffers.size());
+    buffer.name = runtime::checkpoint::kIoBufferName;
+    buffer.dtype = plan::DType::F64;
+    buffer.bytes = runtime::checkpoint::ioBufferBytesFor(
+        maxElements, runtime::checkpoint::kDefaultIoBufferBytes);
+    buffer.shape = {buffer.bytes / 8};
+    buffer.category = plan::Category::IO;
+    function_.buffers.push_back(buffer);
+    ioBuffer_ = buffer.id;
+    emit("alloc", {}, {ioBuffer_}, &load);
+    return ioBuffer_;
   }
 
   /// Pointwise init ops work in place on their input's buffer.
@@ -595,6 +628,7 @@ private:
   std::map<int32_t, int64_t> ownerOfBuffer_;
   std::set<int32_t> explicitlyFreed_;
   int nextTemp_ = 0;
+  int32_t ioBuffer_ = -1;
 };
 
 } // namespace

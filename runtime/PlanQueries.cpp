@@ -1,4 +1,7 @@
 #include "runtime/PlanQueries.h"
+#include "runtime/MemoryModel.h"
+
+#include <algorithm>
 
 namespace shardc::runtime {
 
@@ -21,6 +24,27 @@ std::vector<ScatteredParam> scatteredParams(const plan::Plan &plan) {
     result.push_back({param.name, param.fullBytes(), owner});
   }
   return result;
+}
+
+std::set<int64_t> ranksWithOwnWork(const plan::Plan &plan) {
+  std::set<int64_t> ranks;
+  for (const plan::Function &function : plan.functions)
+    for (const plan::Instruction &instruction : function.body)
+      if (auto rank = instruction.attrs.find("rank"); rank != instruction.attrs.end())
+        ranks.insert(std::get<int64_t>(rank->second));
+  return ranks;
+}
+
+int64_t predictedPeakBytes(const plan::Plan &plan, int64_t rank) {
+  int64_t peak = 0;
+  std::vector<LiveAllocation> carried;
+  for (const plan::Function &function : plan.functions) {
+    MemoryPrediction prediction = predictMemory(plan, function.name, rank, carried);
+    peak = std::max(peak, prediction.peakBytes);
+    if (function.name == "init")
+      carried = prediction.paramsAtEnd;
+  }
+  return peak;
 }
 
 }  // namespace shardc::runtime

@@ -3,6 +3,7 @@
 
 #include "runtime/Plan.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,14 @@ struct ScatteredParam {
 
 /// Every parameter the init function scatters, in plan order.
 std::vector<ScatteredParam> scatteredParams(const plan::Plan &plan);
+
+/// Ranks named by rank-conditional instructions (owners of non-shardable
+/// parameters). Every other rank runs exactly the same instructions, so one
+/// prediction stands for all of them.
+std::set<int64_t> ranksWithOwnWork(const plan::Plan &plan);
+
+/// The most bytes `rank` holds at once over init and forward, as the
+/// memory model predicts (exact on CPU).
+int64_t predictedPeakBytes(const plan::Plan &plan, int64_t rank);
 
 }  // namespace shardc::runtime

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   catch2 nlohmann-json3-dev libopenblas-dev python3-torch
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -20,6 +20,7 @@ namespace shardc::cli {
 const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
+    "                      [--max-graph-mib M]\n"
     "                      [-o FILE]\n"
     "\n"
     "Compiles an exported graph (docs/graph-format.md).\n"
@@ -33,6 +34,7 @@ const char *const kCompileUsage =
     "  --prefetch       gather the next unit before the current one computes\n"
     "  --memory-plan    print each rank's predicted peak per function and what\n"
     "                   is live at it, instead of the IR or plan\n"
+    "  --max-graph-mib M  refuse graph files larger than M MiB (default 256)\n"
     "  -o FILE          write there instead of stdout; the file appears only\n"
     "                   when compilation succeeded\n";
 
@@ -51,9 +53,10 @@ std::string printModule(mlir::ModuleOp module) {
 int compileCommand(const std::vector<std::string> &args) {
   ParsedArgs parsed;
   int64_t worldSize = 1;
+  int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
   std::string emit;
   try {
-    parsed = parseArgs(args, {{"--world-size", "--emit", "-o", "--units"},
+    parsed = parseArgs(args, {{"--world-size", "--emit", "-o", "--units", "--max-graph-mib"},
                               {"--help", "-h", "--prefetch", "--memory-plan"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
@@ -61,6 +64,7 @@ int compileCommand(const std::vector<std::string> &args) {
     }
     if (parsed.positional.size() != 1)
       throw UsageError("expected exactly one MODEL.json");
+    maxGraphBytes = parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
     worldSize = parsed.getInt("--world-size", 1, 1, 1 << 20);
     emit = parsed.get("--emit", "sharded");
     if (emit != "tc" && emit != "sharded" && emit != "plan")
@@ -75,7 +79,8 @@ int compileCommand(const std::vector<std::string> &args) {
   shardOptions.unitPatterns = parsed.all("--units");
   shardOptions.prefetch = parsed.has("--prefetch");
   try {
-    compiler::Graph graph = compiler::loadGraph(parsed.positional[0]);
+    compiler::Graph graph = compiler::loadGraph(
+        parsed.positional[0], maxGraphBytes);
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);

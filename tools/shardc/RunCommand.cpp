@@ -1,14 +1,19 @@
 //===- RunCommand.cpp - shardc run ----------------------------------------===//
 #include "compiler/Pipeline.h"
 #include "runtime/LocalRun.h"
+#include "runtime/PlanQueries.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/RunReport.h"
 
+#include <algorithm>
 #include <iostream>
+#include <set>
+#include <unistd.h>
 #include <limits>
 #include <sstream>
 
@@ -19,6 +24,7 @@ const char *const kRunUsage =
     "                  [--inputs FILE.safetensors] [--outputs FILE.safetensors]\n"
     "                  [--save-params FILE.safetensors] [--report text|json]\n"
     "                  [--timeout SECONDS] [--units REGEX]... [--prefetch]\n"
+    "                  [--backend local|mpi]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -32,7 +38,10 @@ const char *const kRunUsage =
     "                     forward, outside the measured window)\n"
     "  --report text|json the memory report format (default text)\n"
     "  --timeout SECONDS  how long a rank waits in a collective (default 60)\n"
-    "  --units, --prefetch  FSDP units and prefetch, as for `shardc compile`\n";
+    "  --backend local|mpi  ranks as threads of this process (default), or\n"
+    "                     one rank per MPI process: mpirun -np N shardc run\n"
+    "                     MODEL.json --backend mpi (docs/mpi.md)\n"
+    "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
 
 namespace {
 
@@ -68,17 +77,53 @@ void checkInputs(const plan::Plan &plan, const std::vector<runtime::HostTensor> 
   }
 }
 
+/// Local ranks share this machine's memory. A plan that cannot fit is
+/// refused before anything is allocated, with what it would need: a
+/// 10^12-element parameter is planned fine, and refused here only if the
+/// shards do not fit.
+void checkFitsInMemory(const plan::Plan &plan) {
+  int64_t pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return;
+  int64_t physical = pages * pageSize;
+  std::set<int64_t> special = runtime::ranksWithOwnWork(plan);
+  int64_t total = 0, largest = 0;
+  int64_t common = -1;
+  for (int64_t rank = 0; rank < plan.worldSize; ++rank) {
+    int64_t peak;
+    if (special.count(rank)) {
+      peak = runtime::predictedPeakBytes(plan, rank);
+    } else {
+      if (common < 0)
+        common = runtime::predictedPeakBytes(plan, rank);
+      peak = common;
+    }
+    total += peak;
+    largest = std::max(largest, peak);
+  }
+  if (total > physical)
+    throw runtime::RuntimeError(
+        "the plan needs up to " + std::to_string(largest) +
+        " bytes per rank, " + std::to_string(total) + " bytes for " +
+        std::to_string(plan.worldSize) + " local rank(s), but this machine has " +
+        std::to_string(physical) +
+        " bytes of memory; shard over more ranks (processes with --backend "
+        "mpi, or machines)");
+}
+
 } // namespace
 
 int runCommand(const std::vector<std::string> &args) {
   ParsedArgs parsed;
   int64_t worldSize = 1;
+  int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
   uint64_t seed = 0;
-  std::string reportFormat;
+  std::string reportFormat, backend = "local";
   double timeoutSeconds = 60;
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
-                               "--save-params", "--report", "--timeout", "--units"},
+                               "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
+                               "--backend"},
                               {"--help", "-h", "--prefetch"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
@@ -87,6 +132,7 @@ int runCommand(const std::vector<std::string> &args) {
     if (parsed.positional.size() != 1)
       throw UsageError("expected exactly one MODEL.json");
     // Local ranks are threads: more than a few thousand is a mistake.
+    maxGraphBytes = parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
     worldSize = parsed.getInt("--world-size", 1, 1, 4096);
     seed = static_cast<uint64_t>(parsed.getInt(
         "--seed", 0, 0, std::numeric_limits<int64_t>::max()));
@@ -94,6 +140,21 @@ int runCommand(const std::vector<std::string> &args) {
     reportFormat = parsed.get("--report", "text");
     if (reportFormat != "text" && reportFormat != "json")
       throw UsageError("--report must be text or json, got '" + reportFormat + "'");
+    backend = parsed.get("--backend", "local");
+    if (backend != "local" && backend != "mpi")
+      throw UsageError("--backend must be local or mpi, got '" + backend + "'");
+    if (backend == "mpi" && !mpiBackendAvailable())
+      throw UsageError("--backend mpi: this shardc was built without MPI (install "
+                       "libopenmpi-dev and reconfigure)");
+    if (backend == "mpi") {
+      // One rank per process: the world is MPI's (docs/mpi.md).
+      int64_t processes = mpiInitialize();
+      if (parsed.has("--world-size") && worldSize != processes)
+        throw UsageError("--world-size " + std::to_string(worldSize) + " disagrees with the " +
+                         std::to_string(processes) +
+                         " MPI processes (leave it out with --backend mpi)");
+      worldSize = processes;
+    }
   } catch (const UsageError &error) {
     std::cerr << "shardc run: error: " << error.what() << "\n\n" << kRunUsage;
     return kBadInput;
@@ -103,7 +164,8 @@ int runCommand(const std::vector<std::string> &args) {
   plan::Plan plan;
   runtime::RunOptions options;
   try {
-    compiler::Graph graph = compiler::loadGraph(model);
+    compiler::Graph graph = compiler::loadGraph(
+        model, maxGraphBytes);
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
@@ -136,7 +198,10 @@ int runCommand(const std::vector<std::string> &args) {
     return kBadInput;
   }
 
+  if (backend == "mpi")
+    return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options);
   try {
+    checkFitsInMemory(plan);
     options.gatherParams = parsed.has("--save-params");
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);

@@ -141,17 +141,6 @@ std::string formatNonShardable(const plan::Plan &plan) {
 
 namespace {
 
-/// Ranks named by rank-conditional instructions (non-shardable owners):
-/// every other rank runs exactly the same instructions, so one prediction
-/// stands for all of them.
-std::set<int64_t> ranksWithOwnWork(const plan::Plan &plan) {
-  std::set<int64_t> ranks;
-  for (const plan::Function &function : plan.functions)
-    for (const plan::Instruction &instruction : function.body)
-      if (auto rank = instruction.attrs.find("rank"); rank != instruction.attrs.end())
-        ranks.insert(std::get<int64_t>(rank->second));
-  return ranks;
-}
 
 } // namespace
 
@@ -161,7 +150,7 @@ std::string formatMemoryPlan(const plan::Plan &plan) {
       << plan.worldSize << " rank(s); unsharded parameter bytes "
       << grouped(runtime::unshardedParamBytes(plan)) << "\n";
   out << formatNonShardable(plan);
-  std::set<int64_t> special = ranksWithOwnWork(plan);
+  std::set<int64_t> special = runtime::ranksWithOwnWork(plan);
   std::vector<std::pair<std::string, int64_t>> groups; // description, rank
   for (int64_t rank : special)
     groups.emplace_back("rank " + std::to_string(rank), rank);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for a
+# bounded time on a copy of its seed corpus. Any crash, sanitizer report,
+# leak or timeout fails the script. FUZZ_SECONDS sets the time per target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-45}
+build=${SHARDC_FUZZ_BUILD_DIR:-build-fuzz}
+cmake -S test/fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build "$build" -j "$(nproc)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for target in graph safetensors plan; do
+  mkdir -p "$work/$target"
+  cp test/fuzz/corpus/"$target"/* "$work/$target/"
+  echo "fuzz_$target: ${seconds}s"
+  "$build/fuzz_$target" "$work/$target" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/$target-" 2>"$work/$target.log" || {
+      tail -n 60 "$work/$target.log"
+      echo "fuzz_$target found a problem; the input is under artifact_prefix above" >&2
+      exit 1
+    }
+  grep -E "stat::number_of_executed_units|Done [0-9]+ runs" "$work/$target.log" | tail -n 2
+done
+echo "fuzzing: 3 passed, 0 failed"

@@ -1,0 +1,130 @@
+//===- MpiRunCommand.cpp - `shardc run --backend mpi` ---------------------===//
+#include "tools/shardc/MpiRunCommand.h"
+
+#include "tools/shardc/Commands.h"
+#include "tools/shardc/RunReport.h"
+
+#ifdef SHARDC_HAVE_MPI
+#include "runtime/RuntimeError.h"
+#include "runtime/Safetensors.h"
+#include "runtime/mpi/MpiRun.h"
+
+#include <nlohmann/json.hpp>
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#endif
+
+namespace shardc::cli {
+
+#ifndef SHARDC_HAVE_MPI
+
+bool mpiBackendAvailable() { return false; }
+int64_t mpiInitialize() { return 1; }
+int64_t mpiRank() { return 0; }
+int runMpiBackend(const ParsedArgs &, const std::string &, uint64_t, double,
+                  const std::string &, const plan::Plan &, runtime::RunOptions &) {
+  return kBadInput;
+}
+
+#else
+
+bool mpiBackendAvailable() { return true; }
+int64_t mpiInitialize() { return runtime::mpi::initialize(); }
+int64_t mpiRank() { return runtime::mpi::worldRank(); }
+
+namespace {
+
+std::string grouped(int64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string mib(int64_t bytes) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return out.str();
+}
+
+/// Accounted tensor bytes next to what the OS saw, one line per process.
+std::string formatRss(const runtime::mpi::MpiRunResult &result) {
+  std::ostringstream out;
+  out << "\nper-process memory: accounted (tensor bytes the runtime allocated) beside the OS's "
+         "peak RSS\n(getrusage ru_maxrss: code, MPI buffers and the compiler included)\n";
+  const char *headers[] = {"rank", "init peak", "peak RSS after init", "run peak",
+                           "peak RSS at end"};
+  const int widths[] = {4, 16, 20, 16, 20};
+  for (int i = 0; i < 5; ++i) out << (i ? "  " : "") << std::setw(widths[i]) << headers[i];
+  out << "\n";
+  for (size_t i = 0; i < result.run.ranks.size(); ++i) {
+    const runtime::RankReport &rank = result.run.ranks[i];
+    int64_t peak = rank.init.peakBytes;
+    if (rank.forward) peak = std::max(peak, rank.forward->peakBytes);
+    std::string cells[] = {std::to_string(rank.rank), grouped(rank.init.peakBytes),
+                           grouped(result.memory[i].peakRssAfterInit), grouped(peak),
+                           grouped(result.memory[i].peakRss)};
+    for (int c = 0; c < 5; ++c) out << (c ? "  " : "") << std::setw(widths[c]) << cells[c];
+    out << "   (" << mib(result.memory[i].peakRss) << ")\n";
+  }
+  return out.str();
+}
+
+[[noreturn]] void fail(const std::string &message) {
+  std::cerr << "shardc: error: rank " << runtime::mpi::worldRank() << ": " << message
+            << std::endl;
+  runtime::mpi::abortWorld(kRuntimeFailure);
+}
+
+} // namespace
+
+int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t seed,
+                  double timeoutSeconds, const std::string &reportFormat,
+                  const plan::Plan &plan, runtime::RunOptions &options) {
+  options.gatherParams = parsed.has("--save-params");
+  options.seed = seed;
+  options.timeout = std::chrono::duration<double>(timeoutSeconds);
+  runtime::mpi::MpiRunResult result;
+  try {
+    result = runtime::mpi::runMpi(plan, options);
+  } catch (const std::exception &error) {
+    fail(error.what());
+  }
+  if (runtime::mpi::worldRank() == 0) {
+    try {
+      if (parsed.has("--outputs"))
+        runtime::writeSafetensors(parsed.get("--outputs", ""), result.run.outputs);
+      if (parsed.has("--save-params"))
+        runtime::writeSafetensors(parsed.get("--save-params", ""), result.run.params);
+    } catch (const std::exception &error) {
+      fail(error.what());
+    }
+    RunSummary summary{model, seed, &plan, &result.run};
+    if (reportFormat == "json") {
+      nlohmann::json report = nlohmann::json::parse(formatJsonReport(summary));
+      report["backend"] = "mpi";
+      for (size_t i = 0; i < result.memory.size() && i < report["ranks"].size(); ++i) {
+        report["ranks"][i]["peak_rss_after_init_bytes"] = result.memory[i].peakRssAfterInit;
+        report["ranks"][i]["peak_rss_bytes"] = result.memory[i].peakRss;
+      }
+      std::cout << report.dump(2) << "\n";
+    } else {
+      std::string text = formatTextReport(summary);
+      const std::string local = " local rank(s)";
+      if (size_t at = text.find(local); at != std::string::npos)
+        text.replace(at, local.size(), " MPI process(es)");
+      std::cout << text << formatRss(result);
+    }
+    std::cout.flush();
+  }
+  runtime::mpi::finalize();
+  return kSuccess;
+}
+
+#endif
+
+} // namespace shardc::cli
