@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything with ASan + UBSan into build-asan and runs the whole test
-# suite there. Any sanitizer report fails a test (halt_on_error).
+# suite there. Any sanitizer report fails a test (halt_on_error). The CUDA
+# code cannot run without a GPU and is built (and warned about) in the
+# regular build, so it is left out here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${SHARDC_ASAN_BUILD_DIR:-build-asan}
@@ -12,7 +14,7 @@ cmake -S . -B "$build" -G Ninja \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir \
   -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py \
-  -DSHARDC_WERROR=OFF >/dev/null
+  -DSHARDC_CUDA=OFF -DSHARDC_WERROR=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
