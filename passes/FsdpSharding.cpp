@@ -76,6 +76,10 @@ LogicalResult shardInitChain(MaterializeOp materialize, ParamOp param,
           chain->generator))
     return chain->generator->emitOpError()
            << "must be expanded by tc-expand-init before tc-fsdp";
+  if (isa<LoadOp>(chain->generator) && chain->hasViews)
+    return materialize.emitOpError()
+           << "init chain of parameter " << materialize.getParamAttr()
+           << " applies views to a tc.load; only pointwise ops may follow a load";
   if (!isShardableGenerator(chain->generator)) {
     if (chain->hasViews)
       return materialize.emitOpError()

@@ -6,6 +6,7 @@
 #include "runtime/Philox.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/ShardReader.h"
 #include "runtime/init/Generators.h"
 #include "runtime/init/ParallelFor.h"
 #include "runtime/init/Pointwise.h"
@@ -81,6 +82,7 @@ public:
         else if (auto kind = pointwiseKind(inst.op)) pointwise(inst, *kind);
         else if (inst.op == "scatter") scatter(inst);
         else if (inst.op == "orthogonal") orthogonal(inst);
+        else if (inst.op == "load") load(inst);
         else fail("unknown opcode '" + inst.op + "'");
       } catch (const RuntimeError &e) {
         // Collective and kernel errors do not know the instruction: add it.
@@ -620,6 +622,33 @@ private:
                         gain * (transposed ? a[j * n + i] : a[i * n + j]));
   }
 
+  // ------------------------------------------------------------------ load --
+
+  /// This rank's valid rows of a checkpoint tensor into a param's storage,
+  /// read with pread (converted through the io buffer, inputs[0], when the
+  /// file's dtype differs); padding rows zero (docs/checkpoints.md).
+  void load(const Instruction &inst) {
+    expectOperands(inst, 1, 1);
+    const Buffer &io = buffer(inst.inputs[0]), &target = buffer(inst.outputs[0]);
+    if (!target.param) fail("output '" + target.name + "' is not a param buffer");
+    if (io.param) fail("input '" + io.name + "' must be an io buffer, not a param");
+    const Param &p = plan_.params[*target.param];
+    const std::string &file = attrString(inst, "file");
+    const std::string &tensor = attrString(inst, "tensor");
+    auto &checkpoint = checkpoints_[file];
+    if (!checkpoint) checkpoint = checkpoint::Checkpoint::open(file);
+    const checkpoint::TensorLocation &where = checkpoint->at(tensor);
+    if (where.entry->shape != p.shape)
+      throw checkpoint::CheckpointError(
+          where.file->path() + ": tensor '" + tensor + "': shape " +
+          shapeToString(where.entry->shape) + " does not match parameter '" + p.name + "' " +
+          shapeToString(p.shape));
+    const Region r = region(target.id);
+    checkpoint::readElements(*where.file, *where.entry, r.begin, r.count, r.dtype, r.data,
+                             data(io.id), io.bytes);
+    zeroPadding(r);
+  }
+
   const Plan &plan_;
   const Function &function_;
   CpuDevice &device_;
@@ -628,6 +657,8 @@ private:
   const ExecutionContext &context_;
   std::vector<DeviceBuffer> owned_;  // non-param buffers, by id
   size_t index_ = 0;
+  // Checkpoints opened by `load`, by path, for this function's duration.
+  std::map<std::string, std::shared_ptr<checkpoint::Checkpoint>> checkpoints_;
 };
 
 int defaultKernelThreads(int64_t worldSize) {

@@ -7,6 +7,7 @@
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/CooperativeWriter.h"
 
 #include <cstring>
 #include <mutex>
@@ -73,11 +74,13 @@ struct RankOutcome {
   RankReport report;
   std::vector<HostTensor> outputs;
   std::vector<HostTensor> params;
+  std::vector<HostTensor> shards;  // keepShards: local param storage after init
 };
 
 void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gatherParams,
-             const ExecutionContext &context, LocalGroup &group, int64_t rank,
-             RankOutcome &outcome) {
+             const std::string &savePath, bool keepShards, const ExecutionContext &context,
+             LocalGroup &group,
+             int64_t rank, RankOutcome &outcome) {
   CpuDevice device;           // declared first: destroyed after everything on it
   RankState state(rank);
   LocalCommunicator comm(group, rank);
@@ -88,6 +91,18 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
     measure(device, outcome.report.init);
     state.releaseFunctionBuffers();  // init's leftovers; params persist
     outcome.report.paramBytes = device.currentBytes(Category::Parameter);
+    if (keepShards) {
+      // Host copies, outside the device's accounting: measurements unchanged.
+      for (size_t i = 0; i < plan.params.size(); ++i) {
+        const Param &p = plan.params[i];
+        const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
+        if (!local) throw RuntimeError("keeping shards: init did not allocate '" + p.name + "'");
+        HostTensor shard{p.name, p.dtype, p.localShape(), {}};
+        shard.data.resize(static_cast<size_t>(p.localBytes()));
+        std::memcpy(shard.data.data(), local->data(), shard.data.size());
+        outcome.shards.push_back(std::move(shard));
+      }
+    }
 
     if (plan.function("forward")) {
       device.resetPeak();
@@ -99,6 +114,14 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
     }
 
     // Outside every measurement window (both reports are already taken).
+    if (!savePath.empty())
+      checkpoint::saveCooperatively(
+          plan,
+          [&](int32_t i) -> const std::byte * {
+            const DeviceBuffer *local = state.paramStorage(i);
+            return local ? local->data() : nullptr;
+          },
+          comm, savePath);
     if (gatherParams) {
       for (size_t i = 0; i < plan.params.size(); ++i) {
         const Param &p = plan.params[i];
@@ -161,7 +184,9 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   for (int64_t r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        runRank(plan, inputs, options.gatherParams, context, group, r, outcomes[r]);
+        runRank(plan, inputs, options.gatherParams, options.savePath, options.keepShards,
+                context, group, r,
+                outcomes[r]);
       } catch (const std::exception &e) {
         std::string message = "rank " + std::to_string(r) + ": " + e.what();
         {
@@ -184,6 +209,8 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   }
   result.outputs = std::move(outcomes[0].outputs);
   result.params = std::move(outcomes[0].params);
+  if (options.keepShards)
+    for (int64_t r = 0; r < n; ++r) result.shards.push_back(std::move(outcomes[r].shards));
   return result;
 }
 

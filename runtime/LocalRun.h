@@ -22,6 +22,15 @@ struct RunOptions {
   /// tensors (for --save-params). This runs after the forward measurement
   /// window closed, so it never changes the reported init/forward peaks.
   bool gatherParams = false;
+  /// After init, copy every rank's local param storage (its shards, padding
+  /// included) into RunResult::shards (the embedded API's shard access).
+  /// Outside every measurement window.
+  bool keepShards = false;
+  /// When set, after forward (outside the measured windows) every rank
+  /// writes its own rows of every parameter into this one safetensors file
+  /// (runtime/checkpoint/CooperativeWriter.h): nothing is gathered, and the
+  /// file appears only when every rank succeeded (--save, --save-params).
+  std::string savePath;
   /// The run's seed (the Philox key of every generator; docs/rng.md).
   uint64_t seed = 0;
   std::chrono::duration<double> timeout = std::chrono::seconds(60);
@@ -53,6 +62,9 @@ struct RankReport {
 struct RunResult {
   std::vector<HostTensor> outputs;  // forward outputs, from rank 0
   std::vector<HostTensor> params;   // full params, when gatherParams
+  /// shards[rank][i]: plan.params[i]'s local storage on `rank` (local
+  /// shape), when keepShards.
+  std::vector<std::vector<HostTensor>> shards;
   std::vector<RankReport> ranks;
   int64_t unshardedParamBytes = 0;  // sum of Param::fullBytes: the baseline
 };

@@ -207,6 +207,13 @@ LogicalResult FillOp::verify() { return verifyGenerator(*this); }
 LogicalResult ZerosOp::verify() { return verifyGenerator(*this); }
 LogicalResult OnesOp::verify() { return verifyGenerator(*this); }
 LogicalResult ArangeOp::verify() { return verifyGenerator(*this); }
+LogicalResult LoadOp::verify() {
+  if (getIndexMap() || getSourceType())
+    return emitOpError() << "views after a load are not supported (no `from ... map`)";
+  if (getTensor().empty())
+    return emitOpError() << "needs a tensor name";
+  return verifyGenerator(*this);
+}
 
 LogicalResult UniformOp::verify() {
   if (!(getLow().convertToDouble() <= getHigh().convertToDouble()))

@@ -208,6 +208,21 @@ def Tc_OrthogonalOp : Tc_GeneratorOp<"orthogonal",
   }];
 }
 
+def Tc_LoadOp : Tc_GeneratorOp<"load", (ins StrAttr:$file, StrAttr:$tensor),
+    "`file` $file `tensor` $tensor"> {
+  let summary = "A parameter's values from a tensor of a safetensors checkpoint";
+  let description = [{
+    `%w = tc.load file "model.safetensors" tensor "h.0.attn.weight" :
+    tensor<768x768xf32>`: the tensor of that name in the file (or in the
+    sharded set an `*.index.json` describes), converted to the result's
+    element type. Sharded (`shard of FULL`), rank r reads only its rows
+    [r*chunk, min((r+1)*chunk, d0)) — one contiguous byte range. Pointwise
+    ops may follow it; views may not (no `from ... map`). The file's
+    existence, dtype and shape are checked when the plan runs
+    (docs/checkpoints.md).
+  }];
+}
+
 // The torch.nn.init families, expanded by tc-expand-init into uniform and
 // normal with bounds from torch's fan rules (docs/ir.md).
 def Tc_KaimingUniformOp : Tc_GeneratorOp<"kaiming_uniform",

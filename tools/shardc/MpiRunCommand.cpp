@@ -85,7 +85,10 @@ std::string formatRss(const runtime::mpi::MpiRunResult &result) {
 int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t seed,
                   double timeoutSeconds, const std::string &reportFormat,
                   const plan::Plan &plan, runtime::RunOptions &options) {
-  options.gatherParams = parsed.has("--save-params");
+  // --save / --save-params: every rank writes its own rows into the one
+  // file (runtime/checkpoint/CooperativeWriter.h), as the local backend.
+  options.savePath = parsed.has("--save") ? parsed.get("--save", "")
+                                          : parsed.get("--save-params", "");
   options.seed = seed;
   options.timeout = std::chrono::duration<double>(timeoutSeconds);
   runtime::mpi::MpiRunResult result;
@@ -98,8 +101,6 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
     try {
       if (parsed.has("--outputs"))
         runtime::writeSafetensors(parsed.get("--outputs", ""), result.run.outputs);
-      if (parsed.has("--save-params"))
-        runtime::writeSafetensors(parsed.get("--save-params", ""), result.run.params);
     } catch (const std::exception &error) {
       fail(error.what());
     }

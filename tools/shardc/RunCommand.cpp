@@ -8,6 +8,9 @@
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/Diagnostics.h"
 #include "tools/shardc/MpiRunCommand.h"
+#include "tools/shardc/CheckpointOptions.h"
+#include "runtime/checkpoint/LoadPlan.h"
+#include "runtime/checkpoint/ShardReader.h"
 #include "tools/shardc/RunReport.h"
 
 #include <algorithm>
@@ -25,6 +28,8 @@ const char *const kRunUsage =
     "                  [--save-params FILE.safetensors] [--report text|json]\n"
     "                  [--timeout SECONDS] [--units REGEX]... [--prefetch]\n"
     "                  [--backend local|mpi]\n"
+    "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
+    "                  [--io-buffer-mib N]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -34,8 +39,15 @@ const char *const kRunUsage =
     "  --inputs FILE      forward inputs by name; without it, deterministic\n"
     "                     inputs are made from the seed (docs/cli.md)\n"
     "  --outputs FILE     write the forward outputs\n"
-    "  --save-params FILE write the full parameters (gathered once after\n"
-    "                     forward, outside the measured window)\n"
+    "  --load CKPT        initialize every parameter found in the checkpoint\n"
+    "                     (a .safetensors file, an index .json or a directory)\n"
+    "                     from it; each rank reads only its rows\n"
+    "  --rename OLD=NEW   checkpoint tensor name prefix OLD is parameter name\n"
+    "                     prefix NEW (repeatable; first match wins)\n"
+    "  --save FILE        write every parameter into one safetensors file, each\n"
+    "                     rank its own rows (nothing gathered; docs/checkpoints.md)\n"
+    "  --io-buffer-mib N  the bounded buffer loads convert dtypes through (64)\n"
+    "  --save-params FILE the same as --save (kept for compatibility)\n"
     "  --report text|json the memory report format (default text)\n"
     "  --timeout SECONDS  how long a rank waits in a collective (default 60)\n"
     "  --backend local|mpi  ranks as threads of this process (default), or\n"
@@ -119,11 +131,13 @@ int runCommand(const std::vector<std::string> &args) {
   int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
   uint64_t seed = 0;
   std::string reportFormat, backend = "local";
+  int64_t ioBufferBytes = runtime::checkpoint::kDefaultIoBufferBytes;
+  std::vector<RenameRule> renames;
   double timeoutSeconds = 60;
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
-                               "--backend"},
+                               "--backend", "--load", "--rename", "--save", "--io-buffer-mib"},
                               {"--help", "-h", "--prefetch"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
@@ -137,6 +151,13 @@ int runCommand(const std::vector<std::string> &args) {
     seed = static_cast<uint64_t>(parsed.getInt(
         "--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     timeoutSeconds = static_cast<double>(parsed.getInt("--timeout", 60, 1, 86400));
+    ioBufferBytes = parsed.getInt("--io-buffer-mib", 64, 1, 1 << 20) << 20;
+    for (const std::string &rule : parsed.all("--rename"))
+      renames.push_back(parseRenameRule(rule));
+    if (!renames.empty() && !parsed.has("--load"))
+      throw UsageError("--rename needs --load");
+    if (parsed.has("--save") && parsed.has("--save-params"))
+      throw UsageError("--save and --save-params are the same option; give one");
     reportFormat = parsed.get("--report", "text");
     if (reportFormat != "text" && reportFormat != "json")
       throw UsageError("--report must be text or json, got '" + reportFormat + "'");
@@ -166,6 +187,24 @@ int runCommand(const std::vector<std::string> &args) {
   try {
     compiler::Graph graph = compiler::loadGraph(
         model, maxGraphBytes);
+    if (parsed.has("--load")) {
+      std::vector<std::string> kept =
+          applyCheckpointLoad(graph, parsed.get("--load", ""), renames);
+      if (!graph.params.empty() && kept.size() == graph.params.size())
+        throw runtime::checkpoint::CheckpointError(
+            parsed.get("--load", "") + ": none of the model's " +
+            std::to_string(graph.params.size()) +
+            " parameter(s) is in the checkpoint (check the names, or --rename)");
+      if (!kept.empty()) {
+        std::cerr << "shardc: note: " << kept.size()
+                  << " parameter(s) not in the checkpoint keep their own init:";
+        for (size_t i = 0; i < kept.size() && i < 8; ++i)
+          std::cerr << " " << kept[i];
+        std::cerr << (kept.size() > 8 ? " ...\n" : "\n");
+      }
+    } else {
+      requireLoadFiles(graph);
+    }
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
@@ -177,6 +216,9 @@ int runCommand(const std::vector<std::string> &args) {
     if (mlir::failed(compiled))
       return kBadInput;
     plan = std::move(*compiled);
+    // Bad checkpoints are bad input (exit 2), found before any rank runs.
+    runtime::checkpoint::setIoBufferCap(plan, ioBufferBytes);
+    runtime::checkpoint::checkPlanLoads(plan);
     if (parsed.has("--inputs")) {
       std::string file = parsed.get("--inputs", "");
       options.inputs = runtime::readSafetensors(file).tensors;
@@ -202,14 +244,13 @@ int runCommand(const std::vector<std::string> &args) {
     return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options);
   try {
     checkFitsInMemory(plan);
-    options.gatherParams = parsed.has("--save-params");
+    options.savePath = parsed.has("--save") ? parsed.get("--save", "")
+                                            : parsed.get("--save-params", "");
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options);
     if (parsed.has("--outputs"))
       runtime::writeSafetensors(parsed.get("--outputs", ""), result.outputs);
-    if (parsed.has("--save-params"))
-      runtime::writeSafetensors(parsed.get("--save-params", ""), result.params);
     RunSummary summary{model, seed, &plan, &result};
     std::cout << (reportFormat == "json" ? formatJsonReport(summary)
                                          : formatTextReport(summary));

@@ -1,0 +1,369 @@
+//===- Jit.cpp - shardc::jit: trace once, compile per world size, run -----===//
+#include "shardc/jit.h"
+
+#include "jit/Trace.h"
+
+#include "compiler/Pipeline.h"
+#include "runtime/LocalRun.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/Safetensors.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace shardc {
+
+using json = nlohmann::json;
+
+namespace {
+
+/// One trace: the graph it produced, shared by every compilation of it.
+struct Traced {
+  compiler::Graph graph;
+  std::string json;
+  std::map<std::string, int64_t> intBounds;
+  int64_t traceCount = 0;
+};
+
+runtime::HostTensor toRuntime(const HostTensor &t) {
+  return runtime::HostTensor{t.name, detail::toPlan(t.dtype), t.shape, t.data};
+}
+HostTensor fromRuntime(runtime::HostTensor t) {
+  return HostTensor{std::move(t.name), detail::fromPlan(t.dtype), std::move(t.shape),
+                    std::move(t.data)};
+}
+
+/// Renames node result `from` to `to` in the recorded nodes.
+void renameValue(json &nodes, const std::string &from, const std::string &to) {
+  for (json &node : nodes) {
+    if (node.contains("name") && node["name"] == from)
+      node["name"] = to;
+    if (node.contains("names"))
+      for (json &name : node["names"])
+        if (name == from)
+          name = to;
+    for (json &input : node["inputs"])
+      if (input == from)
+        input = to;
+  }
+}
+
+std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
+  auto traced = std::make_shared<Traced>();
+  const SourceLocation here = SourceLocation::current();
+  std::vector<ParameterSpec> specs = model.named_parameters();
+  auto recording = std::make_shared<detail::Trace>();
+  json params = json::array(), buffers = json::array(), inputs = json::array();
+  std::map<std::string, const ParameterSpec *> seen;
+  for (const ParameterSpec &spec : specs) {
+    if (auto it = seen.find(spec.name); it != seen.end())
+      throw Error(spec.file + ":" + std::to_string(spec.line) + ": parameter '" + spec.name +
+                  "' is registered twice (first at " + it->second->file + ":" +
+                  std::to_string(it->second->line) + ")");
+    seen[spec.name] = &spec;
+    (spec.is_buffer ? buffers : params).push_back(detail::paramJson(spec));
+    recording->define(spec.name, spec.shape, spec.dtype);
+  }
+  std::vector<Tensor> proxies;
+  for (const InputSpec &input : options.inputs) {
+    if (seen.count(input.name) || recording->has(input.name))
+      throw Error("jit: input '" + input.name + "' has the name of a parameter or another input");
+    json entry = {{"name", input.name}, {"shape", input.shape},
+                  {"dtype", dtype_name(input.dtype)}};
+    if (input.high > 0) {
+      entry["high"] = input.high;
+      traced->intBounds[input.name] = input.high;
+    }
+    inputs.push_back(std::move(entry));
+    recording->define(input.name, input.shape, input.dtype);
+    proxies.push_back(recording->value(input.name));
+  }
+
+  std::vector<Tensor> outputs;
+  {
+    struct Activate {
+      explicit Activate(std::shared_ptr<detail::Trace> t) {
+        if (detail::Trace::active())
+          throw Error("jit: a trace is already being recorded on this thread "
+                      "(shardc::jit called from inside forward)");
+        detail::Trace::active() = std::move(t);
+      }
+      ~Activate() { detail::Trace::active().reset(); }
+    } activate(recording);
+    outputs = model.forward(proxies);
+  }
+  ++traced->traceCount;
+  if (outputs.empty())
+    throw Error("jit: forward returned no outputs");
+  if (!options.output_names.empty() && options.output_names.size() != outputs.size())
+    throw Error("jit: " + std::to_string(options.output_names.size()) +
+                " output names given for " + std::to_string(outputs.size()) + " outputs");
+
+  json nodes = recording->nodes();
+  json outputNames = json::array();
+  std::set<std::string> nodeNames;
+  for (const json &node : nodes) {
+    if (node.contains("name"))
+      nodeNames.insert(node["name"].get<std::string>());
+    if (node.contains("names"))
+      for (const json &name : node["names"])
+        nodeNames.insert(name.get<std::string>());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor &out = outputs[i];
+    if (!out.defined())
+      throw Error("jit: forward's output " + std::to_string(i) + " is an undefined Tensor");
+    std::string name = out.name();
+    if (!options.output_names.empty() && options.output_names[i] != name) {
+      const std::string &wanted = options.output_names[i];
+      if (!nodeNames.count(name))
+        throw Error("jit: output " + std::to_string(i) + " is '" + name +
+                    "' (a parameter or input), which cannot be renamed to '" + wanted + "'");
+      if (recording->has(wanted))
+        throw Error("jit: output name '" + wanted + "' is already used in the trace");
+      renameValue(nodes, name, wanted);
+      nodeNames.erase(name);
+      nodeNames.insert(wanted);
+      name = wanted;
+    }
+    outputNames.push_back(name);
+  }
+
+  json doc = {{"format", "shardc-graph"},
+              {"version", compiler::kGraphFormatVersion},
+              {"name", options.name},
+              {"parameters", params},
+              {"buffers", buffers},
+              {"inputs", inputs},
+              {"nodes", nodes},
+              {"outputs", outputNames}};
+  traced->json = doc.dump(1);
+  try {
+    traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");
+  } catch (const compiler::GraphError &error) {
+    // Every node was checked when recorded; this is a bug, not user input.
+    throw Error(std::string("jit: the traced graph does not parse: ") + error.what() +
+                " (from " + here.file_name() + ")");
+  }
+  return traced;
+}
+
+} // namespace
+
+int64_t HostTensor::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string MemoryReport::to_string() const {
+  std::ostringstream out;
+  out << "rank   params held    init peak (predicted)    forward peak (predicted)\n";
+  for (const RankMemory &r : ranks)
+    out << r.rank << "  " << r.param_bytes << "  " << r.init_peak << " ("
+        << r.init_predicted_peak << ")  " << r.forward_peak << " ("
+        << r.forward_predicted_peak << ")\n";
+  out << "unsharded parameters: " << unsharded_param_bytes << " bytes\n";
+  return out.str();
+}
+
+struct CompiledModel::Impl {
+  std::shared_ptr<const Traced> traced;
+  JitOptions options;
+  plan::Plan plan;
+  std::vector<ParameterInfo> params;
+  std::vector<std::vector<runtime::HostTensor>> shards; // [rank][param]
+  std::optional<MemoryReport> memory;
+};
+
+namespace {
+
+std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> traced,
+                                             const JitOptions &options) {
+  if (options.world_size < 1)
+    throw Error("jit: world_size must be at least 1, got " +
+                std::to_string(options.world_size));
+  if (options.device != "cpu")
+    throw Error("jit: device '" + options.device +
+                "' is not supported by the embedded API yet (use \"cpu\"); "
+                "parameters keep their original device whatever runs them");
+  if (options.backend != "local")
+    throw Error("jit: backend '" + options.backend +
+                "' is not supported by the embedded API yet (use \"local\")");
+  auto impl = std::make_shared<CompiledModel::Impl>();
+  impl->traced = traced;
+  impl->options = options;
+  mlir::MLIRContext context;
+  compiler::loadTcDialects(context);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    diagnostics += (diagnostics.empty() ? "" : "\n") + diag.str();
+    return mlir::success();
+  });
+  compiler::ShardOptions shard;
+  shard.unitPatterns = options.units;
+  shard.prefetch = options.prefetch;
+  mlir::FailureOr<plan::Plan> compiled =
+      compiler::compileToPlan(traced->graph, options.world_size, context, shard);
+  if (mlir::failed(compiled))
+    throw Error("jit: compiling for world size " + std::to_string(options.world_size) +
+                " failed: " + diagnostics);
+  impl->plan = std::move(*compiled);
+  for (const plan::Param &p : impl->plan.params)
+    impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
+                                         detail::fromPlan(p.dtype), p.device, p.unit,
+                                         p.sharded()});
+  return impl;
+}
+
+MemoryReport report(const runtime::RunResult &result) {
+  MemoryReport memory;
+  memory.unsharded_param_bytes = result.unshardedParamBytes;
+  for (const runtime::RankReport &r : result.ranks) {
+    RankMemory m;
+    m.rank = r.rank;
+    m.param_bytes = r.paramBytes;
+    m.init_peak = r.init.peakBytes;
+    m.init_predicted_peak = r.init.predictedPeakBytes;
+    if (r.forward) {
+      m.forward_peak = r.forward->peakBytes;
+      m.forward_predicted_peak = r.forward->predictedPeakBytes;
+      m.forward_end = r.forward->endBytes;
+    }
+    memory.ranks.push_back(m);
+  }
+  return memory;
+}
+
+runtime::RunResult run(CompiledModel::Impl &impl, const plan::Plan &plan,
+                       runtime::RunOptions options) {
+  options.seed = impl.options.seed;
+  options.timeout = std::chrono::duration<double>(impl.options.timeout_seconds);
+  options.keepShards = true;
+  try {
+    runtime::RunResult result = runtime::runLocal(plan, options);
+    impl.shards = std::move(result.shards);
+    impl.memory = report(result);
+    return result;
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(error.what());
+  }
+}
+
+} // namespace
+
+CompiledModel::CompiledModel(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void CompiledModel::init() {
+  plan::Plan initOnly = impl_->plan;
+  std::erase_if(initOnly.functions,
+                [](const plan::Function &f) { return f.name != "init"; });
+  run(*impl_, initOnly, {});
+}
+
+std::vector<HostTensor> CompiledModel::forward(const std::vector<HostTensor> &inputs) {
+  runtime::RunOptions options;
+  for (const HostTensor &t : inputs)
+    options.inputs.push_back(toRuntime(t));
+  runtime::RunResult result = run(*impl_, impl_->plan, std::move(options));
+  std::vector<HostTensor> outputs;
+  for (runtime::HostTensor &t : result.outputs)
+    outputs.push_back(fromRuntime(std::move(t)));
+  return outputs;
+}
+
+std::vector<HostTensor> CompiledModel::example_inputs(uint64_t seed) const {
+  std::vector<HostTensor> inputs;
+  try {
+    for (runtime::HostTensor &t :
+         runtime::makeDeterministicInputs(impl_->plan, seed, impl_->traced->intBounds))
+      inputs.push_back(fromRuntime(std::move(t)));
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(error.what());
+  }
+  return inputs;
+}
+
+void CompiledModel::save(const std::string &path) {
+  plan::Plan initOnly = impl_->plan;
+  std::erase_if(initOnly.functions,
+                [](const plan::Function &f) { return f.name != "init"; });
+  runtime::RunOptions options;
+  options.gatherParams = true;
+  runtime::RunResult result = run(*impl_, initOnly, std::move(options));
+  try {
+    runtime::writeSafetensors(path, result.params);
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(error.what());
+  }
+}
+
+void CompiledModel::load(const std::string &path) {
+  throw Error("CompiledModel::load('" + path +
+              "'): loading checkpoints is not supported by the embedded API "
+              "yet (docs/jit.md)");
+}
+
+HostTensor CompiledModel::shard(const std::string &name, int64_t rank) const {
+  if (rank < 0 || rank >= impl_->plan.worldSize)
+    throw Error("shard('" + name + "', rank " + std::to_string(rank) +
+                "): rank out of range for world size " +
+                std::to_string(impl_->plan.worldSize));
+  if (impl_->shards.empty())
+    throw Error("shard('" + name + "'): call init() or forward() first");
+  for (const runtime::HostTensor &t : impl_->shards[rank])
+    if (t.name == name)
+      return fromRuntime(t);
+  throw Error("shard('" + name + "'): no such parameter");
+}
+
+MemoryReport CompiledModel::memory_report() const {
+  if (!impl_->memory)
+    throw Error("memory_report(): call init() or forward() first");
+  return *impl_->memory;
+}
+
+CompiledModel CompiledModel::with_world_size(int64_t world_size) const {
+  JitOptions options = impl_->options;
+  options.world_size = world_size;
+  return CompiledModel(compile(impl_->traced, options));
+}
+
+int64_t CompiledModel::world_size() const { return impl_->plan.worldSize; }
+const std::vector<ParameterInfo> &CompiledModel::parameters() const { return impl_->params; }
+std::string CompiledModel::graph_json() const { return impl_->traced->json; }
+int64_t CompiledModel::trace_count() const { return impl_->traced->traceCount; }
+
+CompiledModel jit(Model &model, const JitOptions &options) {
+  return CompiledModel(compile(trace(model, options), options));
+}
+
+void save_tensors(const std::string &path, const std::vector<HostTensor> &tensors) {
+  std::vector<runtime::HostTensor> converted;
+  for (const HostTensor &t : tensors)
+    converted.push_back(toRuntime(t));
+  try {
+    runtime::writeSafetensors(path, converted);
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(error.what());
+  }
+}
+
+std::vector<HostTensor> load_tensors(const std::string &path) {
+  try {
+    std::vector<HostTensor> out;
+    for (runtime::HostTensor &t : runtime::readSafetensors(path).tensors)
+      out.push_back(fromRuntime(std::move(t)));
+    return out;
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(error.what());
+  }
+}
+
+} // namespace shardc

@@ -1,0 +1,154 @@
+#include "runtime/checkpoint/CooperativeWriter.h"
+
+#include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/SafetensorsHeader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <optional>
+#include <unistd.h>
+
+namespace shardc::runtime::checkpoint {
+using plan::Param;
+
+SaveLayout computeSaveLayout(const plan::Plan &plan) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::vector<uint64_t> relative;
+  uint64_t offset = 0;
+  for (const Param &p : plan.params) {
+    const uint64_t bytes = static_cast<uint64_t>(p.fullBytes());
+    header[p.name] = {{"dtype", safetensorsDTypeName(p.dtype)},
+                      {"shape", p.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    relative.push_back(offset);
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  SaveLayout layout;
+  layout.prefix.resize(8);
+  for (int i = 0; i < 8; ++i)
+    layout.prefix[i] = static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  layout.prefix += text;
+  for (uint64_t r : relative) layout.offsets.push_back(layout.prefix.size() + r);
+  layout.fileBytes = layout.prefix.size() + offset;
+  return layout;
+}
+
+namespace {
+
+bool pwriteFully(int fd, const std::byte *data, size_t size, uint64_t offset) {
+  while (size > 0) {
+    size_t piece = std::min<size_t>(size, size_t(1) << 30);
+    ssize_t n = ::pwrite(fd, data, piece, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+/// Every rank's status after a step: 0 ok, else 1. All ranks learn all.
+std::vector<int64_t> exchangeStatus(Communicator &comm, bool ok) {
+  int64_t mine = ok ? 0 : 1;
+  std::vector<int64_t> all(static_cast<size_t>(comm.worldSize()));
+  comm.allGather(&mine, sizeof mine, all.data());
+  return all;
+}
+
+std::string firstFailedRank(const std::vector<int64_t> &status) {
+  for (size_t r = 0; r < status.size(); ++r)
+    if (status[r]) return std::to_string(r);
+  return "";
+}
+
+}  // namespace
+
+void saveCooperatively(const plan::Plan &plan,
+                       const std::function<const std::byte *(int32_t)> &localData,
+                       Communicator &comm, const std::string &path) {
+  const int64_t rank = comm.rank();
+  const SaveLayout layout = computeSaveLayout(plan);
+  // Rank 0's pid names the temporary (ranks may be separate processes).
+  int64_t pid = ::getpid();
+  std::vector<int64_t> pids(static_cast<size_t>(comm.worldSize()));
+  comm.allGather(&pid, sizeof pid, pids.data());
+  const std::string temp = path + ".tmp." + std::to_string(pids[0]);
+  auto fail = [&](const std::string &reason) {
+    throw RuntimeError("writing '" + path + "': " + reason);
+  };
+  // Rank 0 removes the temporary on every exit but a successful rename
+  // (also when a collective throws because another rank failed).
+  struct Guard {
+    std::string path;
+    bool active = false;
+    ~Guard() {
+      if (active) ::unlink(path.c_str());
+    }
+  } guard{temp};
+
+  // 1. Rank 0 creates the file, writes the header, sizes it.
+  std::string error;
+  if (rank == 0) {
+    guard.active = true;
+    int fd = ::open(temp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      error = "cannot create '" + temp + "': " + std::strerror(errno);
+    } else {
+      if (!pwriteFully(fd, reinterpret_cast<const std::byte *>(layout.prefix.data()),
+                       layout.prefix.size(), 0) ||
+          ::ftruncate(fd, static_cast<off_t>(layout.fileBytes)) != 0)
+        error = "writing the header of '" + temp + "' failed: " + std::strerror(errno);
+      if (::close(fd) != 0 && error.empty())
+        error = "closing '" + temp + "' failed: " + std::strerror(errno);
+    }
+  }
+  std::vector<int64_t> status = exchangeStatus(comm, error.empty());
+  if (status[0]) fail(rank == 0 ? error : "rank 0 could not create '" + temp + "'");
+
+  // 2. Every rank writes its own valid rows; rank 0 the replicated tensors.
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) error = "cannot open '" + temp + "': " + std::strerror(errno);
+  for (size_t i = 0; fd >= 0 && error.empty() && i < plan.params.size(); ++i) {
+    const Param &p = plan.params[i];
+    uint64_t begin = 0, bytes = 0;
+    if (p.sharded()) {
+      const uint64_t rowBytes = static_cast<uint64_t>(p.rowElements() * plan::dtypeSize(p.dtype));
+      begin = static_cast<uint64_t>(rank * p.chunkRows) * rowBytes;
+      bytes = static_cast<uint64_t>(p.validRows(rank)) * rowBytes;
+    } else if (rank == 0) {
+      bytes = static_cast<uint64_t>(p.fullBytes());
+    }
+    if (bytes == 0) continue;
+    const std::byte *data = localData(static_cast<int32_t>(i));
+    if (!data) error = "param '" + p.name + "' has no storage on rank " + std::to_string(rank);
+    else if (!pwriteFully(fd, data, bytes, layout.offsets[i] + begin))
+      error = "writing param '" + p.name + "' into '" + temp + "' failed: " +
+              std::strerror(errno);
+  }
+  if (fd >= 0 && ::close(fd) != 0 && error.empty())
+    error = "closing '" + temp + "' failed: " + std::strerror(errno);
+  status = exchangeStatus(comm, error.empty());
+  if (!error.empty()) fail(error);
+  if (std::string failed = firstFailedRank(status); !failed.empty())
+    fail("rank " + failed + " failed writing its rows");
+
+  // 3. Every rank is done: rank 0 renames; everybody learns the outcome.
+  if (rank == 0) {
+    if (std::rename(temp.c_str(), path.c_str()) != 0)
+      error = "cannot rename '" + temp + "' onto it: " + std::strerror(errno);
+    else
+      guard.active = false;
+  }
+  status = exchangeStatus(comm, error.empty());
+  if (status[0]) fail(rank == 0 ? error : "rank 0 could not rename '" + temp + "'");
+}
+
+}  // namespace shardc::runtime::checkpoint

@@ -1,0 +1,35 @@
+// Saving sharded parameters into ONE standard safetensors file without
+// gathering them: every rank computes the same header, rank 0 creates the
+// file (under a temporary name) and writes the header, every rank pwrites
+// the valid rows it owns, and the file is renamed onto its final name only
+// after every rank reported success. On any failure the temporary is
+// removed and nothing appears under the final name.
+#pragma once
+
+#include "runtime/Communicator.h"
+#include "runtime/Plan.h"
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime::checkpoint {
+
+/// The file every rank agrees on: params (and buffers) in plan order.
+struct SaveLayout {
+  std::string prefix;             // 8-byte length + JSON header (padded to 8)
+  std::vector<uint64_t> offsets;  // per param: file offset of its first byte
+  uint64_t fileBytes = 0;
+};
+SaveLayout computeSaveLayout(const plan::Plan &plan);
+
+/// Collective: all ranks call it with the same plan and path. `localData(i)`
+/// is this rank's storage of param i (Param::localShape, padded rows
+/// included). The temporary is `path + ".tmp." + <rank 0's pid>`. Throws
+/// RuntimeError "writing 'PATH': reason" on every rank when any rank failed.
+void saveCooperatively(const plan::Plan &plan,
+                       const std::function<const std::byte *(int32_t)> &localData,
+                       Communicator &comm, const std::string &path);
+
+}  // namespace shardc::runtime::checkpoint

@@ -1,0 +1,141 @@
+#include "runtime/checkpoint/ShardReader.h"
+
+#include "runtime/HalfFloat.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
+
+namespace shardc::runtime::checkpoint {
+using plan::DType;
+
+namespace {
+
+bool isFloating(DType d) { return d != DType::I64; }
+
+template <typename Load, typename Store>
+void convertLoop(const std::byte *in, std::byte *out, int64_t count, size_t inSize,
+                 size_t outSize, Load load, Store store) {
+  for (int64_t i = 0; i < count; ++i) store(out + i * outSize, load(in + i * inSize));
+}
+
+template <typename T> T loadAs(const std::byte *p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T> void storeAs(std::byte *p, T v) { std::memcpy(p, &v, sizeof v); }
+
+float load16(DType d, const std::byte *p) {
+  uint16_t bits = loadAs<uint16_t>(p);
+  return d == DType::F16 ? halfBitsToFloat(bits) : bfloat16BitsToFloat(bits);
+}
+
+/// Reads exactly `size` bytes; false on end of file.
+bool preadFully(int fd, std::byte *out, size_t size, uint64_t offset) {
+  while (size > 0) {
+    size_t piece = std::min<size_t>(size, size_t(1) << 30);
+    ssize_t n = ::pread(fd, out, piece, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    out += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+void convertElements(DType from, const std::byte *in, DType to, std::byte *out, int64_t count) {
+  const size_t inSize = plan::dtypeSize(from), outSize = plan::dtypeSize(to);
+  if (from == to) {
+    std::memcpy(out, in, static_cast<size_t>(count) * inSize);
+    return;
+  }
+  // Widen to double (exact for every source), then narrow once; 16-bit
+  // targets from F64 go through float, as torch does.
+  auto wide = [&](const std::byte *p) -> double {
+    switch (from) {
+    case DType::F32: return loadAs<float>(p);
+    case DType::F64: return loadAs<double>(p);
+    default: return load16(from, p);
+    }
+  };
+  switch (to) {
+  case DType::F32:
+    if (from == DType::F64)
+      convertLoop(in, out, count, inSize, outSize, loadAs<double>,
+                  [](std::byte *p, double v) { storeAs<float>(p, static_cast<float>(v)); });
+    else
+      convertLoop(in, out, count, inSize, outSize,
+                  [&](const std::byte *p) { return load16(from, p); },
+                  [](std::byte *p, float v) { storeAs<float>(p, v); });
+    return;
+  case DType::F64:
+    convertLoop(in, out, count, inSize, outSize, wide,
+                [](std::byte *p, double v) { storeAs<double>(p, v); });
+    return;
+  case DType::F16:
+    convertLoop(in, out, count, inSize, outSize, wide, [](std::byte *p, double v) {
+      storeAs<uint16_t>(p, floatToHalfBits(static_cast<float>(v)));
+    });
+    return;
+  case DType::BF16:
+    convertLoop(in, out, count, inSize, outSize, wide, [](std::byte *p, double v) {
+      storeAs<uint16_t>(p, floatToBFloat16Bits(static_cast<float>(v)));
+    });
+    return;
+  case DType::I64:
+    break;
+  }
+  throw CheckpointError(std::string("cannot convert ") + plan::dtypeName(from) + " to " +
+                        plan::dtypeName(to));
+}
+
+void readElements(const SafetensorsFile &file, const TensorEntry &entry, int64_t first,
+                  int64_t count, DType to, std::byte *out, std::byte *buffer,
+                  int64_t bufferBytes) {
+  if (count == 0) return;  // a rank that owns only padding rows
+  const std::string place = file.path() + ": tensor '" + entry.name + "': ";
+  const DType from = entry.dtype;
+  const int64_t inSize = plan::dtypeSize(from), outSize = plan::dtypeSize(to);
+  const int64_t total = static_cast<int64_t>(entry.end - entry.begin) / inSize;
+  if (first < 0 || count < 0 || first > total || count > total - first)
+    throw CheckpointError(place + "elements [" + std::to_string(first) + ", " +
+                          std::to_string(first + count) + ") are outside its " +
+                          std::to_string(total) + " elements");
+  if (from != to && (!isFloating(from) || !isFloating(to)))
+    throw CheckpointError(place + "is " + plan::dtypeName(from) + " and cannot be converted to " +
+                          plan::dtypeName(to));
+  uint64_t offset = file.header().dataStart() + entry.begin + static_cast<uint64_t>(first * inSize);
+  auto truncated = [&](uint64_t at) {
+    return CheckpointError(place + "short read at byte " + std::to_string(at) +
+                           ": the file is truncated (was it changed after it was opened?)");
+  };
+  if (from == to) {
+    if (!preadFully(file.fd(), out, static_cast<size_t>(count * inSize), offset))
+      throw truncated(offset);
+    return;
+  }
+  const int64_t perChunk = bufferBytes / inSize;
+  if (perChunk < 1)
+    throw CheckpointError(place + "the io buffer (" + std::to_string(bufferBytes) +
+                          " bytes) holds no element of " + plan::dtypeName(from));
+  for (int64_t done = 0; done < count;) {
+    const int64_t n = std::min(perChunk, count - done);
+    if (!preadFully(file.fd(), buffer, static_cast<size_t>(n * inSize), offset))
+      throw truncated(offset);
+    convertElements(from, buffer, to, out + done * outSize, n);
+    offset += static_cast<uint64_t>(n * inSize);
+    done += n;
+  }
+}
+
+int64_t ioBufferBytesFor(int64_t maxLocalElements, int64_t cap) {
+  int64_t need = maxLocalElements > (INT64_MAX / 8) ? INT64_MAX : maxLocalElements * 8;
+  return std::max<int64_t>(8, std::min(need, cap) / 8 * 8);
+}
+
+}  // namespace shardc::runtime::checkpoint

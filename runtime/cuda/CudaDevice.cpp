@@ -1,0 +1,197 @@
+#include "runtime/cuda/CudaDevice.h"
+
+#include "runtime/cuda/CudaCheck.h"
+
+#include <cassert>
+#include <cstdio>
+
+namespace shardc::runtime::cuda {
+using plan::Category;
+
+int visibleDeviceCount(std::string *why) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    if (why)
+      *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + " (" +
+             cudaGetErrorString(status) + ")";
+    return 0;
+  }
+  if (count == 0 && why) *why = "cudaGetDeviceCount: 0 devices";
+  return count;
+}
+
+std::string describeDevice(int ordinal) {
+  cudaDeviceProp prop{};
+  checkCuda(cudaGetDeviceProperties(&prop, ordinal),
+            "cudaGetDeviceProperties(" + std::to_string(ordinal) + ")");
+  char text[512];
+  std::snprintf(text, sizeof text, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+CudaBuffer::CudaBuffer(CudaBuffer &&other) noexcept { *this = std::move(other); }
+
+CudaBuffer &CudaBuffer::operator=(CudaBuffer &&other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = other.device_;
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    category_ = other.category_;
+    serial_ = other.serial_;
+    other.device_ = nullptr;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+void CudaBuffer::release() {
+  if (device_) device_->releaseBuffer(*this);
+  device_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
+  std::string why;
+  int count = visibleDeviceCount(&why);
+  if (ordinal < 0 || ordinal >= count)
+    throw RuntimeError("CudaDevice(" + std::to_string(ordinal) + "): " +
+                       (count == 0 ? why : "only " + std::to_string(count) + " devices visible"));
+  makeCurrent();
+  checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+            "CudaDevice(" + std::to_string(ordinal) + "): cudaStreamCreate");
+}
+
+CudaDevice::~CudaDevice() {
+  assert(live_.empty() && "CudaDevice destroyed with live buffers");
+  cudaSetDevice(ordinal_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (blas_) cublasDestroy(blas_);
+  if (scratch_) cudaFree(scratch_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaDevice::makeCurrent() const {
+  checkCuda(cudaSetDevice(ordinal_), "cudaSetDevice(" + std::to_string(ordinal_) + ")");
+}
+
+cublasHandle_t CudaDevice::blas() {
+  if (!blas_) {
+    makeCurrent();
+    checkCublas(cublasCreate(&blas_), "cublasCreate");
+    checkCublas(cublasSetStream(blas_, stream_), "cublasSetStream");
+  }
+  return blas_;
+}
+
+void CudaDevice::synchronize(const std::string &what) const {
+  checkCuda(cudaStreamSynchronize(stream_), what);
+}
+
+CudaBuffer CudaDevice::allocate(int64_t bytes, Category category, const std::string &label) {
+  if (bytes < 0)
+    throw RuntimeError("CudaDevice::allocate('" + label + "'): negative size " +
+                       std::to_string(bytes));
+  makeCurrent();
+  void *memory = nullptr;
+  cudaError_t status = cudaMalloc(&memory, bytes == 0 ? 1 : static_cast<size_t>(bytes));
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    MemInfo info{};
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
+      info = {static_cast<int64_t>(freeBytes), static_cast<int64_t>(totalBytes)};
+    throw RuntimeError("CudaDevice::allocate('" + label + "') on cuda:" +
+                       std::to_string(ordinal_) + ": " + cudaGetErrorName(status) +
+                       " allocating " + std::to_string(bytes) + " bytes (" +
+                       std::to_string(current_) + " bytes live, " +
+                       std::to_string(info.freeBytes) + " free on the device)");
+  }
+  CudaBuffer buffer;
+  buffer.device_ = this;
+  buffer.data_ = static_cast<std::byte *>(memory);
+  buffer.bytes_ = bytes;
+  buffer.category_ = category;
+  buffer.serial_ = nextSerial_++;
+  live_[buffer.serial_] = LiveAllocation{label, category, bytes};
+  current_ += bytes;
+  currentByCategory_[static_cast<size_t>(category)] += bytes;
+  if (current_ > peak_) {  // strictly: the moment the peak was first reached
+    peak_ = current_;
+    peakByCategory_ = currentByCategory_;
+    liveAtPeak_ = live();
+  }
+  return buffer;
+}
+
+void CudaDevice::releaseBuffer(CudaBuffer &buffer) {
+  live_.erase(buffer.serial_);
+  current_ -= buffer.bytes_;
+  currentByCategory_[static_cast<size_t>(buffer.category_)] -= buffer.bytes_;
+  // Kernels on the stream may still read it: cudaFree waits for the device.
+  cudaSetDevice(ordinal_);
+  cudaFree(buffer.data_);
+}
+
+int64_t CudaDevice::currentBytes(Category category) const {
+  return currentByCategory_[static_cast<size_t>(category)];
+}
+
+std::vector<LiveAllocation> CudaDevice::live() const {
+  std::vector<LiveAllocation> out;
+  out.reserve(live_.size());
+  for (const auto &[serial, allocation] : live_) out.push_back(allocation);
+  return out;
+}
+
+void CudaDevice::resetPeak() {
+  peak_ = current_;
+  peakByCategory_ = currentByCategory_;
+  liveAtPeak_ = live();
+}
+
+MemInfo CudaDevice::memInfo() const {
+  makeCurrent();
+  size_t freeBytes = 0, totalBytes = 0;
+  checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
+  return {static_cast<int64_t>(freeBytes), static_cast<int64_t>(totalBytes)};
+}
+
+void *CudaDevice::scratch(size_t bytes) {
+  if (bytes > kMaxScratchBytes)
+    throw RuntimeError("CudaDevice::scratch: " + std::to_string(bytes) + " bytes requested, at most " +
+                       std::to_string(kMaxScratchBytes));
+  if (bytes > scratchBytes_) {
+    makeCurrent();
+    synchronize("CudaDevice::scratch");
+    if (scratch_) cudaFree(scratch_);
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+    checkCuda(cudaMalloc(&scratch_, kMaxScratchBytes), "CudaDevice::scratch: cudaMalloc");
+    scratchBytes_ = kMaxScratchBytes;
+  }
+  return scratch_;
+}
+
+void copyToDevice(CudaDevice &device, void *deviceDst, const void *hostSrc, size_t bytes) {
+  if (bytes == 0) return;
+  device.makeCurrent();
+  checkCuda(cudaMemcpyAsync(deviceDst, hostSrc, bytes, cudaMemcpyHostToDevice, device.stream()),
+            "cudaMemcpy host to device");
+  device.synchronize("cudaMemcpy host to device");
+}
+
+void copyToHost(CudaDevice &device, void *hostDst, const void *deviceSrc, size_t bytes) {
+  if (bytes == 0) return;
+  device.makeCurrent();
+  checkCuda(cudaMemcpyAsync(hostDst, deviceSrc, bytes, cudaMemcpyDeviceToHost, device.stream()),
+            "cudaMemcpy device to host");
+  device.synchronize("cudaMemcpy device to host");
+}
+
+}  // namespace shardc::runtime::cuda

@@ -1,0 +1,729 @@
+#include "runtime/cuda/CudaForward.h"
+
+#include "runtime/RuntimeError.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceFloat.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string>
+
+namespace shardc::runtime::cuda {
+using plan::DType;
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxRank = 8;
+
+unsigned gridFor(int64_t work) {
+  return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 65536));
+}
+
+// ---- storage types --------------------------------------------------------
+
+struct F32 {
+  using S = float;
+  using C = float;
+  __device__ static float load(float v) { return v; }
+  __device__ static float store(float v) { return v; }
+};
+struct F64 {
+  using S = double;
+  using C = double;
+  __device__ static double load(double v) { return v; }
+  __device__ static double store(double v) { return v; }
+};
+struct BF16 {
+  using S = uint16_t;
+  using C = float;
+  __device__ static float load(uint16_t v) { return bfloat16BitsToFloatHD(v); }
+  __device__ static uint16_t store(float v) { return floatToBFloat16BitsHD(v); }
+};
+struct F16 {
+  using S = uint16_t;
+  using C = float;
+  __device__ static float load(uint16_t v) { return halfBitsToFloatHD(v); }
+  __device__ static uint16_t store(float v) { return floatToHalfBitsHD(v); }
+};
+
+[[noreturn]] void fail(const char *op, const std::string &why) {
+  throw RuntimeError(std::string(op) + " (cuda): " + why);
+}
+
+/// float32, bfloat16, float16 storage (and float64 when allowed).
+template <typename Fn> void dispatchFloat(const char *op, DType dtype, bool allowF64, Fn &&fn) {
+  switch (dtype) {
+  case DType::F32: fn(F32{}); return;
+  case DType::BF16: fn(BF16{}); return;
+  case DType::F16: fn(F16{}); return;
+  case DType::F64:
+    if (allowF64) {
+      fn(F64{});
+      return;
+    }
+    break;
+  default: break;
+  }
+  fail(op, std::string("dtype ") + plan::dtypeName(dtype) + " is not supported");
+}
+
+void expectDType(const char *op, const char *what, const KTensor &t, DType dtype) {
+  if (t.dtype != dtype)
+    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) + ", expected " +
+                 plan::dtypeName(dtype));
+}
+
+void expectShape(const char *op, const char *what, const KTensor &t, const Shape &shape) {
+  if (t.shape != shape)
+    fail(op, std::string(what) + " has shape " + shapeToString(t.shape) + ", expected " +
+                 shapeToString(shape));
+}
+
+#define SHARDC_GRID_LOOP(k, count)                                                          \
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < (count); \
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// ---- elementwise ----------------------------------------------------------
+
+struct Broadcast {
+  int rank;
+  int64_t shape[kMaxRank];
+  int64_t aStride[kMaxRank], bStride[kMaxRank];
+};
+
+template <typename T>
+__global__ void binaryKernel(BinaryOp op, Broadcast bc, const typename T::S *a,
+                             const typename T::S *b, typename T::S *out, int64_t count) {
+  SHARDC_GRID_LOOP(i, count) {
+    int64_t rest = i, ai = 0, bi = 0;
+    for (int d = bc.rank - 1; d >= 0; --d) {
+      const int64_t idx = rest % bc.shape[d];
+      rest /= bc.shape[d];
+      ai += idx * bc.aStride[d];
+      bi += idx * bc.bStride[d];
+    }
+    const typename T::C x = T::load(a[ai]), y = T::load(b[bi]);
+    typename T::C r;
+    switch (op) {
+    case BinaryOp::Add: r = x + y; break;
+    case BinaryOp::Sub: r = x - y; break;
+    case BinaryOp::Mul: r = x * y; break;
+    default: r = x / y; break;
+    }
+    out[i] = T::store(r);
+  }
+}
+
+template <typename T>
+__global__ void activationKernel(Activation kind, const typename T::S *x, typename T::S *y,
+                                 int64_t count) {
+  constexpr float kSqrtHalf = 0.70710678118654752440f;
+  constexpr float kBeta = 0.79788456080286535588f;
+  SHARDC_GRID_LOOP(i, count) {
+    const float v = T::load(x[i]);
+    float r;
+    switch (kind) {
+    case Activation::GeluErf: r = v * 0.5f * (1.0f + erff(v * kSqrtHalf)); break;
+    case Activation::GeluTanh: {
+      const float inner = kBeta * (v + 0.044715f * v * v * v);
+      r = 0.5f * v * (1.0f + tanhf(inner));
+      break;
+    }
+    case Activation::Silu: r = v / (1.0f + expf(-v)); break;
+    default: r = (v > 0.0f || v != v) ? v : 0.0f; break;
+    }
+    y[i] = T::store(r);
+  }
+}
+
+// ---- reductions over rows ---------------------------------------------------
+
+/// Sum of `value` over the block (blockDim.x == kThreads); every thread gets it.
+__device__ double blockSum(double value, double *shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) shared[threadIdx.x] += shared[threadIdx.x + width];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+__device__ float blockMax(float value, float *shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + width]);
+    __syncthreads();
+  }
+  const float total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+template <typename T>
+__global__ void layerNormKernel(const typename T::S *x, const typename T::S *w,
+                                const typename T::S *b, double eps, typename T::S *y,
+                                int64_t D) {
+  __shared__ double shared[kThreads];
+  const typename T::S *row = x + blockIdx.x * D;
+  typename T::S *out = y + blockIdx.x * D;
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) sum += T::load(row[i]);
+  const double mean = blockSum(sum, shared) / static_cast<double>(D);
+  double sq = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    const double d = T::load(row[i]) - mean;
+    sq += d * d;
+  }
+  const double rstd = 1.0 / sqrt(blockSum(sq, shared) / static_cast<double>(D) + eps);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    float n = static_cast<float>((T::load(row[i]) - mean) * rstd);
+    if (w) n *= T::load(w[i]);
+    if (b) n += T::load(b[i]);
+    out[i] = T::store(n);
+  }
+}
+
+template <typename T>
+__global__ void rmsNormKernel(const typename T::S *x, const typename T::S *w, double eps,
+                              typename T::S *y, int64_t D) {
+  __shared__ double shared[kThreads];
+  const typename T::S *row = x + blockIdx.x * D;
+  typename T::S *out = y + blockIdx.x * D;
+  double sq = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    const double v = T::load(row[i]);
+    sq += v * v;
+  }
+  const float rstd = static_cast<float>(1.0 / sqrt(blockSum(sq, shared) / static_cast<double>(D) + eps));
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    float n = T::load(row[i]) * rstd;
+    if (w) n *= T::load(w[i]);
+    out[i] = T::store(n);
+  }
+}
+
+/// One block per line of `L` elements spaced `inner` apart.
+template <typename T>
+__global__ void softmaxKernel(const typename T::S *x, typename T::S *y, int64_t L, int64_t inner) {
+  __shared__ double sharedD[kThreads];
+  __shared__ float sharedF[kThreads];
+  const int64_t line = blockIdx.x, o = line / inner, in = line % inner;
+  const int64_t base = o * L * inner + in;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < L; i += blockDim.x) mx = fmaxf(mx, T::load(x[base + i * inner]));
+  mx = blockMax(mx, sharedF);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < L; i += blockDim.x) sum += expf(T::load(x[base + i * inner]) - mx);
+  const double inv = 1.0 / blockSum(sum, sharedD);
+  for (int64_t i = threadIdx.x; i < L; i += blockDim.x)
+    y[base + i * inner] = T::store(static_cast<float>(expf(T::load(x[base + i * inner]) - mx) * inv));
+}
+
+/// One block per (b, h, t) query row; scores in dynamic shared memory.
+template <typename T>
+__global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const typename T::S *v,
+                           typename T::S *o, int64_t T_, int64_t S, int64_t D, int64_t Dv,
+                           bool causal, float scale) {
+  extern __shared__ float scores[];
+  __shared__ double sharedD[kThreads];
+  __shared__ float sharedF[kThreads];
+  const int64_t row = blockIdx.x;        // (b*H + h) * T + t
+  const int64_t bh = row / T_, t = row % T_;
+  const typename T::S *qr = q + row * D;
+  const typename T::S *kb = k + bh * S * D;
+  const typename T::S *vb = v + bh * S * Dv;
+  const int64_t visible = causal ? (t + 1 < S ? t + 1 : S) : S;
+  float mx = -INFINITY;
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    float dot = 0;
+    if (s < visible) {
+      for (int64_t d = 0; d < D; ++d) dot += T::load(qr[d]) * T::load(kb[s * D + d]);
+      dot *= scale;
+    } else {
+      dot = -INFINITY;
+    }
+    scores[s] = dot;
+    mx = fmaxf(mx, dot);
+  }
+  mx = blockMax(mx, sharedF);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = 0;
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    const float e = expf(scores[s] - mx);
+    scores[s] = e;
+    sum += e;
+  }
+  const double inv = 1.0 / blockSum(sum, sharedD);  // also a barrier for scores
+  for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
+    float acc = 0;
+    for (int64_t s = 0; s < visible; ++s) acc += scores[s] * T::load(vb[s * Dv + d]);
+    o[row * Dv + d] = T::store(static_cast<float>(acc * inv));
+  }
+}
+
+template <typename T>
+__global__ void ropeKernel(const typename T::S *x, typename T::S *y, int64_t rows, int64_t T_,
+                           int64_t D, float theta) {
+  const int64_t half = D / 2, count = rows * half;
+  SHARDC_GRID_LOOP(i, count) {
+    const int64_t row = i / half, j = i % half, t = row % T_;
+    const float invFreq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(D));
+    const float angle = static_cast<float>(t) * invFreq;
+    const float c = cosf(angle), s = sinf(angle);
+    const float a = T::load(x[row * D + j]), b = T::load(x[row * D + j + half]);
+    y[row * D + j] = T::store(a * c - b * s);
+    y[row * D + j + half] = T::store(b * c + a * s);
+  }
+}
+
+// ---- data movement (any dtype, by element size) ------------------------------
+
+template <typename E>
+__global__ void stridedCopyKernel(const E *x, E *y, Broadcast layout, int64_t offset,
+                                  int64_t count) {
+  SHARDC_GRID_LOOP(i, count) {
+    int64_t rest = i, src = offset;
+    for (int d = layout.rank - 1; d >= 0; --d) {
+      src += (rest % layout.shape[d]) * layout.aStride[d];
+      rest /= layout.shape[d];
+    }
+    y[i] = x[src];
+  }
+}
+
+template <typename E>
+__global__ void embeddingKernel(const E *weight, const int64_t *ids, E *out, int64_t count,
+                                int64_t V, int64_t D, unsigned long long *badFlag,
+                                int64_t *badId) {
+  SHARDC_GRID_LOOP(i, count) {
+    const int64_t n = i / D, d = i % D, id = ids[n];
+    if (id < 0 || id >= V) {
+      if (atomicCAS(badFlag, 0ull, 1ull) == 0ull) *badId = id;
+      continue;
+    }
+    out[i] = weight[id * D + d];
+  }
+}
+
+template <typename T>
+__global__ void rowBroadcastKernel(const typename T::S *bias, typename T::S *y, int64_t rows,
+                                   int64_t N) {
+  SHARDC_GRID_LOOP(i, rows * N) { y[i] = bias[i % N]; }
+}
+
+template <typename Fn> void bySize(int64_t size, Fn &&fn) {
+  switch (size) {
+  case 1: fn(static_cast<uint8_t *>(nullptr)); break;
+  case 2: fn(static_cast<uint16_t *>(nullptr)); break;
+  case 4: fn(static_cast<uint32_t *>(nullptr)); break;
+  default: fn(static_cast<uint64_t *>(nullptr)); break;
+  }
+}
+
+cudaDataType_t blasType(DType dtype) {
+  switch (dtype) {
+  case DType::BF16: return CUDA_R_16BF;
+  case DType::F16: return CUDA_R_16F;
+  default: return CUDA_R_32F;
+  }
+}
+
+/// Row-major C[M, N] (+)= A[M, K] B^T or A B: column-major C^T = op(B) A^T.
+void gemm(CudaDevice &device, DType dtype, bool bTransposed, int64_t M, int64_t N, int64_t K,
+          const void *a, const void *b, void *c, float beta) {
+  if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
+    throw RuntimeError("cuBLAS GEMM: a dimension exceeds 2^31 - 1 (M = " + std::to_string(M) +
+                       ", N = " + std::to_string(N) + ", K = " + std::to_string(K) + ")");
+  if (M == 0 || N == 0) return;
+  const float alpha = 1.0f;
+  const cudaDataType_t type = blasType(dtype);
+  checkCublas(cublasGemmEx(device.blas(), bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+                           static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
+                           b, type, static_cast<int>(bTransposed ? K : N), a, type,
+                           static_cast<int>(K), &beta, c, type, static_cast<int>(N),
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
+}
+
+void requireRank(const char *op, const KTensor &t, size_t rank, const char *what) {
+  if (t.shape.size() > kMaxRank || t.shape.size() < rank)
+    fail(op, std::string(what) + " has rank " + std::to_string(t.shape.size()) +
+                 " (supported: " + std::to_string(rank) + ".." + std::to_string(kMaxRank) + ")");
+}
+
+}  // namespace
+
+void binary(CudaDevice &device, BinaryOp op, const KTensor &a, const KTensor &b,
+            const KTensor &out) {
+  const char *name = binaryOpName(op);
+  expectDType(name, "b", b, a.dtype);
+  expectDType(name, "output", out, a.dtype);
+  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
+  if (!shape)
+    fail(name, "shapes " + shapeToString(a.shape) + " and " + shapeToString(b.shape) +
+                   " do not broadcast");
+  expectShape(name, "output", out, *shape);
+  requireRank(name, out, 0, "output");
+  Broadcast bc{};
+  bc.rank = static_cast<int>(shape->size());
+  int64_t aStride = 1, bStride = 1;
+  for (int d = bc.rank - 1; d >= 0; --d) {
+    bc.shape[d] = (*shape)[d];
+    const int ad = d - (bc.rank - static_cast<int>(a.shape.size()));
+    const int bd = d - (bc.rank - static_cast<int>(b.shape.size()));
+    const int64_t aDim = ad >= 0 ? a.shape[ad] : 1, bDim = bd >= 0 ? b.shape[bd] : 1;
+    bc.aStride[d] = aDim == 1 ? 0 : aStride;
+    bc.bStride[d] = bDim == 1 ? 0 : bStride;
+    aStride *= aDim;
+    bStride *= bDim;
+  }
+  const int64_t count = out.numel();
+  if (count == 0) return;
+  device.makeCurrent();
+  dispatchFloat(name, a.dtype, true, [&](auto tag) {
+    using T = decltype(tag);
+    using S = typename T::S;
+    binaryKernel<T><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        op, bc, static_cast<const S *>(a.data), static_cast<const S *>(b.data),
+        static_cast<S *>(out.data), count);
+  });
+  checkLaunch(std::string(name) + " kernel launch");
+}
+
+void activation(CudaDevice &device, Activation kind, const KTensor &x, const KTensor &y) {
+  const char *name = "activation";
+  expectDType(name, "output", y, x.dtype);
+  expectShape(name, "output", y, x.shape);
+  const int64_t count = x.numel();
+  if (count == 0) return;
+  device.makeCurrent();
+  dispatchFloat(name, x.dtype, false, [&](auto tag) {
+    using T = decltype(tag);
+    using S = typename T::S;
+    activationKernel<T><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        kind, static_cast<const S *>(x.data), static_cast<S *>(y.data), count);
+  });
+  checkLaunch("activation kernel launch");
+}
+
+namespace {
+void normCommon(const char *op, const KTensor &x, const KTensor *w, const KTensor *b,
+                const KTensor &y, int64_t &rows, int64_t &D) {
+  if (x.shape.empty()) fail(op, "x must have at least one dimension");
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  D = x.shape.back();
+  rows = D == 0 ? 0 : x.numel() / D;
+  for (const KTensor *p : {w, b})
+    if (p) {
+      expectDType(op, p == w ? "weight" : "bias", *p, x.dtype);
+      expectShape(op, p == w ? "weight" : "bias", *p, Shape{D});
+    }
+  if (rows > INT_MAX) fail(op, "more than 2^31 - 1 rows");
+}
+}  // namespace
+
+void layerNorm(CudaDevice &device, const KTensor &x, const KTensor *weight, const KTensor *bias,
+               double eps, const KTensor &y) {
+  int64_t rows = 0, D = 0;
+  normCommon("layer_norm", x, weight, bias, y, rows, D);
+  if (rows == 0) return;
+  device.makeCurrent();
+  dispatchFloat("layer_norm", x.dtype, false, [&](auto tag) {
+    using T = decltype(tag);
+    using S = typename T::S;
+    layerNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, device.stream()>>>(
+        static_cast<const S *>(x.data), weight ? static_cast<const S *>(weight->data) : nullptr,
+        bias ? static_cast<const S *>(bias->data) : nullptr, eps, static_cast<S *>(y.data), D);
+  });
+  checkLaunch("layer_norm kernel launch");
+}
+
+void rmsNorm(CudaDevice &device, const KTensor &x, const KTensor *weight, double eps,
+             const KTensor &y) {
+  int64_t rows = 0, D = 0;
+  normCommon("rms_norm", x, weight, nullptr, y, rows, D);
+  if (rows == 0) return;
+  device.makeCurrent();
+  dispatchFloat("rms_norm", x.dtype, false, [&](auto tag) {
+    using T = decltype(tag);
+    using S = typename T::S;
+    rmsNormKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, device.stream()>>>(
+        static_cast<const S *>(x.data), weight ? static_cast<const S *>(weight->data) : nullptr,
+        eps, static_cast<S *>(y.data), D);
+  });
+  checkLaunch("rms_norm kernel launch");
+}
+
+void softmax(CudaDevice &device, const KTensor &x, int64_t dim, const KTensor &y) {
+  const char *op = "softmax";
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (dim < 0 || dim >= static_cast<int64_t>(x.shape.size()))
+    fail(op, "dim " + std::to_string(dim) + " out of range for shape " + shapeToString(x.shape));
+  const int64_t L = x.shape[dim];
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  if (L == 0 || x.numel() == 0) return;
+  const int64_t lines = x.numel() / L;
+  if (lines > INT_MAX) fail(op, "more than 2^31 - 1 lines");
+  device.makeCurrent();
+  dispatchFloat(op, x.dtype, false, [&](auto tag) {
+    using T = decltype(tag);
+    using S = typename T::S;
+    softmaxKernel<T><<<static_cast<unsigned>(lines), kThreads, 0, device.stream()>>>(
+        static_cast<const S *>(x.data), static_cast<S *>(y.data), L, inner);
+  });
+  checkLaunch("softmax kernel launch");
+}
+
+void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor &v,
+          const KTensor &o, bool causal, double scale) {
+  const char *op = "sdpa";
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4 || o.shape.size() != 4)
+    fail(op, "q, k, v and the output must be 4-d [B, H, T, D]");
+  expectDType(op, "k", k, q.dtype);
+  expectDType(op, "v", v, q.dtype);
+  expectDType(op, "output", o, q.dtype);
+  const int64_t B = q.shape[0], H = q.shape[1], T_ = q.shape[2], D = q.shape[3];
+  const int64_t S = k.shape[2], Dv = v.shape[3];
+  expectShape(op, "k", k, Shape{B, H, S, D});
+  expectShape(op, "v", v, Shape{B, H, S, Dv});
+  expectShape(op, "output", o, Shape{B, H, T_, Dv});
+  if (S > kMaxSdpaKeys)
+    fail(op, std::to_string(S) + " keys; the CUDA kernel supports at most " +
+                 std::to_string(kMaxSdpaKeys));
+  const int64_t rows = B * H * T_;
+  if (rows == 0 || Dv == 0) return;
+  if (rows > INT_MAX) fail(op, "more than 2^31 - 1 query rows");
+  device.makeCurrent();
+  dispatchFloat(op, q.dtype, false, [&](auto tag) {
+    using T = decltype(tag);
+    using Sx = typename T::S;
+    sdpaKernel<T><<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(std::max<int64_t>(S, 1)) * sizeof(float),
+                    device.stream()>>>(
+        static_cast<const Sx *>(q.data), static_cast<const Sx *>(k.data),
+        static_cast<const Sx *>(v.data), static_cast<Sx *>(o.data), T_, S, D, Dv, causal,
+        static_cast<float>(scale));
+  });
+  checkLaunch("sdpa kernel launch");
+}
+
+void rope(CudaDevice &device, const KTensor &x, double theta, const KTensor &y) {
+  const char *op = "rope";
+  if (x.shape.size() != 4) fail(op, "x must be 4-d [B, H, T, D]");
+  if (x.shape[3] % 2 != 0) fail(op, "D must be even, got " + std::to_string(x.shape[3]));
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  const int64_t D = x.shape[3], rows = D == 0 ? 0 : x.numel() / D;
+  if (rows == 0 || D == 0) return;
+  device.makeCurrent();
+  dispatchFloat(op, x.dtype, false, [&](auto tag) {
+    using T = decltype(tag);
+    using S = typename T::S;
+    ropeKernel<T><<<gridFor(rows * D / 2), kThreads, 0, device.stream()>>>(
+        static_cast<const S *>(x.data), static_cast<S *>(y.data), rows, x.shape[2], D,
+        static_cast<float>(theta));
+  });
+  checkLaunch("rope kernel launch");
+}
+
+void stridedCopy(CudaDevice &device, const KTensor &x, const std::vector<int64_t> &strides,
+                 int64_t offset, const KTensor &y) {
+  const char *op = "strided_copy";
+  expectDType(op, "output", y, x.dtype);
+  if (strides.size() != y.shape.size())
+    fail(op, std::to_string(strides.size()) + " strides for an output of rank " +
+                 std::to_string(y.shape.size()));
+  requireRank(op, y, 0, "output");
+  const int64_t count = y.numel();
+  if (count == 0) return;
+  // Every index read must lie in [0, numel(x)): check the extremes.
+  int64_t low = offset, high = offset;
+  for (size_t d = 0; d < strides.size(); ++d) {
+    const int64_t span = (y.shape[d] - 1) * strides[d];
+    (span < 0 ? low : high) += span;
+  }
+  if (low < 0 || high >= x.numel())
+    fail(op, "reads flat indices [" + std::to_string(low) + ", " + std::to_string(high) +
+                 "] of an input with " + std::to_string(x.numel()) + " elements");
+  Broadcast layout{};
+  layout.rank = static_cast<int>(y.shape.size());
+  for (int d = 0; d < layout.rank; ++d) {
+    layout.shape[d] = y.shape[d];
+    layout.aStride[d] = strides[d];
+  }
+  device.makeCurrent();
+  bySize(plan::dtypeSize(x.dtype), [&](auto *tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    stridedCopyKernel<E><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        static_cast<const E *>(x.data), static_cast<E *>(y.data), layout, offset, count);
+  });
+  checkLaunch("strided_copy kernel launch");
+}
+
+void cat(CudaDevice &device, const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
+  const char *op = "cat";
+  if (inputs.empty()) fail(op, "needs at least one input");
+  if (dim < 0 || dim >= static_cast<int64_t>(y.shape.size()))
+    fail(op, "dim " + std::to_string(dim) + " out of range for " + shapeToString(y.shape));
+  int64_t total = 0;
+  for (const KTensor &t : inputs) {
+    expectDType(op, "input", t, y.dtype);
+    if (t.shape.size() != y.shape.size()) fail(op, "inputs must have the output's rank");
+    for (size_t d = 0; d < y.shape.size(); ++d)
+      if (static_cast<int64_t>(d) != dim && t.shape[d] != y.shape[d])
+        fail(op, "input " + shapeToString(t.shape) + " does not match output " +
+                     shapeToString(y.shape) + " outside dim " + std::to_string(dim));
+    total += t.shape[dim];
+  }
+  if (total != y.shape[dim])
+    fail(op, "inputs add up to " + std::to_string(total) + " along dim " + std::to_string(dim) +
+                 ", the output has " + std::to_string(y.shape[dim]));
+  // Each input is a 2-d block copy: outer rows of (its dim * inner) elements.
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= y.shape[d];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < y.shape.size(); ++d) inner *= y.shape[d];
+  const int64_t size = plan::dtypeSize(y.dtype);
+  const int64_t yRow = y.shape[dim] * inner * size;
+  int64_t at = 0;
+  device.makeCurrent();
+  for (const KTensor &t : inputs) {
+    const int64_t row = t.shape[dim] * inner * size;
+    if (row > 0 && outer > 0)
+      checkCuda(cudaMemcpy2DAsync(static_cast<std::byte *>(y.data) + at, static_cast<size_t>(yRow),
+                                  t.data, static_cast<size_t>(row), static_cast<size_t>(row),
+                                  static_cast<size_t>(outer), cudaMemcpyDeviceToDevice,
+                                  device.stream()),
+                "cat: cudaMemcpy2DAsync");
+    at += row;
+  }
+}
+
+void embedding(CudaDevice &device, const KTensor &weight, const KTensor &ids, const KTensor &out) {
+  const char *op = "embedding";
+  if (weight.shape.size() != 2) fail(op, "weight must be 2-d [V, D], got " + shapeToString(weight.shape));
+  expectDType(op, "ids", ids, DType::I64);
+  expectDType(op, "output", out, weight.dtype);
+  Shape expected = ids.shape;
+  expected.push_back(weight.shape[1]);
+  expectShape(op, "output", out, expected);
+  const int64_t V = weight.shape[0], D = weight.shape[1], count = out.numel();
+  if (count == 0) return;
+  auto *flags = static_cast<unsigned long long *>(device.scratch(16));
+  device.makeCurrent();
+  checkCuda(cudaMemsetAsync(flags, 0, 16, device.stream()), "embedding: cudaMemsetAsync");
+  bySize(plan::dtypeSize(weight.dtype), [&](auto *tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    embeddingKernel<E><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        static_cast<const E *>(weight.data), static_cast<const int64_t *>(ids.data),
+        static_cast<E *>(out.data), count, V, D, flags, reinterpret_cast<int64_t *>(flags + 1));
+  });
+  checkLaunch("embedding kernel launch");
+  unsigned long long host[2] = {0, 0};
+  copyToHost(device, host, flags, sizeof host);
+  if (host[0])
+    fail(op, "id " + std::to_string(static_cast<int64_t>(host[1])) + " is outside [0, " +
+                 std::to_string(V) + ")");
+}
+
+void linear(CudaDevice &device, const KTensor &x, const KTensor &w, const KTensor *b,
+            const KTensor &y) {
+  const char *op = "linear";
+  if (x.shape.empty() || w.shape.size() != 2)
+    fail(op, "x must be [..., K] and w [N, K], got " + shapeToString(x.shape) + " and " +
+                 shapeToString(w.shape));
+  expectDType(op, "w", w, x.dtype);
+  expectDType(op, "output", y, x.dtype);
+  const int64_t K = x.shape.back(), N = w.shape[0];
+  if (w.shape[1] != K)
+    fail(op, "x has K = " + std::to_string(K) + " but w is " + shapeToString(w.shape));
+  Shape expected = x.shape;
+  expected.back() = N;
+  expectShape(op, "output", y, expected);
+  if (b) {
+    expectDType(op, "bias", *b, x.dtype);
+    expectShape(op, "bias", *b, Shape{N});
+  }
+  const int64_t M = K == 0 ? x.numel() : x.numel() / K;
+  dispatchFloat(op, x.dtype, false, [&](auto) {});
+  device.makeCurrent();
+  if (b && M * N > 0) {
+    dispatchFloat(op, x.dtype, false, [&](auto tag) {
+      using T = decltype(tag);
+      using S = typename T::S;
+      rowBroadcastKernel<T><<<gridFor(M * N), kThreads, 0, device.stream()>>>(
+          static_cast<const S *>(b->data), static_cast<S *>(y.data), M, N);
+    });
+    checkLaunch("linear bias kernel launch");
+  }
+  if (K == 0) {  // y = b, or 0
+    if (!b)
+      checkCuda(cudaMemsetAsync(y.data, 0, static_cast<size_t>(y.numel() * plan::dtypeSize(y.dtype)),
+                                device.stream()),
+                "linear: cudaMemsetAsync");
+    return;
+  }
+  gemm(device, x.dtype, true, M, N, K, x.data, w.data, y.data, b ? 1.0f : 0.0f);
+}
+
+void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTensor &c) {
+  const char *op = "matmul";
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    fail(op, "both operands need rank >= 2, got " + shapeToString(a.shape) + " and " +
+                 shapeToString(b.shape));
+  expectDType(op, "b", b, a.dtype);
+  expectDType(op, "output", c, a.dtype);
+  dispatchFloat(op, a.dtype, false, [&](auto) {});
+  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
+  const int64_t N = b.shape.back();
+  if (b.shape[b.shape.size() - 2] != K)
+    fail(op, "inner dimensions differ: " + shapeToString(a.shape) + " @ " + shapeToString(b.shape));
+  const Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
+  std::optional<Shape> batch = broadcastShapes(aBatch, bBatch);
+  if (!batch)
+    fail(op, "batch dims " + shapeToString(aBatch) + " and " + shapeToString(bBatch) +
+                 " do not broadcast");
+  Shape expected = *batch;
+  expected.push_back(M);
+  expected.push_back(N);
+  expectShape(op, "output", c, expected);
+  const int64_t size = plan::dtypeSize(a.dtype);
+  const int64_t batches = plan::numElements(*batch);
+  device.makeCurrent();
+  if (K == 0) {
+    checkCuda(cudaMemsetAsync(c.data, 0, static_cast<size_t>(c.numel() * size), device.stream()),
+              "matmul: cudaMemsetAsync");
+    return;
+  }
+  for (int64_t i = 0; i < batches; ++i) {
+    // Batch index -> offsets of a and b (broadcast dims repeat).
+    int64_t rest = i, aIndex = 0, bIndex = 0, aScale = 1, bScale = 1;
+    for (int64_t d = static_cast<int64_t>(batch->size()) - 1; d >= 0; --d) {
+      const int64_t idx = rest % (*batch)[d];
+      rest /= (*batch)[d];
+      const int64_t ad = d - static_cast<int64_t>(batch->size() - aBatch.size());
+      const int64_t bd = d - static_cast<int64_t>(batch->size() - bBatch.size());
+      if (ad >= 0) {
+        if (aBatch[ad] != 1) aIndex += idx * aScale;
+        aScale *= aBatch[ad];
+      }
+      if (bd >= 0) {
+        if (bBatch[bd] != 1) bIndex += idx * bScale;
+        bScale *= bBatch[bd];
+      }
+    }
+    gemm(device, a.dtype, false, M, N, K, static_cast<const std::byte *>(a.data) + aIndex * M * K * size,
+         static_cast<const std::byte *>(b.data) + bIndex * K * N * size,
+         static_cast<std::byte *>(c.data) + i * M * N * size, 0.0f);
+  }
+}
+
+}  // namespace shardc::runtime::cuda

@@ -1,0 +1,334 @@
+#include "runtime/mpi/MpiRun.h"
+
+#include "runtime/Executor.h"
+#include "runtime/Kernels.h"
+#include "runtime/MemoryModel.h"
+#include "runtime/PlanCheck.h"
+#include "runtime/PlanJson.h"
+#include "runtime/checkpoint/CooperativeWriter.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/mpi/MpiCommunicator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sys/resource.h>
+#include <thread>
+#include <unistd.h>
+
+namespace shardc::runtime::mpi {
+using namespace shardc::plan;
+
+namespace {
+
+int64_t localSize = 1;
+char termMessage[160];  // "shardc: error: rank R: " prefix for the handler
+size_t termPrefixLength = 0;
+
+void appendRaw(char *out, size_t &length, size_t capacity, const char *text) {
+  while (*text && length + 1 < capacity) out[length++] = *text++;
+}
+
+/// mpirun kills every rank (SIGTERM) when one fails; say where this one was.
+/// Async-signal-safe: only write() and _exit().
+extern "C" void onTerminate(int signal) {
+  char message[512];
+  size_t length = 0;
+  appendRaw(message, length, sizeof message, termMessage);
+  appendRaw(message, length, sizeof message, "terminated by signal ");
+  char number[8];
+  int n = signal, digits = 0;
+  do number[digits++] = static_cast<char>('0' + n % 10); while ((n /= 10) && digits < 7);
+  while (digits) { message[length++] = number[--digits]; }
+  const char *where = currentCollective.load();
+  appendRaw(message, length, sizeof message, where ? " while waiting in " : " while computing");
+  if (where) appendRaw(message, length, sizeof message, where);
+  appendRaw(message, length, sizeof message,
+            " (the MPI launcher ends the job when a rank fails; its message names that rank)\n");
+  ssize_t ignored = write(STDERR_FILENO, message, length);
+  (void)ignored;
+  _exit(128 + signal);
+}
+
+uint64_t fnv1a(uint64_t hash, const void *data, size_t bytes) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    hash ^= p[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+/// Orders the inputs like forward's input list (RunCommand has checked
+/// names, dtypes and shapes; the local backend checks them again itself).
+std::vector<HostTensor> orderInputs(const Function &forward, const std::vector<HostTensor> &given) {
+  std::vector<HostTensor> ordered;
+  for (int32_t id : forward.inputs) {
+    const Buffer &b = forward.buffers[id];
+    auto match = std::find_if(given.begin(), given.end(),
+                              [&](const HostTensor &t) { return t.name == b.name; });
+    if (match == given.end())
+      throw RuntimeError("forward input '" + b.name + "' was not provided");
+    if (match->dtype != b.dtype || match->shape != b.shape ||
+        static_cast<int64_t>(match->data.size()) != match->expectedBytes())
+      throw RuntimeError("input '" + b.name + "' does not match forward's " + dtypeName(b.dtype) +
+                         " " + shapeToString(b.shape));
+    ordered.push_back(*match);
+  }
+  return ordered;
+}
+
+nlohmann::json liveToJson(const std::vector<LiveAllocation> &live) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const LiveAllocation &a : live)
+    out.push_back({a.label, static_cast<int>(a.category), a.bytes});
+  return out;
+}
+
+std::vector<LiveAllocation> liveFromJson(const nlohmann::json &in) {
+  std::vector<LiveAllocation> out;
+  for (const auto &a : in)
+    out.push_back({a[0].get<std::string>(), static_cast<Category>(a[1].get<int>()),
+                   a[2].get<int64_t>()});
+  return out;
+}
+
+nlohmann::json phaseToJson(const PhaseReport &p) {
+  return {{"peak", p.peakBytes},
+          {"live", liveToJson(p.liveAtPeak)},
+          {"by_category", p.peakByCategory},
+          {"end", p.endBytes},
+          {"predicted_peak", p.predictedPeakBytes},
+          {"predicted_live", liveToJson(p.predictedLiveAtPeak)},
+          {"predicted_end", p.predictedEndBytes}};
+}
+
+PhaseReport phaseFromJson(const nlohmann::json &j) {
+  PhaseReport p;
+  p.peakBytes = j["peak"];
+  p.liveAtPeak = liveFromJson(j["live"]);
+  p.peakByCategory = j["by_category"].get<CategoryBytes>();
+  p.endBytes = j["end"];
+  p.predictedPeakBytes = j["predicted_peak"];
+  p.predictedLiveAtPeak = liveFromJson(j["predicted_live"]);
+  p.predictedEndBytes = j["predicted_end"];
+  return p;
+}
+
+void measure(const CpuDevice &device, PhaseReport &report) {
+  report.peakBytes = device.peakBytes();
+  report.liveAtPeak = device.liveAtPeak();
+  report.peakByCategory = device.peakByCategory();
+  report.endBytes = device.currentBytes();
+}
+
+void predict(const MemoryPrediction &prediction, PhaseReport &report) {
+  report.predictedPeakBytes = prediction.peakBytes;
+  report.predictedLiveAtPeak = prediction.liveAtPeak;
+  report.predictedEndBytes = prediction.endBytes;
+}
+
+}  // namespace
+
+int64_t initialize() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    // Only the main thread calls MPI; kernels use threads that never do.
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      throw RuntimeError("MPI_Init_thread failed");
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    int size = 1;
+    MPI_Comm_size(local, &size);
+    localSize = size;
+    MPI_Comm_free(&local);
+    std::snprintf(termMessage, sizeof termMessage, "shardc: error: rank %lld: ",
+                  static_cast<long long>(worldRank()));
+    termPrefixLength = std::strlen(termMessage);
+    struct sigaction action {};
+    action.sa_handler = onTerminate;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, nullptr);
+  }
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+int64_t worldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int64_t nodeLocalSize() { return localSize; }
+
+void abortWorld(int code) {
+  currentCollective.store("MPI_Abort, after the error above");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; be sure anyway
+}
+
+void finalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+int64_t peakRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
+}
+
+MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
+  checkPlan(plan);
+  MpiCommunicator comm(MPI_COMM_WORLD, options.timeout);
+  const int64_t rank = comm.rank(), n = comm.worldSize();
+  if (plan.worldSize != n)
+    throw RuntimeError("the plan was compiled for " + std::to_string(plan.worldSize) +
+                       " ranks but MPI runs " + std::to_string(n) + " processes");
+  if (!plan.function("init")) throw RuntimeError("runMpi: plan has no 'init' function");
+  const Function *forward = plan.function("forward");
+  std::vector<HostTensor> inputs;
+  if (forward) inputs = orderInputs(*forward, options.inputs);
+  else if (!options.inputs.empty())
+    throw RuntimeError("inputs were given but the plan has no 'forward' function");
+
+  // Every rank compiled its own plan: check they are the same program, run
+  // with the same seed on the same inputs (mismatched binaries or files).
+  {
+    uint64_t hash = kFnvBasis;
+    const std::string text = planToJson(plan);
+    hash = fnv1a(hash, text.data(), text.size());
+    hash = fnv1a(hash, &options.seed, sizeof options.seed);
+    for (const HostTensor &t : inputs) hash = fnv1a(hash, t.data.data(), t.data.size());
+    std::vector<uint64_t> all = comm.allGatherU64(hash);
+    for (int64_t r = 0; r < n; ++r)
+      if (all[r] != all[0])
+        throw RuntimeError("rank " + std::to_string(r) +
+                           " compiled a different plan, or has a different seed or inputs, "
+                           "than rank 0 (every process must run the same shardc on the same "
+                           "MODEL.json, options and --inputs file)");
+  }
+
+  MpiRunResult result;
+  RankReport report;
+  report.rank = rank;
+  MemoryPrediction initPrediction = predictMemory(plan, "init", rank);
+  predict(initPrediction, report.init);
+  if (forward) {
+    report.forward.emplace();
+    predict(predictMemory(plan, "forward", rank, initPrediction.paramsAtEnd), *report.forward);
+  }
+
+  ExecutionContext context;
+  context.seed = options.seed;
+  context.threads = static_cast<int>(std::max<int64_t>(
+      1, static_cast<int64_t>(std::thread::hardware_concurrency()) / std::max<int64_t>(1, localSize)));
+  ProcessMemory memory;
+  std::vector<HostTensor> outputs, params;
+
+  CpuDevice device;  // declared first: destroyed after everything on it
+  RankState state(rank);
+  try {
+    device.resetPeak();
+    executeFunction(plan, "init", device, comm, state, {}, context);
+    measure(device, report.init);
+    state.releaseFunctionBuffers();
+    report.paramBytes = device.currentBytes(Category::Parameter);
+    memory.peakRssAfterInit = peakRssBytes();
+
+    if (const char *die = std::getenv("SHARDC_TEST_DIE_AT_RANK");
+        die && *die && std::strtoll(die, nullptr, 10) == rank) {
+      std::fprintf(stderr, "shardc: test hook SHARDC_TEST_DIE_AT_RANK: rank %lld exits now\n",
+                   static_cast<long long>(rank));
+      std::fflush(stderr);
+      _exit(9);
+    }
+
+    if (forward) {
+      device.resetPeak();
+      auto views = executeFunction(plan, "forward", device, comm, state, inputs, context);
+      measure(device, *report.forward);
+      for (const TensorView &view : views) outputs.push_back(view.toHost());
+      state.releaseFunctionBuffers();
+      uint64_t hash = kFnvBasis;
+      for (const HostTensor &t : outputs) hash = fnv1a(hash, t.data.data(), t.data.size());
+      std::vector<uint64_t> all = comm.allGatherU64(hash);
+      for (int64_t r = 1; r < n; ++r)
+        if (all[r] != all[0])
+          throw RuntimeError("the forward outputs differ between rank 0 and rank " +
+                             std::to_string(r) + " (ranks must compute identical outputs)");
+    }
+
+    // Outside every measurement window. A checkpoint (--save): every rank
+    // pwrites its own rows into one file, as with the local backend (on
+    // several machines the path must be on a shared file system).
+    if (!options.savePath.empty())
+      checkpoint::saveCooperatively(
+          plan, [&](int32_t i) -> const std::byte * { return state.paramStorage(i)->data(); },
+          comm, options.savePath);
+    // --save-params: one parameter at a time, gathered to rank 0.
+    if (options.gatherParams)
+      for (size_t i = 0; i < plan.params.size(); ++i) {
+        const Param &p = plan.params[i];
+        const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
+        if (!local) throw RuntimeError("gathering params: init did not allocate '" + p.name + "'");
+        HostTensor full{p.name, p.dtype, p.shape, {}};
+        if (p.sharded()) {
+          if (rank == 0) full.data.resize(static_cast<size_t>(p.gatheredBytes(n)));
+          comm.gather(0, local->data(), static_cast<size_t>(p.localBytes()), full.data.data());
+          // Padding rows are only at the end, so the full tensor is a prefix.
+          if (rank == 0) full.data.resize(static_cast<size_t>(p.fullBytes()));
+        } else if (rank == 0) {
+          full.data.assign(local->data(), local->data() + p.fullBytes());
+        }
+        if (rank == 0) params.push_back(std::move(full));
+      }
+  } catch (...) {
+    state.releaseAll();
+    throw;
+  }
+  state.releaseAll();
+  memory.peakRss = peakRssBytes();
+
+  // Every rank's figures to rank 0, which prints the report.
+  nlohmann::json mine = {{"rank", rank},
+                         {"param_bytes", report.paramBytes},
+                         {"init", phaseToJson(report.init)},
+                         {"rss_init", memory.peakRssAfterInit},
+                         {"rss", memory.peakRss}};
+  if (report.forward) mine["forward"] = phaseToJson(*report.forward);
+  std::vector<std::string> all = comm.gatherStrings(0, mine.dump());
+  result.run.unshardedParamBytes = unshardedParamBytes(plan);
+  if (rank == 0) {
+    for (const std::string &text : all) {
+      nlohmann::json j = nlohmann::json::parse(text);
+      RankReport r;
+      r.rank = j["rank"];
+      r.paramBytes = j["param_bytes"];
+      r.init = phaseFromJson(j["init"]);
+      if (j.contains("forward")) r.forward = phaseFromJson(j["forward"]);
+      result.run.ranks.push_back(std::move(r));
+      result.memory.push_back({j["rss_init"].get<int64_t>(), j["rss"].get<int64_t>()});
+    }
+    result.run.outputs = std::move(outputs);
+    result.run.params = std::move(params);
+  } else {
+    result.run.ranks.push_back(std::move(report));
+    result.memory.push_back(memory);
+  }
+  return result;
+}
+
+}  // namespace shardc::runtime::mpi

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The mpi backend end to end (docs/mpi.md), 4 processes:
+#  1. seed.json and gpt2-tiny.json: outputs (and --save-params) byte-identical
+#     to the local backend; the report shows each process's OS peak RSS
+#     beside its accounted peak; the JSON report carries it too.
+#  2. a rank dies before forward's first collective (SHARDC_TEST_DIE_AT_RANK):
+#     the job exits non-zero, with the survivors' message, well within the
+#     timeout; and with the launcher told not to abort the job, the survivors
+#     time out themselves (--timeout 5), say so and exit non-zero.
+#  3. ranks that compiled different plans, and --world-size != -np, are
+#     refused.
+# usage: run_mpi_tests.sh SHARDC SOURCE_DIR [MPIRUN]
+set -u
+SHARDC=$1
+SRC=$2
+MPIRUN=${3:-mpirun}
+MPI=("$MPIRUN" --allow-run-as-root --oversubscribe)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+same_as_local() {  # MODEL NAME [extra args...]
+  local model=$1 name=$2
+  shift 2
+  "$SHARDC" run "$model" --world-size 4 "$@" --outputs "$WORK/$name.local.st" \
+    --save-params "$WORK/$name.local.params.st" > "$WORK/$name.local.txt" 2>&1 ||
+    { fail "$name: local run failed"; cat "$WORK/$name.local.txt"; return; }
+  "${MPI[@]}" -np 4 "$SHARDC" run "$model" --backend mpi "$@" --outputs "$WORK/$name.mpi.st" \
+    --save-params "$WORK/$name.mpi.params.st" > "$WORK/$name.mpi.txt" 2> "$WORK/$name.mpi.err" ||
+    { fail "$name: mpi run failed"; cat "$WORK/$name.mpi.txt" "$WORK/$name.mpi.err"; return; }
+  cmp -s "$WORK/$name.local.st" "$WORK/$name.mpi.st" &&
+    pass "$name: outputs byte-identical to the local backend" ||
+    fail "$name: outputs differ from the local backend"
+  cmp -s "$WORK/$name.local.params.st" "$WORK/$name.mpi.params.st" &&
+    pass "$name: --save-params byte-identical to the local backend" ||
+    fail "$name: saved params differ from the local backend"
+  grep -q "4 MPI process(es)" "$WORK/$name.mpi.txt" &&
+    grep -q "predicted == measured on every rank: yes" "$WORK/$name.mpi.txt" &&
+    grep -q "peak RSS at end" "$WORK/$name.mpi.txt" &&
+    [ "$(grep -cE '^ +[0-3] +[0-9,]+ +[0-9,]+ +[0-9,]+ +[0-9,]+ +\(' "$WORK/$name.mpi.txt")" = 4 ] &&
+    pass "$name: report with accounted peak and OS peak RSS for each of 4 processes" ||
+    { fail "$name: report lacks the RSS table"; cat "$WORK/$name.mpi.txt"; }
+  # The same figures in JSON.
+  "${MPI[@]}" -np 4 "$SHARDC" run "$model" --backend mpi "$@" --report json \
+    > "$WORK/$name.mpi.json" 2> "$WORK/$name.mpi.json.err" &&
+    python3 - "$WORK/$name.mpi.json" <<'PY' && pass "$name: JSON report carries peak_rss_bytes" ||
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["backend"] == "mpi" and r["world_size"] == 4 and r["predictions_hold"], r
+assert [x["rank"] for x in r["ranks"]] == [0, 1, 2, 3]
+for x in r["ranks"]:
+    assert x["peak_rss_bytes"] >= x["peak_rss_after_init_bytes"] > 0, x
+    assert x["peak_rss_bytes"] > x["init"]["peak_bytes"], x
+PY
+    fail "$name: JSON report"
+}
+
+same_as_local "$SRC/examples/seed.json" seed
+GPT=$SRC/examples/gpt2-tiny.json
+if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$GPT" --seed 3 \
+     --out "$WORK/gpt-inputs.st" > /dev/null 2>&1; then
+  same_as_local "$GPT" gpt2-tiny --inputs "$WORK/gpt-inputs.st"
+else
+  echo "note: no PyTorch for --make-inputs; gpt2-tiny with the deterministic default inputs"
+  same_as_local "$GPT" gpt2-tiny --seed 3
+fi
+
+# A rank dies before forward's first collective.
+die_test() {  # NAME [mpirun options...]
+  local name=$1
+  shift
+  local start end rc
+  start=$(date +%s)
+  SHARDC_TEST_DIE_AT_RANK=2 "${MPI[@]}" "$@" -np 4 -x SHARDC_TEST_DIE_AT_RANK "$SHARDC" run "$GPT" \
+    --backend mpi --timeout 5 --outputs "$WORK/$name.st" > "$WORK/$name.out" 2> "$WORK/$name.err"
+  rc=$?
+  end=$(date +%s)
+  echo "  ($name: exit $rc after $((end - start)) s)"
+  [ $rc -ne 0 ] || fail "$name: exit code 0 although rank 2 died"
+  [ $((end - start)) -le 30 ] || fail "$name: took $((end - start)) s with --timeout 5"
+  [ ! -e "$WORK/$name.st" ] || fail "$name: an output file was written"
+  grep -q "rank 2 exits now" "$WORK/$name.err" || fail "$name: the test hook did not fire"
+  echo "$rc $((end - start))" > "$WORK/$name.rc"
+}
+die_test die
+if grep -q "shardc: error: rank [013]: .*all_gather_many" "$WORK/die.err" ||
+   grep -q "Exit code: *9" "$WORK/die.err"; then
+  pass "dead rank: the job exits non-zero, naming the dead rank or where survivors waited"
+else
+  fail "dead rank: no understandable message"; cat "$WORK/die.err"
+fi
+# The launcher keeps the job alive: the survivors must time out by themselves.
+die_test die-timeout --mca orte_abort_on_non_zero_status 0
+if grep -q "shardc: error: rank [013]: .*all_gather_many on rank [013]: timed out after 5 s" \
+     "$WORK/die-timeout.err" && [ "$(cut -d' ' -f1 "$WORK/die-timeout.rc")" = 1 ]; then
+  pass "dead rank, launcher not aborting: survivors time out after 5 s and exit 1"
+else
+  fail "dead rank, launcher not aborting: no timeout error or wrong exit code"
+  cat "$WORK/die-timeout.err"
+fi
+
+# Ranks that compiled different programs (here: different seeds) are refused.
+"${MPI[@]}" -np 2 "$SHARDC" run "$SRC/examples/seed.json" --backend mpi --seed 1 : \
+  -np 2 "$SHARDC" run "$SRC/examples/seed.json" --backend mpi --seed 2 \
+  > "$WORK/mismatch.out" 2> "$WORK/mismatch.err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "compiled a different plan, or has a different seed or inputs" \
+  "$WORK/mismatch.err" && pass "ranks with different plans are refused (exit $rc)" ||
+  { fail "plan mismatch not detected (exit $rc)"; cat "$WORK/mismatch.err"; }
+
+"${MPI[@]}" -np 2 "$SHARDC" run "$SRC/examples/seed.json" --backend mpi --world-size 3 \
+  > "$WORK/ws.out" 2> "$WORK/ws.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "disagrees with the 2 MPI processes" "$WORK/ws.err" &&
+  pass "--world-size that disagrees with -np: exit 2" ||
+  { fail "--world-size mismatch (exit $rc)"; cat "$WORK/ws.err"; }
+
+if [ $failures -ne 0 ]; then
+  echo "$failures mpi test(s) failed"
+  exit 1
+fi
+echo "all mpi tests passed"
