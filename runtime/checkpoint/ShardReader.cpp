@@ -54,6 +54,31 @@ void convertElements(DType from, const std::byte *in, DType to, std::byte *out, 
     std::memcpy(out, in, static_cast<size_t>(count) * inSize);
     return;
   }
+  // Fast paths for the common conversions (tight typed loops).
+  if (to == DType::F32 && (from == DType::BF16 || from == DType::F16)) {
+    const auto *src = reinterpret_cast<const uint16_t *>(in);
+    auto *dst = reinterpret_cast<float *>(out);
+    if (from == DType::BF16)
+      for (int64_t i = 0; i < count; ++i) dst[i] = bfloat16BitsToFloat(src[i]);
+    else
+      for (int64_t i = 0; i < count; ++i) dst[i] = halfBitsToFloat(src[i]);
+    return;
+  }
+  if (from == DType::F32 && (to == DType::BF16 || to == DType::F16)) {
+    const auto *src = reinterpret_cast<const float *>(in);
+    auto *dst = reinterpret_cast<uint16_t *>(out);
+    if (to == DType::BF16)
+      for (int64_t i = 0; i < count; ++i) dst[i] = floatToBFloat16Bits(src[i]);
+    else
+      for (int64_t i = 0; i < count; ++i) dst[i] = floatToHalfBits(src[i]);
+    return;
+  }
+  if (from == DType::F64 && to == DType::F32) {
+    const auto *src = reinterpret_cast<const double *>(in);
+    auto *dst = reinterpret_cast<float *>(out);
+    for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(src[i]);
+    return;
+  }
   // Widen to double (exact for every source), then narrow once; 16-bit
   // targets from F64 go through float, as torch does.
   auto wide = [&](const std::byte *p) -> double {
