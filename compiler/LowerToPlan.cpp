@@ -481,7 +481,9 @@ private:
     if (auto output = outputNames_.find(reshape.getResult());
         output != outputNames_.end())
       name = output->second;
-    const plan::Buffer &source = function_.buffers[input];
+    // A copy: newBuffer grows function_.buffers, which would leave a
+    // reference dangling (AddressSanitizer caught exactly that).
+    const plan::Buffer source = function_.buffers[input];
     FailureOr<int32_t> alias =
         newBuffer(reshape.getResult(), name, source.category);
     if (failed(alias))
