@@ -4,7 +4,7 @@
 # leak or timeout fails the script. FUZZ_SECONDS sets the time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${FUZZ_SECONDS:-45}
+seconds=${FUZZ_SECONDS:-30}
 build=${SHARDC_FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S test/fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$build" -j "$(nproc)"
