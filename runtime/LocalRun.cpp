@@ -56,18 +56,7 @@ std::vector<HostTensor> matchInputs(const Function &forward,
   return ordered;
 }
 
-void measure(const CpuDevice &device, PhaseReport &report) {
-  report.peakBytes = device.peakBytes();
-  report.liveAtPeak = device.liveAtPeak();
-  report.peakByCategory = device.peakByCategory();
-  report.endBytes = device.currentBytes();
-}
 
-void predict(const MemoryPrediction &prediction, PhaseReport &report) {
-  report.predictedPeakBytes = prediction.peakBytes;
-  report.predictedLiveAtPeak = prediction.liveAtPeak;
-  report.predictedEndBytes = prediction.endBytes;
-}
 
 /// What one rank thread produces.
 struct RankOutcome {
@@ -237,6 +226,19 @@ std::vector<HostTensor> makeDeterministicInputs(const Plan &plan, uint64_t seed,
           bound == intBounds.end() ? std::nullopt : std::optional<int64_t>(bound->second)));
     }
   return inputs;
+}
+
+void measure(const CpuDevice &device, PhaseReport &report) {
+  report.peakBytes = device.peakBytes();
+  report.liveAtPeak = device.liveAtPeak();
+  report.peakByCategory = device.peakByCategory();
+  report.endBytes = device.currentBytes();
+}
+
+void predict(const MemoryPrediction &prediction, PhaseReport &report) {
+  report.predictedPeakBytes = prediction.peakBytes;
+  report.predictedLiveAtPeak = prediction.liveAtPeak;
+  report.predictedEndBytes = prediction.endBytes;
 }
 
 }  // namespace shardc::runtime

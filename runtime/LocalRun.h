@@ -84,4 +84,12 @@ std::vector<HostTensor> makeDeterministicInputs(
     const plan::Plan &plan, uint64_t seed,
     const std::map<std::string, int64_t> &intBounds = {});
 
+struct MemoryPrediction;
+
+/// Copies what `device` measured for one function into `report` (shared by
+/// the local and MPI runners).
+void measure(const CpuDevice &device, PhaseReport &report);
+
+/// Copies the memory model's prediction for one function into `report`.
+void predict(const MemoryPrediction &prediction, PhaseReport &report);
 }  // namespace shardc::runtime

@@ -120,18 +120,7 @@ PhaseReport phaseFromJson(const nlohmann::json &j) {
   return p;
 }
 
-void measure(const CpuDevice &device, PhaseReport &report) {
-  report.peakBytes = device.peakBytes();
-  report.liveAtPeak = device.liveAtPeak();
-  report.peakByCategory = device.peakByCategory();
-  report.endBytes = device.currentBytes();
-}
 
-void predict(const MemoryPrediction &prediction, PhaseReport &report) {
-  report.predictedPeakBytes = prediction.peakBytes;
-  report.predictedLiveAtPeak = prediction.liveAtPeak;
-  report.predictedEndBytes = prediction.endBytes;
-}
 
 }  // namespace
 
