@@ -18,6 +18,7 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
     bytes_ = other.bytes_;
     category_ = other.category_;
     serial_ = other.serial_;
+    block_ = other.block_;
     other.device_ = nullptr;
     other.data_ = nullptr;
     other.bytes_ = 0;
@@ -45,7 +46,8 @@ DeviceBuffer CpuDevice::allocate(int64_t bytes, Category category,
   // keeps vector loads in bounds); the accounting stays exact.
   size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
-  void *memory = ::operator new(rounded, std::align_val_t{kAlignment}, std::nothrow);
+  HostMemory::Block block = memory_.allocate(rounded, kAlignment);
+  void *memory = block.data;
   if (!memory)
     throw RuntimeError("CpuDevice::allocate('" + label + "'): out of memory allocating " +
                        std::to_string(bytes) + " bytes (" + std::to_string(current_) +
@@ -56,6 +58,7 @@ DeviceBuffer CpuDevice::allocate(int64_t bytes, Category category,
   buffer.bytes_ = bytes;
   buffer.category_ = category;
   buffer.serial_ = nextSerial_++;
+  buffer.block_ = block;
   live_[buffer.serial_] = LiveAllocation{label, category, bytes};
   current_ += bytes;
   currentByCategory_[static_cast<size_t>(category)] += bytes;
@@ -72,7 +75,7 @@ void CpuDevice::releaseBuffer(DeviceBuffer &buffer) {
   live_.erase(buffer.serial_);
   current_ -= buffer.bytes_;
   currentByCategory_[static_cast<size_t>(buffer.category_)] -= buffer.bytes_;
-  ::operator delete(buffer.data_, std::align_val_t{kAlignment});
+  memory_.release(buffer.block_);
 }
 
 int64_t CpuDevice::currentBytes(Category category) const {

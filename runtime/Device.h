@@ -7,6 +7,7 @@
 // A device is used by one rank's thread only; it is not thread-safe.
 #pragma once
 
+#include "runtime/HostMemory.h"
 #include "runtime/Plan.h"
 
 #include <array>
@@ -55,6 +56,7 @@ private:
   int64_t bytes_ = 0;
   plan::Category category_ = plan::Category::Activation;
   uint64_t serial_ = 0;
+  HostMemory::Block block_;  // what HostMemory takes back
 };
 
 class CpuDevice {
@@ -84,6 +86,9 @@ public:
   std::vector<LiveAllocation> live() const;
   /// Starts a new measurement window: peak := current, snapshot := live().
   void resetPeak();
+  /// Returns freed large blocks kept for reuse to the system (HostMemory):
+  /// afterwards the process holds only the accounted bytes.
+  void trimReuseCache() { memory_.trim(); }
 
 private:
   friend class DeviceBuffer;
@@ -96,6 +101,7 @@ private:
   std::vector<LiveAllocation> liveAtPeak_;
   uint64_t nextSerial_ = 1;
   std::map<uint64_t, LiveAllocation> live_;  // serial = allocation order
+  HostMemory memory_;  // last member: freed after every buffer's accounting
 };
 
 }  // namespace shardc::runtime

@@ -1,0 +1,142 @@
+#include "runtime/HostMemory.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include <sys/mman.h>
+
+namespace shardc::runtime {
+namespace {
+
+// Under AddressSanitizer every release really frees, so a use after free
+// of a large buffer is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kReuse = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kReuse = false;
+#else
+constexpr bool kReuse = true;
+#endif
+#else
+constexpr bool kReuse = true;
+#endif
+
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kPage = 4096;
+
+size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+}  // namespace
+
+HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
+  if (bytes < kLargeBlock)
+    return {::operator new(bytes, std::align_val_t{alignment}, std::nothrow), bytes, bytes,
+            bytes};
+
+  liveBytes_ += bytes;
+  highWater_ = std::max(highWater_, liveBytes_);
+
+  // Best fit: the smallest kept block that holds the request.
+  size_t best = kept_.size();
+  for (size_t i = 0; i < kept_.size(); ++i)
+    if (kept_[i].capacity >= bytes &&
+        (best == kept_.size() || kept_[i].capacity < kept_[best].capacity))
+      best = i;
+  if (best != kept_.size()) {
+    Block block = kept_[best];
+    kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
+    block.used = bytes;
+    if (bytes > block.resident) {
+      residentBytes_ += bytes - block.resident;
+      block.resident = bytes;
+    }
+    live_[block.data] = block;
+    shrinkToHighWater();
+    return live_[block.data];
+  }
+
+  residentBytes_ += bytes;
+  void *memory = nullptr;
+  if (posix_memalign(&memory, kHugePage, bytes) != 0) {
+    liveBytes_ -= bytes;
+    residentBytes_ -= bytes;
+    return {nullptr, 0, 0, 0};
+  }
+#ifdef MADV_HUGEPAGE
+  // Only whole 2 MiB pages inside the block become huge; the tail stays on
+  // 4 KiB pages, so nothing beyond `bytes` is ever touched. A hint: failure
+  // only costs speed.
+  madvise(memory, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+#endif
+  Block block{memory, bytes, bytes, bytes};
+  live_[memory] = block;
+  shrinkToHighWater();
+  return block;
+}
+
+void HostMemory::release(const Block &block) {
+  if (!block.data) return;
+  auto found = live_.find(block.data);
+  if (found == live_.end()) {  // a small block
+    ::operator delete(block.data, std::align_val_t{64});
+    return;
+  }
+  Block large = found->second;  // its resident is tracked here, not in `block`
+  live_.erase(found);
+  liveBytes_ -= large.used;
+  if (kReuse) {
+    kept_.push_back(large);
+  } else {
+    residentBytes_ -= large.resident;
+    std::free(large.data);
+  }
+}
+
+void HostMemory::trimTail(Block &block) {
+  // The end is rounded down to a page (the block may share its last page
+  // with other heap memory), the start up to a huge page.
+  size_t keep = roundUp(block.used, kHugePage);
+  size_t end = std::min(roundUp(block.resident, kHugePage), block.capacity) / kPage * kPage;
+  if (keep >= end) return;
+  madvise(static_cast<char *>(block.data) + keep, end - keep, MADV_DONTNEED);
+  size_t remaining = std::max(block.used, std::min(keep, block.resident));
+  residentBytes_ -= block.resident - remaining;
+  block.resident = remaining;
+}
+
+void HostMemory::shrinkToHighWater() {
+  while (residentBytes_ > highWater_ && !kept_.empty()) {
+    size_t largest = 0;
+    for (size_t i = 1; i < kept_.size(); ++i)
+      if (kept_[i].resident > kept_[largest].resident) largest = i;
+    freeKept(largest);
+  }
+  if (residentBytes_ <= highWater_) return;
+  for (auto &[address, block] : live_) {
+    trimTail(block);
+    if (residentBytes_ <= highWater_) return;
+  }
+}
+
+void HostMemory::freeKept(size_t index) {
+  residentBytes_ -= kept_[index].resident;
+  std::free(kept_[index].data);
+  kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void HostMemory::trim() {
+  while (!kept_.empty()) freeKept(kept_.size() - 1);
+  highWater_ = liveBytes_;
+}
+
+bool HostMemory::reusesBlocks() { return kReuse; }
+
+size_t HostMemory::keptBytes() const {
+  size_t total = 0;
+  for (const Block &block : kept_) total += block.capacity;
+  return total;
+}
+
+}  // namespace shardc::runtime
