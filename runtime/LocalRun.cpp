@@ -76,9 +76,12 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
   try {
     outcome.report.rank = rank;
     device.resetPeak();
+    auto initStart = std::chrono::steady_clock::now();
     executeFunction(plan, "init", device, comm, state, {}, context);
+    outcome.report.init.seconds = secondsSince(initStart);
     measure(device, outcome.report.init);
     state.releaseFunctionBuffers();  // init's leftovers; params persist
+    device.trimReuseCache();
     outcome.report.paramBytes = device.currentBytes(Category::Parameter);
     if (keepShards) {
       // Host copies, outside the device's accounting: measurements unchanged.
@@ -95,11 +98,14 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
 
     if (plan.function("forward")) {
       device.resetPeak();
+      auto forwardStart = std::chrono::steady_clock::now();
       auto views = executeFunction(plan, "forward", device, comm, state, inputs, context);
       if (!outcome.report.forward) outcome.report.forward.emplace();
+      outcome.report.forward->seconds = secondsSince(forwardStart);
       measure(device, *outcome.report.forward);
       for (const TensorView &view : views) outcome.outputs.push_back(view.toHost());
       state.releaseFunctionBuffers();
+      device.trimReuseCache();
     }
 
     // Outside every measurement window (both reports are already taken).
@@ -226,6 +232,10 @@ std::vector<HostTensor> makeDeterministicInputs(const Plan &plan, uint64_t seed,
           bound == intBounds.end() ? std::nullopt : std::optional<int64_t>(bound->second)));
     }
   return inputs;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void measure(const CpuDevice &device, PhaseReport &report) {

@@ -50,6 +50,8 @@ struct PhaseReport {
   int64_t predictedPeakBytes = 0;
   std::vector<LiveAllocation> predictedLiveAtPeak;
   int64_t predictedEndBytes = 0;
+  /// Wall time of the function on this rank (collectives' waits included).
+  double seconds = 0;
 };
 
 struct RankReport {
@@ -89,6 +91,9 @@ struct MemoryPrediction;
 /// Copies what `device` measured for one function into `report` (shared by
 /// the local and MPI runners).
 void measure(const CpuDevice &device, PhaseReport &report);
+
+/// Seconds of wall time since `start` (PhaseReport::seconds).
+double secondsSince(std::chrono::steady_clock::time_point start);
 
 /// Copies the memory model's prediction for one function into `report`.
 void predict(const MemoryPrediction &prediction, PhaseReport &report);

@@ -231,9 +231,12 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
   RankState state(rank);
   try {
     device.resetPeak();
+    auto initStart = std::chrono::steady_clock::now();
     executeFunction(plan, "init", device, comm, state, {}, context);
+    report.init.seconds = secondsSince(initStart);
     measure(device, report.init);
     state.releaseFunctionBuffers();
+    device.trimReuseCache();
     report.paramBytes = device.currentBytes(Category::Parameter);
     memory.peakRssAfterInit = peakRssBytes();
 
@@ -247,10 +250,13 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
 
     if (forward) {
       device.resetPeak();
+      auto forwardStart = std::chrono::steady_clock::now();
       auto views = executeFunction(plan, "forward", device, comm, state, inputs, context);
+      report.forward->seconds = secondsSince(forwardStart);
       measure(device, *report.forward);
       for (const TensorView &view : views) outputs.push_back(view.toHost());
       state.releaseFunctionBuffers();
+      device.trimReuseCache();
       uint64_t hash = kFnvBasis;
       for (const HostTensor &t : outputs) hash = fnv1a(hash, t.data.data(), t.data.size());
       std::vector<uint64_t> all = comm.allGatherU64(hash);

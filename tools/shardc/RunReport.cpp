@@ -120,7 +120,8 @@ nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
           {"live_at_peak", liveJson(phase.liveAtPeak)},
           {"predicted_live_at_peak", liveJson(phase.predictedLiveAtPeak)},
           {"end_bytes", phase.endBytes},
-          {"predicted_end_bytes", phase.predictedEndBytes}};
+          {"predicted_end_bytes", phase.predictedEndBytes},
+          {"seconds", phase.seconds}};
 }
 
 } // namespace
@@ -220,6 +221,22 @@ std::string formatTextReport(const RunSummary &summary) {
     out << "\n";
   }
 
+  // The slowest rank is what a user waits for.
+  double initSeconds = 0, forwardSeconds = 0;
+  for (const runtime::RankReport &rank : result.ranks) {
+    initSeconds = std::max(initSeconds, rank.init.seconds);
+    if (rank.forward)
+      forwardSeconds = std::max(forwardSeconds, rank.forward->seconds);
+  }
+  char timing[128];
+  std::snprintf(timing, sizeof timing, "\nwall time (slowest rank): init %.3f s", initSeconds);
+  out << timing;
+  if (!result.ranks.empty() && result.ranks[0].forward) {
+    std::snprintf(timing, sizeof timing, ", forward %.3f s", forwardSeconds);
+    out << timing;
+  }
+  out << "\n";
+
   explainPhase(out, "init", result, /*forward=*/false);
   if (!result.ranks.empty() && result.ranks[0].forward) {
     explainPhase(out, "forward", result, /*forward=*/true);
@@ -241,9 +258,12 @@ std::string formatJsonReport(const RunSummary &summary) {
   for (const runtime::RankReport &rank : result.ranks) {
     nlohmann::json entry = {{"rank", rank.rank},
                             {"param_bytes", rank.paramBytes},
+                            {"init_seconds", rank.init.seconds},
                             {"init", phaseJson(rank.init)}};
-    if (rank.forward)
+    if (rank.forward) {
+      entry["forward_seconds"] = rank.forward->seconds;
       entry["forward"] = phaseJson(*rank.forward);
+    }
     ranks.push_back(entry);
   }
   nlohmann::json nonShardable = nlohmann::json::array();
