@@ -6,6 +6,7 @@
 #   bench/forward_bench.sh [--build DIR] [--models "gpt2 llama"] [--ranks "1 4"]
 #                          [--repeats R] [--cores C] [--torch-threads T]
 #                          [--no-blas-env] [--workdir DIR] [--keep] [--torch-only]
+#                          [--batch B] [--seq T]
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,11 +20,13 @@ BLAS_ENV=1
 WORKDIR=""
 KEEP=0
 TORCH_ONLY=0
+BATCH=""
+SEQ=""
 TORCH_PY="${TORCH_PYTHON:-/usr/bin/python3}"
 PY="$(command -v python3 || echo /usr/bin/python3)"
 SHARDC_TIMEOUT="${SHARDC_TIMEOUT:-900}"
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -36,6 +39,8 @@ while [ $# -gt 0 ]; do
     --workdir) WORKDIR="$2"; KEEP=1; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --torch-only) TORCH_ONLY=1; shift ;;
+    --batch) BATCH="$2"; shift 2 ;;
+    --seq) SEQ="$2"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "forward_bench: unknown option $1" >&2; usage 2 >&2 ;;
   esac
@@ -63,6 +68,13 @@ now() { date +%s.%N; }
 for model in $MODELS; do
   json="$ROOT/examples/$model.json"
   if [ ! -f "$json" ]; then echo "forward_bench: no $json" >&2; exit 2; fi
+  if [ -n "$BATCH$SEQ" ]; then
+    # The same model with a larger input [B, T] (examples/make_models.py).
+    mkdir -p "$WORKDIR/graphs"
+    "$PY" "$ROOT/examples/make_models.py" --only "$model" --out-dir "$WORKDIR/graphs" \
+      ${BATCH:+--batch "$BATCH"} ${SEQ:+--seq "$SEQ"} >&2 || exit 2
+    json="$WORKDIR/graphs/$model.json"
+  fi
   inputs="$WORKDIR/$model.inputs.safetensors"
   "$TORCH_PY" "$REF" --make-inputs "$json" --seed 0 --out "$inputs" || exit 1
   params=""            # from the first shardc run that saves them

@@ -4,6 +4,7 @@
     python3 examples/make_models.py            # regenerate all four files
     python3 examples/make_models.py --check    # exit 1 if a file is stale
     python3 examples/make_models.py --only gpt2-tiny --stdout
+    python3 examples/make_models.py --only gpt2 --batch 4 --seq 128 --out-dir /tmp
 
 Standard library only. The output is deterministic (keys in a fixed order,
 floats formatted by json (repr)), so the JSON files are committed and this
@@ -245,8 +246,17 @@ def llama(name, n_layer, n_head, d, ffn, vocab, B, T, **_):
 BUILDERS = {"gpt2": gpt2, "llama": llama}
 
 
-def build(name):
-    cfg = CONFIGS[name]
+def build(name, batch=None, seq=None):
+    """The graph of CONFIGS[name]; batch / seq override the input shape
+    [B, T] (the benchmarks' larger workloads; T must fit gpt2's block)."""
+    cfg = dict(CONFIGS[name])
+    if batch is not None:
+        cfg["B"] = batch
+    if seq is not None:
+        if "block" in cfg and seq > cfg["block"]:
+            sys.exit("make_models: --seq %d exceeds %s's block size %d"
+                     % (seq, name, cfg["block"]))
+        cfg["T"] = seq
     return BUILDERS[cfg["kind"]](name, **cfg).to_json()
 
 
@@ -293,10 +303,17 @@ def main(argv=None):
                     help="print the graph(s) instead of writing files")
     ap.add_argument("--check", action="store_true",
                     help="compare with the files on disk; exit 1 if stale")
+    ap.add_argument("--batch", type=int,
+                    help="input batch size B (default: the model's own)")
+    ap.add_argument("--seq", type=int,
+                    help="input sequence length T (default: the model's own)")
     args = ap.parse_args(argv)
+    if (args.batch or args.seq) and not (args.stdout or args.out_dir != ap.get_default("out_dir")):
+        ap.error("--batch/--seq make variants: use them with --stdout or --out-dir "
+                 "(the committed examples keep their own shapes)")
     stale = False
     for name in args.only or sorted(CONFIGS):
-        graph = build(name)
+        graph = build(name, args.batch, args.seq)
         text = render(graph)
         assert json.loads(text) == graph
         path = os.path.join(args.out_dir, name + ".json")
