@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
   std::memset(out.get(), 0, static_cast<size_t>(n) * sizeof(float));  // fault the pages in once
 
   std::printf("# elements %lld float32, best of %d, one thread, kernels: %s\n", static_cast<long long>(n),
-              repeats, useAvx2() ? "avx2" : "scalar");
+              repeats, useAvx512() ? "avx512" : useAvx2() ? "avx2" : "scalar");
   double plainFill = bestSeconds(repeats, [&] { std::fill_n(out.get(), n, 0.5f); });
   std::printf("plain_fill %.3f\n", bytes / plainFill / 1e9);
   double plainMemset = bestSeconds(repeats, [&] { std::memset(out.get(), 0, static_cast<size_t>(n) * 4); });

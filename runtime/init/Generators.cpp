@@ -47,12 +47,14 @@ void storeDouble(double value, plan::DType dtype, void *out, int64_t k) {
 
 void randomRangeF(const PreparedGenerator &g, plan::DType dtype, int64_t begin, int64_t count,
                   void *out) {
-  const bool avx2 = useAvx2();
+  const bool avx512 = useAvx512(), avx2 = useAvx2();
+  static_assert(kAvx512BlocksPerStep == kAvx2BlocksPerStep, "one granule for both");
   const int64_t granule = (avx2 ? kAvx2BlocksPerStep : 1) * kElementsPerBlockF;
   auto kernel = [&](int64_t firstElement, int64_t elements, float *dst) {
     uint64_t firstBlock = static_cast<uint64_t>(firstElement / kElementsPerBlockF);
     int64_t blocks = elements / kElementsPerBlockF;
-    if (avx2) avx2BlocksF(g, firstBlock, blocks, dst);
+    if (avx512) avx512BlocksF(g, firstBlock, blocks, dst);
+    else if (avx2) avx2BlocksF(g, firstBlock, blocks, dst);
     else scalarBlocksF(g, firstBlock, blocks, dst);
   };
   const int64_t size = plan::dtypeSize(dtype);

@@ -36,7 +36,8 @@ template <typename Value> Value pointwiseValue(PointwiseKind kind, Value a, Valu
 }
 
 void floatKernel(PointwiseKind kind, float a, float b, float *data, int64_t count) {
-  if (useAvx2()) avx2PointwiseF(kind, a, b, data, count);
+  if (useAvx512()) avx512PointwiseF(kind, a, b, data, count);
+  else if (useAvx2()) avx2PointwiseF(kind, a, b, data, count);
   else scalarPointwiseF(kind, a, b, data, count);
 }
 

@@ -12,6 +12,8 @@ namespace shardc::runtime::init {
 void scalarPointwiseF(PointwiseKind kind, float a, float b, float *data, int64_t count);
 /// The same with AVX2+FMA; any count. Call only when useAvx2().
 void avx2PointwiseF(PointwiseKind kind, float a, float b, float *data, int64_t count);
+/// The same with AVX-512; any count. Call only when useAvx512().
+void avx512PointwiseF(PointwiseKind kind, float a, float b, float *data, int64_t count);
 
 /// The one-element definition both kernels follow.
 float pointwiseValueF(PointwiseKind kind, float a, float b, float x);

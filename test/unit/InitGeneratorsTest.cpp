@@ -30,6 +30,12 @@ struct Avx2Off {
   ~Avx2Off() { setAvx2Allowed(true); }
 };
 
+/// AVX2 allowed, AVX-512 not: the middle kernel on machines that have both.
+struct Avx512Off {
+  Avx512Off() { setAvx512Allowed(false); }
+  ~Avx512Off() { setAvx512Allowed(true); }
+};
+
 }  // namespace
 
 TEST_CASE("a range split anywhere equals the whole range, bit for bit", "[init][generators]") {
@@ -88,16 +94,25 @@ TEST_CASE("thread count and kernel choice never change the bits", "[init][genera
       std::vector<unsigned char> one = generateBytes(spec, dtype, 3, n - 3, 1);
       CHECK(generateBytes(spec, dtype, 3, n - 3, 2) == one);
       CHECK(generateBytes(spec, dtype, 3, n - 3, 7) == one);
+      {
+        Avx512Off avx2Only;
+        CHECK(!useAvx512());
+        CHECK(generateBytes(spec, dtype, 3, n - 3, 1) == one);
+      }
       Avx2Off scalarOnly;
+      CHECK(!useAvx512());
       CHECK(!useAvx2());
       CHECK(generateBytes(spec, dtype, 3, n - 3, 1) == one);
     }
   }
-  INFO("this machine " << (cpuHasAvx2Fma() ? "has" : "lacks") << " AVX2+FMA");
+  INFO("this machine " << (cpuHasAvx2Fma() ? "has" : "lacks") << " AVX2+FMA and "
+                       << (cpuHasAvx512() ? "has" : "lacks") << " AVX-512F/DQ");
   CHECK(useAvx2() == cpuHasAvx2Fma());
+  CHECK(useAvx512() == cpuHasAvx512());
+  if (!cpuHasAvx512()) WARN("no AVX-512 on this CPU: its kernel was not compared");
 }
 
-TEST_CASE("AVX2 and scalar agree on extreme trunc_normal and uniform arguments", "[init][generators]") {
+TEST_CASE("AVX-512, AVX2 and scalar agree on extreme trunc_normal and uniform arguments", "[init][generators]") {
   std::vector<GeneratorSpec> specs;
   GeneratorSpec tail = specFor(GeneratorKind::TruncNormal, {4096});
   tail.low = -1e6;  // whole real line: erfinv sees t near +-1 and -1 itself
@@ -114,6 +129,10 @@ TEST_CASE("AVX2 and scalar agree on extreme trunc_normal and uniform arguments",
   specs.push_back(scaled);
   for (const GeneratorSpec &spec : specs) {
     std::vector<unsigned char> fast = generateBytes(spec, plan::DType::F32, 0, 4096);
+    {
+      Avx512Off avx2Only;
+      CHECK(generateBytes(spec, plan::DType::F32, 0, 4096) == fast);
+    }
     Avx2Off scalarOnly;
     CHECK(generateBytes(spec, plan::DType::F32, 0, 4096) == fast);
   }

@@ -59,13 +59,17 @@ TEST_CASE("pointwise ops compute torch's formulas in float", "[init][pointwise]"
   CHECK(std::isnan(e[0]));
 }
 
-TEST_CASE("pointwise: AVX2 and scalar kernels and thread counts agree bit for bit", "[init][pointwise]") {
+TEST_CASE("pointwise: AVX-512, AVX2 and scalar kernels and thread counts agree bit for bit", "[init][pointwise]") {
   for (int64_t n : {1, 7, 8, 9, 1001, 4099}) {
     std::vector<float> input = awkwardInputs(n);
     for (PointwiseKind kind : kAllOps) {
-      std::vector<float> fast = input, scalar = input, threaded = input;
+      std::vector<float> fast = input, scalar = input, threaded = input, avx2 = input;
       applyPointwise(kind, -0.3, 0.7, plan::DType::F32, fast.data(), n);
       applyPointwise(kind, -0.3, 0.7, plan::DType::F32, threaded.data(), n, 3);
+      setAvx512Allowed(false);
+      applyPointwise(kind, -0.3, 0.7, plan::DType::F32, avx2.data(), n);
+      setAvx512Allowed(true);
+      CHECK(std::memcmp(fast.data(), avx2.data(), static_cast<size_t>(n) * 4) == 0);
       setAvx2Allowed(false);
       applyPointwise(kind, -0.3, 0.7, plan::DType::F32, scalar.data(), n);
       setAvx2Allowed(true);

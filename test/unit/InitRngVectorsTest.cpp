@@ -117,11 +117,14 @@ TEST_CASE("the stream hash of the docs/rng.md example", "[init][rng-vectors]") {
 }
 
 TEST_CASE("generators reproduce the docs/rng.md vectors bit for bit", "[init][rng-vectors]") {
-  for (bool avx2 : {true, false}) {
+  // Every kernel: AVX-512 (where the CPU has it), AVX2, scalar.
+  for (int level : {2, 1, 0}) {
+    const bool avx2 = level >= 1;
     setAvx2Allowed(avx2);
+    setAvx512Allowed(level == 2);
     for (const Vector &v : kVectors) {
       GeneratorSpec spec = specOf(v);
-      INFO(generatorKindName(v.kind) << " seed " << v.seed << " position " << v.position << " avx2 " << avx2);
+      INFO(generatorKindName(v.kind) << " seed " << v.seed << " position " << v.position << " kernel level " << level);
       CHECK(generated<uint32_t, 8>(spec, plan::DType::F32) == std::vector<uint32_t>(v.f32, v.f32 + 8));
       CHECK(generated<uint64_t, 4>(spec, plan::DType::F64) == std::vector<uint64_t>(v.f64, v.f64 + 4));
       CHECK(generated<uint16_t, 4>(spec, plan::DType::F16) == std::vector<uint16_t>(v.f16, v.f16 + 4));
@@ -129,6 +132,7 @@ TEST_CASE("generators reproduce the docs/rng.md vectors bit for bit", "[init][rn
     }
   }
   setAvx2Allowed(true);
+  setAvx512Allowed(true);
 }
 
 TEST_CASE("the float32 uniform recipe by hand from the Philox words", "[init][rng-vectors]") {
