@@ -645,7 +645,7 @@ private:
           shapeToString(p.shape));
     const Region r = region(target.id);
     checkpoint::readElements(*where.file, *where.entry, r.begin, r.count, r.dtype, r.data,
-                             data(io.id), io.bytes);
+                             data(io.id), io.bytes, context_.threads);
     zeroPadding(r);
   }
 

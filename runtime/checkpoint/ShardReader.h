@@ -22,12 +22,15 @@ void convertElements(plan::DType from, const std::byte *in, plan::DType to, std:
 /// Elements [first, first + count) of `entry` (row-major) into `out` as
 /// `to`. When the dtypes match, the bytes are pread straight into `out`;
 /// otherwise through `buffer` (`bufferBytes`, at least one element of the
-/// file's dtype), one buffer-full at a time. Throws CheckpointError naming
-/// the file and tensor (range outside the tensor, unsupported conversion,
-/// short read: the file was truncated after it was opened).
+/// file's dtype), one buffer-full at a time. Up to `threads` threads read
+/// disjoint parts at once (each at least 4 MiB; converting ones each use
+/// their own slice of `buffer`, so memory stays bounded by it). Throws
+/// CheckpointError naming the file and tensor (range outside the tensor,
+/// unsupported conversion, short read: the file was truncated after it was
+/// opened).
 void readElements(const SafetensorsFile &file, const TensorEntry &entry, int64_t first,
                   int64_t count, plan::DType to, std::byte *out, std::byte *buffer,
-                  int64_t bufferBytes);
+                  int64_t bufferBytes, int threads = 1);
 
 /// The io buffer a plan's loads need: enough for the largest local shard
 /// read in the widest dtype (8 bytes/element), capped at `cap`; at least 8.

@@ -58,6 +58,42 @@ TEST_CASE("readElements converts any range through a tiny buffer", "[checkpoint]
   CHECK(back == 1.0f);
 }
 
+TEST_CASE("readElements with threads reads the same bytes as one thread", "[checkpoint]") {
+  // 5 million f32 elements (20 MB): enough for several 4 MiB parts.
+  const std::string path = tempDir() + "/threads.safetensors";
+  const int64_t n = 5'000'003;
+  HostTensor t{"w", plan::DType::F32, {n}, {}};
+  t.data.resize(static_cast<size_t>(n) * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = 0.001f * float(i % 100'003) - 7.5f;
+    std::memcpy(t.data.data() + i * 4, &v, 4);
+  }
+  writeSafetensors(path, {t});
+  auto file = checkpoint::SafetensorsFile::open(path);
+  const checkpoint::TensorEntry &e = *file->header().find("w");
+  const int64_t first = 17, count = n - 40;
+  for (plan::DType to : {plan::DType::F32, plan::DType::BF16}) {
+    const int64_t size = plan::dtypeSize(to);
+    std::vector<std::byte> one(count * size), many(count * size);
+    std::vector<std::byte> buffer(1 << 20);  // converting threads share it in slices
+    checkpoint::readElements(*file, e, first, count, to, one.data(), buffer.data(),
+                             static_cast<int64_t>(buffer.size()), 1);
+    for (int threads : {2, 3, 7}) {
+      std::fill(many.begin(), many.end(), std::byte{0x5a});
+      checkpoint::readElements(*file, e, first, count, to, many.data(), buffer.data(),
+                               static_cast<int64_t>(buffer.size()), threads);
+      INFO("to " << plan::dtypeName(to) << ", " << threads << " threads");
+      CHECK(one == many);
+    }
+  }
+  // A truncation seen by one thread is reported, not lost.
+  REQUIRE(::truncate(path.c_str(), static_cast<off_t>(std::filesystem::file_size(path) / 2)) == 0);
+  std::vector<std::byte> out(count * 4), buffer(1 << 20);
+  CHECK_THROWS_WITH(checkpoint::readElements(*file, e, first, count, plan::DType::F32,
+                                             out.data(), buffer.data(), 1 << 20, 4),
+                    Catch::Contains("short read") && Catch::Contains("'w'"));
+}
+
 TEST_CASE("a truncated file is reported with file and tensor", "[checkpoint]") {
   const std::string path = tempDir() + "/trunc.safetensors";
   HostTensor t{"w", plan::DType::F32, {4}, std::vector<std::byte>(16)};
