@@ -1,77 +1,14 @@
 //===- CheckpointOptions.cpp - shardc run --load / --rename ---------------===//
 #include "tools/shardc/CheckpointOptions.h"
-#include "runtime/checkpoint/SafetensorsIndex.h"
 #include "tools/shardc/CommandLine.h"
 
-#include <map>
-
 namespace shardc::cli {
-using runtime::checkpoint::CheckpointError;
-
 RenameRule parseRenameRule(const std::string &text) {
   auto equals = text.find('=');
   if (equals == std::string::npos)
     throw UsageError("--rename takes OLD=NEW (a checkpoint name prefix and the "
                      "parameter name prefix it becomes), got '" + text + "'");
   return {text.substr(0, equals), text.substr(equals + 1)};
-}
-
-std::string renameTensor(const std::string &tensor, const std::vector<RenameRule> &rules) {
-  for (const auto &[from, to] : rules)
-    if (tensor.compare(0, from.size(), from) == 0)
-      return to + tensor.substr(from.size());
-  return tensor;
-}
-
-std::vector<std::string> applyCheckpointLoad(compiler::Graph &graph,
-                                             const std::string &path,
-                                             const std::vector<RenameRule> &rules) {
-  auto checkpoint = runtime::checkpoint::Checkpoint::open(path);
-  std::map<std::string, std::string> tensorOf; // parameter name -> tensor
-  for (const std::string &tensor : checkpoint->tensorNames()) {
-    std::string name = renameTensor(tensor, rules);
-    auto [it, inserted] = tensorOf.emplace(name, tensor);
-    if (!inserted)
-      throw CheckpointError(checkpoint->path() + ": tensors '" + it->second + "' and '" +
-                            tensor + "' both map to parameter '" + name +
-                            "' (check the --rename rules)");
-  }
-  std::vector<std::string> keptInit;
-  for (compiler::GraphParam &param : graph.params) {
-    compiler::InitStep &first = param.init.front();
-    bool fileless = first.op == "load" && first.file.empty();
-    if (fileless && first.tensor != param.name) {
-      first.file = path; // an explicit "tensor" names the checkpoint's tensor as is
-      continue;
-    }
-    auto found = tensorOf.find(param.name);
-    if (found == tensorOf.end()) {
-      if (fileless)
-        throw CheckpointError(checkpoint->path() + ": tensor '" + first.tensor +
-                              "': not in the checkpoint (parameter '" + param.name + "', " +
-                              first.path + ", loads from --load)");
-      keptInit.push_back(param.name);
-      continue;
-    }
-    if (first.op == "load" && !first.file.empty())
-      continue; // its own file wins
-    if (fileless) {
-      first.file = path;
-      // An explicit "tensor" names the checkpoint's tensor as is.
-      if (first.tensor == param.name)
-        first.tensor = found->second;
-      continue;
-    }
-    compiler::InitStep load;
-    load.op = "load";
-    load.kind = compiler::InitStepKind::Generator;
-    load.shape = param.shape;
-    load.file = path;
-    load.tensor = found->second;
-    load.path = param.path + ".init";
-    param.init = {load};
-  }
-  return keptInit;
 }
 
 void requireLoadFiles(const compiler::Graph &graph) {
