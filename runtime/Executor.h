@@ -40,6 +40,23 @@ public:
   const DeviceBuffer *paramStorage(int32_t index) const;
   const std::map<int32_t, DeviceBuffer> &params() const { return params_; }
 
+  /// Moves param `index`'s storage out of this state (an empty buffer when
+  /// none is allocated); LocalSession moves storage between states with it.
+  DeviceBuffer takeParam(int32_t index) {
+    auto it = params_.find(index);
+    if (it == params_.end()) return {};
+    DeviceBuffer buffer = std::move(it->second);
+    params_.erase(it);
+    return buffer;
+  }
+  /// Installs `buffer` as param `index`'s storage; false (and `buffer`
+  /// untouched) when the param already has storage.
+  bool adoptParam(int32_t index, DeviceBuffer &buffer) {
+    if (params_.count(index)) return false;
+    params_.emplace(index, std::move(buffer));
+    return true;
+  }
+
   /// Releases what the last function left allocated; invalidates its views.
   void releaseFunctionBuffers() { retained_.clear(); }
   void releaseAll() {

@@ -146,6 +146,11 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
 
 }  // namespace
 
+std::vector<HostTensor> matchForwardInputs(const Function &forward,
+                                           const std::vector<HostTensor> &given) {
+  return matchInputs(forward, given);
+}
+
 RunResult runLocal(const Plan &plan, const RunOptions &options) {
   checkPlan(plan);
   if (!plan.function("init")) throw RuntimeError("runLocal: plan has no 'init' function");

@@ -79,6 +79,11 @@ struct RunResult {
 /// ranks produce outputs that are not byte-identical.
 RunResult runLocal(const plan::Plan &plan, const RunOptions &options);
 
+/// Orders `given` like forward's inputs, checking each (name known, given
+/// once, dtype, shape and byte count as the function expects).
+std::vector<HostTensor> matchForwardInputs(const plan::Function &forward,
+                                           const std::vector<HostTensor> &given);
+
 /// Deterministic inputs (makeDeterministicInput) for every forward input;
 /// int64 inputs named in `intBounds` are drawn from [0, bound). A name in
 /// `intBounds` that is not an int64 forward input is an error.

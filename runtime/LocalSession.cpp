@@ -1,0 +1,258 @@
+#include "runtime/LocalSession.h"
+
+#include "runtime/Kernels.h"
+#include "runtime/LocalCommunicator.h"
+#include "runtime/MemoryModel.h"
+#include "runtime/PlanCheck.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/CooperativeWriter.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace shardc::runtime {
+using namespace shardc::plan;
+
+/// One rank: its device and what it keeps between calls.
+struct LocalSession::Rank {
+  CpuDevice device;  // declared first: destroyed after every buffer on it
+  RankState state;
+  explicit Rank(int64_t rank) : state(rank) {}
+  ~Rank() { state.releaseAll(); }
+};
+
+LocalSession::LocalSession(Plan plan, uint64_t seed, std::chrono::duration<double> timeout)
+    : plan_(std::move(plan)), timeout_(timeout) {
+  checkPlan(plan_);
+  if (!plan_.function("init")) throw RuntimeError("LocalSession: plan has no 'init' function");
+  context_.seed = seed;
+  context_.threads = defaultKernelThreads(plan_.worldSize);
+  for (int64_t r = 0; r < plan_.worldSize; ++r) ranks_.push_back(std::make_unique<Rank>(r));
+}
+
+LocalSession::~LocalSession() = default;
+
+void LocalSession::onEveryRank(const std::function<void(Rank &, Communicator &)> &body) {
+  const int64_t n = worldSize();
+  LocalGroup group(n, timeout_);
+  std::mutex failureMutex;
+  std::optional<std::string> firstFailure;
+  auto fail = [&](const std::string &message) {
+    {
+      std::lock_guard lock(failureMutex);
+      if (!firstFailure) firstFailure = message;
+    }
+    group.abort(message);
+  };
+  std::vector<std::thread> threads;
+  try {
+    for (int64_t r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          LocalCommunicator comm(group, r);
+          body(*ranks_[r], comm);
+        } catch (const std::exception &e) {
+          fail("rank " + std::to_string(r) + ": " + e.what());
+        }
+      });
+  } catch (const std::exception &e) {
+    // Could not start a thread: the started ranks' collectives must not wait.
+    fail(std::string("starting rank threads: ") + e.what());
+  }
+  for (std::thread &t : threads) t.join();
+  if (firstFailure) throw RuntimeError(*firstFailure);
+}
+
+bool LocalSession::materialized() const {
+  for (const auto &rank : ranks_)
+    for (size_t i = 0; i < plan_.params.size(); ++i)
+      if (!rank->state.paramStorage(static_cast<int32_t>(i))) return false;
+  return true;
+}
+
+void LocalSession::release() {
+  for (const auto &rank : ranks_) {
+    rank->state.releaseAll();
+    rank->device.trimReuseCache();
+  }
+}
+
+std::vector<PhaseReport> LocalSession::init() {
+  const int64_t n = worldSize();
+  std::vector<PhaseReport> reports(n);
+  // Predictions first: an inconsistent plan fails before anything changes.
+  for (int64_t r = 0; r < n; ++r) predict(predictMemory(plan_, "init", r), reports[r]);
+  release();
+  try {
+    onEveryRank([&](Rank &rank, Communicator &comm) {
+      PhaseReport &report = reports[rank.state.rank()];
+      rank.device.resetPeak();
+      auto start = std::chrono::steady_clock::now();
+      executeFunction(plan_, "init", rank.device, comm, rank.state, {}, context_);
+      report.seconds = secondsSince(start);
+      measure(rank.device, report);
+      rank.state.releaseFunctionBuffers();  // init's leftovers; params persist
+      rank.device.trimReuseCache();
+    });
+  } catch (...) {
+    release();
+    throw;
+  }
+  return reports;
+}
+
+std::vector<HostTensor> LocalSession::forward(const std::vector<HostTensor> &inputs,
+                                              std::vector<PhaseReport> &reports) {
+  const Function *function = plan_.function("forward");
+  if (!function) throw RuntimeError("forward: the plan has no 'forward' function");
+  if (!materialized())
+    throw RuntimeError("forward: the parameters are not materialized (run init first)");
+  const std::vector<HostTensor> ordered = matchForwardInputs(*function, inputs);
+  const int64_t n = worldSize();
+  std::vector<PhaseReport> measured(n);
+  for (int64_t r = 0; r < n; ++r)
+    predict(predictMemory(plan_, "forward", r, ranks_[r]->device.live()), measured[r]);
+  std::vector<std::vector<HostTensor>> outputs(n);
+  onEveryRank([&](Rank &rank, Communicator &comm) {
+    const int64_t r = rank.state.rank();
+    rank.device.resetPeak();
+    auto start = std::chrono::steady_clock::now();
+    try {
+      std::vector<TensorView> views =
+          executeFunction(plan_, "forward", rank.device, comm, rank.state, ordered, context_);
+      measured[r].seconds = secondsSince(start);
+      measure(rank.device, measured[r]);
+      for (const TensorView &view : views) outputs[r].push_back(view.toHost());
+    } catch (...) {
+      rank.state.releaseFunctionBuffers();
+      rank.device.trimReuseCache();
+      throw;
+    }
+    rank.state.releaseFunctionBuffers();  // params are untouched
+    rank.device.trimReuseCache();
+  });
+  for (int64_t r = 1; r < n; ++r)
+    for (size_t i = 0; i < outputs[0].size(); ++i)
+      if (outputs[r][i].data != outputs[0][i].data)
+        throw RuntimeError("output '" + outputs[0][i].name +
+                           "' differs between rank 0 and rank " + std::to_string(r) +
+                           " (ranks must compute identical outputs)");
+  reports = std::move(measured);
+  return std::move(outputs[0]);
+}
+
+std::vector<PhaseReport> LocalSession::replaceParams(const Plan &source) {
+  checkPlan(source);
+  if (source.worldSize != plan_.worldSize)
+    throw RuntimeError("replacing params: the source plan is for world size " +
+                       std::to_string(source.worldSize) + ", the session's for " +
+                       std::to_string(plan_.worldSize));
+  if (!source.function("init"))
+    throw RuntimeError("replacing params: the source plan has no 'init' function");
+  std::map<std::string, int32_t> indexOf;
+  for (size_t i = 0; i < plan_.params.size(); ++i)
+    indexOf[plan_.params[i].name] = static_cast<int32_t>(i);
+  std::vector<int32_t> target(source.params.size());
+  std::vector<bool> covered(plan_.params.size(), false);
+  for (size_t j = 0; j < source.params.size(); ++j) {
+    const Param &b = source.params[j];
+    auto it = indexOf.find(b.name);
+    if (it == indexOf.end())
+      throw RuntimeError("replacing params: '" + b.name + "' is not a parameter of the model");
+    const Param &a = plan_.params[it->second];
+    if (covered[it->second])
+      throw RuntimeError("replacing params: '" + b.name + "' appears twice in the source");
+    if (a.shape != b.shape || a.localShape() != b.localShape() || a.dtype != b.dtype ||
+        a.sharded() != b.sharded() || a.isBuffer != b.isBuffer)
+      throw RuntimeError("replacing params: '" + b.name + "' is stored as " +
+                         dtypeName(b.dtype) + " " + shapeToString(b.localShape()) +
+                         " by the source and as " + dtypeName(a.dtype) + " " +
+                         shapeToString(a.localShape()) + " by the model");
+    covered[it->second] = true;
+    target[j] = it->second;
+  }
+  bool coversAll = true;
+  for (bool c : covered) coversAll = coversAll && c;
+  if (!coversAll && !materialized())
+    throw RuntimeError("replacing params: the model's parameters are not materialized and "
+                       "the source replaces only " + std::to_string(source.params.size()) +
+                       " of " + std::to_string(plan_.params.size()));
+  const int64_t n = worldSize();
+  // Predictions first: an inconsistent plan fails before anything changes.
+  for (int64_t r = 0; r < n; ++r) (void)predictMemory(source, "init", r);
+
+  // Nothing can fail before this point; from here on a failure loses values.
+  for (const auto &rank : ranks_) {
+    for (size_t i = 0; i < covered.size(); ++i)
+      if (covered[i]) rank->state.takeParam(static_cast<int32_t>(i)).release();
+    rank->device.trimReuseCache();
+  }
+  std::vector<PhaseReport> reports(n);
+  for (int64_t r = 0; r < n; ++r)
+    predict(predictMemory(source, "init", r, ranks_[r]->device.live()), reports[r]);
+  try {
+    onEveryRank([&](Rank &rank, Communicator &comm) {
+      PhaseReport &report = reports[rank.state.rank()];
+      RankState scratch(rank.state.rank());  // destroyed before the device
+      rank.device.resetPeak();
+      auto start = std::chrono::steady_clock::now();
+      executeFunction(source, "init", rank.device, comm, scratch, {}, context_);
+      report.seconds = secondsSince(start);
+      measure(rank.device, report);
+      scratch.releaseFunctionBuffers();
+      for (size_t j = 0; j < source.params.size(); ++j) {
+        DeviceBuffer buffer = scratch.takeParam(static_cast<int32_t>(j));
+        if (!buffer)
+          throw RuntimeError("replacing params: the source's init did not allocate '" +
+                             source.params[j].name + "'");
+        if (!rank.state.adoptParam(target[j], buffer))
+          throw RuntimeError("replacing params: '" + source.params[j].name +
+                             "' still has storage");
+      }
+      rank.device.trimReuseCache();
+    });
+  } catch (...) {
+    release();
+    throw;
+  }
+  return reports;
+}
+
+void LocalSession::save(const std::string &path) {
+  if (!materialized())
+    throw RuntimeError("writing '" + path + "': the parameters are not materialized");
+  onEveryRank([&](Rank &rank, Communicator &comm) {
+    checkpoint::saveCooperatively(
+        plan_,
+        [&](int32_t i) -> const std::byte * {
+          const DeviceBuffer *local = rank.state.paramStorage(i);
+          return local ? local->data() : nullptr;
+        },
+        comm, path);
+  });
+}
+
+std::optional<HostTensor> LocalSession::localParam(int32_t index, int64_t rank) const {
+  if (index < 0 || index >= static_cast<int32_t>(plan_.params.size()) || rank < 0 ||
+      rank >= worldSize())
+    throw RuntimeError("localParam: param " + std::to_string(index) + " or rank " +
+                       std::to_string(rank) + " out of range");
+  const DeviceBuffer *local = ranks_[rank]->state.paramStorage(index);
+  if (!local) return std::nullopt;
+  const Param &p = plan_.params[index];
+  HostTensor t{p.name, p.dtype, p.localShape(), {}};
+  t.data.resize(static_cast<size_t>(p.localBytes()));
+  std::memcpy(t.data.data(), local->data(), t.data.size());
+  return t;
+}
+
+int64_t LocalSession::paramBytes(int64_t rank) const {
+  if (rank < 0 || rank >= worldSize())
+    throw RuntimeError("paramBytes: rank " + std::to_string(rank) + " out of range");
+  return ranks_[rank]->device.currentBytes(Category::Parameter);
+}
+
+}  // namespace shardc::runtime
