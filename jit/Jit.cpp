@@ -3,10 +3,15 @@
 
 #include "jit/Trace.h"
 
+#include "compiler/CheckpointLoad.h"
 #include "compiler/Pipeline.h"
 #include "runtime/LocalRun.h"
+#include "runtime/LocalSession.h"
+#include "runtime/MemoryModel.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
+#include "runtime/checkpoint/LoadPlan.h"
+#include "runtime/checkpoint/SafetensorsHeader.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -164,11 +169,12 @@ int64_t HostTensor::num_elements() const {
 
 std::string MemoryReport::to_string() const {
   std::ostringstream out;
-  out << "rank   params held    init peak (predicted)    forward peak (predicted)\n";
+  out << "rank   params held    init peak (predicted)    load peak (predicted)    "
+         "forward peak (predicted)\n";
   for (const RankMemory &r : ranks)
     out << r.rank << "  " << r.param_bytes << "  " << r.init_peak << " ("
-        << r.init_predicted_peak << ")  " << r.forward_peak << " ("
-        << r.forward_predicted_peak << ")\n";
+        << r.init_predicted_peak << ")  " << r.load_peak << " (" << r.load_predicted_peak
+        << ")  " << r.forward_peak << " (" << r.forward_predicted_peak << ")\n";
   out << "unsharded parameters: " << unsharded_param_bytes << " bytes\n";
   return out.str();
 }
@@ -178,11 +184,41 @@ struct CompiledModel::Impl {
   JitOptions options;
   plan::Plan plan;
   std::vector<ParameterInfo> params;
-  std::vector<std::vector<runtime::HostTensor>> shards; // [rank][param]
-  std::optional<MemoryReport> memory;
+  /// Every rank's device and shards; created by the first init/load/forward.
+  std::unique_ptr<runtime::LocalSession> session;
+  /// Measurements of the last init(), load() and forward() (empty: none yet).
+  std::vector<runtime::PhaseReport> initReports, loadReports, forwardReports;
+  /// Set when a load failed after the old shards were released: why the
+  /// model holds no shards. Cleared by init() and a successful load().
+  std::string lostShards;
 };
 
 namespace {
+
+/// Compiles `graph` for `worldSize` ranks; `what` says what for in errors.
+plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
+                        const compiler::ShardOptions &shard, const std::string &what) {
+  mlir::MLIRContext context;
+  compiler::loadTcDialects(context);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    diagnostics += (diagnostics.empty() ? "" : "\n") + diag.str();
+    return mlir::success();
+  });
+  mlir::FailureOr<plan::Plan> compiled =
+      compiler::compileToPlan(graph, worldSize, context, shard);
+  if (mlir::failed(compiled))
+    throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
+                " failed: " + diagnostics);
+  return std::move(*compiled);
+}
+
+compiler::ShardOptions shardOptions(const JitOptions &options) {
+  compiler::ShardOptions shard;
+  shard.unitPatterns = options.units;
+  shard.prefetch = options.prefetch;
+  return shard;
+}
 
 std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> traced,
                                              const JitOptions &options) {
@@ -196,25 +232,14 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (options.backend != "local")
     throw Error("jit: backend '" + options.backend +
                 "' is not supported by the embedded API yet (use \"local\")");
+  if (options.io_buffer_bytes < 8)
+    throw Error("jit: io_buffer_bytes must be at least 8, got " +
+                std::to_string(options.io_buffer_bytes));
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->traced = traced;
   impl->options = options;
-  mlir::MLIRContext context;
-  compiler::loadTcDialects(context);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    diagnostics += (diagnostics.empty() ? "" : "\n") + diag.str();
-    return mlir::success();
-  });
-  compiler::ShardOptions shard;
-  shard.unitPatterns = options.units;
-  shard.prefetch = options.prefetch;
-  mlir::FailureOr<plan::Plan> compiled =
-      compiler::compileToPlan(traced->graph, options.world_size, context, shard);
-  if (mlir::failed(compiled))
-    throw Error("jit: compiling for world size " + std::to_string(options.world_size) +
-                " failed: " + diagnostics);
-  impl->plan = std::move(*compiled);
+  impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options),
+                            "compiling");
   for (const plan::Param &p : impl->plan.params)
     impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
                                          detail::fromPlan(p.dtype), p.device, p.unit,
@@ -222,38 +247,31 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   return impl;
 }
 
-MemoryReport report(const runtime::RunResult &result) {
-  MemoryReport memory;
-  memory.unsharded_param_bytes = result.unshardedParamBytes;
-  for (const runtime::RankReport &r : result.ranks) {
-    RankMemory m;
-    m.rank = r.rank;
-    m.param_bytes = r.paramBytes;
-    m.init_peak = r.init.peakBytes;
-    m.init_predicted_peak = r.init.predictedPeakBytes;
-    if (r.forward) {
-      m.forward_peak = r.forward->peakBytes;
-      m.forward_predicted_peak = r.forward->predictedPeakBytes;
-      m.forward_end = r.forward->endBytes;
+runtime::LocalSession &session(CompiledModel::Impl &impl) {
+  if (!impl.session) {
+    try {
+      impl.session = std::make_unique<runtime::LocalSession>(
+          impl.plan, impl.options.seed,
+          std::chrono::duration<double>(impl.options.timeout_seconds));
+    } catch (const runtime::RuntimeError &error) {
+      throw Error(error.what());
     }
-    memory.ranks.push_back(m);
   }
-  return memory;
+  return *impl.session;
 }
 
-runtime::RunResult run(CompiledModel::Impl &impl, const plan::Plan &plan,
-                       runtime::RunOptions options) {
-  options.seed = impl.options.seed;
-  options.timeout = std::chrono::duration<double>(impl.options.timeout_seconds);
-  options.keepShards = true;
-  try {
-    runtime::RunResult result = runtime::runLocal(plan, options);
-    impl.shards = std::move(result.shards);
-    impl.memory = report(result);
-    return result;
-  } catch (const runtime::RuntimeError &error) {
-    throw Error(error.what());
-  }
+bool holdsShards(const CompiledModel::Impl &impl) {
+  return impl.session && impl.session->materialized();
+}
+
+/// Runs init unless every rank holds its shards; refuses after a load that
+/// lost them.
+void requireShards(CompiledModel &model, CompiledModel::Impl &impl) {
+  if (holdsShards(impl))
+    return;
+  if (!impl.lostShards.empty())
+    throw Error(impl.lostShards + "; call init() or load() again");
+  model.init();
 }
 
 } // namespace
@@ -261,19 +279,28 @@ runtime::RunResult run(CompiledModel::Impl &impl, const plan::Plan &plan,
 CompiledModel::CompiledModel(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 void CompiledModel::init() {
-  plan::Plan initOnly = impl_->plan;
-  std::erase_if(initOnly.functions,
-                [](const plan::Function &f) { return f.name != "init"; });
-  run(*impl_, initOnly, {});
+  runtime::LocalSession &s = session(*impl_);
+  try {
+    impl_->initReports = s.init();
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(std::string("init: ") + error.what());
+  }
+  impl_->lostShards.clear();
 }
 
 std::vector<HostTensor> CompiledModel::forward(const std::vector<HostTensor> &inputs) {
-  runtime::RunOptions options;
+  requireShards(*this, *impl_);
+  std::vector<runtime::HostTensor> converted;
   for (const HostTensor &t : inputs)
-    options.inputs.push_back(toRuntime(t));
-  runtime::RunResult result = run(*impl_, impl_->plan, std::move(options));
+    converted.push_back(toRuntime(t));
+  std::vector<runtime::HostTensor> result;
+  try {
+    result = impl_->session->forward(converted, impl_->forwardReports);
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(std::string("forward: ") + error.what());
+  }
   std::vector<HostTensor> outputs;
-  for (runtime::HostTensor &t : result.outputs)
+  for (runtime::HostTensor &t : result)
     outputs.push_back(fromRuntime(std::move(t)));
   return outputs;
 }
@@ -291,23 +318,65 @@ std::vector<HostTensor> CompiledModel::example_inputs(uint64_t seed) const {
 }
 
 void CompiledModel::save(const std::string &path) {
-  plan::Plan initOnly = impl_->plan;
-  std::erase_if(initOnly.functions,
-                [](const plan::Function &f) { return f.name != "init"; });
-  runtime::RunOptions options;
-  options.gatherParams = true;
-  runtime::RunResult result = run(*impl_, initOnly, std::move(options));
+  requireShards(*this, *impl_);
   try {
-    runtime::writeSafetensors(path, result.params);
+    impl_->session->save(path);
   } catch (const runtime::RuntimeError &error) {
-    throw Error(error.what());
+    throw Error(std::string("save: ") + error.what());
   }
 }
 
-void CompiledModel::load(const std::string &path) {
-  throw Error("CompiledModel::load('" + path +
-              "'): loading checkpoints is not supported by the embedded API "
-              "yet (docs/jit.md)");
+std::vector<std::string> CompiledModel::load(const std::string &path,
+                                             const std::vector<RenameRule> &rename) {
+  Impl &impl = *impl_;
+  const bool held = holdsShards(impl);
+  compiler::Graph graph = impl.traced->graph;
+  std::vector<std::string> kept;
+  plan::Plan source;
+  // Everything that can be wrong with the checkpoint is found here, before
+  // any shard changes (as `shardc run --load` does before any rank runs).
+  try {
+    kept = compiler::applyCheckpointLoad(graph, path, rename);
+    if (!graph.params.empty() && kept.size() == graph.params.size())
+      throw runtime::checkpoint::CheckpointError(
+          path + ": none of the model's " + std::to_string(graph.params.size()) +
+          " parameter(s) is in the checkpoint (check the names, or the rename map)");
+    compiler::ShardOptions shard = shardOptions(impl.options);
+    if (held) {
+      // Only the loaded parameters: the others keep their current values.
+      // Each keeps its unit; its sharding (dim 0, ceil(d0 / N) rows) does not
+      // depend on the other parameters, and replaceParams checks it.
+      std::set<std::string> unchanged(kept.begin(), kept.end());
+      std::map<std::string, std::string> unitOf;
+      for (const plan::Param &p : impl.plan.params)
+        unitOf[p.name] = p.unit;
+      std::erase_if(graph.params, [&](const compiler::GraphParam &p) {
+        return unchanged.count(p.name) > 0;
+      });
+      for (compiler::GraphParam &p : graph.params)
+        p.unit = unitOf[p.name];
+      graph.inputs.clear();
+      graph.nodes.clear();
+      graph.outputs.clear();
+      shard = {};
+    }
+    source = compileGraph(graph, impl.plan.worldSize, shard, "compiling the load of '" + path + "'");
+    runtime::checkpoint::setIoBufferCap(source, impl.options.io_buffer_bytes);
+    runtime::checkpoint::checkPlanLoads(source);
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(std::string("load: ") + error.what());
+  }
+  runtime::LocalSession &s = session(impl);
+  try {
+    impl.loadReports = s.replaceParams(source);
+  } catch (const runtime::RuntimeError &error) {
+    impl.lostShards = "load('" + path + "') failed after the old shards were released (" +
+                      error.what() + ")";
+    throw Error(std::string("load: ") + error.what() +
+                " (the shards are released; call init() or load() again)");
+  }
+  impl.lostShards.clear();
+  return kept;
 }
 
 HostTensor CompiledModel::shard(const std::string &name, int64_t rank) const {
@@ -315,18 +384,42 @@ HostTensor CompiledModel::shard(const std::string &name, int64_t rank) const {
     throw Error("shard('" + name + "', rank " + std::to_string(rank) +
                 "): rank out of range for world size " +
                 std::to_string(impl_->plan.worldSize));
-  if (impl_->shards.empty())
-    throw Error("shard('" + name + "'): call init() or forward() first");
-  for (const runtime::HostTensor &t : impl_->shards[rank])
-    if (t.name == name)
-      return fromRuntime(t);
+  if (!holdsShards(*impl_))
+    throw Error("shard('" + name + "'): no shards are held; call init(), load() or forward() first" +
+                (impl_->lostShards.empty() ? "" : " (" + impl_->lostShards + ")"));
+  for (size_t i = 0; i < impl_->plan.params.size(); ++i)
+    if (impl_->plan.params[i].name == name)
+      return fromRuntime(*impl_->session->localParam(static_cast<int32_t>(i), rank));
   throw Error("shard('" + name + "'): no such parameter");
 }
 
 MemoryReport CompiledModel::memory_report() const {
-  if (!impl_->memory)
-    throw Error("memory_report(): call init() or forward() first");
-  return *impl_->memory;
+  const Impl &impl = *impl_;
+  if (!impl.session ||
+      (impl.initReports.empty() && impl.loadReports.empty() && impl.forwardReports.empty()))
+    throw Error("memory_report(): call init(), load() or forward() first");
+  MemoryReport memory;
+  memory.unsharded_param_bytes = runtime::unshardedParamBytes(impl.plan);
+  for (int64_t r = 0; r < impl.plan.worldSize; ++r) {
+    RankMemory m;
+    m.rank = r;
+    m.param_bytes = impl.session->paramBytes(r);
+    if (!impl.initReports.empty()) {
+      m.init_peak = impl.initReports[r].peakBytes;
+      m.init_predicted_peak = impl.initReports[r].predictedPeakBytes;
+    }
+    if (!impl.loadReports.empty()) {
+      m.load_peak = impl.loadReports[r].peakBytes;
+      m.load_predicted_peak = impl.loadReports[r].predictedPeakBytes;
+    }
+    if (!impl.forwardReports.empty()) {
+      m.forward_peak = impl.forwardReports[r].peakBytes;
+      m.forward_predicted_peak = impl.forwardReports[r].predictedPeakBytes;
+      m.forward_end = impl.forwardReports[r].endBytes;
+    }
+    memory.ranks.push_back(m);
+  }
+  return memory;
 }
 
 CompiledModel CompiledModel::with_world_size(int64_t world_size) const {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardc {
@@ -49,14 +50,25 @@ struct JitOptions {
   std::vector<std::string> output_names;
   std::string name = "model";
   double timeout_seconds = 60;
+  /// CompiledModel::load converts a checkpoint tensor whose dtype differs
+  /// from its parameter's through one io buffer per rank, of at most this
+  /// many bytes (`shardc run --io-buffer-mib`; docs/checkpoints.md).
+  int64_t io_buffer_bytes = int64_t{64} << 20;
 };
 
-/// Measured and predicted bytes of one rank (docs/plan.md).
+/// Measured and predicted bytes of one rank (docs/plan.md), equal on CPU.
+/// Peaks are of the last init(), load() and forward() (0: not run yet).
 struct RankMemory {
   int64_t rank = 0;
+  /// Parameter bytes this rank holds now: its shards (padding included).
   int64_t param_bytes = 0;
+  /// The last init(): the rank's shards plus one non-shardable tensor at a
+  /// time (DESIGN.md, invariant 1).
   int64_t init_peak = 0, init_predicted_peak = 0;
-  int64_t forward_peak = 0, forward_predicted_peak = 0; // 0 without forward
+  /// The last load(): the rank's shards plus its io buffer.
+  int64_t load_peak = 0, load_predicted_peak = 0;
+  /// The last forward(): shards, gathered units, activations.
+  int64_t forward_peak = 0, forward_predicted_peak = 0;
   int64_t forward_end = 0;
 };
 
@@ -77,30 +89,57 @@ struct ParameterInfo {
   bool sharded = false;
 };
 
+/// A compiled model with its state: every rank's shards, held in this process
+/// (the local backend) from the first init(), load() or forward() until the
+/// CompiledModel's last copy is destroyed. Copies share the compiled program
+/// and the shards; with_world_size() starts with none. Not thread-safe: one
+/// call at a time.
 class CompiledModel {
 public:
-  /// Materializes every rank's shards (init program only).
+  /// One `shardc run --rename OLD=NEW` rule: a checkpoint tensor whose name
+  /// starts with OLD is the parameter NEW + the rest of its name.
+  using RenameRule = std::pair<std::string, std::string>;
+
+  /// (Re)materializes every rank's shards from the init programs: releases
+  /// the shards held (values loaded or not), then runs the sharded init.
   void init();
-  /// Runs init (when not yet run) and forward on every rank; returns rank 0's
-  /// outputs (all ranks' outputs are checked to be byte-identical).
+  /// Runs forward on every rank on the shards held now (init() first when
+  /// none are held; never again after that); returns rank 0's outputs (all
+  /// ranks' outputs are checked to be byte-identical). Shards are unchanged.
   std::vector<HostTensor> forward(const std::vector<HostTensor> &inputs);
   /// Deterministic inputs for `seed` (int64 inputs in [0, high)), the same
   /// `shardc run` generates without --inputs.
   std::vector<HostTensor> example_inputs(uint64_t seed) const;
 
-  /// Gathers every parameter and writes them as safetensors (full tensors,
-  /// full names). Atomic: no partial file is ever left under `path`.
+  /// Writes the shards held now (init() first when none are held) as one
+  /// safetensors file of full tensors with full names, cooperatively: every
+  /// rank pwrites its own rows; nothing is gathered or allocated. Atomic: the
+  /// file appears under `path` only when every rank succeeded.
   void save(const std::string &path);
-  /// Loading a checkpoint: not supported yet (throws Error); see docs/jit.md.
-  void load(const std::string &path);
+  /// Loads a safetensors file, a Hugging Face `model.safetensors.index.json`
+  /// or a directory holding either into the shards, as `shardc run --load
+  /// path [--rename OLD=NEW]...` does: each rank reads only its own rows,
+  /// converting F32/F64/F16/BF16 to the parameter's dtype. Parameters not in
+  /// the checkpoint keep their current values (their init values when no
+  /// shards were held); the names of those are returned. Checkpoint
+  /// tensors no parameter uses are ignored. The checkpoint is validated
+  /// before any shard changes; a bad one (missing, truncated, wrong shape,
+  /// no parameter found) throws Error "load: FILE: tensor 'x': reason" with
+  /// the shards untouched. Per-rank peak: the shards + one io buffer.
+  std::vector<std::string> load(const std::string &path,
+                                const std::vector<RenameRule> &rename = {});
 
-  /// This rank's shard of parameter `name` after init: its local shape
-  /// (chunk rows, padding zero) and bytes. With the local backend every rank
-  /// lives in this process; `rank` selects one.
+  /// This rank's shard of parameter `name` now: its local shape (chunk
+  /// rows, padding zero) and bytes. With the local backend every rank lives
+  /// in this process; `rank` selects one. Error when no shards are held.
   HostTensor shard(const std::string &name, int64_t rank = 0) const;
+  /// Per rank: the parameter bytes held now, and the peaks of the last
+  /// init(), load() and forward() with their predictions. Error before any
+  /// of them ran.
   MemoryReport memory_report() const;
 
-  /// The same trace compiled for another world size (no re-tracing).
+  /// The same trace compiled for another world size (no re-tracing), with
+  /// no shards held (carry values over with save() and load()).
   CompiledModel with_world_size(int64_t world_size) const;
 
   int64_t world_size() const;
