@@ -2,7 +2,10 @@
 // sharded over N local ranks (docs/jit.md).
 //
 //   app [--world-size N] [--seed S] [--outputs FILE] [--inputs-out FILE]
-//       [--graph-out FILE] [--save FILE]
+//       [--graph-out FILE] [--save FILE] [--load CKPT] [--inputs FILE]
+//
+// --load replaces the initialized values by a checkpoint's (each rank reads
+// its own rows); --inputs reads forward's inputs instead of generating them.
 #include "gpt.h"
 
 #include <cstdlib>
@@ -33,7 +36,15 @@ int main(int argc, char **argv) {
     options.output_names = {"logits"};
     shardc::CompiledModel compiled = shardc::jit(model, options);
 
-    std::vector<shardc::HostTensor> inputs = compiled.example_inputs(options.seed);
+    std::vector<shardc::HostTensor> inputs =
+        args.count("--inputs") ? shardc::load_tensors(args["--inputs"])
+                               : compiled.example_inputs(options.seed);
+    if (args.count("--load")) {
+      std::vector<std::string> kept = compiled.load(args["--load"]);
+      std::cout << "loaded " << args["--load"] << "; " << kept.size()
+                << " parameter(s) keep their init\n";
+    }
+    // The shards stay resident: a second forward would reuse them.
     std::vector<shardc::HostTensor> outputs = compiled.forward(inputs);
 
     if (args.count("--outputs"))

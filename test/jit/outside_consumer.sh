@@ -25,8 +25,14 @@ echo "== run at N = 1 and N = 4"
 seed=7
 "$app" --world-size 1 --seed $seed --outputs "$work/out1.safetensors" \
   --inputs-out "$work/inputs.safetensors" --graph-out "$work/traced.json"
-"$app" --world-size 4 --seed $seed --outputs "$work/out4.safetensors"
+"$app" --world-size 4 --seed $seed --outputs "$work/out4.safetensors" \
+  --save "$work/params4.safetensors"
 cmp "$work/out1.safetensors" "$work/out4.safetensors"
+
+echo "== load what N = 4 saved at N = 2, into a model initialized with another seed"
+"$app" --world-size 2 --seed 99 --load "$work/params4.safetensors" \
+  --inputs "$work/inputs.safetensors" --outputs "$work/loaded2.safetensors"
+cmp "$work/out1.safetensors" "$work/loaded2.safetensors"
 
 echo "== the same model as graph JSON (examples/gpt2-tiny.json) through shardc run"
 "$shardc" run "$source/examples/gpt2-tiny.json" --world-size 2 --seed $seed \
@@ -35,7 +41,10 @@ cmp "$work/out1.safetensors" "$work/json.safetensors"
 
 echo "== the exported trace through shardc run, with the app's inputs"
 "$shardc" run "$work/traced.json" --world-size 3 --seed $seed \
-  --inputs "$work/inputs.safetensors" --outputs "$work/traced.safetensors" >/dev/null
+  --inputs "$work/inputs.safetensors" --outputs "$work/traced.safetensors" \
+  --save "$work/traced-params.safetensors" >/dev/null
 cmp "$work/out1.safetensors" "$work/traced.safetensors"
-echo "outside consumer: identical outputs at N = 1, N = 4 and from graph JSON"
+# The app's cooperative save is the same file as shardc run --save.
+cmp "$work/params4.safetensors" "$work/traced-params.safetensors"
+echo "outside consumer: identical outputs at N = 1, N = 4, after a load at N = 2 and from graph JSON"
 rm -rf "$work"
