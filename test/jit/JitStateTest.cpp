@@ -5,6 +5,12 @@
 // shards untouched.
 #include "gpt.h"
 
+#include "compiler/CheckpointLoad.h"
+#include "compiler/Pipeline.h"
+#include "runtime/LocalSession.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/LoadPlan.h"
+
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -329,4 +335,46 @@ TEST_CASE("bad checkpoints: Error naming the file and the parameter, shards unto
     CHECK_FALSE(std::filesystem::exists("jit-state-test-no-dir"));
     untouched();
   }
+}
+
+TEST_CASE("LocalSession: a replace that fails while running releases every shard",
+          "[jit][state][session]") {
+  gpt::GPT model;
+  CompiledModel m = jit(model, options(model, 2, /*seed=*/1));
+  compiler::Graph graph = compiler::parseGraph(m.graph_json(), "traced.json");
+  mlir::MLIRContext context;
+  compiler::loadTcDialects(context);
+  mlir::FailureOr<plan::Plan> plan = compiler::compileToPlan(graph, 2, context);
+  REQUIRE(mlir::succeeded(plan));
+  TempFile file("session.safetensors");
+  save_tensors(file.path, {ramp("transformer.wte.weight", {101, 32}, 0, 1)});
+  compiler::Graph loading = graph;
+  CHECK(compiler::applyCheckpointLoad(loading, file.path, {}).size() == 27);
+  mlir::FailureOr<plan::Plan> source = compiler::compileToPlan(loading, 2, context);
+  REQUIRE(mlir::succeeded(source));
+  runtime::checkpoint::setIoBufferCap(*source, 1 << 20);
+
+  runtime::LocalSession session(*plan, /*seed=*/1);
+  CHECK_FALSE(session.materialized());
+  session.init();
+  REQUIRE(session.materialized());
+  const int64_t held = session.paramBytes(1);
+
+  // Refused before anything changes: another world size.
+  mlir::FailureOr<plan::Plan> three = compiler::compileToPlan(loading, 3, context);
+  REQUIRE(mlir::succeeded(three));
+  CHECK_THROWS_AS(session.replaceParams(*three), runtime::RuntimeError);
+  CHECK(session.materialized());
+  CHECK(session.paramBytes(1) == held);
+
+  // The file changes after it was validated: the run fails, nothing is half
+  // replaced, every shard is released.
+  std::filesystem::resize_file(file.path, 200);
+  CHECK_THROWS_AS(session.replaceParams(*source), runtime::RuntimeError);
+  CHECK_FALSE(session.materialized());
+  CHECK(session.paramBytes(0) == 0);
+  CHECK(session.paramBytes(1) == 0);
+  session.init();
+  CHECK(session.materialized());
+  CHECK(session.paramBytes(1) == held);
 }
