@@ -200,6 +200,18 @@ TEST_CASE("load of a subset: other parameters keep their values", "[jit][state][
     CHECK(joinedShards(m, wte, 101 * 32 * 4) == reference.shard(wte).data);
   }
 
+  SECTION("with unit patterns and prefetch, as given to jit") {
+    JitOptions units = options(model, 3, 4);
+    units.units = {"transformer\\.h\\.[0-9]+"};
+    units.prefetch = true;
+    CompiledModel m = jit(model, units);
+    m.init();
+    m.load(subset.path); // only two parameters: no unit pattern matches them all
+    CHECK(joinedShards(m, wte, 101 * 32 * 4) == ramp(wte, {101, 32}, 0.5f, 0.001f).data);
+    CHECK(joinedShards(m, "transformer.h.1.mlp.c_fc.weight", 128 * 32 * 4) ==
+          reference.shard("transformer.h.1.mlp.c_fc.weight").data);
+  }
+
   SECTION("other dtypes convert through the io buffer; peak = shards + io buffer") {
     // bfloat16 of 1.5 + small steps: exact in float32 after conversion.
     HostTensor bf{wte, DType::BFloat16, {101, 32}, {}};
