@@ -18,6 +18,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 namespace shardc::runtime {
 using namespace shardc::plan;
@@ -593,7 +594,7 @@ private:
     spec.mean = 0;
     spec.std = 1;
     setStream(inst, spec);
-    const int64_t workBytes = orthogonalWorkBytes(b.shape);
+    const int64_t workBytes = orthogonalWorkBytes(b.shape, b.dtype);
     if (workBytes < 0) fail("'" + b.name + "' is too large for orthogonal's working matrix");
     std::byte *out = data(b.id);
     const int64_t rows = b.shape[0];
@@ -606,20 +607,29 @@ private:
     spec.shape = {rows, cols};
     init::validateGeneratorSpec(spec);
     init::generateRange(spec, b.dtype, 0, rows * cols, out, context_.threads);
+    // torch factors flattened (rows >= cols) or its transpose. The row-major
+    // rows x cols buffer read with strides (1, cols) *is* the transpose, so
+    // the QR runs in place either way, with no transposed copy.
     const bool transposed = rows < cols;
     const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
-    double *a = reinterpret_cast<double *>(work.data());
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) {
-        double v = loadAsDouble(b.dtype, out, i * cols + j);
-        if (transposed) a[j * n + i] = v;
-        else a[i * n + j] = v;
-      }
-    householderSignedQ(a, m, n, a + m * n);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        storeFromDouble(b.dtype, out, i * cols + j,
-                        gain * (transposed ? a[j * n + i] : a[i * n + j]));
+    const int64_t rowStride = transposed ? 1 : cols, colStride = transposed ? cols : 1;
+    double *scalars = reinterpret_cast<double *>(work.data());
+    const int64_t count = rows * cols;
+    auto factor = [&](auto *q) {
+      householderSignedQ(q, m, n, rowStride, colStride, scalars);
+      using T = std::remove_pointer_t<decltype(q)>;
+      for (int64_t i = 0; i < count; ++i) q[i] = static_cast<T>(gain * q[i]);
+    };
+    if (b.dtype == DType::F32) {
+      factor(reinterpret_cast<float *>(out));
+    } else if (b.dtype == DType::F64) {
+      factor(reinterpret_cast<double *>(out));
+    } else {  // half types: a float32 copy of the matrix after the scalars
+      float *q = reinterpret_cast<float *>(scalars + 3 * n);
+      for (int64_t i = 0; i < count; ++i) q[i] = static_cast<float>(loadAsDouble(b.dtype, out, i));
+      householderSignedQ(q, m, n, rowStride, colStride, scalars);
+      for (int64_t i = 0; i < count; ++i) storeFromDouble(b.dtype, out, i, gain * q[i]);
+    }
   }
 
   // ------------------------------------------------------------------ load --

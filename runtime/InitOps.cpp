@@ -185,52 +185,65 @@ void mapFlatIndices(const IndexMap &map, const std::vector<int64_t> &fullShape,
   }
 }
 
-int64_t orthogonalWorkDoubles(int64_t rows, int64_t cols) {
-  const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
-  int64_t matrix = 0, total = 0;
-  if (m < 0 || n < 0 || __builtin_mul_overflow(m, n, &matrix) ||
-      __builtin_add_overflow(matrix, 3 * n, &total))
-    return -1;
-  return total;
-}
-
-int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape) {
+int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape, DType dtype) {
   if (shape.size() < 2) return -1;
   int64_t cols = 1;
   for (size_t d = 1; d < shape.size(); ++d)
     if (shape[d] < 0 || __builtin_mul_overflow(cols, shape[d], &cols)) return -1;
-  int64_t doubles = orthogonalWorkDoubles(shape[0], cols), bytes = 0;
-  if (doubles < 0 || __builtin_mul_overflow(doubles, int64_t(8), &bytes)) return -1;
-  return bytes;
+  const int64_t rows = shape[0];
+  if (rows < 0) return -1;
+  const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+  int64_t scalars = 0, matrix = 0, total = 0;
+  if (__builtin_mul_overflow(n, int64_t(3 * 8), &scalars)) return -1;
+  if (dtype == DType::F16 || dtype == DType::BF16)
+    if (__builtin_mul_overflow(m, n, &matrix) || __builtin_mul_overflow(matrix, int64_t(4), &matrix))
+      return -1;
+  if (__builtin_add_overflow(scalars, matrix, &total)) return -1;
+  return total;
 }
 
-void householderSignedQ(double *a, int64_t m, int64_t n, double *work) {
+template <class T>
+void householderSignedQ(T *a, int64_t m, int64_t n, int64_t rowStride, int64_t colStride,
+                        double *work) {
   double *tau = work, *rdiag = work + n, *w = work + 2 * n;
-  auto at = [&](int64_t i, int64_t j) -> double & { return a[i * n + j]; };
-  // Applies H = I - t v v^T (v = (1, a[k+1:m, k])) to a[k:m, k+1:n].
+  auto at = [&](int64_t i, int64_t j) -> T & { return a[i * rowStride + j * colStride]; };
+  // Applies H = I - t v v^T (v = (1, a[k+1:m, k])) to a[k:m, k+1:n]. Each
+  // w[j] sums over i in increasing order in both loop orders, so the order
+  // (chosen for contiguous access) never changes the result.
   auto reflect = [&](int64_t k, double t) {
     if (t == 0 || k + 1 >= n) return;
-    for (int64_t j = k + 1; j < n; ++j) w[j] = at(k, j);
-    for (int64_t i = k + 1; i < m; ++i) {
-      const double vi = at(i, k);
-      const double *row = &at(i, 0);
-      for (int64_t j = k + 1; j < n; ++j) w[j] += vi * row[j];
+    if (colStride == 1) {  // rows contiguous: sweep row by row
+      for (int64_t j = k + 1; j < n; ++j) w[j] = at(k, j);
+      for (int64_t i = k + 1; i < m; ++i) {
+        const double vi = at(i, k);
+        const T *row = &at(i, 0);
+        for (int64_t j = k + 1; j < n; ++j) w[j] += vi * static_cast<double>(row[j]);
+      }
+      for (int64_t j = k + 1; j < n; ++j) {
+        w[j] *= t;
+        at(k, j) = static_cast<T>(at(k, j) - w[j]);
+      }
+      for (int64_t i = k + 1; i < m; ++i) {
+        const double vi = at(i, k);
+        T *row = &at(i, 0);
+        for (int64_t j = k + 1; j < n; ++j) row[j] = static_cast<T>(row[j] - vi * w[j]);
+      }
+      return;
     }
-    for (int64_t j = k + 1; j < n; ++j) {
-      w[j] *= t;
-      at(k, j) -= w[j];
-    }
-    for (int64_t i = k + 1; i < m; ++i) {
-      const double vi = at(i, k);
-      double *row = &at(i, 0);
-      for (int64_t j = k + 1; j < n; ++j) row[j] -= vi * w[j];
+    for (int64_t j = k + 1; j < n; ++j) {  // columns contiguous: column by column
+      double sum = at(k, j);
+      for (int64_t i = k + 1; i < m; ++i) sum += static_cast<double>(at(i, k)) * at(i, j);
+      const double wj = sum * t;
+      at(k, j) = static_cast<T>(at(k, j) - wj);
+      for (int64_t i = k + 1; i < m; ++i)
+        at(i, j) = static_cast<T>(at(i, j) - static_cast<double>(at(i, k)) * wj);
     }
   };
   // Factor (LAPACK dgeqr2 / dlarfg conventions).
   for (int64_t k = 0; k < n; ++k) {
     const double alpha = at(k, k);
     double scale = 0;
-    for (int64_t i = k + 1; i < m; ++i) scale = std::max(scale, std::abs(at(i, k)));
+    for (int64_t i = k + 1; i < m; ++i) scale = std::max(scale, std::abs(double(at(i, k))));
     double xnorm = 0;
     if (scale > 0) {
       double sum = 0;
@@ -248,22 +261,25 @@ void householderSignedQ(double *a, int64_t m, int64_t n, double *work) {
     const double beta = -std::copysign(std::hypot(alpha, xnorm), alpha);
     tau[k] = (beta - alpha) / beta;
     const double inv = 1 / (alpha - beta);
-    for (int64_t i = k + 1; i < m; ++i) at(i, k) *= inv;
+    for (int64_t i = k + 1; i < m; ++i) at(i, k) = static_cast<T>(at(i, k) * inv);
     rdiag[k] = beta;
     reflect(k, tau[k]);
   }
   // Form the thin Q in place (dorg2r), last reflector first.
   for (int64_t k = n; k-- > 0;) {
     reflect(k, tau[k]);
-    for (int64_t i = k + 1; i < m; ++i) at(i, k) *= -tau[k];
-    at(k, k) = 1 - tau[k];
+    for (int64_t i = k + 1; i < m; ++i) at(i, k) = static_cast<T>(at(i, k) * -tau[k]);
+    at(k, k) = static_cast<T>(1 - tau[k]);
     for (int64_t i = 0; i < k; ++i) at(i, k) = 0;
   }
   // Q * sign(diag(R)), sign 0 -> 1: the unique Q with a positive-diagonal R.
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      if (rdiag[j] < 0) at(i, j) = -at(i, j);
+  for (int64_t j = 0; j < n; ++j)
+    if (rdiag[j] < 0)
+      for (int64_t i = 0; i < m; ++i) at(i, j) = -at(i, j);
 }
+
+template void householderSignedQ<float>(float *, int64_t, int64_t, int64_t, int64_t, double *);
+template void householderSignedQ<double>(double *, int64_t, int64_t, int64_t, int64_t, double *);
 
 double loadAsDouble(DType dtype, const void *data, int64_t i) {
   switch (dtype) {

@@ -57,23 +57,30 @@ void mapFlatIndices(const IndexMap &map, const std::vector<int64_t> &fullShape,
                     const std::vector<int64_t> &sourceShape, int64_t begin, int64_t count,
                     int64_t *out, std::vector<int64_t> &p, bool fresh);
 
-/// Doubles `orthogonal` works in for a rows x cols matrix: the m x n working
-/// matrix (m = max(rows, cols), n = min) plus 3n (Householder scalars, R's
-/// diagonal, one row of partial products). -1 when it overflows.
-int64_t orthogonalWorkDoubles(int64_t rows, int64_t cols);
+/// Bytes of the `<buffer>.qr` working allocation `orthogonal` makes for an
+/// output of `shape` and `dtype` (rows = shape[0], cols = product of
+/// shape[1:], m = max(rows, cols), n = min): 3n doubles of QR scalars
+/// (Householder scalars, R's diagonal, one row of partial products). float32
+/// and float64 outputs are factored in place, in their own storage; float16
+/// and bfloat16 ones in an m x n float32 matrix, which adds m * n * 4 bytes.
+/// -1 when the shape has fewer than 2 dims or the size overflows. Executor
+/// and MemoryModel both use it, so the accounting agrees.
+int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape, plan::DType dtype);
 
-/// The bytes of the `<buffer>.qr` working allocation `orthogonal` makes for an
-/// output of `shape` (rows = shape[0], cols = product of shape[1:]); -1 when
-/// the shape has fewer than 2 dims or the size overflows. Executor and
-/// MemoryModel both use it, so the accounting agrees.
-int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape);
-
-/// In place: `a` is an m x n row-major matrix, m >= n >= 0. On return it holds
-/// the thin Q of a Householder QR (in double, LAPACK dgeqr2/dorg2r
-/// conventions), each column j multiplied by sign(R[j][j]) (sign 0 taken as
-/// 1), which makes Q unique as torch's orthogonal_ does. `work` holds 3n
-/// doubles.
-void householderSignedQ(double *a, int64_t m, int64_t n, double *work);
+/// In place: `a` holds an m x n matrix, element (i, j) at a[i * rowStride +
+/// j * colStride], m >= n >= 0 (either stride may be 1: a row-major matrix or
+/// the transpose of one). On return it holds the thin Q of a Householder QR
+/// (LAPACK dgeqr2/dorg2r conventions; products and norms accumulate in
+/// double, the matrix stays in T), each column j multiplied by
+/// sign(R[j][j]) (sign 0 taken as 1), which makes Q unique as torch's
+/// orthogonal_ does. `work` holds 3n doubles.
+template <class T>
+void householderSignedQ(T *a, int64_t m, int64_t n, int64_t rowStride, int64_t colStride,
+                        double *work);
+/// A row-major m x n matrix.
+template <class T> void householderSignedQ(T *a, int64_t m, int64_t n, double *work) {
+  householderSignedQ(a, m, n, n, int64_t(1), work);
+}
 
 /// Element i of a buffer of `dtype`, as a double (exact).
 double loadAsDouble(plan::DType dtype, const void *data, int64_t i);

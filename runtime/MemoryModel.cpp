@@ -123,9 +123,9 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
       if (!sim.isLive(bufferKey(b.id))) fail("buffer '" + b.name + "' is not allocated");
       sim.remove(bufferKey(b.id));
     } else if (inst.op == "orthogonal" && inst.outputs.size() == 1) {
-      // Its double working matrix, live only during the instruction.
+      // Its QR workspace, live only during the instruction.
       const Buffer &b = function->buffers[inst.outputs[0]];
-      const int64_t work = orthogonalWorkBytes(b.shape);
+      const int64_t work = orthogonalWorkBytes(b.shape, b.dtype);
       if (!b.param && work >= 0) {
         const uint64_t key = uint64_t(1) << 45;  // transient, never clashes
         sim.add(key, {b.name + ".qr", Category::Activation, work});

@@ -14,7 +14,7 @@
 //     category, label = buffer name; `free` subtracts; an alias
 //     (Buffer::aliasOf) is never allocated and costs 0 bytes;
 //   - `orthogonal` allocates its working matrix for the instruction's
-//     duration: orthogonalWorkBytes(shape) (InitOps.h), category
+//     duration: orthogonalWorkBytes(shape, dtype) (InitOps.h), category
 //     activations, label "<buffer>.qr"; other ops allocate nothing
 //     (forward kernels use bounded per-thread scratch below 1 MiB, which is
 //     not accounted; see docs/plan.md);

@@ -137,11 +137,46 @@ TEST_CASE("Householder QR: orthonormal Q, positive-diagonal R = Q^T A", "[exec][
   std::vector<double> a = {1, 0, 2, 0, 3, 0}, work(6);
   householderSignedQ(a.data(), 3, 2, work.data());
   CHECK(orthonormalityError(a, 3, 2) < 1e-12);
-  CHECK(orthogonalWorkDoubles(5, 3) == 5 * 3 + 9);
-  CHECK(orthogonalWorkDoubles(3, 5) == 5 * 3 + 9);
-  CHECK(orthogonalWorkBytes({8, 3, 3, 3}) == (27 * 8 + 24) * 8);
-  CHECK(orthogonalWorkBytes({8}) == -1);
-  CHECK(orthogonalWorkBytes({}) == -1);
+  // Only the 3n QR scalars for float32/float64 (factored in place); half
+  // types add an m x n float32 matrix.
+  CHECK(orthogonalWorkBytes({5, 3}, shardc::plan::DType::F32) == 9 * 8);
+  CHECK(orthogonalWorkBytes({3, 5}, shardc::plan::DType::F64) == 9 * 8);
+  CHECK(orthogonalWorkBytes({8, 3, 3, 3}, shardc::plan::DType::F32) == 24 * 8);
+  CHECK(orthogonalWorkBytes({8, 3, 3, 3}, shardc::plan::DType::BF16) == 24 * 8 + 27 * 8 * 4);
+  CHECK(orthogonalWorkBytes({8}, shardc::plan::DType::F32) == -1);
+  CHECK(orthogonalWorkBytes({}, shardc::plan::DType::F32) == -1);
+}
+
+TEST_CASE("Householder QR in float32 and through strides equals the double one closely",
+          "[exec][qr]") {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{5, 3}, {64, 64}, {40, 7}, {1, 1}}) {
+    INFO(m << " x " << n);
+    std::vector<double> exact(m * n);
+    for (double &x : exact) x = static_cast<float>(normal(rng));  // float-representable
+    std::vector<double> work(3 * n);
+    std::vector<double> reference = exact;
+    householderSignedQ(reference.data(), m, n, work.data());
+    // float32, row-major.
+    std::vector<float> single(exact.begin(), exact.end());
+    householderSignedQ(single.data(), m, n, work.data());
+    // The same matrix stored transposed (column-major), read with strides.
+    std::vector<double> columns(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) columns[j * m + i] = exact[i * n + j];
+    householderSignedQ(columns.data(), m, n, int64_t(1), m, work.data());
+    double floatError = 0, strideError = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        floatError = std::max(floatError, std::abs(single[i * n + j] - reference[i * n + j]));
+        strideError = std::max(strideError, std::abs(columns[j * m + i] - reference[i * n + j]));
+      }
+    CHECK(floatError < 1e-5);
+    CHECK(strideError < 1e-13);
+    std::vector<double> widened(single.begin(), single.end());
+    CHECK(orthonormalityError(widened, m, n) < 1e-5);
+  }
 }
 
 TEST_CASE("local scatter: each rank gets its slice of root's buffer", "[exec][comm]") {
