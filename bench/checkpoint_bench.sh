@@ -10,7 +10,8 @@
 # straight into the shards) and a BF16 one (converted through the bounded
 # io buffer). Load time is the report's init_seconds (the slowest rank's
 # init: opening the files, every pread and conversion, first touch of the
-# shards), best of 3 runs. The `fill` column is the same init with a
+# shards), best of 5 runs (fresh-memory cost varies
+# run to run on the development VM). The `fill` column is the same init with a
 # constant fill instead of the load: the cost of touching fresh shard memory
 # alone, which `cat` (reading into one reused buffer) never pays.
 set -euo pipefail
@@ -57,9 +58,9 @@ cat_rate() {  # bytes/s of cat from the page cache (best of 3, warm)
 CAT_F32=$(cat_rate "$DIR/f32.safetensors" "$BYTES")
 CAT_BF16=$(cat_rate "$DIR/bf16.safetensors" "$BF16_BYTES")
 
-init_time() {  # best of 3 report init_seconds (slowest rank of each run)
+init_time() {  # best of 5 report init_seconds (slowest rank of each run)
   local best=1e9 t
-  for _ in 1 2 3; do
+  for _ in 1 2 3 4 5; do
     "$SHARDC" run "$@" --report json > "$DIR/t.json"
     t=$(python3 -c "import json; print(max(r['init_seconds'] for r in json.load(open('$DIR/t.json'))['ranks']))")
     best=$(python3 -c "print(min($best, $t))")
