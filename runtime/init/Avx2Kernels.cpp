@@ -71,12 +71,11 @@ SHARDC_VECTOR_TARGET inline void mulHiLo(VI a, VI m, VI *hi, VI *lo) {
 
 struct Lanes4 { VI w[4]; };
 
-/// Philox4x32-10 of blocks firstBlock .. firstBlock + 8*kSets - 1: set s,
-/// lane j = block firstBlock + 8*s + j. Independent sets interleave so the
-/// multiply latency of one hides behind the others (the rounds of one set
-/// are a dependency chain).
-SHARDC_VECTOR_TARGET inline void philoxSets(const RngStream &stream, uint64_t firstBlock, Lanes4 *out) {
-  VI c0[kSets], c1[kSets], c2[kSets], c3[kSets];
+/// The Philox counters of blocks firstBlock .. firstBlock + 8*kSets - 1:
+/// set s, lane j = block firstBlock + 8*s + j; words 2 and 3 are the
+/// stream hash and position (docs/rng.md).
+SHARDC_VECTOR_TARGET inline void philoxCounters(const RngStream &stream, uint64_t firstBlock,
+                                               Lanes4 *out) {
   for (int set = 0; set < kSets; ++set) {
     alignas(32) uint32_t lo[8], hi[8];
     for (int j = 0; j < 8; ++j) {
@@ -84,27 +83,11 @@ SHARDC_VECTOR_TARGET inline void philoxSets(const RngStream &stream, uint64_t fi
       lo[j] = static_cast<uint32_t>(block);
       hi[j] = static_cast<uint32_t>(block >> 32);
     }
-    c0[set] = _mm256_load_si256(reinterpret_cast<const VI *>(lo));
-    c1[set] = _mm256_load_si256(reinterpret_cast<const VI *>(hi));
-    c2[set] = set1i(stream.streamHash);
-    c3[set] = set1i(stream.position);
+    out[set].w[0] = _mm256_load_si256(reinterpret_cast<const VI *>(lo));
+    out[set].w[1] = _mm256_load_si256(reinterpret_cast<const VI *>(hi));
+    out[set].w[2] = set1i(stream.streamHash);
+    out[set].w[3] = set1i(stream.position);
   }
-  const VI m0 = set1i(philox::kM0), m1 = set1i(philox::kM1);
-  uint32_t k0 = stream.key0, k1 = stream.key1;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) { k0 += philox::kW0; k1 += philox::kW1; }
-    const VI key0 = set1i(k0), key1 = set1i(k1);
-    for (int set = 0; set < kSets; ++set) {
-      VI hi0, lo0, hi1, lo1;
-      mulHiLo(c0[set], m0, &hi0, &lo0);
-      mulHiLo(c2[set], m1, &hi1, &lo1);
-      c0[set] = xori(xori(hi1, c1[set]), key0);
-      c2[set] = xori(xori(hi0, c3[set]), key1);
-      c1[set] = lo1;
-      c3[set] = lo0;
-    }
-  }
-  for (int set = 0; set < kSets; ++set) out[set] = {{c0[set], c1[set], c2[set], c3[set]}};
 }
 
 /// 4 vectors of 8 lanes (lane j = block j, vector k = word k) -> 32 floats in

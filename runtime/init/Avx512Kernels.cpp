@@ -79,10 +79,11 @@ SHARDC_VECTOR_TARGET inline void mulHiLo(VI a, VI m, VI *hi, VI *lo) {
 
 struct Lanes4 { VI w[4]; };
 
-/// Philox4x32-10 of blocks firstBlock .. firstBlock + 16*kSets - 1: set s,
-/// lane j = block firstBlock + 16*s + j (two sets hide multiply latency).
-SHARDC_VECTOR_TARGET inline void philoxSets(const RngStream &stream, uint64_t firstBlock, Lanes4 *out) {
-  VI c0[kSets], c1[kSets], c2[kSets], c3[kSets];
+/// The Philox counters of blocks firstBlock .. firstBlock + 16*kSets - 1:
+/// set s, lane j = block firstBlock + 16*s + j; words 2 and 3 are the
+/// stream hash and position (docs/rng.md).
+SHARDC_VECTOR_TARGET inline void philoxCounters(const RngStream &stream, uint64_t firstBlock,
+                                               Lanes4 *out) {
   const VI laneIndex = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   for (int set = 0; set < kSets; ++set) {
     // Block numbers are 64-bit: low words per lane, plus the carry into the
@@ -91,27 +92,11 @@ SHARDC_VECTOR_TARGET inline void philoxSets(const RngStream &stream, uint64_t fi
     VI baseLo = set1i(static_cast<uint32_t>(base)), baseHi = set1i(static_cast<uint32_t>(base >> 32));
     VI lo = addi(baseLo, laneIndex);
     __mmask16 wrapped = _mm512_cmplt_epu32_mask(lo, baseLo);
-    c0[set] = lo;
-    c1[set] = _mm512_mask_add_epi32(baseHi, wrapped, baseHi, set1i(1));
-    c2[set] = set1i(stream.streamHash);
-    c3[set] = set1i(stream.position);
+    out[set].w[0] = lo;
+    out[set].w[1] = _mm512_mask_add_epi32(baseHi, wrapped, baseHi, set1i(1));
+    out[set].w[2] = set1i(stream.streamHash);
+    out[set].w[3] = set1i(stream.position);
   }
-  const VI m0 = set1i(philox::kM0), m1 = set1i(philox::kM1);
-  uint32_t k0 = stream.key0, k1 = stream.key1;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) { k0 += philox::kW0; k1 += philox::kW1; }
-    const VI key0 = set1i(k0), key1 = set1i(k1);
-    for (int set = 0; set < kSets; ++set) {
-      VI hi0, lo0, hi1, lo1;
-      mulHiLo(c0[set], m0, &hi0, &lo0);
-      mulHiLo(c2[set], m1, &hi1, &lo1);
-      c0[set] = xori(xori(hi1, c1[set]), key0);
-      c2[set] = xori(xori(hi0, c3[set]), key1);
-      c1[set] = lo1;
-      c3[set] = lo0;
-    }
-  }
-  for (int set = 0; set < kSets; ++set) out[set] = {{c0[set], c1[set], c2[set], c3[set]}};
 }
 
 /// 4 vectors of 16 lanes (lane j = block j, vector k = word k) -> 64 floats
