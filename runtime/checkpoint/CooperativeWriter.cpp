@@ -1,4 +1,5 @@
 #include "runtime/checkpoint/CooperativeWriter.h"
+#include "runtime/checkpoint/FileIo.h"
 
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/SafetensorsHeader.h"
@@ -41,19 +42,6 @@ SaveLayout computeSaveLayout(const plan::Plan &plan) {
 }
 
 namespace {
-
-bool pwriteFully(int fd, const std::byte *data, size_t size, uint64_t offset) {
-  while (size > 0) {
-    size_t piece = std::min<size_t>(size, size_t(1) << 30);
-    ssize_t n = ::pwrite(fd, data, piece, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
-}
 
 /// Every rank's status after a step: 0 ok, else 1. All ranks learn all.
 std::vector<int64_t> exchangeStatus(Communicator &comm, bool ok) {

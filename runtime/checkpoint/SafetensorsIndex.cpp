@@ -1,4 +1,5 @@
 #include "runtime/checkpoint/SafetensorsIndex.h"
+#include "runtime/checkpoint/FileIo.h"
 
 #include "runtime/checkpoint/StrictJson.h"
 
@@ -12,20 +13,6 @@ namespace shardc::runtime::checkpoint {
 namespace {
 
 std::string errnoText() { return std::strerror(errno); }
-
-/// Reads exactly `size` bytes at `offset`; false at end of file.
-bool preadFully(int fd, void *out, size_t size, uint64_t offset) {
-  auto *p = static_cast<char *>(out);
-  while (size > 0) {
-    ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
-}
 
 bool isDirectory(const std::string &path) {
   struct stat st;

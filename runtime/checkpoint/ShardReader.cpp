@@ -1,4 +1,5 @@
 #include "runtime/checkpoint/ShardReader.h"
+#include "runtime/checkpoint/FileIo.h"
 
 #include "runtime/HalfFloat.h"
 
@@ -33,20 +34,6 @@ template <typename T> void storeAs(std::byte *p, T v) { std::memcpy(p, &v, sizeo
 float load16(DType d, const std::byte *p) {
   uint16_t bits = loadAs<uint16_t>(p);
   return d == DType::F16 ? halfBitsToFloat(bits) : bfloat16BitsToFloat(bits);
-}
-
-/// Reads exactly `size` bytes; false on end of file.
-bool preadFully(int fd, std::byte *out, size_t size, uint64_t offset) {
-  while (size > 0) {
-    size_t piece = std::min<size_t>(size, size_t(1) << 30);
-    ssize_t n = ::pread(fd, out, piece, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    out += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
