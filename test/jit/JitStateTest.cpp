@@ -3,6 +3,7 @@
 // rank reading its own rows), save writes them cooperatively, and bad
 // checkpoints are errors naming the file and the parameter that leave the
 // shards untouched.
+#include "GptJitOptions.h"
 #include "gpt.h"
 
 #include "compiler/CheckpointLoad.h"
@@ -24,15 +25,6 @@
 using namespace shardc;
 
 namespace {
-
-JitOptions options(gpt::GPT &model, int64_t worldSize, uint64_t seed) {
-  JitOptions o;
-  o.world_size = worldSize;
-  o.seed = seed;
-  o.inputs = model.inputs(2, 8);
-  o.output_names = {"logits"};
-  return o;
-}
 
 /// A file name in the test's working directory, removed at scope exit.
 struct TempFile {
@@ -103,7 +95,7 @@ int64_t fullBytes(const ParameterInfo &p) {
 TEST_CASE("save at N = 3, load at N = 1, 2, 4: same shards, same outputs, same file",
           "[jit][state][checkpoint]") {
   gpt::GPT model;
-  CompiledModel three = jit(model, options(model, 3, /*seed=*/5));
+  CompiledModel three = jit(model, gptJitOptions(model, 3, /*seed=*/5));
   const std::vector<HostTensor> inputs = three.example_inputs(1);
   three.init();
   const std::vector<HostTensor> reference = three.forward(inputs);
@@ -113,7 +105,7 @@ TEST_CASE("save at N = 3, load at N = 1, 2, 4: same shards, same outputs, same f
   REQUIRE(full.size() == three.parameters().size());
 
   // Loaded into models whose own init (seed 9) differs from the saved values.
-  CompiledModel other = jit(model, options(model, 1, /*seed=*/9));
+  CompiledModel other = jit(model, gptJitOptions(model, 1, /*seed=*/9));
   for (int64_t n : {1, 2, 4}) {
     for (bool initFirst : {false, true}) {
       INFO("world size " << n << (initFirst ? ", after init()" : ", no shards before"));
@@ -157,7 +149,7 @@ TEST_CASE("save at N = 3, load at N = 1, 2, 4: same shards, same outputs, same f
 
 TEST_CASE("load of a subset: other parameters keep their values", "[jit][state][checkpoint]") {
   gpt::GPT model;
-  CompiledModel two = jit(model, options(model, 2, /*seed=*/4));
+  CompiledModel two = jit(model, gptJitOptions(model, 2, /*seed=*/4));
   CompiledModel reference = two.with_world_size(1);
   reference.init();
   const std::string wte = "transformer.wte.weight", bias = "transformer.ln_f.bias";
@@ -201,7 +193,7 @@ TEST_CASE("load of a subset: other parameters keep their values", "[jit][state][
   }
 
   SECTION("with unit patterns and prefetch, as given to jit") {
-    JitOptions units = options(model, 3, 4);
+    JitOptions units = gptJitOptions(model, 3, 4);
     units.units = {"transformer\\.h\\.[0-9]+"};
     units.prefetch = true;
     CompiledModel m = jit(model, units);
@@ -225,7 +217,7 @@ TEST_CASE("load of a subset: other parameters keep their values", "[jit][state][
     }
     TempFile file("bf16.safetensors");
     save_tensors(file.path, {bf});
-    JitOptions small = options(model, 2, 4);
+    JitOptions small = gptJitOptions(model, 2, 4);
     small.io_buffer_bytes = 256; // 32 elements at a time
     CompiledModel m = jit(model, small);
     m.init();
@@ -242,7 +234,7 @@ TEST_CASE("load of a subset: other parameters keep their values", "[jit][state][
 TEST_CASE("forward reuses the shards: no re-init, loaded values survive",
           "[jit][state]") {
   gpt::GPT model;
-  CompiledModel m = jit(model, options(model, 2, /*seed=*/6));
+  CompiledModel m = jit(model, gptJitOptions(model, 2, /*seed=*/6));
   const std::vector<HostTensor> inputs = m.example_inputs(2);
   CHECK_THROWS_AS(m.memory_report(), Error); // nothing ran yet
 
@@ -282,7 +274,7 @@ TEST_CASE("forward reuses the shards: no re-init, loaded values survive",
 TEST_CASE("bad checkpoints: Error naming the file and the parameter, shards untouched",
           "[jit][state][checkpoint][errors]") {
   gpt::GPT model;
-  CompiledModel m = jit(model, options(model, 2, /*seed=*/8));
+  CompiledModel m = jit(model, gptJitOptions(model, 2, /*seed=*/8));
   const std::vector<HostTensor> inputs = m.example_inputs(3);
   const std::string wte = "transformer.wte.weight";
   m.init();
@@ -352,7 +344,7 @@ TEST_CASE("bad checkpoints: Error naming the file and the parameter, shards unto
 TEST_CASE("LocalSession: a replace that fails while running releases every shard",
           "[jit][state][session]") {
   gpt::GPT model;
-  CompiledModel m = jit(model, options(model, 2, /*seed=*/1));
+  CompiledModel m = jit(model, gptJitOptions(model, 2, /*seed=*/1));
   compiler::Graph graph = compiler::parseGraph(m.graph_json(), "traced.json");
   mlir::MLIRContext context;
   compiler::loadTcDialects(context);

@@ -1,6 +1,7 @@
 // The embedded C++ JIT API (issue 7): tracing, trace-time errors naming the
 // C++ call site and module path, world-size invariance, and equality with
 // the same model given as graph JSON (examples/gpt2-tiny.json).
+#include "GptJitOptions.h"
 #include "gpt.h"
 
 #include "compiler/Pipeline.h"
@@ -13,15 +14,6 @@
 using namespace shardc;
 
 namespace {
-
-JitOptions gptOptions(gpt::GPT &model, int64_t worldSize, uint64_t seed = 3) {
-  JitOptions options;
-  options.world_size = worldSize;
-  options.seed = seed;
-  options.inputs = model.inputs(2, 8);
-  options.output_names = {"logits"};
-  return options;
-}
 
 /// Runs a graph file as `shardc run` does, without --inputs.
 runtime::RunResult runGraphFile(const std::string &file, int64_t worldSize, uint64_t seed) {
@@ -83,7 +75,7 @@ TEST_CASE("construction records parameters, devices and inits; no storage",
 
 TEST_CASE("jit traces once; other world sizes reuse the trace", "[jit][trace]") {
   gpt::GPT model;
-  CompiledModel one = jit(model, gptOptions(model, 1));
+  CompiledModel one = jit(model, gptJitOptions(model, 1));
   CHECK(model.forward_calls == 1);
   CompiledModel four = one.with_world_size(4);
   CompiledModel three = four.with_world_size(3);
@@ -108,7 +100,7 @@ TEST_CASE("outputs at N = 1, 2, 4 equal the graph-JSON model bit for bit",
   const uint64_t seed = 11;
   DeviceGuard device("cuda:0");
   gpt::GPT model;
-  CompiledModel compiled = jit(model, gptOptions(model, 1, seed));
+  CompiledModel compiled = jit(model, gptJitOptions(model, 1, seed));
   std::vector<HostTensor> inputs = compiled.example_inputs(seed);
   std::vector<HostTensor> reference = compiled.forward(inputs);
   REQUIRE(reference.size() == 1);
@@ -138,7 +130,7 @@ TEST_CASE("outputs at N = 1, 2, 4 equal the graph-JSON model bit for bit",
 TEST_CASE("shards: each rank holds its rows; together they are the N = 1 tensor",
           "[jit][shard]") {
   gpt::GPT model;
-  CompiledModel one = jit(model, gptOptions(model, 1));
+  CompiledModel one = jit(model, gptJitOptions(model, 1));
   one.init();
   HostTensor full = one.shard("transformer.wte.weight");
   CHECK(full.shape == std::vector<int64_t>{101, 32});
@@ -161,7 +153,7 @@ TEST_CASE("shards: each rank holds its rows; together they are the N = 1 tensor"
 
 TEST_CASE("save writes full parameters equal to the N = 1 init", "[jit][save]") {
   gpt::GPT model;
-  CompiledModel four = jit(model, gptOptions(model, 4));
+  CompiledModel four = jit(model, gptJitOptions(model, 4));
   std::string path = "jit-test-params.safetensors";
   four.save(path);
   std::vector<HostTensor> saved = load_tensors(path);
