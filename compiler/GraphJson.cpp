@@ -294,7 +294,9 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error &error) {
+  } catch (const json::exception &error) {
+    // parse_error for bad syntax, out_of_range for a number no double holds
+    // (e.g. 1e400): both are the input's fault, not ours.
     reader.fail("", std::string("not valid JSON: ") + error.what());
   }
   reader.requireObject(root, "");
