@@ -72,8 +72,8 @@ printf "model: %d params of %dx%d float32 = %d bytes (%.0f MiB)\n" \
   "$NPARAMS" "$ROWS" "$COLS" "$MODEL_BYTES" "$(python3 -c "print($MODEL_BYTES / 2**20)")"
 printf "cat from the page cache: F32 file %.2f GB/s, BF16 file %.2f GB/s\n\n" \
   "$(python3 -c "print($CAT_F32 / 1e9)")" "$(python3 -c "print($CAT_BF16 / 1e9)")"
-printf "%-6s %-5s %9s %9s %12s %10s %18s %24s %12s\n" file N "load s" "fill s" "GB/s (file)" \
-  "% of cat" "per-rank peak" "shards + io buf" "model"
+printf "%-6s %-3s %8s %8s %7s %7s %8s %7s %7s %12s %24s %11s\n" file N "cold s" "fill s" "GB/s" \
+  "of cat" "warm s" "GB/s" "of cat" "rank peak" "shards + io buf" "model"
 for N in $WORLDS; do
   BASE=$(init_time "$DIR/fill.json" --world-size "$N")
   for KIND in f32 bf16; do
@@ -81,12 +81,14 @@ for N in $WORLDS; do
     FBYTES=$(stat -c %s "$FILE")
     CATR=$([ "$KIND" = f32 ] && echo "$CAT_F32" || echo "$CAT_BF16")
     T=$(init_time "$DIR/fill.json" --world-size "$N" --load "$FILE")
+    WARM=$("$BUILD/bin/shardc-load-bench" "$DIR/fill.json" "$FILE" "$N" 5 | awk '$1 == "warm" {print $2}')
     "$SHARDC" run "$DIR/fill.json" --world-size "$N" --load "$FILE" --report json > "$DIR/r.json"
-    python3 - "$DIR/r.json" "$T" "$BASE" "$FBYTES" "$CATR" "$N" "$KIND" "$MODEL_BYTES" <<'PY'
+    python3 - "$DIR/r.json" "$T" "$BASE" "$FBYTES" "$CATR" "$N" "$KIND" "$MODEL_BYTES" "$WARM" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 t, base, fbytes, cat, n, kind, model = (float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]),
                                         float(sys.argv[5]), int(sys.argv[6]), sys.argv[7], int(sys.argv[8]))
+warm = float(sys.argv[9])
 load = t
 rate = fbytes / load
 peaks = [x["init"]["peak_bytes"] for x in r["ranks"]]
@@ -95,13 +97,16 @@ shards = r["ranks"][0]["param_bytes"]
 io = sum(a["bytes"] for a in r["ranks"][0]["init"]["live_at_peak"] if a["label"] == "checkpoint.io")
 assert peaks == pred, (peaks, pred)
 assert max(peaks) == shards + io, (peaks, shards, io)
-print("%-6s %-5d %9.3f %9.3f %12.2f %9.0f%% %18d %24s %12d" % (
-    kind, n, load, base, rate / 1e9, 100 * rate / cat, max(peaks), "%d + %d" % (shards, io), model))
+print("%-6s %-3d %8.3f %8.3f %7.2f %6.0f%% %8.3f %7.2f %6.0f%% %12d %24s %11d" % (
+    kind, n, load, base, rate / 1e9, 100 * rate / cat, warm, fbytes / warm / 1e9,
+    100 * fbytes / warm / cat, max(peaks), "%d + %d" % (shards, io), model))
 PY
   done
 done
 echo
-echo "GB/s (file): the checkpoint's bytes over the load time, all ranks together"
+echo "cold: shardc run --load (fresh shards); warm: CompiledModel::load into shards"
+echo "already resident (shardc-load-bench: the reader's own rate)."
+echo "GB/s: the checkpoint's bytes over the load time, all ranks together"
 echo "(ranks are threads of one process sharing $(nproc) cores; each reads with"
 echo "cores/N threads). fill s: the same init without reading (fresh memory only);"
 echo "each rank reads only its rows (1/N of the file). Peaks are measured and equal"
