@@ -1,0 +1,107 @@
+// The forward's per-rank peak at N = 8 for the transformer examples is
+// exactly: one eighth of every parameter (rounded up to whole rows per
+// parameter) + the largest gathered FSDP unit (the two largest with
+// --prefetch) at most + activations and inputs, and the compiler predicted
+// it allocation by allocation (issue 4's memory target).
+#include "compiler/Pipeline.h"
+#include "runtime/LocalRun.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+using namespace shardc;
+
+namespace {
+
+constexpr int64_t kWorld = 8;
+
+struct Compiled {
+  plan::Plan plan;
+  std::map<std::string, int64_t> tokenBounds;  // input -> vocabulary size
+};
+
+Compiled compileExample(const std::string &name, bool prefetch) {
+  compiler::Graph graph =
+      compiler::loadGraph(std::string(SHARDC_EXAMPLES_DIR) + "/" + name + ".json");
+  Compiled compiled;
+  for (const compiler::GraphInput &input : graph.inputs)
+    if (input.high > 0) compiled.tokenBounds[input.name] = input.high;
+  mlir::MLIRContext context;
+  compiler::loadTcDialects(context);
+  compiler::ShardOptions options;
+  options.prefetch = prefetch;
+  mlir::FailureOr<plan::Plan> plan = compiler::compileToPlan(graph, kWorld, context, options);
+  REQUIRE(mlir::succeeded(plan));
+  compiled.plan = std::move(*plan);
+  return compiled;
+}
+
+int64_t category(const runtime::PhaseReport &report, plan::Category c) {
+  return report.peakByCategory[static_cast<size_t>(c)];
+}
+
+}  // namespace
+
+TEST_CASE("forward peak at N = 8 is shards + gathered units + activations, as predicted",
+          "[pipeline][forward][memory]") {
+  for (const char *model : {"gpt2-tiny", "llama-tiny"}) {
+    for (bool prefetch : {false, true}) {
+      INFO(model << (prefetch ? " with prefetch" : ""));
+      Compiled compiled = compileExample(model, prefetch);
+      const plan::Plan &plan = compiled.plan;
+
+      // Expected shard bytes: ceil(d0 / 8) rows of every sharded parameter,
+      // all of every replicated one; computed from the shapes alone.
+      int64_t shardBytes = 0;
+      std::map<std::string, int64_t> unitBytes;  // what one gather of a unit fills
+      for (const plan::Param &p : plan.params) {
+        const int64_t rowBytes = p.rowElements() * plan::dtypeSize(p.dtype);
+        if (p.shape.empty()) {
+          shardBytes += plan::dtypeSize(p.dtype);
+          unitBytes[p.unit] += plan::dtypeSize(p.dtype);
+          continue;
+        }
+        const int64_t chunk = (p.shape[0] + kWorld - 1) / kWorld;
+        shardBytes += chunk * rowBytes;
+        unitBytes[p.unit] += chunk * kWorld * rowBytes;
+      }
+      std::vector<int64_t> sizes;
+      for (const auto &[unit, bytes] : unitBytes) sizes.push_back(bytes);
+      std::sort(sizes.begin(), sizes.end(), std::greater<>());
+      REQUIRE(sizes.size() >= 3);  // the root unit and at least two blocks
+      const int64_t gatherBound = prefetch ? sizes[0] + sizes[1] : sizes[0];
+
+      runtime::RunOptions options;
+      options.inputs = runtime::makeDeterministicInputs(plan, /*seed=*/0, compiled.tokenBounds);
+      runtime::RunResult result = runtime::runLocal(plan, options);
+      REQUIRE(result.ranks.size() == size_t(kWorld));
+      for (const runtime::RankReport &rank : result.ranks) {
+        INFO("rank " << rank.rank);
+        REQUIRE(rank.forward);
+        const runtime::PhaseReport &f = *rank.forward;
+        CHECK(rank.paramBytes == shardBytes);
+        CHECK(category(f, plan::Category::Parameter) == shardBytes);
+        const int64_t gathered = category(f, plan::Category::Gathered);
+        CHECK(gathered > 0);
+        CHECK(gathered <= gatherBound);
+        // Gathered units are whole: the bytes at the peak are one unit's
+        // (or, with prefetch, two units').
+        bool wholeUnits = false;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          wholeUnits = wholeUnits || sizes[i] == gathered;
+          for (size_t j = i + 1; prefetch && j < sizes.size(); ++j)
+            wholeUnits = wholeUnits || sizes[i] + sizes[j] == gathered;
+        }
+        CHECK(wholeUnits);
+        CHECK(f.peakBytes == shardBytes + gathered +
+                                 category(f, plan::Category::Activation) +
+                                 category(f, plan::Category::IO));
+        CHECK(f.peakBytes == f.predictedPeakBytes);
+        CHECK(f.liveAtPeak == f.predictedLiveAtPeak);
+      }
+    }
+  }
+}
