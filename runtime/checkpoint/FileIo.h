@@ -12,12 +12,14 @@
 
 namespace shardc::runtime::checkpoint {
 
-/// Reads exactly `size` bytes at `offset`; false at end of file or on error.
-inline bool preadFully(int fd, void *out, size_t size, uint64_t offset) {
-  auto *p = static_cast<std::byte *>(out);
+namespace detail {
+/// Calls `move(p, piece, offset)` (a pread or a pwrite) until `size` bytes
+/// moved; false when a call moves nothing or fails with other than EINTR.
+template <typename Byte, typename Move>
+bool moveFully(Byte *p, size_t size, uint64_t offset, Move move) {
   while (size > 0) {
     size_t piece = std::min<size_t>(size, size_t(1) << 30);
-    ssize_t n = ::pread(fd, p, piece, static_cast<off_t>(offset));
+    ssize_t n = move(p, piece, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     p += n;
@@ -26,20 +28,20 @@ inline bool preadFully(int fd, void *out, size_t size, uint64_t offset) {
   }
   return true;
 }
+}  // namespace detail
+
+/// Reads exactly `size` bytes at `offset`; false at end of file or on error.
+inline bool preadFully(int fd, void *out, size_t size, uint64_t offset) {
+  return detail::moveFully(static_cast<std::byte *>(out), size, offset,
+                           [fd](std::byte *p, size_t n, off_t at) { return ::pread(fd, p, n, at); });
+}
 
 /// Writes exactly `size` bytes at `offset`; false on error.
 inline bool pwriteFully(int fd, const void *data, size_t size, uint64_t offset) {
-  auto *p = static_cast<const std::byte *>(data);
-  while (size > 0) {
-    size_t piece = std::min<size_t>(size, size_t(1) << 30);
-    ssize_t n = ::pwrite(fd, p, piece, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
+  return detail::moveFully(static_cast<const std::byte *>(data), size, offset,
+                           [fd](const std::byte *p, size_t n, off_t at) {
+                             return ::pwrite(fd, p, n, at);
+                           });
 }
 
 }  // namespace shardc::runtime::checkpoint

@@ -61,12 +61,15 @@ SHARDC_VECTOR_TARGET inline VF loadu(const float *p) { return _mm256_loadu_ps(p)
 SHARDC_VECTOR_TARGET inline void storeu(float *p, VF v) { _mm256_storeu_ps(p, v); }
 
 /// lo and hi 32 bits of the 32x32 -> 64 products a * m in each of 8 lanes:
-/// _mm256_mul_epu32 multiplies the even lanes; the odd ones are shifted down.
+/// _mm256_mul_epu32 multiplies the even lanes; the odd ones are moved down
+/// first. The moves are dword shuffles, not 64-bit shifts: shifts share
+/// ports 0 and 1 with the multiplies, which bound Philox's rounds, while
+/// shuffles issue on port 5 (Intel; other ports elsewhere).
 SHARDC_VECTOR_TARGET inline void mulHiLo(VI a, VI m, VI *hi, VI *lo) {
   VI even = _mm256_mul_epu32(a, m);
-  VI odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  VI odd = _mm256_mul_epu32(_mm256_shuffle_epi32(a, 0xF5), m);  // words 1,1,3,3
+  *lo = _mm256_blend_epi32(even, _mm256_shuffle_epi32(odd, 0xA0), 0xAA);  // 0,0,2,2
+  *hi = _mm256_blend_epi32(_mm256_shuffle_epi32(even, 0xF5), odd, 0xAA);
 }
 
 struct Lanes4 { VI w[4]; };

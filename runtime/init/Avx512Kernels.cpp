@@ -70,11 +70,13 @@ SHARDC_VECTOR_TARGET inline VF loadu(const float *p) { return _mm512_loadu_ps(p)
 SHARDC_VECTOR_TARGET inline void storeu(float *p, VF v) { _mm512_storeu_ps(p, v); }
 
 /// lo and hi 32 bits of the 32x32 -> 64 products a * m in each of 16 lanes.
+/// As in Avx2Kernels.cpp, the odd words move with dword shuffles (port 5),
+/// not 64-bit shifts, which compete with the multiplies for port 0.
 SHARDC_VECTOR_TARGET inline void mulHiLo(VI a, VI m, VI *hi, VI *lo) {
   VI even = _mm512_mul_epu32(a, m);
-  VI odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  VI odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, _MM_PERM_DDBB), m);  // words 1,1,3,3
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_shuffle_epi32(odd, _MM_PERM_CCAA));
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_shuffle_epi32(even, _MM_PERM_DDBB), odd);
 }
 
 struct Lanes4 { VI w[4]; };
