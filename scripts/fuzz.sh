@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-runs=${FUZZ_RUNS:-100000}
+runs=${FUZZ_RUNS:-50000}
 seed=${FUZZ_SEED:-1}
 build=${SHARDC_FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S test/fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
