@@ -79,15 +79,21 @@ struct Lanes4 { VI w[4]; };
 /// stream hash and position (docs/rng.md).
 SHARDC_VECTOR_TARGET inline void philoxCounters(const RngStream &stream, uint64_t firstBlock,
                                                Lanes4 *out) {
+  // Built in registers: writing the counters to memory word by word and
+  // loading them as vectors stalled every step on store forwarding (a
+  // quarter of uniform's time).
+  const VI laneIndex = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const VI signBit = set1i(0x80000000u);
   for (int set = 0; set < kSets; ++set) {
-    alignas(32) uint32_t lo[8], hi[8];
-    for (int j = 0; j < 8; ++j) {
-      uint64_t block = firstBlock + static_cast<uint64_t>(8 * set + j);
-      lo[j] = static_cast<uint32_t>(block);
-      hi[j] = static_cast<uint32_t>(block >> 32);
-    }
-    out[set].w[0] = _mm256_load_si256(reinterpret_cast<const VI *>(lo));
-    out[set].w[1] = _mm256_load_si256(reinterpret_cast<const VI *>(hi));
+    // Block numbers are 64-bit: low words per lane, plus the carry into the
+    // high word where a low word wrapped (unsigned lo < baseLo, compared
+    // as signed after flipping the sign bits: AVX2 has no unsigned compare).
+    uint64_t base = firstBlock + static_cast<uint64_t>(8 * set);
+    VI baseLo = set1i(static_cast<uint32_t>(base)), baseHi = set1i(static_cast<uint32_t>(base >> 32));
+    VI lo = addi(baseLo, laneIndex);
+    VI wrapped = _mm256_cmpgt_epi32(xori(baseLo, signBit), xori(lo, signBit));  // -1 or 0
+    out[set].w[0] = lo;
+    out[set].w[1] = subi(baseHi, wrapped);
     out[set].w[2] = set1i(stream.streamHash);
     out[set].w[3] = set1i(stream.position);
   }

@@ -138,6 +138,28 @@ TEST_CASE("AVX-512, AVX2 and scalar agree on extreme trunc_normal and uniform ar
   }
 }
 
+TEST_CASE("kernels agree where the 64-bit Philox block counter carries into its high word",
+          "[init][generators]") {
+  // Block 2^32 starts at element 2^34 (4 float32 elements per block); the
+  // vector kernels build each lane's 64-bit block number from the step's
+  // first block in two 32-bit words and must carry into the high word as
+  // the scalar kernel does.
+  const int64_t firstElement = (int64_t{1} << 34) - 4 * 37;  // 37 blocks before the carry
+  const int64_t count = 4 * 101;
+  for (GeneratorKind kind : {GeneratorKind::Uniform, GeneratorKind::Normal,
+                             GeneratorKind::TruncNormal}) {
+    INFO(generatorKindName(kind));
+    GeneratorSpec spec = specFor(kind, {int64_t{1} << 35});
+    std::vector<unsigned char> fast = generateBytes(spec, plan::DType::F32, firstElement, count);
+    {
+      Avx512Off avx2Only;
+      CHECK(generateBytes(spec, plan::DType::F32, firstElement, count) == fast);
+    }
+    Avx2Off scalarOnly;
+    CHECK(generateBytes(spec, plan::DType::F32, firstElement, count) == fast);
+  }
+}
+
 TEST_CASE("generator statistics: 1e6 samples", "[init][generators]") {
   const int64_t n = 1000000;
   auto moments = [](const auto &values) {
