@@ -98,6 +98,16 @@ Graph parseGraph(const std::string &text, const std::string &sourceName);
 /// The default limit on a graph file's size (--max-graph-mib).
 inline constexpr int64_t kDefaultMaxGraphBytes = int64_t{256} << 20;
 
+/// The bound `high` of every int64 input that has one (token ids lie in
+/// [0, high)): what runtime::makeDeterministicInputs needs to generate valid
+/// ids, as `shardc run` does without --inputs.
+inline std::map<std::string, int64_t> inputBounds(const Graph &graph) {
+  std::map<std::string, int64_t> bounds;
+  for (const GraphInput &input : graph.inputs)
+    if (input.high > 0) bounds[input.name] = input.high;
+  return bounds;
+}
+
 /// Reads and parses a graph file; throws GraphError (also when unreadable
 /// or larger than `maxBytes`).
 Graph loadGraph(const std::string &path,

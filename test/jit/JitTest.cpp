@@ -22,13 +22,9 @@ runtime::RunResult runGraphFile(const std::string &file, int64_t worldSize, uint
   compiler::loadTcDialects(context);
   mlir::FailureOr<plan::Plan> plan = compiler::compileToPlan(graph, worldSize, context);
   REQUIRE(mlir::succeeded(plan));
-  std::map<std::string, int64_t> bounds;
-  for (const compiler::GraphInput &input : graph.inputs)
-    if (input.high > 0)
-      bounds[input.name] = input.high;
   runtime::RunOptions options;
   options.seed = seed;
-  options.inputs = runtime::makeDeterministicInputs(*plan, seed, bounds);
+  options.inputs = runtime::makeDeterministicInputs(*plan, seed, compiler::inputBounds(graph));
   return runtime::runLocal(*plan, options);
 }
 

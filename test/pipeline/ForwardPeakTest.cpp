@@ -3,7 +3,7 @@
 // parameter) + the largest gathered FSDP unit (the two largest with
 // --prefetch) at most + activations and inputs, and the compiler predicted
 // it allocation by allocation (issue 4's memory target).
-#include "compiler/Pipeline.h"
+#include "PipelineTestSupport.h"
 #include "runtime/LocalRun.h"
 
 #include <catch2/catch.hpp>
@@ -18,27 +18,6 @@ namespace {
 
 constexpr int64_t kWorld = 8;
 
-struct Compiled {
-  plan::Plan plan;
-  std::map<std::string, int64_t> tokenBounds;  // input -> vocabulary size
-};
-
-Compiled compileExample(const std::string &name, bool prefetch) {
-  compiler::Graph graph =
-      compiler::loadGraph(std::string(SHARDC_EXAMPLES_DIR) + "/" + name + ".json");
-  Compiled compiled;
-  for (const compiler::GraphInput &input : graph.inputs)
-    if (input.high > 0) compiled.tokenBounds[input.name] = input.high;
-  mlir::MLIRContext context;
-  compiler::loadTcDialects(context);
-  compiler::ShardOptions options;
-  options.prefetch = prefetch;
-  mlir::FailureOr<plan::Plan> plan = compiler::compileToPlan(graph, kWorld, context, options);
-  REQUIRE(mlir::succeeded(plan));
-  compiled.plan = std::move(*plan);
-  return compiled;
-}
-
 int64_t category(const runtime::PhaseReport &report, plan::Category c) {
   return report.peakByCategory[static_cast<size_t>(c)];
 }
@@ -50,8 +29,10 @@ TEST_CASE("forward peak at N = 8 is shards + gathered units + activations, as pr
   for (const char *model : {"gpt2-tiny", "llama-tiny"}) {
     for (bool prefetch : {false, true}) {
       INFO(model << (prefetch ? " with prefetch" : ""));
-      Compiled compiled = compileExample(model, prefetch);
-      const plan::Plan &plan = compiled.plan;
+      const compiler::Graph graph = test::loadExample(model);
+      compiler::ShardOptions shardOptions;
+      shardOptions.prefetch = prefetch;
+      const plan::Plan plan = test::compileForTest(graph, kWorld, shardOptions);
 
       // Expected shard bytes: ceil(d0 / 8) rows of every sharded parameter,
       // all of every replicated one; computed from the shapes alone.
@@ -75,7 +56,7 @@ TEST_CASE("forward peak at N = 8 is shards + gathered units + activations, as pr
       const int64_t gatherBound = prefetch ? sizes[0] + sizes[1] : sizes[0];
 
       runtime::RunOptions options;
-      options.inputs = runtime::makeDeterministicInputs(plan, /*seed=*/0, compiled.tokenBounds);
+      options.inputs = runtime::makeDeterministicInputs(plan, /*seed=*/0, compiler::inputBounds(graph));
       runtime::RunResult result = runtime::runLocal(plan, options);
       REQUIRE(result.ranks.size() == size_t(kWorld));
       for (const runtime::RankReport &rank : result.ranks) {

@@ -3,7 +3,7 @@
 // size, for every init op and dtype, on awkward shapes; and a parameter's
 // values do not change when unrelated parameters are added, removed,
 // renamed or reordered.
-#include "compiler/Pipeline.h"
+#include "PipelineTestSupport.h"
 #include "runtime/LocalRun.h"
 
 #include <catch2/catch.hpp>
@@ -21,16 +21,12 @@ namespace {
 std::map<std::string, runtime::HostTensor> initParams(const json &graph,
                                                       int64_t worldSize,
                                                       uint64_t seed = 5) {
-  compiler::Graph parsed = compiler::parseGraph(graph.dump(), "test.json");
-  mlir::MLIRContext context;
-  compiler::loadTcDialects(context);
-  mlir::FailureOr<plan::Plan> plan =
-      compiler::compileToPlan(parsed, worldSize, context);
-  REQUIRE(mlir::succeeded(plan));
+  plan::Plan plan =
+      test::compileForTest(compiler::parseGraph(graph.dump(), "test.json"), worldSize);
   runtime::RunOptions options;
   options.gatherParams = true;
   options.seed = seed;
-  runtime::RunResult result = runtime::runLocal(*plan, options);
+  runtime::RunResult result = runtime::runLocal(plan, options);
   std::map<std::string, runtime::HostTensor> byName;
   for (runtime::HostTensor &tensor : result.params)
     byName[tensor.name] = std::move(tensor);

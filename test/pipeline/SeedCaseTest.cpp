@@ -1,6 +1,6 @@
 // The seed case (Lightning Thunder issue 478), compiled from
 // examples/seed.json and run on local ranks: exact per-rank accounting.
-#include "compiler/Pipeline.h"
+#include "PipelineTestSupport.h"
 #include "runtime/LocalRun.h"
 
 #include <catch2/catch.hpp>
@@ -12,14 +12,7 @@ using namespace shardc;
 namespace {
 
 plan::Plan compileSeed(int64_t worldSize) {
-  compiler::Graph graph =
-      compiler::loadGraph(std::string(SHARDC_EXAMPLES_DIR) + "/seed.json");
-  mlir::MLIRContext context;
-  compiler::loadTcDialects(context);
-  mlir::FailureOr<plan::Plan> plan =
-      compiler::compileToPlan(graph, worldSize, context);
-  REQUIRE(mlir::succeeded(plan));
-  return *plan;
+  return test::compileForTest(test::loadExample("seed"), worldSize);
 }
 
 runtime::RunResult runSeed(int64_t worldSize) {

@@ -225,11 +225,8 @@ int runCommand(const std::vector<std::string> &args) {
       checkInputs(plan, options.inputs, file);
     } else {
       // Token ids must index the vocabulary: the graph bounds them.
-      std::map<std::string, int64_t> bounds;
-      for (const compiler::GraphInput &input : graph.inputs)
-        if (input.high > 0)
-          bounds[input.name] = input.high;
-      options.inputs = runtime::makeDeterministicInputs(plan, seed, bounds);
+      options.inputs =
+          runtime::makeDeterministicInputs(plan, seed, compiler::inputBounds(graph));
     }
   } catch (const compiler::GraphError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";
