@@ -6,6 +6,7 @@
 #include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
+#include "runtime/ResidentMemory.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 
@@ -181,6 +182,8 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   std::mutex failureMutex;
   std::optional<std::string> firstFailure;
   std::vector<std::thread> threads;
+  ResidentPeakWindow resident;  // the OS's count, beside the devices' ledgers
+  resident.start();
   for (int64_t r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
@@ -198,6 +201,7 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
     });
   for (std::thread &t : threads) t.join();
   if (firstFailure) throw RuntimeError(*firstFailure);
+  result.residentPeakGrowthBytes = resident.peakGrowthBytes();
 
   for (int64_t r = 0; r < n; ++r) {
     const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;
