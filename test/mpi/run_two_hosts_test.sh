@@ -62,6 +62,15 @@ grep -q "2 MPI process(es)" "$WORK/hosts.txt" &&
 # mpirun (in h1) starts the remote rank through the agent, inside h2.
 grep -qx "$h2" "$WORK/agent.log" 2>/dev/null && echo "ok: a rank was started inside the second host ($h2)" ||
   { echo "FAIL: no rank was started through the agent in $h2"; failures=1; }
+# The bytes crossed the veth pair: each rank received at least the other's
+# half of every parameter (forward gathers every unit once).
+unsharded=$(sed -n 's/^unsharded parameter bytes.*: \([0-9,]*\)$/\1/p' "$WORK/local.txt" | tr -d ,)
+rx=$(ip netns exec "$h1" cat "/sys/class/net/$v1/statistics/rx_bytes")
+tx=$(ip netns exec "$h1" cat "/sys/class/net/$v1/statistics/tx_bytes")
+echo "  veth $v1 in $h1: received $rx, sent $tx bytes; unsharded params $unsharded bytes"
+[ -n "$unsharded" ] && [ "$rx" -ge $((unsharded / 2)) ] && [ "$tx" -ge $((unsharded / 2)) ] &&
+  echo "ok: at least half the parameter bytes crossed the veth pair each way" ||
+  { echo "FAIL: too little traffic on the veth pair"; failures=1; }
 cmp -s "$WORK/local.st" "$WORK/hosts.st" && echo "ok: outputs byte-identical to the local backend" ||
   { echo "FAIL: outputs differ from the local backend"; failures=1; }
 cmp -s "$WORK/local.params.st" "$WORK/hosts.params.st" &&
