@@ -15,9 +15,10 @@
 // The lower bound holds because every rank's peak is resident at once when
 // it is reached: each byte the ledger counts is written before it is freed.
 //
-// Under AddressSanitizer (scripts/sanitize.sh) shadow memory and the
-// quarantine of freed blocks are resident too: only the lower bound holds,
-// and the test says so.
+// Under AddressSanitizer (scripts/sanitize.sh) shadow memory is resident
+// too, and its allocator keeps freed memory (quarantine) and reuses it
+// without new page faults: neither bound holds, and the test says so (the
+// normal build's run checks them).
 #include "PipelineTestSupport.h"
 #include "runtime/HostMemory.h"
 #include "runtime/LocalRun.h"
@@ -56,12 +57,12 @@ void checkResidentBound(const char *model, int64_t worldSize) {
               model, static_cast<long long>(worldSize), static_cast<long long>(growth),
               static_cast<long long>(ledger), static_cast<long long>(copies),
               static_cast<double>(growth - ledger - copies) / 1048576.0);
-  CHECK(growth >= largestRank);
   if (runtime::HostMemory::reusesBlocks()) {
+    CHECK(growth >= largestRank);
     CHECK(growth <= upper);
   } else {
-    WARN("AddressSanitizer build: shadow memory and quarantine are resident, the upper bound "
-         "is not checked (lower bound checked)");
+    WARN("AddressSanitizer build: its allocator keeps freed memory resident and reuses it, and "
+         "shadow memory is resident too: the resident bounds are checked only in the normal build");
   }
 }
 
