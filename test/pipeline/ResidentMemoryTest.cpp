@@ -2,23 +2,28 @@
 // (runtime/ResidentMemory.h), for the seed case and full-size GPT-2.
 //
 // The ledger proves the runtime follows the plan; this proves the process
-// holds about that much memory. The bound, per run of runLocal:
+// holds no more memory than the ledger says, up to a stated slack:
 //
-//   largest rank peak  <=  resident peak growth  <=  ledger + copies + slack
+//   resident peak growth  <=  ledger + copies + slack
 //
 // - ledger: every rank's peak (init or forward) summed over ranks;
 // - copies: host copies of outputs (every rank) made inside the window;
 // - slack: kSlackBytes + kSlackPerRankBytes per rank, for what is neither:
 //   thread stacks, per-thread malloc arenas, code and OpenBLAS buffers
-//   touched for the first time. Measured: 0.3 to 2.6 MiB on seed, gpt2-tiny,
-//   llama-tiny and gpt2 at N = 1..8 (README.md, "Two memory figures").
-// The lower bound holds because every rank's peak is resident at once when
-// it is reached: each byte the ledger counts is written before it is freed.
+//   touched for the first time, which vary with thread timing. Measured:
+//   up to 4.8 MiB (gpt2 at N = 1, 2, 4 six times each; seed, gpt2-tiny,
+//   llama-tiny at N = 1, 2, 4, 8 once; README.md, "Two memory figures"); the
+//   slack is about twice that.
+//
+// The lower bound (largest rank peak <= growth: the counted bytes are really
+// touched) needs a fresh process: here, memory earlier test cases freed can
+// stay resident in glibc's thread arenas (malloc_trim does not trim their
+// tops) and be reused without a page fault. test/lit/shardc/resident-memory
+// .test checks both bounds on `shardc run --report json`, one process per run.
 //
 // Under AddressSanitizer (scripts/sanitize.sh) shadow memory is resident
-// too, and its allocator keeps freed memory (quarantine) and reuses it
-// without new page faults: neither bound holds, and the test says so (the
-// normal build's run checks them).
+// too, and its allocator keeps freed memory (quarantine): the bound does not
+// hold there, and the test says so (the normal build's run checks it).
 #include "PipelineTestSupport.h"
 #include "runtime/HostMemory.h"
 #include "runtime/LocalRun.h"
@@ -33,8 +38,8 @@ using namespace shardc;
 
 namespace {
 
-constexpr int64_t kSlackBytes = int64_t(4) << 20;
-constexpr int64_t kSlackPerRankBytes = int64_t(256) << 10;
+constexpr int64_t kSlackBytes = int64_t(8) << 20;
+constexpr int64_t kSlackPerRankBytes = int64_t(1) << 20;
 
 void checkResidentBound(const char *model, int64_t worldSize) {
   INFO(model << " at N = " << worldSize);
@@ -57,25 +62,25 @@ void checkResidentBound(const char *model, int64_t worldSize) {
               model, static_cast<long long>(worldSize), static_cast<long long>(growth),
               static_cast<long long>(ledger), static_cast<long long>(copies),
               static_cast<double>(growth - ledger - copies) / 1048576.0);
+  CHECK(largestRank > 0);
   if (runtime::HostMemory::reusesBlocks()) {
-    CHECK(growth >= largestRank);
     CHECK(growth <= upper);
   } else {
     WARN("AddressSanitizer build: its allocator keeps freed memory resident and reuses it, and "
-         "shadow memory is resident too: the resident bounds are checked only in the normal build");
+         "shadow memory is resident too: the resident bound is checked only in the normal build");
   }
 }
 
 }  // namespace
 
-TEST_CASE("seed case: the OS's resident growth is the ledger's peak, within the slack",
+TEST_CASE("seed case: the OS's resident growth stays within the ledger's peaks plus the slack",
           "[pipeline][seed][memory][resident]") {
   checkResidentBound("seed", 1);
   checkResidentBound("seed", 2);
   checkResidentBound("seed", 4);
 }
 
-TEST_CASE("GPT-2 small: the OS's resident growth is the ledger's peak, within the slack",
+TEST_CASE("GPT-2 small: the OS's resident growth stays within the ledger's peaks plus the slack",
           "[pipeline][forward][memory][resident]") {
   checkResidentBound("gpt2", 2);
 }
