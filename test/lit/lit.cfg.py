@@ -47,6 +47,10 @@ python_feature("torch", torch_python, ["torch"])
 venv_python = os.path.join(os.environ.get("SHARDC_VENV", "/opt/shardc-venv"), "bin", "python")
 config.substitutions.append(("%venv_python", venv_python))
 python_feature("venv", venv_python, ["torch", "safetensors", "numpy"])
+# scripts/sanitize.sh's build: tests of the OS's memory figures do not hold
+# under AddressSanitizer (shadow memory, quarantine) and say so.
+if "-fsanitize=address" in getattr(config, "shardc_cxx_flags", ""):
+    config.available_features.add("asan")
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "shardc", "Inputs")))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
