@@ -7,7 +7,8 @@ project did not write. Nothing here uses tools/torch_reference.py's parser.
   st_reference.py models DIR
       the test graphs: DIR/m-DTYPE.json (w [7, 5] DTYPE, b [5] bf16, s [] f64;
       forward y = w + x) for float32, float64, bfloat16; DIR/h.json (f16
-      params, init only); DIR/e.json (an embedding of int64 ids)
+      params, init only); DIR/e.json (an embedding of int64 ids, and the ids
+      reshaped as an int64 output)
   st_reference.py fixtures DIR
       the library writes, for each DTYPE: DIR/ckpt-DTYPE.st (w, b, s in DTYPE)
       and DIR/x-DTYPE.st (the input x); DIR/ids.st (int64 ids)
@@ -17,7 +18,7 @@ project did not write. Nothing here uses tools/torch_reference.py's parser.
   st_reference.py check-add OUT.st PARAMS.st INPUT.st
       y == w + x, all three read by the library (torch computes the sum)
   st_reference.py check-embedding OUT.st PARAMS.st IDS.st
-      e == wte[ids]
+      e == wte[ids], r == ids.reshape(6) (an I64 tensor shardc wrote)
   st_reference.py spec FILE...
       the header rules of the format (the safetensors README, "Format"):
       8-byte little-endian header length N; N bytes of UTF-8 JSON starting
@@ -79,7 +80,8 @@ def models(out):
         json.dump(h, f)
     e = graph([param("wte", [11, 4], "float32", [{"op": "normal"}])],
               [{"name": "ids", "shape": [2, 3], "dtype": "int64", "high": 11}],
-              [{"name": "e", "op": "embedding", "inputs": ["wte", "ids"]}], ["e"])
+              [{"name": "e", "op": "embedding", "inputs": ["wte", "ids"]},
+               {"name": "r", "op": "reshape", "inputs": ["ids"], "shape": [6]}], ["e", "r"])
     with open(os.path.join(out, "e.json"), "w") as f:
         json.dump(e, f)
 
@@ -125,10 +127,13 @@ def check_add(out, params, inputs):
 
 
 def check_embedding(out, params, ids):
-    e, wte, i = load_file(out)["e"], load_file(params)["wte"], load_file(ids)["ids"]
-    if not same(e, wte[i]):
+    outputs, wte, i = load_file(out), load_file(params)["wte"], load_file(ids)["ids"]
+    if not same(outputs["e"], wte[i]):
         fail("%s: e != wte[ids]" % out)
-    print("embedding: e == wte[ids] for int64 ids %s" % list(i.shape))
+    if not same(outputs["r"], i.reshape(6)):
+        fail("%s: the int64 output r != ids.reshape(6)" % out)
+    print("embedding: e == wte[ids] for int64 ids %s; int64 output r == ids.reshape(6)"
+          % list(i.shape))
 
 
 def spec(path):
