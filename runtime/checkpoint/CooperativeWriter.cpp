@@ -16,9 +16,15 @@
 namespace shardc::runtime::checkpoint {
 using plan::Param;
 
-SaveLayout computeSaveLayout(const plan::Plan &plan) {
+SaveLayout computeSaveLayout(const plan::Plan &plan, const std::vector<int64_t> &ranks) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   header["__metadata__"] = {{"format", "pt"}};
+  if (!ranks.empty()) {
+    std::string list;
+    for (int64_t r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    header["__metadata__"]["shardc.ranks"] = list;
+    header["__metadata__"]["shardc.world_size"] = std::to_string(plan.worldSize);
+  }
   std::vector<uint64_t> relative;
   uint64_t offset = 0;
   for (const Param &p : plan.params) {
@@ -61,9 +67,15 @@ std::string firstFailedRank(const std::vector<int64_t> &status) {
 
 void saveCooperatively(const plan::Plan &plan,
                        const std::function<const std::byte *(int32_t)> &localData,
-                       Communicator &comm, const std::string &path) {
+                       Communicator &comm, const std::string &path,
+                       const std::vector<int64_t> &ranks) {
   const int64_t rank = comm.rank();
-  const SaveLayout layout = computeSaveLayout(plan);
+  if (!ranks.empty() && static_cast<int64_t>(ranks.size()) != comm.worldSize())
+    throw RuntimeError("writing '" + path + "': " + std::to_string(ranks.size()) +
+                       " ranks named for a group of " + std::to_string(comm.worldSize()));
+  // Whose rows this rank writes (its own, or a subset run's global rank).
+  const int64_t rowRank = ranks.empty() ? rank : ranks[static_cast<size_t>(rank)];
+  const SaveLayout layout = computeSaveLayout(plan, ranks);
   // Rank 0's pid names the temporary (ranks may be separate processes).
   int64_t pid = ::getpid();
   std::vector<int64_t> pids(static_cast<size_t>(comm.worldSize()));
@@ -109,14 +121,14 @@ void saveCooperatively(const plan::Plan &plan,
     uint64_t begin = 0, bytes = 0;
     if (p.sharded()) {
       const uint64_t rowBytes = static_cast<uint64_t>(p.rowElements() * plan::dtypeSize(p.dtype));
-      begin = static_cast<uint64_t>(rank * p.chunkRows) * rowBytes;
-      bytes = static_cast<uint64_t>(p.validRows(rank)) * rowBytes;
+      begin = static_cast<uint64_t>(rowRank * p.chunkRows) * rowBytes;
+      bytes = static_cast<uint64_t>(p.validRows(rowRank)) * rowBytes;
     } else if (rank == 0) {
       bytes = static_cast<uint64_t>(p.fullBytes());
     }
     if (bytes == 0) continue;
     const std::byte *data = localData(static_cast<int32_t>(i));
-    if (!data) error = "param '" + p.name + "' has no storage on rank " + std::to_string(rank);
+    if (!data) error = "param '" + p.name + "' has no storage on rank " + std::to_string(rowRank);
     else if (!pwriteFully(fd, data, bytes, layout.offsets[i] + begin))
       error = "writing param '" + p.name + "' into '" + temp + "' failed: " +
               std::strerror(errno);
@@ -126,7 +138,8 @@ void saveCooperatively(const plan::Plan &plan,
   status = exchangeStatus(comm, error.empty());
   if (!error.empty()) fail(error);
   if (std::string failed = firstFailedRank(status); !failed.empty())
-    fail("rank " + failed + " failed writing its rows");
+    fail("rank " + (ranks.empty() ? failed : std::to_string(ranks[std::stoul(failed)])) +
+         " failed writing its rows");
 
   // 3. Every rank is done: rank 0 renames; everybody learns the outcome.
   if (rank == 0) {
