@@ -204,8 +204,10 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
   context.seed = options.seed;
   context.threads = options.threads > 0 ? options.threads : defaultKernelThreads(n);
   LocalGroup group(n, options.timeout);
-  result.process.peakSinceStart = !resetPeakResident();
-  result.process.residentBefore = residentBytes();
+  if (options.measureResident) {
+    result.process.peakSinceStart = !resetPeakResident();
+    result.process.residentBefore = residentBytes();
+  }
   std::mutex failureMutex;
   std::optional<std::string> firstFailure;
   std::vector<std::thread> threads;
@@ -228,7 +230,7 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
       }
     });
   for (std::thread &t : threads) t.join();
-  result.process.peakResident = peakResidentBytes();
+  if (options.measureResident) result.process.peakResident = peakResidentBytes();
   if (firstFailure) throw RuntimeError(*firstFailure);
 
   for (int64_t r = 0; r < n; ++r) {

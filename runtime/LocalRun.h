@@ -46,9 +46,13 @@ struct RunOptions {
   std::vector<int64_t> ranks;
   /// Kernel threads per rank; 0 = defaultKernelThreads(ranks run).
   int threads = 0;
+  /// Fill RunResult::process: restarts the process's peak RSS (VmHWM, a
+  /// process-wide side effect, so off by default) before the ranks start.
+  bool measureResident = false;
 };
 
-/// What the OS saw of this process while the ranks ran (ProcessMemory.h).
+/// What the OS saw of this process while the ranks ran (ProcessMemory.h;
+/// -1 unless RunOptions::measureResident).
 struct ProcessMemoryReport {
   int64_t residentBefore = -1;  // RSS just before the rank threads started
   int64_t peakResident = -1;    // peak RSS from then until they all ended

@@ -286,6 +286,7 @@ int runCommand(const std::vector<std::string> &args) {
                                             : parsed.get("--save-params", "");
     options.ranks = ranks;
     options.threads = threads;
+    options.measureResident = true;  // the report shows the OS's view
     if (!options.savePath.empty() && static_cast<int64_t>(ranks.size()) < worldSize)
       std::cerr << "shardc: note: " << options.savePath << " holds the rows of ranks "
                 << runtime::formatRankList(ranks) << " of " << worldSize
