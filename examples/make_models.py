@@ -39,7 +39,10 @@ llama, llama-tiny
     rotary embedding (theta 10000, rotate-half) on q and k in [B, H, T, hd],
     causal attention, SwiGLU MLP down(silu(gate(x)) * up(x)). Init as HF's
     _init_weights with initializer_range 0.02: normal(0, 0.02) for every
-    Linear and the embedding.
+    Linear and the embedding. The builder also takes n_kv_head (grouped-
+    query attention: k_proj/v_proj [n_kv_head * head_dim, d], k and v
+    repeated per query group as HF's repeat_kv), eps, theta and the
+    parameter dtype; examples/make_llama.py uses them for Llama 2/3 sizes.
 
 Every model takes one input, `idx` (int64 [B, T], "high": vocabulary size)
 and returns `logits` [B, T, V]. Units are left to the default rule
@@ -68,8 +71,9 @@ CONFIGS = {
 
 
 class Graph:
-    def __init__(self, name):
+    def __init__(self, name, dtype=DTYPE):
         self.name = name
+        self.dtype = dtype  # every parameter's
         self.parameters = []
         self.inputs = []
         self.nodes = []
@@ -77,7 +81,7 @@ class Graph:
 
     def param(self, name, shape, init):
         self.parameters.append({"name": name, "shape": list(shape),
-                                "dtype": DTYPE, "device": DEVICE,
+                                "dtype": self.dtype, "device": DEVICE,
                                 "init": init})
         return name
 
@@ -185,19 +189,35 @@ def gpt2(name, n_layer, n_head, d, vocab, block, B, T, **_):
     return g
 
 
-def llama(name, n_layer, n_head, d, ffn, vocab, B, T, **_):
-    assert d % n_head == 0 and (d // n_head) % 2 == 0
+def repeat_kv(g, p, x, B, n_kv, n_rep, T, hd):
+    """HF repeat_kv: [B, n_kv, T, hd] -> [B, n_kv * n_rep, T, hd], each kv
+    head repeated n_rep times in a row (grouped-query attention: query head
+    h reads kv head h // n_rep). x[:, :, None].expand(...) is a `cat` of
+    n_rep copies on a new dim."""
+    if n_rep == 1:
+        return x
+    r = g.node(p + ".r", "reshape", [x], shape=[B, n_kv, 1, T, hd])
+    c = g.node(p + ".cat", "cat", [r] * n_rep, dim=2)
+    return g.node(p, "reshape", [c], shape=[B, n_kv * n_rep, T, hd])
+
+
+def llama(name, n_layer, n_head, d, ffn, vocab, B, T, n_kv_head=None,
+          eps=1e-6, theta=10000.0, dtype=DTYPE, **_):
+    """n_kv_head < n_head: grouped-query attention (k_proj and v_proj are
+    [n_kv_head * head_dim, d]; repeat_kv before attention, as HF)."""
+    n_kv = n_kv_head or n_head
+    assert d % n_head == 0 and (d // n_head) % 2 == 0 and n_head % n_kv == 0
     hd = d // n_head
-    eps = 1e-6
-    g = Graph(name)
+    g = Graph(name, dtype)
     emb = g.param("model.embed_tokens.weight", [vocab, d], normal(0.02))
     layers = []
     for i in range(n_layer):
         p = "model.layers.%d" % i
         w = {}
         w["input_layernorm"] = g.param(p + ".input_layernorm.weight", [d], ONES)
-        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            w[proj] = g.param(p + ".self_attn." + proj + ".weight", [d, d],
+        for proj, rows in (("q_proj", d), ("k_proj", n_kv * hd),
+                           ("v_proj", n_kv * hd), ("o_proj", d)):
+            w[proj] = g.param(p + ".self_attn." + proj + ".weight", [rows, d],
                               normal(0.02))
         w["post_attention_layernorm"] = g.param(
             p + ".post_attention_layernorm.weight", [d], ONES)
@@ -216,15 +236,19 @@ def llama(name, n_layer, n_head, d, ffn, vocab, B, T, **_):
                    [x, w["input_layernorm"]], eps=eps)
         sa = p + ".self_attn"
         heads = {}
-        for proj in ("q_proj", "k_proj", "v_proj"):
+        for proj, nh in (("q_proj", n_head), ("k_proj", n_kv),
+                         ("v_proj", n_kv)):
             lin = g.node(sa + "." + proj, "linear", [h, w[proj]])
-            heads[proj] = attention_heads(g, lin, lin, B, T, n_head, hd)
+            heads[proj] = attention_heads(g, lin, lin, B, T, nh, hd)
         q = g.node(sa + ".q_rot", "rotary_embedding", [heads["q_proj"]],
-                   theta=10000.0)
+                   theta=theta)
         k = g.node(sa + ".k_rot", "rotary_embedding", [heads["k_proj"]],
-                   theta=10000.0)
+                   theta=theta)
+        k = repeat_kv(g, sa + ".k_rep", k, B, n_kv, n_head // n_kv, T, hd)
+        v = repeat_kv(g, sa + ".v_rep", heads["v_proj"], B, n_kv,
+                      n_head // n_kv, T, hd)
         y = g.node(sa + ".sdpa", "scaled_dot_product_attention",
-                   [q, k, heads["v_proj"]], causal=True)
+                   [q, k, v], causal=True)
         y = merge_heads(g, sa + ".y", y, B, T, d)
         o = g.node(sa + ".o_proj", "linear", [y, w["o_proj"]])
         x = g.node(p + ".x.attn", "add", [x, o])

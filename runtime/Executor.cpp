@@ -140,6 +140,12 @@ private:
     return owned_[id].data();
   }
 
+  /// Whether a non-param buffer (or an alias's base) is allocated now.
+  bool allocated(int32_t id) const {
+    while (buffer(id).aliasOf) id = *buffer(id).aliasOf;
+    return static_cast<bool>(owned_[id]);
+  }
+
   void alloc(const Instruction &inst) {
     expectOperands(inst, 0, 1);
     const Buffer &b = buffer(inst.outputs[0]);
@@ -569,8 +575,11 @@ private:
     if (root < 0 || root >= comm_.worldSize())
       fail("root " + std::to_string(root) + " out of range for world size " +
            std::to_string(comm_.worldSize()));
-    // Only root holds the full tensor; the others never touch that buffer.
-    const std::byte *send = state_.rank() == root ? data(full.id) : nullptr;
+    // Only root holds the full tensor; the others never touch that buffer,
+    // unless they computed it themselves: a --ranks run standing in for an
+    // absent owner (runtime/RankSubset.h) passes its own copy.
+    const std::byte *send =
+        state_.rank() == root || allocated(full.id) ? data(full.id) : nullptr;
     const Region r = region(target.id);
     comm_.scatter(root, send, static_cast<size_t>(p.localBytes()), r.data);
     zeroPadding(r);  // root's padding rows were never written

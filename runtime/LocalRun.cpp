@@ -8,6 +8,7 @@
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RankError.h"
+#include "runtime/RankSubset.h"
 #include "runtime/ResidentMemory.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
@@ -76,13 +77,15 @@ struct RankOutcome {
   std::vector<HostTensor> shards;  // keepShards: local param storage after init
 };
 
+/// `comm` is the plan's world; `peers` the ranks actually run (the same
+/// group unless `subset` names them: a --ranks run).
 void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gatherParams,
              const std::string &savePath, bool keepShards, const ExecutionContext &context,
-             LocalGroup &group,
-             int64_t rank, RankOutcome &outcome) {
+             Communicator &comm, Communicator &peers, const std::vector<int64_t> &subset,
+             RankOutcome &outcome) {
+  const int64_t rank = comm.rank();
   CpuDevice device;           // declared first: destroyed after everything on it
   RankState state(rank);
-  LocalCommunicator comm(group, rank);
   try {
     outcome.report.rank = rank;
     device.resetPeak();
@@ -119,6 +122,7 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
     }
 
     // Outside every measurement window (both reports are already taken).
+    const auto saveStart = std::chrono::steady_clock::now();
     if (!savePath.empty())
       checkpoint::saveCooperatively(
           plan,
@@ -126,7 +130,8 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
             const DeviceBuffer *local = state.paramStorage(i);
             return local ? local->data() : nullptr;
           },
-          comm, savePath);
+          peers, savePath, subset);
+    if (!savePath.empty()) outcome.report.saveSeconds = secondsSince(saveStart);
     if (gatherParams) {
       for (size_t i = 0; i < plan.params.size(); ++i) {
         const Param &p = plan.params[i];
@@ -161,8 +166,27 @@ std::vector<HostTensor> matchForwardInputs(const Function &forward,
   return matchInputs(forward, given);
 }
 
-RunResult runLocal(const Plan &plan, const RunOptions &options) {
-  checkPlan(plan);
+RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
+  checkPlan(fullPlan);
+  // A proper subset of the ranks does the absent owners' work itself.
+  std::vector<int64_t> present = options.ranks, subset;
+  if (present.empty())
+    for (int64_t r = 0; r < fullPlan.worldSize; ++r) present.push_back(r);
+  for (size_t i = 0; i < present.size(); ++i)
+    if (present[i] < 0 || present[i] >= fullPlan.worldSize || (i && present[i] <= present[i - 1]))
+      throw RuntimeError("runLocal: ranks must be sorted, distinct and in [0, " +
+                         std::to_string(fullPlan.worldSize) + ")");
+  if (static_cast<int64_t>(present.size()) < fullPlan.worldSize) {
+    subset = present;
+    if (fullPlan.function("forward"))
+      throw RuntimeError("runLocal: running ranks " + formatRankList(subset) + " of " +
+                         std::to_string(fullPlan.worldSize) +
+                         " needs a plan without 'forward' (it gathers every rank's shards)");
+    if (options.gatherParams)
+      throw RuntimeError("runLocal: gatherParams needs every rank");
+  }
+  const Plan subsetPlan = subset.empty() ? Plan{} : planForRanks(fullPlan, subset);
+  const Plan &plan = subset.empty() ? fullPlan : subsetPlan;
   if (!plan.function("init")) throw RuntimeError("runLocal: plan has no 'init' function");
   const Function *forward = plan.function("forward");
   std::vector<HostTensor> inputs;
@@ -172,22 +196,29 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
 
   RunResult result;
   result.unshardedParamBytes = unshardedParamBytes(plan);
-  const int64_t n = plan.worldSize;
+  const int64_t n = static_cast<int64_t>(present.size());  // threads
   std::vector<RankOutcome> outcomes(n);
   // Predictions first: an inconsistent plan fails before any thread starts.
   for (int64_t r = 0; r < n; ++r) {
-    MemoryPrediction init = predictMemory(plan, "init", r);
+    MemoryPrediction init = predictMemory(plan, "init", present[r]);
     predict(init, outcomes[r].report.init);
     if (forward) {
       outcomes[r].report.forward.emplace();
-      predict(predictMemory(plan, "forward", r, init.paramsAtEnd), *outcomes[r].report.forward);
+      predict(predictMemory(plan, "forward", present[r], init.paramsAtEnd),
+              *outcomes[r].report.forward);
     }
   }
 
   ExecutionContext context;
   context.seed = options.seed;
-  context.threads = defaultKernelThreads(n);
+  context.threads = options.threads > 0 ? options.threads : defaultKernelThreads(n);
   LocalGroup group(n, options.timeout);
+  // The OS's count, beside the devices' ledgers (runtime/ResidentMemory.h).
+  ResidentPeakWindow resident;
+  if (options.measureResident) {
+    result.process.peakSinceStart = !resident.start();
+    if (std::optional<ResidentSet> now = readResidentSet()) result.process.residentBefore = now->bytes;
+  }
   std::mutex failureMutex;
   std::optional<std::string> firstFailure;
   auto fail = [&](const std::string &message) {
@@ -197,19 +228,20 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
     }
     group.abort(message);
   };
-  ResidentPeakWindow resident;  // the OS's count, beside the devices' ledgers
-  resident.start();
   JoiningThreads threads;
   for (int64_t r = 0; r < n; ++r) {
     bool started = threads.start([&, r] {
       try {
+        LocalCommunicator peers(group, r);
+        std::optional<SubsetCommunicator> partial;
+        if (!subset.empty()) partial.emplace(peers, subset, plan.worldSize);
         runRank(plan, inputs, options.gatherParams, options.savePath, options.keepShards,
-                context, group, r,
+                context, partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
                 outcomes[r]);
       } catch (const RankError &e) {  // names the rank it happened on
         fail("rank " + std::to_string(e.rank()) + ": " + e.what());
       } catch (const std::exception &e) {
-        fail("rank " + std::to_string(r) + ": " + e.what());
+        fail("rank " + std::to_string(present[r]) + ": " + e.what());
       }
     });
     if (!started) {
@@ -227,14 +259,17 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   }
   threads.joinAll();
   if (firstFailure) throw RuntimeError(*firstFailure);
-  result.residentPeakGrowthBytes = resident.peakGrowthBytes();
+  if (options.measureResident) {
+    if (std::optional<ResidentSet> now = readResidentSet()) result.process.peakResident = now->peakBytes;
+    result.residentPeakGrowthBytes = resident.peakGrowthBytes();
+  }
 
   for (int64_t r = 0; r < n; ++r) {
     const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;
     for (size_t i = 0; i < reference.size() && r > 0; ++i)
       if (mine[i].data != reference[i].data)
         throw RuntimeError("output '" + reference[i].name + "' differs between rank 0 and rank " +
-                           std::to_string(r) + " (ranks must compute identical outputs)");
+                           std::to_string(present[r]) + " (ranks must compute identical outputs)");
     result.ranks.push_back(outcomes[r].report);
   }
   result.outputs = std::move(outcomes[0].outputs);

@@ -39,6 +39,27 @@ struct RunOptions {
   /// int64 input not listed gets kDefaultIntInputBound. runLocal itself does
   /// not read it (it takes `inputs` as given).
   std::map<std::string, int64_t> intInputBounds;
+  /// The ranks to run (sorted, distinct; empty = every rank). A proper
+  /// subset runs planForRanks(plan, ranks) (runtime/RankSubset.h): the plan
+  /// must have no "forward" (it would gather absent ranks' shards) and
+  /// gatherParams must be off; `savePath` then gets only these ranks' rows.
+  std::vector<int64_t> ranks;
+  /// Kernel threads per rank; 0 = defaultKernelThreads(ranks run).
+  int threads = 0;
+  /// Fill RunResult::process and residentPeakGrowthBytes: restarts the
+  /// process's peak RSS (VmHWM, a process-wide side effect, so off by
+  /// default) before the ranks start.
+  bool measureResident = false;
+};
+
+/// What the OS saw of this process while the ranks ran (ResidentMemory.h;
+/// -1 unless RunOptions::measureResident).
+struct ProcessMemoryReport {
+  int64_t residentBefore = -1;  // RSS just before the rank threads started
+  int64_t peakResident = -1;    // peak RSS from then until they all ended
+  /// The kernel refused to restart the peak: peakResident counts from the
+  /// process's start (the compiler included).
+  bool peakSinceStart = false;
 };
 
 /// Measured and predicted memory of one function on one rank.
@@ -59,6 +80,9 @@ struct RankReport {
   int64_t paramBytes = 0;  // param storage held after init
   PhaseReport init;
   std::optional<PhaseReport> forward;  // when the plan has "forward"
+  /// Wall time of writing this rank's rows with RunOptions::savePath (0
+  /// without), the collectives' waits included; outside every peak window.
+  double saveSeconds = 0;
 };
 
 struct RunResult {
@@ -69,15 +93,17 @@ struct RunResult {
   std::vector<std::vector<HostTensor>> shards;
   std::vector<RankReport> ranks;
   int64_t unshardedParamBytes = 0;  // sum of Param::fullBytes: the baseline
+  ProcessMemoryReport process;
   /// The OS's figure beside the ledger's (runtime/ResidentMemory.h): how far
   /// this process's resident set rose above its size when the rank threads
-  /// started, at its highest, until they all ended. Measured by runLocal;
-  /// nullopt where /proc cannot say.
+  /// started, at its highest, until they all ended. Measured by runLocal
+  /// with RunOptions::measureResident; nullopt without, or where /proc
+  /// cannot say.
   std::optional<int64_t> residentPeakGrowthBytes;
 };
 
-/// Runs "init" then "forward" (when present) on plan.worldSize threads, each
-/// rank's kernels with defaultKernelThreads(worldSize) threads. Memory is
+/// Runs "init" then "forward" (when present) on plan.worldSize threads (or
+/// options.ranks), each rank's kernels with options.threads threads. Memory is
 /// predicted per rank (rank-conditional instructions differ between ranks).
 /// A failure on any rank aborts the others' collectives and is rethrown as
 /// RuntimeError("rank R: ..."); the first failure wins. Also fails when

@@ -190,23 +190,37 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids):
     return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
 
 
+def repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(
+        batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
 class LlamaAttention(nn.Module):
-    def __init__(self, d, n_head):
+    def __init__(self, d, n_head, n_kv=None, theta=10000):
         super().__init__()
         self.num_heads, self.head_dim = n_head, d // n_head
+        self.num_key_value_heads = n_kv or n_head
+        kv = self.num_key_value_heads * self.head_dim
         self.q_proj = nn.Linear(d, d, bias=False)
-        self.k_proj = nn.Linear(d, d, bias=False)
-        self.v_proj = nn.Linear(d, d, bias=False)
+        self.k_proj = nn.Linear(d, kv, bias=False)
+        self.v_proj = nn.Linear(d, kv, bias=False)
         self.o_proj = nn.Linear(d, d, bias=False)
-        self.rotary_emb = LlamaRotaryEmbedding(self.head_dim)
+        self.rotary_emb = LlamaRotaryEmbedding(self.head_dim, base=theta)
 
     def forward(self, x, position_ids):
         bsz, q_len, d = x.size()
         q = self.q_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        kvh = self.num_key_value_heads
+        k = self.k_proj(x).view(bsz, q_len, kvh, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(bsz, q_len, kvh, self.head_dim).transpose(1, 2)
         cos, sin = self.rotary_emb(v, seq_len=q_len)
         q, k = apply_rotary_pos_emb(q, k, cos, sin, position_ids)
+        k = repeat_kv(k, self.num_heads // kvh)
+        v = repeat_kv(v, self.num_heads // kvh)
         # The graph's sdpa scales by multiplying with 1/sqrt(E) (as nanoGPT and
         # torch's own sdpa do); HF divides by sqrt(E) -- an ulp-level change.
         att = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(self.head_dim))
@@ -228,9 +242,9 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, d, n_head, ffn, eps):
+    def __init__(self, d, n_head, ffn, eps, n_kv=None, theta=10000):
         super().__init__()
-        self.self_attn = LlamaAttention(d, n_head)
+        self.self_attn = LlamaAttention(d, n_head, n_kv, theta)
         self.mlp = LlamaMLP(d, ffn)
         self.input_layernorm = LlamaRMSNorm(d, eps)
         self.post_attention_layernorm = LlamaRMSNorm(d, eps)
@@ -241,18 +255,18 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, vocab, d, n_layer, n_head, ffn, eps):
+    def __init__(self, vocab, d, n_layer, n_head, ffn, eps, n_kv=None, theta=10000):
         super().__init__()
         self.embed_tokens = nn.Embedding(vocab, d)
-        self.layers = nn.ModuleList([LlamaDecoderLayer(d, n_head, ffn, eps)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(d, n_head, ffn, eps, n_kv, theta)
                                      for _ in range(n_layer)])
         self.norm = LlamaRMSNorm(d, eps)
 
 
 class LlamaForCausalLM(nn.Module):
-    def __init__(self, vocab, d, n_layer, n_head, ffn, eps=1e-6):
+    def __init__(self, vocab, d, n_layer, n_head, ffn, eps=1e-6, n_kv=None, theta=10000):
         super().__init__()
-        self.model = LlamaModel(vocab, d, n_layer, n_head, ffn, eps)
+        self.model = LlamaModel(vocab, d, n_layer, n_head, ffn, eps, n_kv, theta)
         self.lm_head = nn.Linear(d, vocab, bias=False)
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -285,8 +299,9 @@ def perturb(model):
                 p.add_(torch.randn_like(p) * 0.1)
 
 
-def check_model(tmp, name, model, state, failures):
-    graph = tr.load_graph(os.path.join(ROOT, "examples", name + ".json"))
+def check_model(tmp, name, model, state, failures, path=None):
+    path = path or os.path.join(ROOT, "examples", name + ".json")
+    graph = tr.load_graph(path)
     declared = {p["name"]: p["shape"] for p in graph["parameters"]}
     got = {k: list(v.shape) for k, v in state.items()}
     assert declared == got, "%s: graph parameters and module state differ: %s" % (
@@ -298,7 +313,7 @@ def check_model(tmp, name, model, state, failures):
     tr.write_safetensors(xf, inputs)
     with torch.no_grad():
         want = model(inputs["idx"])
-    got = run_ref(os.path.join(ROOT, "examples", name + ".json"), pf, xf, of)["logits"]
+    got = run_ref(path, pf, xf, of)["logits"]
     r = rel(got, want)
     exact = torch.equal(got, want)
     print("%-12s logits %s  max|ref-module|/max|module| = %.3e  bit-identical: %s"
@@ -306,8 +321,7 @@ def check_model(tmp, name, model, state, failures):
     if not exact:
         failures.append("%s: float32 logits not bit-identical (relative error %.3e)" % (name, r))
     # float64 ground truth through the same interpreter and module
-    got64 = run_ref(os.path.join(ROOT, "examples", name + ".json"), pf, xf,
-                    of + "64", ["--compute-dtype", "float64"])["logits"]
+    got64 = run_ref(path, pf, xf, of + "64", ["--compute-dtype", "float64"])["logits"]
     with torch.no_grad():
         want64 = model.double()(inputs["idx"])
         model.float()
@@ -340,6 +354,22 @@ def main():
         perturb(llama)
         sd = {k: v.detach().clone() for k, v in llama.state_dict().items()}
         pf, xf, of = check_model(tmp, "llama-tiny", llama, sd, failures)
+
+        # Grouped-query attention (8 query heads, 2 kv heads), Llama 3's
+        # eps and theta, from examples/make_llama.py vs HF's repeat_kv.
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        import make_llama
+        import make_models
+        gqa_cfg = dict(layers=2, hidden=64, heads=8, kv_heads=2, ffn=96, vocab=97,
+                       eps=1e-5, theta=500000.0)
+        gqa_path = os.path.join(tmp, "llama-gqa.json")
+        with open(gqa_path, "w") as f:
+            f.write(make_models.render(make_llama.build(gqa_cfg, seq=8, batch=2)))
+        gqa = LlamaForCausalLM(vocab=97, d=64, n_layer=2, n_head=8, ffn=96, eps=1e-5,
+                               n_kv=2, theta=500000.0).eval()
+        perturb(gqa)
+        sd = {k: v.detach().clone() for k, v in gqa.state_dict().items()}
+        check_model(tmp, "llama-gqa", gqa, sd, failures, gqa_path)
 
         # --compare exit codes
         a = tr.read_safetensors(of)

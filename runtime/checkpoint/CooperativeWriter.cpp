@@ -18,9 +18,15 @@
 namespace shardc::runtime::checkpoint {
 using plan::Param;
 
-SaveLayout computeSaveLayout(const plan::Plan &plan) {
+SaveLayout computeSaveLayout(const plan::Plan &plan, const std::vector<int64_t> &ranks) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   header["__metadata__"] = {{"format", "pt"}};
+  if (!ranks.empty()) {
+    std::string list;
+    for (int64_t r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    header["__metadata__"]["shardc.ranks"] = list;
+    header["__metadata__"]["shardc.world_size"] = std::to_string(plan.worldSize);
+  }
   std::vector<std::vector<uint64_t>> relative(plan.params.size());
   uint64_t offset = 0;
   for (size_t i = 0; i < plan.params.size(); ++i) {
@@ -79,20 +85,29 @@ std::vector<std::string> exchangeErrors(Communicator &comm, const std::string &m
 
 /// When any rank failed, every rank throws the lowest failing rank's own
 /// reason (with its OS error), naming that rank: whichever rank the runner
-/// reports, the user reads the failure where it happened.
-void throwFirstError(const std::vector<std::string> &errors, const std::string &path) {
+/// reports, the user reads the failure where it happened. `ranks` maps a
+/// subset run's group ranks to the plan's (empty: the identity).
+void throwFirstError(const std::vector<std::string> &errors, const std::string &path,
+                     const std::vector<int64_t> &ranks) {
   for (size_t r = 0; r < errors.size(); ++r)
     if (!errors[r].empty())
-      throw RankError(static_cast<int64_t>(r), "writing '" + path + "': " + errors[r]);
+      throw RankError(ranks.empty() ? static_cast<int64_t>(r) : ranks[r],
+                      "writing '" + path + "': " + errors[r]);
 }
 
 }  // namespace
 
 void saveCooperatively(const plan::Plan &plan,
                        const std::function<const std::byte *(int32_t)> &localData,
-                       Communicator &comm, const std::string &path) {
+                       Communicator &comm, const std::string &path,
+                       const std::vector<int64_t> &ranks) {
   const int64_t rank = comm.rank();
-  const SaveLayout layout = computeSaveLayout(plan);
+  if (!ranks.empty() && static_cast<int64_t>(ranks.size()) != comm.worldSize())
+    throw RuntimeError("writing '" + path + "': " + std::to_string(ranks.size()) +
+                       " ranks named for a group of " + std::to_string(comm.worldSize()));
+  // Whose rows this rank writes (its own, or a subset run's plan rank).
+  const int64_t rowRank = ranks.empty() ? rank : ranks[static_cast<size_t>(rank)];
+  const SaveLayout layout = computeSaveLayout(plan, ranks);
   // Rank 0's pid names the temporary (ranks may be separate processes).
   int64_t pid = ::getpid();
   std::vector<int64_t> pids(static_cast<size_t>(comm.worldSize()));
@@ -124,7 +139,7 @@ void saveCooperatively(const plan::Plan &plan,
         error = "closing '" + temp + "' failed: " + std::strerror(errno);
     }
   }
-  throwFirstError(exchangeErrors(comm, error), path);
+  throwFirstError(exchangeErrors(comm, error), path, ranks);
 
   // 2. Every rank writes its own valid rows; rank 0 the replicated tensors.
   int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
@@ -134,15 +149,15 @@ void saveCooperatively(const plan::Plan &plan,
     uint64_t begin = 0, bytes = 0;
     if (p.sharded()) {
       const uint64_t rowBytes = static_cast<uint64_t>(p.rowElements() * plan::dtypeSize(p.dtype));
-      begin = static_cast<uint64_t>(rank * p.chunkRows) * rowBytes;
-      bytes = static_cast<uint64_t>(p.validRows(rank)) * rowBytes;
+      begin = static_cast<uint64_t>(rowRank * p.chunkRows) * rowBytes;
+      bytes = static_cast<uint64_t>(p.validRows(rowRank)) * rowBytes;
     } else if (rank == 0) {
       bytes = static_cast<uint64_t>(p.fullBytes());
     }
     if (bytes == 0 || layout.offsets[i].empty()) continue;
     const std::byte *data = localData(static_cast<int32_t>(i));
     if (!data) {
-      error = "param '" + p.name + "' has no storage on rank " + std::to_string(rank);
+      error = "param '" + p.name + "' has no storage on rank " + std::to_string(rowRank);
       break;
     }
     for (uint64_t at : layout.offsets[i])
@@ -152,7 +167,7 @@ void saveCooperatively(const plan::Plan &plan,
   }
   if (fd >= 0 && ::close(fd) != 0 && error.empty())
     error = "closing '" + temp + "' failed: " + std::strerror(errno);
-  throwFirstError(exchangeErrors(comm, error), path);
+  throwFirstError(exchangeErrors(comm, error), path, ranks);
 
   // 3. Every rank is done: rank 0 renames; everybody learns the outcome.
   if (rank == 0) {
@@ -161,7 +176,7 @@ void saveCooperatively(const plan::Plan &plan,
     else
       guard.active = false;
   }
-  throwFirstError(exchangeErrors(comm, error), path);
+  throwFirstError(exchangeErrors(comm, error), path, ranks);
 }
 
 }  // namespace shardc::runtime::checkpoint

@@ -25,15 +25,23 @@ struct SaveLayout {
   std::vector<std::vector<uint64_t>> offsets;
   uint64_t fileBytes = 0;
 };
-SaveLayout computeSaveLayout(const plan::Plan &plan);
+/// `ranks` (sorted; empty = every rank) are the ranks whose rows the file
+/// holds: a partial file names them in its metadata ("shardc.ranks",
+/// "shardc.world_size"); the other rows read as zeros.
+SaveLayout computeSaveLayout(const plan::Plan &plan, const std::vector<int64_t> &ranks = {});
 
 /// Collective: all ranks call it with the same plan and path. `localData(i)`
 /// is this rank's storage of param i (Param::localShape, padded rows
 /// included). The temporary is `path + ".tmp." + <rank 0's pid>`. When any
 /// rank failed, every rank throws the same RankError: the lowest failing
 /// rank, and "writing 'PATH': " + that rank's own reason (with the OS error).
+/// `ranks` non-empty (a --ranks run, docs/cli.md): `comm` connects only
+/// these ranks of plan.worldSize, in this (sorted) order; comm rank i writes
+/// the rows of rank ranks[i], comm rank 0 creates the file and writes the
+/// replicated tensors.
 void saveCooperatively(const plan::Plan &plan,
                        const std::function<const std::byte *(int32_t)> &localData,
-                       Communicator &comm, const std::string &path);
+                       Communicator &comm, const std::string &path,
+                       const std::vector<int64_t> &ranks = {});
 
 }  // namespace shardc::runtime::checkpoint

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 
 using namespace shardc;
@@ -156,4 +157,53 @@ TEST_CASE("unrelated parameters change no other parameter's values",
   json moved = target;
   moved["name"] = "h.0.attn.weight2";
   CHECK(initParams(graphOf({moved}), 3).at("h.0.attn.weight2").data != alone.data);
+}
+
+TEST_CASE("a subset of the ranks (--ranks) holds the full run's shards, bit for bit",
+          "[pipeline][init][invariance][ranks]") {
+  // Orthogonal parameters are not shardable: their owners are spread over
+  // the ranks, so every subset below runs some owners and misses others
+  // (the ranks run then compute those tensors themselves).
+  const int64_t worldSize = 5;
+  for (const char *dtype : {"float32", "bfloat16", "float64"}) {
+    plan::Plan plan = test::compileForTest(
+        compiler::parseGraph(everyInitOp(dtype).dump(), "test.json"), worldSize);
+    plan.functions.erase(std::remove_if(plan.functions.begin(), plan.functions.end(),
+                                        [](const plan::Function &f) { return f.name != "init"; }),
+                         plan.functions.end());
+    runtime::RunOptions options;
+    options.keepShards = true;
+    options.seed = 9;
+    runtime::RunResult full = runtime::runLocal(plan, options);
+    REQUIRE(full.shards.size() == static_cast<size_t>(worldSize));
+    for (const std::vector<int64_t> &ranks :
+         std::vector<std::vector<int64_t>>{{0}, {1, 3}, {4}, {2, 3, 4}}) {
+      options.ranks = ranks;
+      runtime::RunResult part = runtime::runLocal(plan, options);
+      REQUIRE(part.ranks.size() == ranks.size());
+      REQUIRE(part.shards.size() == ranks.size());
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        const runtime::RankReport &report = part.ranks[i];
+        CHECK(report.rank == ranks[i]);
+        CHECK(report.init.peakBytes == report.init.predictedPeakBytes);
+        CHECK(report.init.liveAtPeak == report.init.predictedLiveAtPeak);
+        for (size_t p = 0; p < plan.params.size(); ++p) {
+          INFO(dtype << " rank " << ranks[i] << " parameter " << plan.params[p].name);
+          CHECK(part.shards[i][p].data == full.shards[ranks[i]][p].data);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a subset run refuses a forward and a gather of every param",
+          "[pipeline][ranks]") {
+  plan::Plan plan = test::compileForTest(test::loadExample("seed"), 2);
+  runtime::RunOptions options;
+  options.ranks = {1};
+  CHECK_THROWS_WITH(runtime::runLocal(plan, options),
+                    Catch::Contains("needs a plan without 'forward'"));
+  options.ranks = {1, 0};
+  CHECK_THROWS_WITH(runtime::runLocal(plan, options),
+                    Catch::Contains("ranks must be sorted, distinct"));
 }

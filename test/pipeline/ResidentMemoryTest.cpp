@@ -47,6 +47,7 @@ void checkResidentBound(const char *model, int64_t worldSize) {
   const plan::Plan plan = test::compileForTest(graph, worldSize);
   runtime::RunOptions options;
   options.inputs = runtime::makeDeterministicInputs(plan, /*seed=*/0, compiler::inputBounds(graph));
+  options.measureResident = true;  // the OS figure is opt-in (RunOptions)
   const runtime::RunResult result = runtime::runLocal(plan, options);
   REQUIRE(result.residentPeakGrowthBytes.has_value());
 

@@ -2,6 +2,7 @@
 #include "compiler/Pipeline.h"
 #include "runtime/LocalRun.h"
 #include "runtime/PlanQueries.h"
+#include "runtime/RankSubset.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
 #include "tools/shardc/CommandLine.h"
@@ -29,7 +30,8 @@ const char *const kRunUsage =
     "                  [--timeout SECONDS] [--units REGEX]... [--prefetch]\n"
     "                  [--backend local|mpi]\n"
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
-    "                  [--io-buffer-mib N]\n"
+    "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
+    "                  [--threads T]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -53,6 +55,11 @@ const char *const kRunUsage =
     "  --backend local|mpi  ranks as threads of this process (default), or\n"
     "                     one rank per MPI process: mpirun -np N shardc run\n"
     "                     MODEL.json --backend mpi (docs/mpi.md)\n"
+    "  --init-only        run init only (no forward, no inputs or outputs)\n"
+    "  --ranks LIST       run only these ranks of the N-rank plan: 0, 0-3,\n"
+    "                     0,17,63 (needs --init-only; local backend); with\n"
+    "                     --save the file holds only their rows (docs/cli.md)\n"
+    "  --threads T        kernel threads per rank (default: cores / ranks run)\n"
     "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
 
 namespace {
@@ -93,7 +100,11 @@ void checkInputs(const plan::Plan &plan, const std::vector<runtime::HostTensor> 
 /// refused before anything is allocated, with what it would need: a
 /// 10^12-element parameter is planned fine, and refused here only if the
 /// shards do not fit.
-void checkFitsInMemory(const plan::Plan &plan) {
+void checkFitsInMemory(const plan::Plan &fullPlan, const std::vector<int64_t> &ranks) {
+  // A --ranks run: only those ranks, each doing absent owners' work.
+  const bool subset = static_cast<int64_t>(ranks.size()) < fullPlan.worldSize;
+  const plan::Plan subsetPlan = subset ? runtime::planForRanks(fullPlan, ranks) : plan::Plan{};
+  const plan::Plan &plan = subset ? subsetPlan : fullPlan;
   int64_t pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || pageSize <= 0)
     return;
@@ -101,7 +112,7 @@ void checkFitsInMemory(const plan::Plan &plan) {
   std::set<int64_t> special = runtime::ranksWithOwnWork(plan);
   int64_t total = 0, largest = 0;
   int64_t common = -1;
-  for (int64_t rank = 0; rank < plan.worldSize; ++rank) {
+  for (int64_t rank : ranks) {
     int64_t peak;
     if (special.count(rank)) {
       peak = runtime::predictedPeakBytes(plan, rank);
@@ -117,7 +128,7 @@ void checkFitsInMemory(const plan::Plan &plan) {
     throw runtime::RuntimeError(
         "the plan needs up to " + std::to_string(largest) +
         " bytes per rank, " + std::to_string(total) + " bytes for " +
-        std::to_string(plan.worldSize) + " local rank(s), but this machine has " +
+        std::to_string(ranks.size()) + " local rank(s), but this machine has " +
         std::to_string(physical) +
         " bytes of memory; shard over more ranks (processes with --backend "
         "mpi, or machines)");
@@ -134,11 +145,15 @@ int runCommand(const std::vector<std::string> &args) {
   int64_t ioBufferBytes = runtime::checkpoint::kDefaultIoBufferBytes;
   std::vector<RenameRule> renames;
   double timeoutSeconds = 60;
+  std::vector<int64_t> ranks;  // the ranks to run: every one unless --ranks
+  int threads = 0;             // kernel threads per rank; 0 = the default
+  bool initOnly = false;        // --init-only: no forward
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
-                               "--backend", "--load", "--rename", "--save", "--io-buffer-mib"},
-                              {"--help", "-h", "--prefetch"}});
+                               "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
+                               "--ranks", "--threads"},
+                              {"--help", "-h", "--prefetch", "--init-only"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
       return kSuccess;
@@ -152,6 +167,8 @@ int runCommand(const std::vector<std::string> &args) {
         "--seed", 0, 0, std::numeric_limits<int64_t>::max()));
     timeoutSeconds = static_cast<double>(parsed.getInt("--timeout", 60, 1, 86400));
     ioBufferBytes = parsed.getInt("--io-buffer-mib", 64, 1, 1 << 20) << 20;
+    threads = static_cast<int>(parsed.getInt("--threads", 0, 1, 1024));
+    initOnly = parsed.has("--init-only");
     for (const std::string &rule : parsed.all("--rename"))
       renames.push_back(parseRenameRule(rule));
     if (!renames.empty() && !parsed.has("--load"))
@@ -164,9 +181,27 @@ int runCommand(const std::vector<std::string> &args) {
     backend = parsed.get("--backend", "local");
     if (backend != "local" && backend != "mpi")
       throw UsageError("--backend must be local or mpi, got '" + backend + "'");
+    if (backend == "mpi" && (initOnly || parsed.has("--ranks") || parsed.has("--threads")))
+      throw UsageError("--init-only, --ranks and --threads are for the local backend");
     if (backend == "mpi" && !mpiBackendAvailable())
       throw UsageError("--backend mpi: this shardc was built without MPI (install "
                        "libopenmpi-dev and reconfigure)");
+    if (initOnly && (parsed.has("--inputs") || parsed.has("--outputs")))
+      throw UsageError(std::string(parsed.has("--inputs") ? "--inputs" : "--outputs") +
+                       " needs forward, which --init-only does not run");
+    if (parsed.has("--ranks")) {
+      try {
+        ranks = runtime::parseRankList(parsed.get("--ranks", ""), worldSize);
+      } catch (const runtime::RuntimeError &error) {
+        throw UsageError(error.what());
+      }
+      if (static_cast<int64_t>(ranks.size()) < worldSize && !initOnly)
+        throw UsageError("--ranks " + parsed.get("--ranks", "") +
+                         " runs some ranks only, which needs --init-only (forward gathers "
+                         "every rank's shards)");
+    } else {
+      for (int64_t r = 0; r < worldSize; ++r) ranks.push_back(r);
+    }
     if (backend == "mpi") {
       // One rank per process: the world is MPI's (docs/mpi.md).
       int64_t processes = mpiInitialize();
@@ -216,6 +251,12 @@ int runCommand(const std::vector<std::string> &args) {
     if (mlir::failed(compiled))
       return kBadInput;
     plan = std::move(*compiled);
+    if (initOnly)  // no forward at all: nothing to feed, gather or predict
+      plan.functions.erase(std::remove_if(plan.functions.begin(), plan.functions.end(),
+                                          [](const plan::Function &f) {
+                                            return f.name != "init";
+                                          }),
+                           plan.functions.end());
     // Bad checkpoints are bad input (exit 2), found before any rank runs.
     runtime::checkpoint::setIoBufferCap(plan, ioBufferBytes);
     runtime::checkpoint::checkPlanLoads(plan);
@@ -223,7 +264,7 @@ int runCommand(const std::vector<std::string> &args) {
       std::string file = parsed.get("--inputs", "");
       options.inputs = runtime::readSafetensors(file).tensors;
       checkInputs(plan, options.inputs, file);
-    } else {
+    } else if (!initOnly) {
       // Token ids must index the vocabulary: the graph bounds them.
       options.inputs =
           runtime::makeDeterministicInputs(plan, seed, compiler::inputBounds(graph));
@@ -240,9 +281,16 @@ int runCommand(const std::vector<std::string> &args) {
   if (backend == "mpi")
     return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options);
   try {
-    checkFitsInMemory(plan);
+    checkFitsInMemory(plan, ranks);
     options.savePath = parsed.has("--save") ? parsed.get("--save", "")
                                             : parsed.get("--save-params", "");
+    options.ranks = ranks;
+    options.threads = threads;
+    options.measureResident = true;  // the report shows the OS's view
+    if (!options.savePath.empty() && static_cast<int64_t>(ranks.size()) < worldSize)
+      std::cerr << "shardc: note: " << options.savePath << " holds the rows of ranks "
+                << runtime::formatRankList(ranks) << " of " << worldSize
+                << " only (the others read as zeros; its metadata names the ranks)\n";
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options);

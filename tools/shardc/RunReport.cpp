@@ -3,6 +3,7 @@
 
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanQueries.h"
+#include "runtime/RankSubset.h"
 #include "runtime/ResidentMemory.h"
 
 #include <nlohmann/json.hpp>
@@ -85,11 +86,13 @@ void explainLive(std::ostringstream &out,
 }
 
 void explainPeak(std::ostringstream &out, const char *phase, int64_t rankFrom,
-                 int64_t rankTo, const runtime::PhaseReport &report) {
-  out << "\n" << phase << " peak on rank" << (rankFrom == rankTo ? " " : "s ")
-      << rankFrom;
-  if (rankTo != rankFrom)
-    out << ".." << rankTo;
+                 int64_t rankTo, const runtime::PhaseReport &report,
+                 const std::string &rankList = "") {
+  out << "\n" << phase << " peak on rank" << (rankFrom == rankTo ? " " : "s ");
+  if (!rankList.empty())  // not every rank in between was run (--ranks)
+    out << rankList;
+  else
+    out << rankFrom << (rankTo != rankFrom ? ".." + std::to_string(rankTo) : "");
   out << ": " << grouped(report.peakBytes) << " bytes (" << mib(report.peakBytes)
       << "), predicted " << grouped(report.predictedPeakBytes) << "\n";
   explainLive(out, report.liveAtPeak);
@@ -106,7 +109,12 @@ void explainPhase(std::ostringstream &out, const char *phase,
     };
     if (i < ranks.size() && phaseOf(i).liveAtPeak == phaseOf(first).liveAtPeak)
       continue;
-    explainPeak(out, phase, ranks[first].rank, ranks[i - 1].rank, phaseOf(first));
+    std::vector<int64_t> group;
+    for (size_t r = first; r < i; ++r)
+      group.push_back(ranks[r].rank);
+    const bool gaps = group.back() - group.front() + 1 != static_cast<int64_t>(group.size());
+    explainPeak(out, phase, group.front(), group.back(), phaseOf(first),
+                gaps ? runtime::formatRankList(group) : "");
     first = i;
   }
 }
@@ -128,6 +136,46 @@ nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
           {"end_bytes", phase.endBytes},
           {"predicted_end_bytes", phase.predictedEndBytes},
           {"seconds", phase.seconds}};
+}
+
+std::vector<int64_t> ranksRun(const runtime::RunResult &result) {
+  std::vector<int64_t> ranks;
+  for (const runtime::RankReport &rank : result.ranks)
+    ranks.push_back(rank.rank);
+  return ranks;
+}
+
+/// The sum of the ranks' accounted peaks (init's or forward's, whichever
+/// is higher on each rank): what the OS should see on top of the baseline.
+int64_t accountedPeakSum(const runtime::RunResult &result) {
+  int64_t total = 0;
+  for (const runtime::RankReport &rank : result.ranks)
+    total += std::max(rank.init.peakBytes, rank.forward ? rank.forward->peakBytes : 0);
+  return total;
+}
+
+/// The OS's view beside the accounting: RSS before the rank threads
+/// started (code, compiler leftovers, the plan), its peak while they ran,
+/// and what the peak adds beyond the baseline and the accounted bytes.
+std::string formatProcessMemory(const runtime::RunResult &result) {
+  const runtime::ProcessMemoryReport &process = result.process;
+  if (process.peakResident < 0 || process.residentBefore < 0)
+    return "\nOS resident memory: /proc/self/status is not readable\n";
+  std::ostringstream out;
+  const int64_t accounted = accountedPeakSum(result);
+  out << "\nOS peak RSS " << (process.peakSinceStart ? "since the process started" : "while the ranks ran")
+      << ": " << grouped(process.peakResident) << " bytes (" << mib(process.peakResident)
+      << "); RSS before: " << grouped(process.residentBefore) << " (" << mib(process.residentBefore)
+      << "); accounted peaks of the ranks run: " << grouped(accounted) << "; peak - before - accounted: "
+      << mib(process.peakResident - process.residentBefore - accounted) << "\n";
+  return out.str();
+}
+
+nlohmann::json processJson(const runtime::RunResult &result) {
+  return {{"rss_before_bytes", result.process.residentBefore},
+          {"peak_rss_bytes", result.process.peakResident},
+          {"peak_rss_since_start", result.process.peakSinceStart},
+          {"accounted_peak_bytes", accountedPeakSum(result)}};
 }
 
 } // namespace
@@ -217,8 +265,13 @@ std::string formatTextReport(const RunSummary &summary) {
   const runtime::RunResult &result = *summary.result;
   std::ostringstream out;
   out << "shardc run " << summary.model << ": " << plan.params.size()
-      << " parameter(s), " << plan.worldSize << " local rank(s), seed "
-      << summary.seed << "\n";
+      << " parameter(s), ";
+  if (static_cast<int64_t>(result.ranks.size()) < plan.worldSize)
+    out << "ranks " << runtime::formatRankList(ranksRun(result)) << " of "
+        << plan.worldSize << " run locally (--ranks)";
+  else
+    out << plan.worldSize << " local rank(s)";
+  out << ", seed " << summary.seed << "\n";
   out << "unsharded parameter bytes (what every rank would hold without "
          "sharding): "
       << grouped(result.unshardedParamBytes) << "\n";
@@ -271,6 +324,13 @@ std::string formatTextReport(const RunSummary &summary) {
     std::snprintf(timing, sizeof timing, ", forward %.3f s", forwardSeconds);
     out << timing;
   }
+  double saveSeconds = 0;
+  for (const runtime::RankReport &rank : result.ranks)
+    saveSeconds = std::max(saveSeconds, rank.saveSeconds);
+  if (saveSeconds > 0) {
+    std::snprintf(timing, sizeof timing, ", save %.3f s", saveSeconds);
+    out << timing;
+  }
   out << "\n";
 
   explainPhase(out, "init", result, /*forward=*/false);
@@ -282,9 +342,10 @@ std::string formatTextReport(const RunSummary &summary) {
         << "): parameter shards + outputs + inputs; gathered parameters "
            "and temporaries are freed\n";
   }
+  out << formatProcessMemory(result);
   out << "\npredicted == measured on every rank: "
       << (predictionsHold(result) ? "yes" : "NO") << "\n";
-  out << residentMemoryLine(result, plan.worldSize);
+  out << residentMemoryLine(result, static_cast<int64_t>(result.ranks.size()));
   return out.str();
 }
 
@@ -296,7 +357,8 @@ std::string formatJsonReport(const RunSummary &summary) {
     nlohmann::json entry = {{"rank", rank.rank},
                             {"param_bytes", rank.paramBytes},
                             {"init_seconds", rank.init.seconds},
-                            {"init", phaseJson(rank.init)}};
+                            {"init", phaseJson(rank.init)},
+                            {"save_seconds", rank.saveSeconds}};
     if (rank.forward) {
       entry["forward_seconds"] = rank.forward->seconds;
       entry["forward"] = phaseJson(*rank.forward);
@@ -318,8 +380,10 @@ std::string formatJsonReport(const RunSummary &summary) {
                                 ? nlohmann::json(*result.residentPeakGrowthBytes)
                                 : nlohmann::json(nullptr)},
                            {"ledger_peak_sum_bytes", runtime::ledgerPeakSumBytes(result)},
-                           {"host_copy_bytes", runtime::hostCopyBytes(result, plan.worldSize)},
+                           {"host_copy_bytes", runtime::hostCopyBytes(result, static_cast<int64_t>(result.ranks.size()))},
                            {"non_shardable", nonShardable},
+                           {"ranks_run", ranksRun(result)},
+                           {"process", processJson(result)},
                            {"ranks", ranks}};
   return report.dump(2) + "\n";
 }
