@@ -4,6 +4,7 @@
 #include "jit/Trace.h"
 
 #include "compiler/CheckpointLoad.h"
+#include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
 #include "runtime/LocalRun.h"
 #include "runtime/LocalSession.h"
@@ -197,7 +198,8 @@ namespace {
 
 /// Compiles `graph` for `worldSize` ranks; `what` says what for in errors.
 plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
-                        const compiler::ShardOptions &shard, const std::string &what) {
+                        const compiler::ShardOptions &shard, const std::string &what,
+                        bool dataParallel = false) {
   mlir::MLIRContext context;
   compiler::loadTcDialects(context);
   std::string diagnostics;
@@ -205,8 +207,15 @@ plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
     diagnostics += (diagnostics.empty() ? "" : "\n") + diag.str();
     return mlir::success();
   });
-  mlir::FailureOr<plan::Plan> compiled =
-      compiler::compileToPlan(graph, worldSize, context, shard);
+  mlir::FailureOr<plan::Plan> compiled = mlir::failure();
+  try {
+    compiled = dataParallel ? compiler::compileDataParallel(graph, compiler::graphBatchRows(graph),
+                                                            worldSize, context, shard)
+                            : compiler::compileToPlan(graph, worldSize, context, shard);
+  } catch (const compiler::GraphError &error) {  // a forward that cannot be split
+    throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
+                " failed: " + error.what());
+  }
   if (mlir::failed(compiled))
     throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
                 " failed: " + diagnostics);
@@ -239,7 +248,7 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->traced = traced;
   impl->options = options;
   impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options),
-                            "compiling");
+                            "compiling", options.data_parallel);
   for (const plan::Param &p : impl->plan.params)
     impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
                                          detail::fromPlan(p.dtype), p.device, p.unit,
@@ -253,6 +262,7 @@ runtime::LocalSession &session(CompiledModel::Impl &impl) {
       impl.session = std::make_unique<runtime::LocalSession>(
           impl.plan, impl.options.seed,
           std::chrono::duration<double>(impl.options.timeout_seconds));
+      impl.session->setDataParallel(impl.options.data_parallel);
     } catch (const runtime::RuntimeError &error) {
       throw Error(error.what());
     }

@@ -39,6 +39,12 @@ struct RunOptions {
   /// int64 input not listed gets kDefaultIntInputBound. runLocal itself does
   /// not read it (it takes `inputs` as given).
   std::map<std::string, int64_t> intInputBounds;
+  /// Data-parallel forward (runtime/DataParallel.h): `inputs` are the
+  /// global batch, split along dim 0 over the ranks; each rank runs the
+  /// plan's forward for its micro-batch, and RunResult::outputs are every
+  /// rank's outputs concatenated in rank order. The plan must come from
+  /// compiler::compileDataParallel for that batch.
+  bool dataParallel = false;
 };
 
 /// Measured and predicted memory of one function on one rank.
@@ -62,7 +68,9 @@ struct RankReport {
 };
 
 struct RunResult {
-  std::vector<HostTensor> outputs;  // forward outputs, from rank 0
+  /// Forward outputs: rank 0's (all ranks' are identical), or with
+  /// dataParallel every rank's rows concatenated in rank order.
+  std::vector<HostTensor> outputs;
   std::vector<HostTensor> params;   // full params, when gatherParams
   /// shards[rank][i]: plan.params[i]'s local storage on `rank` (local
   /// shape), when keepShards.

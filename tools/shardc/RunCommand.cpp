@@ -1,5 +1,7 @@
 //===- RunCommand.cpp - shardc run ----------------------------------------===//
+#include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
+#include "runtime/DataParallel.h"
 #include "runtime/LocalRun.h"
 #include "runtime/PlanQueries.h"
 #include "runtime/RuntimeError.h"
@@ -39,6 +41,9 @@ const char *const kRunUsage =
     "  --inputs FILE      forward inputs by name; without it, deterministic\n"
     "                     inputs are made from the seed (docs/cli.md)\n"
     "  --outputs FILE     write the forward outputs\n"
+    "  --data-parallel    the inputs are the global batch: split along dim 0\n"
+    "                     over the ranks, each rank computes its own rows;\n"
+    "                     --outputs holds them concatenated in rank order\n"
     "  --load CKPT        initialize every parameter found in the checkpoint\n"
     "                     (a .safetensors file, an index .json or a directory)\n"
     "                     from it; each rank reads only its rows\n"
@@ -123,6 +128,21 @@ void checkFitsInMemory(const plan::Plan &plan) {
         "mpi, or machines)");
 }
 
+/// The global batch of a data-parallel run: the rows of the --inputs
+/// tensor named like the graph's first input, else the graph's own batch.
+int64_t globalBatchRows(const compiler::Graph &graph,
+                        const std::vector<runtime::HostTensor> &inputs, const std::string &file) {
+  int64_t rows = compiler::graphBatchRows(graph);
+  for (const runtime::HostTensor &tensor : inputs)
+    if (tensor.name == graph.inputs[0].name) {
+      if (tensor.shape.empty() || tensor.shape[0] < 1)
+        throw compiler::GraphError(file + ": tensor '" + tensor.name +
+                                   "' has no rows in dim 0 (the global batch)");
+      rows = tensor.shape[0];
+    }
+  return rows;
+}
+
 } // namespace
 
 int runCommand(const std::vector<std::string> &args) {
@@ -138,7 +158,7 @@ int runCommand(const std::vector<std::string> &args) {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib"},
-                              {"--help", "-h", "--prefetch"}});
+                              {"--help", "-h", "--prefetch", "--data-parallel"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
       return kSuccess;
@@ -211,18 +231,36 @@ int runCommand(const std::vector<std::string> &args) {
     compiler::ShardOptions shardOptions;
     shardOptions.unitPatterns = parsed.all("--units");
     shardOptions.prefetch = parsed.has("--prefetch");
+    const bool dataParallel = parsed.has("--data-parallel");
+    if (parsed.has("--inputs"))
+      options.inputs = runtime::readSafetensors(parsed.get("--inputs", "")).tensors;
     mlir::FailureOr<plan::Plan> compiled =
-        compiler::compileToPlan(graph, worldSize, context, shardOptions);
+        dataParallel
+            ? compiler::compileDataParallel(
+                  graph, globalBatchRows(graph, options.inputs, parsed.get("--inputs", "")),
+                  worldSize, context, shardOptions)
+            : compiler::compileToPlan(graph, worldSize, context, shardOptions);
     if (mlir::failed(compiled))
       return kBadInput;
     plan = std::move(*compiled);
+    options.dataParallel = dataParallel;
     // Bad checkpoints are bad input (exit 2), found before any rank runs.
     runtime::checkpoint::setIoBufferCap(plan, ioBufferBytes);
     runtime::checkpoint::checkPlanLoads(plan);
     if (parsed.has("--inputs")) {
       std::string file = parsed.get("--inputs", "");
-      options.inputs = runtime::readSafetensors(file).tensors;
-      checkInputs(plan, options.inputs, file);
+      if (!dataParallel) {
+        checkInputs(plan, options.inputs, file);
+      } else {
+        try {  // the global batch and its split, before any rank runs
+          runtime::rankForward(plan, runtime::matchGlobalInputs(plan, options.inputs), 0);
+        } catch (const runtime::RuntimeError &error) {
+          throw compiler::GraphError(file + ": " + error.what());
+        }
+      }
+    } else if (dataParallel) {
+      options.inputs = runtime::makeGlobalInputs(plan, compiler::graphBatchRows(graph), seed,
+                                                 compiler::inputBounds(graph));
     } else {
       // Token ids must index the vocabulary: the graph bounds them.
       options.inputs =
