@@ -106,7 +106,8 @@ nlohmann::json phaseToJson(const PhaseReport &p) {
           {"end", p.endBytes},
           {"predicted_peak", p.predictedPeakBytes},
           {"predicted_live", liveToJson(p.predictedLiveAtPeak)},
-          {"predicted_end", p.predictedEndBytes}};
+          {"predicted_end", p.predictedEndBytes},
+          {"seconds", p.seconds}};
 }
 
 PhaseReport phaseFromJson(const nlohmann::json &j) {
@@ -118,6 +119,7 @@ PhaseReport phaseFromJson(const nlohmann::json &j) {
   p.predictedPeakBytes = j["predicted_peak"];
   p.predictedLiveAtPeak = liveFromJson(j["predicted_live"]);
   p.predictedEndBytes = j["predicted_end"];
+  p.seconds = j["seconds"];  // each process's own wall time, not rank 0's
   return p;
 }
 
