@@ -6,6 +6,7 @@
 #include "compiler/CheckpointLoad.h"
 #include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
+#include "runtime/DataParallel.h"
 #include "runtime/LocalRun.h"
 #include "runtime/LocalSession.h"
 #include "runtime/MemoryModel.h"
@@ -318,9 +319,14 @@ std::vector<HostTensor> CompiledModel::forward(const std::vector<HostTensor> &in
 std::vector<HostTensor> CompiledModel::example_inputs(uint64_t seed) const {
   std::vector<HostTensor> inputs;
   try {
-    for (runtime::HostTensor &t :
-         runtime::makeDeterministicInputs(impl_->plan, seed, impl_->traced->intBounds))
-      inputs.push_back(fromRuntime(std::move(t)));
+    // Data-parallel: the plan's forward is rank 0's micro-batch; the
+    // inputs are the global batch the model was traced with.
+    std::vector<runtime::HostTensor> made =
+        impl_->options.data_parallel
+            ? runtime::makeGlobalInputs(impl_->plan, compiler::graphBatchRows(impl_->traced->graph),
+                                        seed, impl_->traced->intBounds)
+            : runtime::makeDeterministicInputs(impl_->plan, seed, impl_->traced->intBounds);
+    for (runtime::HostTensor &t : made) inputs.push_back(fromRuntime(std::move(t)));
   } catch (const runtime::RuntimeError &error) {
     throw Error(error.what());
   }

@@ -25,6 +25,11 @@ TEST_CASE("data-parallel forward: the global batch's outputs at N = 1..5",
 
   options.data_parallel = true;
   CompiledModel parallel = jit(model, options);
+  // The same global batch as the replicated model's example inputs.
+  std::vector<HostTensor> examples = parallel.with_world_size(2).example_inputs(seed);
+  REQUIRE(examples.size() == 1);
+  CHECK(examples[0].shape == inputs[0].shape);
+  CHECK(examples[0].data == inputs[0].data);
   // 3 rows: 3 | 2+1 | 1+1+1 | 1+1+1+0 | 1+1+1+0+0
   for (int64_t n : {1, 2, 3, 4, 5}) {
     INFO("world size " << n);
@@ -58,6 +63,7 @@ TEST_CASE("data-parallel forward: inputs with another batch are refused",
   options.data_parallel = true;
   CompiledModel parallel = jit(model, options);
   std::vector<HostTensor> inputs = parallel.example_inputs(1);
+  REQUIRE(inputs[0].shape == std::vector<int64_t>{3, 8});
   inputs[0].shape = {1, 8};
   inputs[0].data.resize(8 * sizeof(int64_t));
   // 1 row over 2 ranks needs a function for 0 rows this plan lacks.
