@@ -139,6 +139,13 @@ RankForward rankForward(const Plan &plan, const std::vector<HostTensor> &globalI
 
 std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank) {
   std::vector<HostTensor> result = perRank.at(0);
+  // One allocation per output (the global outputs can be hundreds of MB).
+  for (size_t i = 0; i < result.size(); ++i) {
+    size_t total = 0;
+    for (const std::vector<HostTensor> &outputs : perRank)
+      if (i < outputs.size()) total += outputs[i].data.size();
+    result[i].data.reserve(total);
+  }
   for (size_t r = 1; r < perRank.size(); ++r) {
     if (perRank[r].empty()) continue;  // a rank with no rows
     if (perRank[r].size() != result.size())
