@@ -4,7 +4,9 @@
 #include "jit/Trace.h"
 
 #include "compiler/CheckpointLoad.h"
+#include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
+#include "runtime/DataParallel.h"
 #include "runtime/LocalRun.h"
 #include "runtime/LocalSession.h"
 #include "runtime/MemoryModel.h"
@@ -197,7 +199,8 @@ namespace {
 
 /// Compiles `graph` for `worldSize` ranks; `what` says what for in errors.
 plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
-                        const compiler::ShardOptions &shard, const std::string &what) {
+                        const compiler::ShardOptions &shard, const std::string &what,
+                        bool dataParallel = false) {
   mlir::MLIRContext context;
   compiler::loadTcDialects(context);
   std::string diagnostics;
@@ -205,8 +208,15 @@ plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
     diagnostics += (diagnostics.empty() ? "" : "\n") + diag.str();
     return mlir::success();
   });
-  mlir::FailureOr<plan::Plan> compiled =
-      compiler::compileToPlan(graph, worldSize, context, shard);
+  mlir::FailureOr<plan::Plan> compiled = mlir::failure();
+  try {
+    compiled = dataParallel ? compiler::compileDataParallel(graph, compiler::graphBatchRows(graph),
+                                                            worldSize, context, shard)
+                            : compiler::compileToPlan(graph, worldSize, context, shard);
+  } catch (const compiler::GraphError &error) {  // a forward that cannot be split
+    throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
+                " failed: " + error.what());
+  }
   if (mlir::failed(compiled))
     throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
                 " failed: " + diagnostics);
@@ -239,7 +249,7 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->traced = traced;
   impl->options = options;
   impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options),
-                            "compiling");
+                            "compiling", options.data_parallel);
   for (const plan::Param &p : impl->plan.params)
     impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
                                          detail::fromPlan(p.dtype), p.device, p.unit,
@@ -253,6 +263,7 @@ runtime::LocalSession &session(CompiledModel::Impl &impl) {
       impl.session = std::make_unique<runtime::LocalSession>(
           impl.plan, impl.options.seed,
           std::chrono::duration<double>(impl.options.timeout_seconds));
+      impl.session->setDataParallel(impl.options.data_parallel);
     } catch (const runtime::RuntimeError &error) {
       throw Error(error.what());
     }
@@ -308,9 +319,14 @@ std::vector<HostTensor> CompiledModel::forward(const std::vector<HostTensor> &in
 std::vector<HostTensor> CompiledModel::example_inputs(uint64_t seed) const {
   std::vector<HostTensor> inputs;
   try {
-    for (runtime::HostTensor &t :
-         runtime::makeDeterministicInputs(impl_->plan, seed, impl_->traced->intBounds))
-      inputs.push_back(fromRuntime(std::move(t)));
+    // Data-parallel: the plan's forward is rank 0's micro-batch; the
+    // inputs are the global batch the model was traced with.
+    std::vector<runtime::HostTensor> made =
+        impl_->options.data_parallel
+            ? runtime::makeGlobalInputs(impl_->plan, compiler::graphBatchRows(impl_->traced->graph),
+                                        seed, impl_->traced->intBounds)
+            : runtime::makeDeterministicInputs(impl_->plan, seed, impl_->traced->intBounds);
+    for (runtime::HostTensor &t : made) inputs.push_back(fromRuntime(std::move(t)));
   } catch (const runtime::RuntimeError &error) {
     throw Error(error.what());
   }

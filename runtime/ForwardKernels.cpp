@@ -374,9 +374,33 @@ void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KT
                   const int64_t mt = task / nTiles, nt = task % nTiles;
                   const int64_t m0 = mt * kTileM, n0 = nt * kTileN;
                   const int64_t mb = std::min(kTileM, rows - m0), nb = std::min(kTileN, N - n0);
-                  gemmTile({x.dtype, x.data, m0 * K, K}, {w.dtype, w.data, n0 * K, K}, true,
-                           b ? b->data : nullptr, x.dtype, n0, y.data, y.dtype, m0 * N + n0, N,
-                           mb, nb, K, scratch);
+                  if (mb == kTileM) {
+                    gemmTile({x.dtype, x.data, m0 * K, K}, {w.dtype, w.data, n0 * K, K}, true,
+                             b ? b->data : nullptr, x.dtype, n0, y.data, y.dtype, m0 * N + n0,
+                             N, mb, nb, K, scratch);
+                    return;
+                  }
+                  // A partial row tile goes through zero-padded full tiles:
+                  // sgemm's rounding of a row depends on M (its kernels for
+                  // a tail of rows sum differently), and a row's result
+                  // must not depend on how many rows share its call, so a
+                  // data-parallel micro-batch computes its rows bit for bit
+                  // as the global batch does (docs/cli.md, --data-parallel).
+                  thread_local std::vector<std::byte> padX, padY;
+                  const size_t size = static_cast<size_t>(plan::dtypeSize(x.dtype));
+                  padX.assign(static_cast<size_t>(kTileM * K) * size, std::byte{0});
+                  padY.resize(static_cast<size_t>(kTileM * nb) * size);
+                  std::memcpy(padX.data(), static_cast<const std::byte *>(x.data) +
+                                               static_cast<size_t>(m0 * K) * size,
+                              static_cast<size_t>(mb * K) * size);
+                  gemmTile({x.dtype, padX.data(), 0, K}, {w.dtype, w.data, n0 * K, K}, true,
+                           b ? b->data : nullptr, x.dtype, n0, padY.data(), y.dtype, 0, nb,
+                           kTileM, nb, K, scratch);
+                  for (int64_t i = 0; i < mb; ++i)
+                    std::memcpy(static_cast<std::byte *>(y.data) +
+                                    static_cast<size_t>((m0 + i) * N + n0) * size,
+                                padY.data() + static_cast<size_t>(i * nb) * size,
+                                static_cast<size_t>(nb) * size);
                 });
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/LocalRun.h"
 
+#include "runtime/DataParallel.h"
 #include "runtime/DeterministicInput.h"
 #include "runtime/Executor.h"
 #include "runtime/JoiningThreads.h"
@@ -78,8 +79,10 @@ struct RankOutcome {
 };
 
 /// `comm` is the plan's world; `peers` the ranks actually run (the same
-/// group unless `subset` names them: a --ranks run).
-void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gatherParams,
+/// group unless `subset` names them: a --ranks run). `forwardName` is this
+/// rank's forward function (its own micro-batch's with --data-parallel).
+void runRank(const Plan &plan, const std::string &forwardName,
+             const std::vector<HostTensor> &inputs, bool gatherParams,
              const std::string &savePath, bool keepShards, const ExecutionContext &context,
              Communicator &comm, Communicator &peers, const std::vector<int64_t> &subset,
              RankOutcome &outcome) {
@@ -112,7 +115,7 @@ void runRank(const Plan &plan, const std::vector<HostTensor> &inputs, bool gathe
     if (plan.function("forward")) {
       device.resetPeak();
       auto forwardStart = std::chrono::steady_clock::now();
-      auto views = executeFunction(plan, "forward", device, comm, state, inputs, context);
+      auto views = executeFunction(plan, forwardName, device, comm, state, inputs, context);
       if (!outcome.report.forward) outcome.report.forward.emplace();
       outcome.report.forward->seconds = secondsSince(forwardStart);
       measure(device, *outcome.report.forward);
@@ -190,7 +193,8 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
   if (!plan.function("init")) throw RuntimeError("runLocal: plan has no 'init' function");
   const Function *forward = plan.function("forward");
   std::vector<HostTensor> inputs;
-  if (forward) inputs = matchInputs(*forward, options.inputs);
+  if (forward && options.dataParallel) inputs = matchGlobalInputs(plan, options.inputs);
+  else if (forward) inputs = matchInputs(*forward, options.inputs);
   else if (!options.inputs.empty())
     throw RuntimeError("runLocal: inputs were given but the plan has no 'forward' function");
 
@@ -198,13 +202,19 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
   result.unshardedParamBytes = unshardedParamBytes(plan);
   const int64_t n = static_cast<int64_t>(present.size());  // threads
   std::vector<RankOutcome> outcomes(n);
+  // Each rank's forward function and inputs: the same for all, or with
+  // dataParallel its own micro-batch (runtime/DataParallel.h).
+  std::vector<RankForward> rankForwards(n);
+  for (int64_t r = 0; r < n && forward; ++r)
+    rankForwards[r] = options.dataParallel ? rankForward(plan, inputs, r)
+                                           : RankForward{"forward", {}, {}};
   // Predictions first: an inconsistent plan fails before any thread starts.
   for (int64_t r = 0; r < n; ++r) {
     MemoryPrediction init = predictMemory(plan, "init", present[r]);
     predict(init, outcomes[r].report.init);
     if (forward) {
       outcomes[r].report.forward.emplace();
-      predict(predictMemory(plan, "forward", present[r], init.paramsAtEnd),
+      predict(predictMemory(plan, rankForwards[r].function, present[r], init.paramsAtEnd),
               *outcomes[r].report.forward);
     }
   }
@@ -235,8 +245,10 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
         LocalCommunicator peers(group, r);
         std::optional<SubsetCommunicator> partial;
         if (!subset.empty()) partial.emplace(peers, subset, plan.worldSize);
-        runRank(plan, inputs, options.gatherParams, options.savePath, options.keepShards,
-                context, partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
+        runRank(plan, rankForwards[r].function,
+                options.dataParallel ? rankForwards[r].inputs : inputs, options.gatherParams,
+                options.savePath, options.keepShards, context,
+                partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
                 outcomes[r]);
       } catch (const RankError &e) {  // names the rank it happened on
         fail("rank " + std::to_string(e.rank()) + ": " + e.what());
@@ -264,9 +276,14 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
     result.residentPeakGrowthBytes = resident.peakGrowthBytes();
   }
 
+  if (options.dataParallel) {
+    std::vector<std::vector<HostTensor>> perRank;
+    for (RankOutcome &outcome : outcomes) perRank.push_back(std::move(outcome.outputs));
+    outcomes[0].outputs = concatRankOutputs(perRank);
+  }
   for (int64_t r = 0; r < n; ++r) {
     const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;
-    for (size_t i = 0; i < reference.size() && r > 0; ++i)
+    for (size_t i = 0; i < reference.size() && r > 0 && !options.dataParallel; ++i)
       if (mine[i].data != reference[i].data)
         throw RuntimeError("output '" + reference[i].name + "' differs between rank 0 and rank " +
                            std::to_string(present[r]) + " (ranks must compute identical outputs)");

@@ -50,6 +50,12 @@ struct RunOptions {
   /// process's peak RSS (VmHWM, a process-wide side effect, so off by
   /// default) before the ranks start.
   bool measureResident = false;
+  /// Data-parallel forward (runtime/DataParallel.h): `inputs` are the
+  /// global batch, split along dim 0 over the ranks; each rank runs the
+  /// plan's forward for its micro-batch, and RunResult::outputs are every
+  /// rank's outputs concatenated in rank order. The plan must come from
+  /// compiler::compileDataParallel for that batch.
+  bool dataParallel = false;
 };
 
 /// What the OS saw of this process while the ranks ran (ResidentMemory.h;
@@ -86,7 +92,9 @@ struct RankReport {
 };
 
 struct RunResult {
-  std::vector<HostTensor> outputs;  // forward outputs, from rank 0
+  /// Forward outputs: rank 0's (all ranks' are identical), or with
+  /// dataParallel every rank's rows concatenated in rank order.
+  std::vector<HostTensor> outputs;
   std::vector<HostTensor> params;   // full params, when gatherParams
   /// shards[rank][i]: plan.params[i]'s local storage on `rank` (local
   /// shape), when keepShards.

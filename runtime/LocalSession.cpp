@@ -1,4 +1,5 @@
 #include "runtime/LocalSession.h"
+#include "runtime/DataParallel.h"
 
 #include "runtime/Kernels.h"
 #include "runtime/LocalCommunicator.h"
@@ -114,19 +115,26 @@ std::vector<HostTensor> LocalSession::forward(const std::vector<HostTensor> &inp
   if (!function) throw RuntimeError("forward: the plan has no 'forward' function");
   if (!materialized())
     throw RuntimeError("forward: the parameters are not materialized (run init first)");
-  const std::vector<HostTensor> ordered = matchForwardInputs(*function, inputs);
+  const std::vector<HostTensor> ordered = dataParallel_ ? matchGlobalInputs(plan_, inputs)
+                                                        : matchForwardInputs(*function, inputs);
   const int64_t n = worldSize();
+  // Each rank's function and inputs: its own micro-batch when data-parallel.
+  std::vector<RankForward> rankForwards(n, RankForward{"forward", {}, {}});
+  if (dataParallel_)
+    for (int64_t r = 0; r < n; ++r) rankForwards[r] = rankForward(plan_, ordered, r);
   std::vector<PhaseReport> measured(n);
   for (int64_t r = 0; r < n; ++r)
-    predict(predictMemory(plan_, "forward", r, ranks_[r]->device.live()), measured[r]);
+    predict(predictMemory(plan_, rankForwards[r].function, r, ranks_[r]->device.live()),
+            measured[r]);
   std::vector<std::vector<HostTensor>> outputs(n);
   onEveryRank([&](Rank &rank, Communicator &comm) {
     const int64_t r = rank.state.rank();
     rank.device.resetPeak();
     auto start = std::chrono::steady_clock::now();
     try {
-      std::vector<TensorView> views =
-          executeFunction(plan_, "forward", rank.device, comm, rank.state, ordered, context_);
+      std::vector<TensorView> views = executeFunction(
+          plan_, rankForwards[r].function, rank.device, comm, rank.state,
+          dataParallel_ ? rankForwards[r].inputs : ordered, context_);
       measured[r].seconds = secondsSince(start);
       measure(rank.device, measured[r]);
       for (const TensorView &view : views) outputs[r].push_back(view.toHost());
@@ -138,6 +146,10 @@ std::vector<HostTensor> LocalSession::forward(const std::vector<HostTensor> &inp
     rank.state.releaseFunctionBuffers();  // params are untouched
     rank.device.trimReuseCache();
   });
+  if (dataParallel_) {
+    reports = std::move(measured);
+    return concatRankOutputs(outputs);
+  }
   for (int64_t r = 1; r < n; ++r)
     for (size_t i = 0; i < outputs[0].size(); ++i)
       if (outputs[r][i].data != outputs[0][i].data)

@@ -49,6 +49,11 @@ public:
   /// On failure every rank's storage is released (materialized() false).
   std::vector<PhaseReport> init();
 
+  /// Data-parallel forward (runtime/DataParallel.h; the plan from
+  /// compiler::compileDataParallel): forward's inputs are the global batch,
+  /// each rank runs its slice, the outputs are concatenated in rank order.
+  void setDataParallel(bool on) { dataParallel_ = on; }
+
   /// Runs the plan's "forward" on every rank with `inputs` (matched by name,
   /// as runLocal does) on the storage held now; params are not touched.
   /// Requires materialized(). Fails when ranks' outputs are not
@@ -92,6 +97,7 @@ private:
   ExecutionContext context_;
   std::chrono::duration<double> timeout_;
   std::vector<std::unique_ptr<Rank>> ranks_;
+  bool dataParallel_ = false;
 };
 
 }  // namespace shardc::runtime

@@ -54,6 +54,12 @@ struct JitOptions {
   /// from its parameter's through one io buffer per rank, of at most this
   /// many bytes (`shardc run --io-buffer-mib`; docs/checkpoints.md).
   int64_t io_buffer_bytes = int64_t{64} << 20;
+  /// Data-parallel forward (docs/jit.md): `inputs` describe the global
+  /// batch; forward() splits every input along dim 0 over the ranks (the
+  /// first B mod N ranks get one row more), each rank computes only its
+  /// rows, and the outputs are concatenated in rank order. false: every
+  /// rank runs the whole batch (replicated).
+  bool data_parallel = false;
 };
 
 /// Measured and predicted bytes of one rank (docs/plan.md), equal on CPU.

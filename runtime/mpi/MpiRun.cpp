@@ -1,5 +1,6 @@
 #include "runtime/mpi/MpiRun.h"
 
+#include "runtime/DataParallel.h"
 #include "runtime/Executor.h"
 #include "runtime/Kernels.h"
 #include "runtime/MemoryModel.h"
@@ -105,7 +106,8 @@ nlohmann::json phaseToJson(const PhaseReport &p) {
           {"end", p.endBytes},
           {"predicted_peak", p.predictedPeakBytes},
           {"predicted_live", liveToJson(p.predictedLiveAtPeak)},
-          {"predicted_end", p.predictedEndBytes}};
+          {"predicted_end", p.predictedEndBytes},
+          {"seconds", p.seconds}};
 }
 
 PhaseReport phaseFromJson(const nlohmann::json &j) {
@@ -117,10 +119,42 @@ PhaseReport phaseFromJson(const nlohmann::json &j) {
   p.predictedPeakBytes = j["predicted_peak"];
   p.predictedLiveAtPeak = liveFromJson(j["predicted_live"]);
   p.predictedEndBytes = j["predicted_end"];
+  p.seconds = j["seconds"];  // each process's own wall time, not rank 0's
   return p;
 }
 
 
+
+/// Data-parallel outputs: every rank's rows of every forward output,
+/// gathered to rank 0 in rank order (each rank sends rank 0's row count,
+/// padded, so one fixed-size gather per output serves uneven slices).
+std::vector<HostTensor> gatherBatchOutputs(const Plan &plan, MpiCommunicator &comm,
+                                           int64_t globalRows,
+                                           const std::vector<HostTensor> &mine) {
+  const Function &forward = *plan.function("forward");
+  const int64_t n = comm.worldSize();
+  const int64_t firstRows = batchSlice(globalRows, n, 0).rows;
+  std::vector<HostTensor> result;
+  for (size_t i = 0; i < forward.outputs.size(); ++i) {
+    const Buffer &b = forward.buffers[forward.outputs[i]];
+    const size_t rowBytes =
+        static_cast<size_t>(numElements(b.shape) * dtypeSize(b.dtype) / firstRows);
+    std::vector<std::byte> send(rowBytes * static_cast<size_t>(firstRows));
+    if (i < mine.size()) std::memcpy(send.data(), mine[i].data.data(), mine[i].data.size());
+    std::vector<std::byte> all(comm.rank() == 0 ? send.size() * static_cast<size_t>(n) : 0);
+    comm.gather(0, send.data(), send.size(), all.data());
+    if (comm.rank() != 0) continue;
+    HostTensor out{b.name, b.dtype, b.shape, {}};
+    out.shape[0] = globalRows;
+    for (int64_t r = 0; r < n; ++r) {
+      const std::byte *from = all.data() + static_cast<size_t>(r) * send.size();
+      out.data.insert(out.data.end(), from,
+                      from + static_cast<size_t>(batchSlice(globalRows, n, r).rows) * rowBytes);
+    }
+    result.push_back(std::move(out));
+  }
+  return result;
+}
 
 }  // namespace
 
@@ -189,7 +223,8 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
   if (!plan.function("init")) throw RuntimeError("runMpi: plan has no 'init' function");
   const Function *forward = plan.function("forward");
   std::vector<HostTensor> inputs;
-  if (forward) inputs = orderInputs(*forward, options.inputs);
+  if (forward && options.dataParallel) inputs = matchGlobalInputs(plan, options.inputs);
+  else if (forward) inputs = orderInputs(*forward, options.inputs);
   else if (!options.inputs.empty())
     throw RuntimeError("inputs were given but the plan has no 'forward' function");
 
@@ -213,11 +248,15 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
   MpiRunResult result;
   RankReport report;
   report.rank = rank;
+  // This rank's forward: the plan's, or its own micro-batch's.
+  RankForward mineForward{"forward", {}, {}};
+  if (forward && options.dataParallel) mineForward = rankForward(plan, inputs, rank);
   MemoryPrediction initPrediction = predictMemory(plan, "init", rank);
   predict(initPrediction, report.init);
   if (forward) {
     report.forward.emplace();
-    predict(predictMemory(plan, "forward", rank, initPrediction.paramsAtEnd), *report.forward);
+    predict(predictMemory(plan, mineForward.function, rank, initPrediction.paramsAtEnd),
+            *report.forward);
   }
 
   ExecutionContext context;
@@ -251,12 +290,17 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
     if (forward) {
       device.resetPeak();
       auto forwardStart = std::chrono::steady_clock::now();
-      auto views = executeFunction(plan, "forward", device, comm, state, inputs, context);
+      auto views = executeFunction(plan, mineForward.function, device, comm, state,
+                                   options.dataParallel ? mineForward.inputs : inputs, context);
       report.forward->seconds = secondsSince(forwardStart);
       measure(device, *report.forward);
       for (const TensorView &view : views) outputs.push_back(view.toHost());
       state.releaseFunctionBuffers();
       device.trimReuseCache();
+      if (options.dataParallel)
+        outputs = gatherBatchOutputs(plan, comm, globalBatchRows(inputs), outputs);
+    }
+    if (forward && !options.dataParallel) {
       uint64_t hash = kFnvBasis;
       for (const HostTensor &t : outputs) hash = fnv1a(hash, t.data.data(), t.data.size());
       std::vector<uint64_t> all = comm.allGatherU64(hash);

@@ -7,6 +7,7 @@
 #     the job exits non-zero, with the survivors' message, well within the
 #     timeout; and with the launcher told not to abort the job, the survivors
 #     time out themselves (--timeout 5), say so and exit non-zero.
+#     --data-parallel on a 5-row batch: the same bytes as local and N = 1.
 #  3. ranks that compiled different plans, and --world-size != -np, are
 #     refused.
 # usage: run_mpi_tests.sh SHARDC SOURCE_DIR [MPIRUN]
@@ -69,6 +70,15 @@ else
   echo "note: no PyTorch for --make-inputs; gpt2-tiny with the deterministic default inputs"
   same_as_local "$GPT" gpt2-tiny --seed 3
 fi
+
+# --data-parallel: each process runs its own rows of a 5-row global batch
+# (2+1+1+1); the gathered outputs equal the local backend's and N = 1's.
+python3 "$SRC/test/lit/shardc/Inputs/make_ids.py" "$WORK/dp5.st" idx 5 8 101 1
+same_as_local "$GPT" gpt2-dp --data-parallel --inputs "$WORK/dp5.st"
+"$SHARDC" run "$GPT" --data-parallel --inputs "$WORK/dp5.st" --outputs "$WORK/dp5.n1.st" \
+  > /dev/null && cmp -s "$WORK/dp5.n1.st" "$WORK/gpt2-dp.mpi.st" &&
+  pass "gpt2-dp: mpi outputs of the 5-row batch byte-identical to N = 1" ||
+  fail "gpt2-dp: mpi outputs differ from N = 1"
 
 # A rank dies before forward's first collective.
 die_test() {  # NAME [mpirun options...]

@@ -1,5 +1,7 @@
 //===- RunCommand.cpp - shardc run ----------------------------------------===//
+#include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
+#include "runtime/DataParallel.h"
 #include "runtime/LocalRun.h"
 #include "runtime/PlanQueries.h"
 #include "runtime/RankSubset.h"
@@ -41,6 +43,9 @@ const char *const kRunUsage =
     "  --inputs FILE      forward inputs by name; without it, deterministic\n"
     "                     inputs are made from the seed (docs/cli.md)\n"
     "  --outputs FILE     write the forward outputs\n"
+    "  --data-parallel    the inputs are the global batch: split along dim 0\n"
+    "                     over the ranks, each rank computes its own rows;\n"
+    "                     --outputs holds them concatenated in rank order\n"
     "  --load CKPT        initialize every parameter found in the checkpoint\n"
     "                     (a .safetensors file, an index .json or a directory)\n"
     "                     from it; each rank reads only its rows\n"
@@ -134,6 +139,21 @@ void checkFitsInMemory(const plan::Plan &fullPlan, const std::vector<int64_t> &r
         "mpi, or machines)");
 }
 
+/// The global batch of a data-parallel run: the rows of the --inputs
+/// tensor named like the graph's first input, else the graph's own batch.
+int64_t globalBatchRows(const compiler::Graph &graph,
+                        const std::vector<runtime::HostTensor> &inputs, const std::string &file) {
+  int64_t rows = compiler::graphBatchRows(graph);
+  for (const runtime::HostTensor &tensor : inputs)
+    if (tensor.name == graph.inputs[0].name) {
+      if (tensor.shape.empty() || tensor.shape[0] < 1)
+        throw compiler::GraphError(file + ": tensor '" + tensor.name +
+                                   "' has no rows in dim 0 (the global batch)");
+      rows = tensor.shape[0];
+    }
+  return rows;
+}
+
 } // namespace
 
 int runCommand(const std::vector<std::string> &args) {
@@ -153,7 +173,7 @@ int runCommand(const std::vector<std::string> &args) {
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
                                "--ranks", "--threads"},
-                              {"--help", "-h", "--prefetch", "--init-only"}});
+                              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
       return kSuccess;
@@ -186,8 +206,11 @@ int runCommand(const std::vector<std::string> &args) {
     if (backend == "mpi" && !mpiBackendAvailable())
       throw UsageError("--backend mpi: this shardc was built without MPI (install "
                        "libopenmpi-dev and reconfigure)");
-    if (initOnly && (parsed.has("--inputs") || parsed.has("--outputs")))
-      throw UsageError(std::string(parsed.has("--inputs") ? "--inputs" : "--outputs") +
+    if (initOnly && (parsed.has("--inputs") || parsed.has("--outputs") ||
+                     parsed.has("--data-parallel")))
+      throw UsageError(std::string(parsed.has("--inputs")    ? "--inputs"
+                                   : parsed.has("--outputs") ? "--outputs"
+                                                             : "--data-parallel") +
                        " needs forward, which --init-only does not run");
     if (parsed.has("--ranks")) {
       try {
@@ -246,8 +269,15 @@ int runCommand(const std::vector<std::string> &args) {
     compiler::ShardOptions shardOptions;
     shardOptions.unitPatterns = parsed.all("--units");
     shardOptions.prefetch = parsed.has("--prefetch");
+    const bool dataParallel = parsed.has("--data-parallel");
+    if (parsed.has("--inputs"))
+      options.inputs = runtime::readSafetensors(parsed.get("--inputs", "")).tensors;
     mlir::FailureOr<plan::Plan> compiled =
-        compiler::compileToPlan(graph, worldSize, context, shardOptions);
+        dataParallel
+            ? compiler::compileDataParallel(
+                  graph, globalBatchRows(graph, options.inputs, parsed.get("--inputs", "")),
+                  worldSize, context, shardOptions)
+            : compiler::compileToPlan(graph, worldSize, context, shardOptions);
     if (mlir::failed(compiled))
       return kBadInput;
     plan = std::move(*compiled);
@@ -257,14 +287,27 @@ int runCommand(const std::vector<std::string> &args) {
                                             return f.name != "init";
                                           }),
                            plan.functions.end());
+    options.dataParallel = dataParallel;
     // Bad checkpoints are bad input (exit 2), found before any rank runs.
     runtime::checkpoint::setIoBufferCap(plan, ioBufferBytes);
     runtime::checkpoint::checkPlanLoads(plan);
     if (parsed.has("--inputs")) {
       std::string file = parsed.get("--inputs", "");
-      options.inputs = runtime::readSafetensors(file).tensors;
-      checkInputs(plan, options.inputs, file);
-    } else if (!initOnly) {
+      if (!dataParallel) {
+        checkInputs(plan, options.inputs, file);
+      } else {
+        try {  // the global batch and its split, before any rank runs
+          runtime::rankForward(plan, runtime::matchGlobalInputs(plan, options.inputs), 0);
+        } catch (const runtime::RuntimeError &error) {
+          throw compiler::GraphError(file + ": " + error.what());
+        }
+      }
+    } else if (initOnly) {
+      // No forward: nothing to feed.
+    } else if (dataParallel) {
+      options.inputs = runtime::makeGlobalInputs(plan, compiler::graphBatchRows(graph), seed,
+                                                 compiler::inputBounds(graph));
+    } else {
       // Token ids must index the vocabulary: the graph bounds them.
       options.inputs =
           runtime::makeDeterministicInputs(plan, seed, compiler::inputBounds(graph));

@@ -1,0 +1,193 @@
+#include "runtime/DataParallel.h"
+
+#include "runtime/Kernels.h"
+#include "runtime/LocalRun.h"
+#include "runtime/RuntimeError.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace shardc::runtime {
+using namespace shardc::plan;
+
+BatchSlice batchSlice(int64_t batch, int64_t worldSize, int64_t rank) {
+  const int64_t base = batch / worldSize, extra = batch % worldSize;
+  return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+std::vector<int64_t> microBatchSizes(int64_t batch, int64_t worldSize) {
+  std::vector<int64_t> sizes{batchSlice(batch, worldSize, 0).rows};
+  const int64_t last = batchSlice(batch, worldSize, worldSize - 1).rows;
+  if (last != sizes[0]) sizes.push_back(last);
+  return sizes;
+}
+
+std::string forwardFunctionName(int64_t rows, int64_t firstRows) {
+  return rows == firstRows ? "forward" : "forward.rows" + std::to_string(rows);
+}
+
+Function collectivesOnly(const Function &forward, const std::string &name) {
+  Function result;
+  result.name = name;
+  result.buffers = forward.buffers;  // ids stay valid; unused ones cost nothing
+  std::set<int32_t> gathered;        // buffers an all_gather fills
+  for (const Instruction &inst : forward.body)
+    if (inst.op == "all_gather") gathered.insert(inst.outputs.begin(), inst.outputs.end());
+  for (const Instruction &inst : forward.body) {
+    bool keep = inst.op == "all_gather";
+    if (inst.op == "alloc" && inst.outputs.size() == 1) keep = gathered.count(inst.outputs[0]);
+    if (inst.op == "free" && inst.inputs.size() == 1) keep = gathered.count(inst.inputs[0]);
+    if (keep) result.body.push_back(inst);
+  }
+  return result;
+}
+
+int64_t globalBatchRows(const std::vector<HostTensor> &inputs) {
+  int64_t rows = -1;
+  std::string first;
+  for (const HostTensor &t : inputs) {
+    if (t.shape.empty())
+      throw RuntimeError("data-parallel: input '" + t.name +
+                         "' is 0-d; every input needs the batch as its dim 0");
+    if (rows < 0) {
+      rows = t.shape[0];
+      first = t.name;
+    } else if (t.shape[0] != rows) {
+      throw RuntimeError("data-parallel: input '" + t.name + "' has " +
+                         std::to_string(t.shape[0]) + " rows in dim 0 but '" + first + "' has " +
+                         std::to_string(rows) + " (every input is the same global batch)");
+    }
+  }
+  if (rows < 1) throw RuntimeError("data-parallel: the forward has no batch input with rows");
+  return rows;
+}
+
+std::vector<HostTensor> matchGlobalInputs(const Plan &plan, const std::vector<HostTensor> &given) {
+  const Function *forward = plan.function("forward");
+  if (!forward) throw RuntimeError("data-parallel: the plan has no 'forward' function");
+  std::vector<HostTensor> ordered;
+  for (const HostTensor &t : given) {
+    bool known = false;
+    for (int32_t id : forward->inputs) known = known || forward->buffers[id].name == t.name;
+    if (!known) throw RuntimeError("input '" + t.name + "' is not an input of forward");
+  }
+  for (int32_t id : forward->inputs) {
+    const Buffer &b = forward->buffers[id];
+    const HostTensor *match = nullptr;
+    for (const HostTensor &t : given)
+      if (t.name == b.name) {
+        if (match) throw RuntimeError("input '" + b.name + "' is given twice");
+        match = &t;
+      }
+    if (!match)
+      throw RuntimeError("forward input '" + b.name + "' (" + dtypeName(b.dtype) +
+                         " [B" + (b.shape.size() > 1 ? ", ..." : "") +
+                         "]) was not provided");
+    auto rowShape = [](const std::vector<int64_t> &shape) {
+      return shape.empty() ? shape : std::vector<int64_t>(shape.begin() + 1, shape.end());
+    };
+    if (match->dtype != b.dtype || match->shape.size() != b.shape.size() ||
+        rowShape(match->shape) != rowShape(b.shape))
+      throw RuntimeError("input '" + b.name + "': the data-parallel forward expects " +
+                         dtypeName(b.dtype) + " " + shapeToString(b.shape) +
+                         " with any number of rows in dim 0, got " + dtypeName(match->dtype) +
+                         " " + shapeToString(match->shape));
+    if (static_cast<int64_t>(match->data.size()) != match->expectedBytes())
+      throw RuntimeError("input '" + b.name + "': has " + std::to_string(match->data.size()) +
+                         " bytes of data, its shape needs " +
+                         std::to_string(match->expectedBytes()));
+    ordered.push_back(*match);
+  }
+  globalBatchRows(ordered);
+  return ordered;
+}
+
+HostTensor sliceRows(const HostTensor &tensor, int64_t begin, int64_t rows) {
+  HostTensor slice{tensor.name, tensor.dtype, tensor.shape, {}};
+  slice.shape[0] = rows;
+  const size_t rowBytes = static_cast<size_t>(slice.expectedBytes() / std::max<int64_t>(rows, 1));
+  slice.data.resize(static_cast<size_t>(slice.expectedBytes()));
+  if (rows > 0)
+    std::memcpy(slice.data.data(), tensor.data.data() + static_cast<size_t>(begin) * rowBytes,
+                slice.data.size());
+  return slice;
+}
+
+RankForward rankForward(const Plan &plan, const std::vector<HostTensor> &globalInputs,
+                        int64_t rank) {
+  const int64_t batch = globalBatchRows(globalInputs);
+  RankForward result;
+  result.slice = batchSlice(batch, plan.worldSize, rank);
+  const int64_t firstRows = batchSlice(batch, plan.worldSize, 0).rows;
+  result.function = forwardFunctionName(result.slice.rows, firstRows);
+  const Function *function = plan.function(result.function);
+  const Function *forward = plan.function("forward");
+  const bool fits = function && forward && !forward->inputs.empty() &&
+                    forward->buffers[forward->inputs[0]].shape.at(0) == firstRows;
+  if (!fits)
+    throw RuntimeError("data-parallel: the plan was not compiled for a global batch of " +
+                       std::to_string(batch) + " rows over " + std::to_string(plan.worldSize) +
+                       " ranks (rank " + std::to_string(rank) + " needs '" + result.function +
+                       "' for " + std::to_string(result.slice.rows) +
+                       " rows); compile it with that batch");
+  if (result.slice.rows > 0)
+    for (const HostTensor &t : globalInputs)
+      result.inputs.push_back(sliceRows(t, result.slice.begin, result.slice.rows));
+  return result;
+}
+
+std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank) {
+  std::vector<HostTensor> result = perRank.at(0);
+  // One allocation per output (the global outputs can be hundreds of MB).
+  for (size_t i = 0; i < result.size(); ++i) {
+    size_t total = 0;
+    for (const std::vector<HostTensor> &outputs : perRank)
+      if (i < outputs.size()) total += outputs[i].data.size();
+    result[i].data.reserve(total);
+  }
+  for (size_t r = 1; r < perRank.size(); ++r) {
+    if (perRank[r].empty()) continue;  // a rank with no rows
+    if (perRank[r].size() != result.size())
+      throw RuntimeError("data-parallel: rank " + std::to_string(r) + " returned " +
+                         std::to_string(perRank[r].size()) + " outputs, rank 0 " +
+                         std::to_string(result.size()));
+    for (size_t i = 0; i < result.size(); ++i) {
+      HostTensor &out = result[i];
+      const HostTensor &part = perRank[r][i];
+      if (out.shape.empty() || part.dtype != out.dtype || part.shape.size() != out.shape.size() ||
+          !std::equal(out.shape.begin() + 1, out.shape.end(), part.shape.begin() + 1))
+        throw RuntimeError("data-parallel: output '" + out.name + "' of rank " +
+                           std::to_string(r) + " is " + shapeToString(part.shape) +
+                           ", which does not stack under rank 0's " + shapeToString(out.shape));
+      out.shape[0] += part.shape[0];
+      out.data.insert(out.data.end(), part.data.begin(), part.data.end());
+    }
+  }
+  return result;
+}
+
+std::vector<HostTensor> makeGlobalInputs(const Plan &plan, int64_t globalRows, uint64_t seed,
+                                         const std::map<std::string, int64_t> &intBounds) {
+  // A plan holding only forward's inputs, reshaped to the global batch.
+  Plan shapes;
+  shapes.worldSize = plan.worldSize;
+  Function inputsOnly;
+  inputsOnly.name = "forward";
+  if (const Function *forward = plan.function("forward"))
+    for (int32_t id : forward->inputs) {
+      Buffer b = forward->buffers[id];
+      if (b.shape.empty())
+        throw RuntimeError("data-parallel: input '" + b.name +
+                           "' is 0-d; every input needs the batch as its dim 0");
+      b.shape[0] = globalRows;
+      b.id = static_cast<int32_t>(inputsOnly.buffers.size());
+      b.bytes = numElements(b.shape) * dtypeSize(b.dtype);
+      inputsOnly.inputs.push_back(b.id);
+      inputsOnly.buffers.push_back(std::move(b));
+    }
+  shapes.functions.push_back(std::move(inputsOnly));
+  return makeDeterministicInputs(shapes, seed, intBounds);
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,101 @@
+// Data-parallel pieces (runtime/DataParallel.h): batch slices, the
+// collectives-only function of a rank without rows, input slicing and
+// output concatenation, and the linear kernel's row independence that makes
+// a micro-batch's rows bit-identical to the global batch's.
+#include "runtime/DataParallel.h"
+#include "runtime/ForwardKernels.h"
+#include "runtime/RuntimeError.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+using namespace shardc::runtime;
+using namespace shardc::plan;
+
+TEST_CASE("batchSlice: the first B mod N ranks get one row more", "[data-parallel]") {
+  auto slices = [](int64_t b, int64_t n) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (int64_t r = 0; r < n; ++r) out.push_back({batchSlice(b, n, r).begin, batchSlice(b, n, r).rows});
+    return out;
+  };
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  CHECK(slices(5, 1) == V{{0, 5}});
+  CHECK(slices(5, 2) == V{{0, 3}, {3, 2}});
+  CHECK(slices(5, 3) == V{{0, 2}, {2, 2}, {4, 1}});
+  CHECK(slices(8, 4) == V{{0, 2}, {2, 2}, {4, 2}, {6, 2}});
+  CHECK(slices(2, 4) == V{{0, 1}, {1, 1}, {2, 0}, {2, 0}});
+  CHECK(microBatchSizes(8, 4) == std::vector<int64_t>{2});
+  CHECK(microBatchSizes(5, 3) == std::vector<int64_t>{2, 1});
+  CHECK(microBatchSizes(2, 4) == std::vector<int64_t>{1, 0});
+  CHECK(forwardFunctionName(2, 2) == "forward");
+  CHECK(forwardFunctionName(0, 2) == "forward.rows0");
+}
+
+TEST_CASE("collectivesOnly keeps the all-gathers and their buffers only", "[data-parallel]") {
+  Function f;
+  f.name = "forward";
+  f.buffers = {Buffer(0, "x", DType::F32, {2, 4}, 32, Category::IO),
+               Buffer(1, "p", DType::F32, {2, 4}, 32, Category::Parameter, 0),
+               Buffer(2, "p.gathered", DType::F32, {4, 4}, 64, Category::Gathered),
+               Buffer(3, "y", DType::F32, {2, 4}, 32, Category::Activation)};
+  f.inputs = {0};
+  f.outputs = {3};
+  f.body = {{"alloc", {}, {2}, {}, ""},  {"all_gather", {1}, {2}, {}, ""},
+            {"alloc", {}, {3}, {}, ""},  {"add", {0, 2}, {3}, {}, ""},
+            {"free", {2}, {}, {}, ""},   {"free", {0}, {}, {}, ""}};
+  Function c = collectivesOnly(f, "forward.rows0");
+  CHECK(c.name == "forward.rows0");
+  CHECK(c.inputs.empty());
+  CHECK(c.outputs.empty());
+  REQUIRE(c.body.size() == 3);
+  CHECK(c.body[0].op == "alloc");
+  CHECK(c.body[1].op == "all_gather");
+  CHECK(c.body[2].op == "free");
+  CHECK(c.body[2].inputs == std::vector<int32_t>{2});
+}
+
+TEST_CASE("sliceRows and concatRankOutputs are inverse over the ranks", "[data-parallel]") {
+  HostTensor t{"y", DType::I64, {5, 3}, {}};
+  t.data.resize(5 * 3 * 8);
+  for (int64_t i = 0; i < 15; ++i) std::memcpy(t.data.data() + i * 8, &i, 8);
+  for (int64_t n : {1, 2, 3, 4, 7}) {
+    INFO("N = " << n);
+    std::vector<std::vector<HostTensor>> perRank;
+    for (int64_t r = 0; r < n; ++r) {
+      BatchSlice s = batchSlice(5, n, r);
+      perRank.push_back(s.rows ? std::vector<HostTensor>{sliceRows(t, s.begin, s.rows)}
+                               : std::vector<HostTensor>{});
+    }
+    std::vector<HostTensor> whole = concatRankOutputs(perRank);
+    REQUIRE(whole.size() == 1);
+    CHECK(whole[0].shape == t.shape);
+    CHECK(whole[0].data == t.data);
+  }
+  HostTensor other{"y", DType::I64, {1, 4}, std::vector<std::byte>(32)};
+  CHECK_THROWS_WITH(concatRankOutputs({{t}, {other}}), Catch::Contains("does not stack"));
+}
+
+TEST_CASE("linear: a row's result does not depend on how many rows share the call",
+          "[data-parallel][forward]") {
+  // 150 rows (two full 64-row tiles and a tail) against the same rows in
+  // micro-batches of 75, 50 and 1: bit-identical, as --data-parallel needs.
+  const int64_t rows = 150, K = 96, N = 300;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> x(rows * K), w(N * K), b(N), y(rows * N);
+  for (float &v : x) v = dist(rng);
+  for (float &v : w) v = dist(rng);
+  for (float &v : b) v = dist(rng);
+  KTensor wk{DType::F32, {N, K}, w.data()}, bk{DType::F32, {N}, b.data()};
+  linearKernel({DType::F32, {rows, K}, x.data()}, wk, &bk, {DType::F32, {rows, N}, y.data()}, 2);
+  for (int64_t micro : {75, 50, 1}) {
+    INFO("micro-batch " << micro);
+    std::vector<float> part(rows * N);
+    for (int64_t m0 = 0; m0 < rows; m0 += micro)
+      linearKernel({DType::F32, {micro, K}, x.data() + m0 * K}, wk, &bk,
+                   {DType::F32, {micro, N}, part.data() + m0 * N}, 1);
+    CHECK(std::memcmp(part.data(), y.data(), y.size() * sizeof(float)) == 0);
+  }
+}
