@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install, build, and run every test: the Catch2 unit tests and the lit
-# suite through ctest; then the whole suite again under ASan + UBSan, and the
+# suite through ctest; the runtime-only build (no MLIR) and its tests; then the whole suite again under ASan + UBSan, and the
 # fuzzers for a bounded time (docs/errors.md). SHARDC_QUICK=1 runs only the
 # first part (for a quick local check; CI always runs everything).
 set -euo pipefail
@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 ctest --test-dir "${SHARDC_BUILD_DIR:-build}" --output-on-failure
+echo "== runtime alone: every target that builds without MLIR"
+bash scripts/runtime-only.sh
 if [ "${SHARDC_QUICK:-0}" = "1" ]; then
   exit 0
 fi
