@@ -50,7 +50,7 @@ struct Param {
   std::string device;          // original device the user asked for
   std::string unit;            // FSDP unit name ("" = root)
   bool isBuffer = false;       // non-parameter state: never sharded
-  /// Dim-0 sharding (DESIGN.md): each rank stores `chunkRows` rows, rank r owns
+  /// Dim-0 sharding (docs/design.md): each rank stores `chunkRows` rows, rank r owns
   /// rows [r*chunkRows, min((r+1)*chunkRows, shape[0])). 0 = replicated.
   int64_t chunkRows = 0;
 
