@@ -23,6 +23,11 @@ if subprocess.run([torch_python, "-c", "import torch"], capture_output=True).ret
     config.available_features.add("torch")
 else:
     lit_config.note("torch tests are UNSUPPORTED: /usr/bin/python3 cannot import torch")
+# scripts/sanitize.sh runs this suite on an ASan build (it exports
+# ASAN_OPTIONS): AddressSanitizer reserves terabytes of shadow address space,
+# so tests that cap the address space (ulimit -v) run in the regular build.
+if os.environ.get("ASAN_OPTIONS"):
+    config.available_features.add("asan")
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "shardc", "Inputs")))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])

@@ -87,7 +87,12 @@ def canonical_params(model):
 
 def input_specs(model, args):
     sig = inspect.signature(model.forward)
-    specs = json.loads(args.input_shapes) if args.input_shapes else {}
+    try:
+        specs = json.loads(args.input_shapes) if args.input_shapes else {}
+    except ValueError as e:
+        raise ExportError("--input-shapes: not JSON: %s" % e)
+    if not isinstance(specs, dict):
+        raise ExportError("--input-shapes: expected a JSON object {argument: shape}")
     inputs, concrete = [], {}
     for pname, prm in sig.parameters.items():
         if prm.kind in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
@@ -109,9 +114,13 @@ def input_specs(model, args):
         else:
             raise ExportError("forward argument %r needs a shape: --batch B --seq T "
                               "(token ids) or --input-shapes '{\"%s\": [...]}'" % (pname, pname))
-    extra = set(specs) - set(sig.parameters)
+    # *args / **kwargs take no --input-shapes entry: only named arguments.
+    named = [n for n, prm in sig.parameters.items()
+             if prm.kind not in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD)]
+    extra = sorted(set(specs) - set(named))
     if extra:
-        raise ExportError("--input-shapes names %s, which forward does not take" % sorted(extra))
+        raise ExportError("--input-shapes names %s, which forward does not take (its "
+                          "arguments: %s)" % (", ".join(extra), ", ".join(named) or "none"))
     for d in inputs:
         if d["dtype"] not in _DTYPE_NAMES:
             raise ExportError("input %s: dtype %s (one of %s)" % (d["name"], d["dtype"],
@@ -173,12 +182,35 @@ def export(args):
         if d["name"] in low.high and "high" not in d:
             d["high"] = low.high[d["name"]]
     graph_buffers = [b for n, b in low.graph_buffers.items() if n in live]
+    # What a checkpoint holds is the module's state_dict (docs/checkpoints.md):
+    # a buffer outside it (persistent=False, the exporter's constants) is
+    # marked so that shardc never saves it; a tied parameter lists its other
+    # state_dict names, under which shardc saves it too.
+    state = model.state_dict(keep_vars=True)
+    tied = {}
+    for key, t in state.items():
+        if id(t) in params and params[id(t)] != key:
+            tied.setdefault(params[id(t)], []).append(key)
+    for b in graph_buffers:
+        if b["name"] not in state:
+            b["persistent"] = False
+    held = {d["name"] for d in param_decls} | {b["name"] for b in graph_buffers}
+    held |= {k for names in tied.values() for k in names}
+    missing = [k for k in state if k not in held]
+    if missing:
+        print("export_torch: note: %d state_dict entr%s not in the graph (buffers forward "
+              "does not read as tensors), so not in shardc's checkpoints: %s%s" % (
+                  len(missing), "y is" if len(missing) == 1 else "ies are",
+                  ", ".join(missing[:8]), " ..." if len(missing) > 8 else ""),
+              file=sys.stderr)
     # parameter order: as the module declares them; decl keys in docs' order
     ordered = []
     for d in param_decls:
         e = {k: d[k] for k in ("name", "shape", "dtype", "device")}
         if "unit" in d:
             e["unit"] = d["unit"]
+        if d["name"] in tied:
+            e["tied"] = tied[d["name"]]
         e["init"] = d["init"]
         ordered.append(e)
     graph = {"format": "shardc-graph", "version": 1,
