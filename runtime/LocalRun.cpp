@@ -8,6 +8,7 @@
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RankError.h"
+#include "runtime/ResidentMemory.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 
@@ -196,6 +197,8 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
     }
     group.abort(message);
   };
+  ResidentPeakWindow resident;  // the OS's count, beside the devices' ledgers
+  resident.start();
   JoiningThreads threads;
   for (int64_t r = 0; r < n; ++r) {
     bool started = threads.start([&, r] {
@@ -224,6 +227,7 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   }
   threads.joinAll();
   if (firstFailure) throw RuntimeError(*firstFailure);
+  result.residentPeakGrowthBytes = resident.peakGrowthBytes();
 
   for (int64_t r = 0; r < n; ++r) {
     const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;

@@ -109,6 +109,8 @@ TEST_CASE("thread count and kernel choice never change the bits", "[init][genera
                        << (cpuHasAvx512() ? "has" : "lacks") << " AVX-512F/DQ");
   CHECK(useAvx2() == cpuHasAvx2Fma());
   CHECK(useAvx512() == cpuHasAvx512());
+  // Without AVX-512 its kernel was not compared: the ctest test
+  // unit-cpu-features says so in the closing summary (CpuFeaturesTest.cpp).
   if (!cpuHasAvx512()) WARN("no AVX-512 on this CPU: its kernel was not compared");
 }
 

@@ -3,6 +3,7 @@
 
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanQueries.h"
+#include "runtime/ResidentMemory.h"
 
 #include <nlohmann/json.hpp>
 
@@ -195,6 +196,22 @@ bool predictionsHold(const runtime::RunResult &result) {
   return true;
 }
 
+/// The OS's figure beside the ledger's (README.md, "Two memory figures").
+static std::string residentMemoryLine(const runtime::RunResult &result, int64_t worldSize) {
+  const int64_t ledger = runtime::ledgerPeakSumBytes(result);
+  const int64_t copies = runtime::hostCopyBytes(result, worldSize);
+  std::ostringstream out;
+  out << "resident memory (the OS's count, not the ledger's): peak growth ";
+  if (result.residentPeakGrowthBytes)
+    out << grouped(*result.residentPeakGrowthBytes) << " bytes ("
+        << mib(*result.residentPeakGrowthBytes) << ")";
+  else
+    out << "unknown (/proc/self/status or clear_refs unavailable)";
+  out << "; ledger: ranks' peaks summed " << grouped(ledger) << " + host copies "
+      << grouped(copies) << "\n";
+  return out.str();
+}
+
 std::string formatTextReport(const RunSummary &summary) {
   const plan::Plan &plan = *summary.plan;
   const runtime::RunResult &result = *summary.result;
@@ -267,6 +284,7 @@ std::string formatTextReport(const RunSummary &summary) {
   }
   out << "\npredicted == measured on every rank: "
       << (predictionsHold(result) ? "yes" : "NO") << "\n";
+  out << residentMemoryLine(result, plan.worldSize);
   return out.str();
 }
 
@@ -295,6 +313,12 @@ std::string formatJsonReport(const RunSummary &summary) {
                            {"seed", summary.seed},
                            {"unsharded_param_bytes", result.unshardedParamBytes},
                            {"predictions_hold", predictionsHold(result)},
+                           {"resident_peak_growth_bytes",
+                            result.residentPeakGrowthBytes
+                                ? nlohmann::json(*result.residentPeakGrowthBytes)
+                                : nlohmann::json(nullptr)},
+                           {"ledger_peak_sum_bytes", runtime::ledgerPeakSumBytes(result)},
+                           {"host_copy_bytes", runtime::hostCopyBytes(result, plan.worldSize)},
                            {"non_shardable", nonShardable},
                            {"ranks", ranks}};
   return report.dump(2) + "\n";
