@@ -171,7 +171,7 @@ private:
     return buffer.id;
   }
 
-  void emit(const char *op, std::vector<int32_t> inputs,
+  void emit(plan::OpCode op, std::vector<int32_t> inputs,
             std::vector<int32_t> outputs, Operation *source,
             std::map<std::string, plan::AttrValue> attrs = {},
             bool collective = false) {
@@ -220,7 +220,7 @@ private:
       if (auto owner = ownerOf_.find(op); owner != ownerOf_.end())
         ownerOfBuffer_[id] = owner->second;
     }
-    emit("alloc", {}, {id}, op);
+    emit(plan::OpCode::Alloc, {}, {id}, op);
     return id;
   }
 
@@ -244,20 +244,20 @@ private:
       return failure();
     auto d = [](APFloat value) { return value.convertToDouble(); };
     if (auto load = dyn_cast<tc::LoadOp>(op)) {
-      emit("load", {ioBuffer(op)}, {*out}, &op,
+      emit(plan::OpCode::Load, {ioBuffer(op)}, {*out}, &op,
            {{"file", load.getFile().str()}, {"tensor", load.getTensor().str()}});
       return success();
     }
     if (auto fill = dyn_cast<tc::FillOp>(op); fill && !fill.getIndexMap()) {
-      emit("fill", {}, {*out}, &op, {{"value", d(fill.getValue())}});
+      emit(plan::OpCode::Fill, {}, {*out}, &op, {{"value", d(fill.getValue())}});
       return success();
     }
     if (isa<tc::ZerosOp, tc::OnesOp>(op)) {
-      emit("fill", {}, {*out}, &op, {{"value", isa<tc::OnesOp>(op) ? 1.0 : 0.0}});
+      emit(plan::OpCode::Fill, {}, {*out}, &op, {{"value", isa<tc::OnesOp>(op) ? 1.0 : 0.0}});
       return success();
     }
     std::map<std::string, plan::AttrValue> attrs;
-    const char *opcode = "generate";
+    plan::OpCode opcode = plan::OpCode::Generate;
     if (auto uniform = dyn_cast<tc::UniformOp>(op)) {
       attrs = generatorAttrs(uniform, "uniform");
       attrs["low"] = d(uniform.getLow());
@@ -288,7 +288,7 @@ private:
       attrs["value"] = d(fill.getValue());
       attrs["position"] = int64_t{0};
     } else if (auto orthogonal = dyn_cast<tc::OrthogonalOp>(op)) {
-      opcode = "orthogonal";
+      opcode = plan::OpCode::Orthogonal;
       attrs["gain"] = d(orthogonal.getGain());
       attrs["stream"] = streamOf(orthogonal.getResult());
       attrs["position"] = static_cast<int64_t>(orthogonal.getPosition());
@@ -323,7 +323,7 @@ private:
     buffer.category = plan::Category::IO;
     function_.buffers.push_back(buffer);
     ioBuffer_ = buffer.id;
-    emit("alloc", {}, {ioBuffer_}, &load);
+    emit(plan::OpCode::Alloc, {}, {ioBuffer_}, &load);
     return ioBuffer_;
   }
 
@@ -338,22 +338,22 @@ private:
     buffers_[op.getResult(0)] = id;
     auto d = [](APFloat value) { return value.convertToDouble(); };
     if (auto mul = dyn_cast<tc::MulScalarOp>(op))
-      emit("mul_scalar", {id}, {id}, &op, {{"value", d(mul.getValue())}});
+      emit(plan::OpCode::MulScalar, {id}, {id}, &op, {{"value", d(mul.getValue())}});
     else if (auto add = dyn_cast<tc::AddScalarOp>(op))
-      emit("add_scalar", {id}, {id}, &op, {{"value", d(add.getValue())}});
+      emit(plan::OpCode::AddScalar, {id}, {id}, &op, {{"value", d(add.getValue())}});
     else if (auto sub = dyn_cast<tc::SubScalarOp>(op))
-      emit("sub_scalar", {id}, {id}, &op, {{"value", d(sub.getValue())}});
+      emit(plan::OpCode::SubScalar, {id}, {id}, &op, {{"value", d(sub.getValue())}});
     else if (auto div = dyn_cast<tc::DivScalarOp>(op))
-      emit("div_scalar", {id}, {id}, &op, {{"value", d(div.getValue())}});
+      emit(plan::OpCode::DivScalar, {id}, {id}, &op, {{"value", d(div.getValue())}});
     else if (auto clamp = dyn_cast<tc::ClampOp>(op))
-      emit("clamp", {id}, {id}, &op,
+      emit(plan::OpCode::Clamp, {id}, {id}, &op,
            {{"min", d(clamp.getMin())}, {"max", d(clamp.getMax())}});
     else if (isa<tc::ErfinvOp>(op))
-      emit("erfinv", {id}, {id}, &op);
+      emit(plan::OpCode::Erfinv, {id}, {id}, &op);
     else if (isa<tc::SqrtOp>(op))
-      emit("sqrt", {id}, {id}, &op);
+      emit(plan::OpCode::Sqrt, {id}, {id}, &op);
     else
-      emit("neg", {id}, {id}, &op);
+      emit(plan::OpCode::Neg, {id}, {id}, &op);
     return success();
   }
 
@@ -377,8 +377,8 @@ private:
         return scatter.emitOpError() << "must feed a tc.materialize";
       int32_t target = paramBuffer(materialize.getParam());
       buffers_[scatter.getResult()] = target;
-      emit("alloc", {}, {target}, &op);
-      emit("scatter", {buffers_.lookup(scatter.getInput())}, {target}, &op,
+      emit(plan::OpCode::Alloc, {}, {target}, &op);
+      emit(plan::OpCode::Scatter, {buffers_.lookup(scatter.getInput())}, {target}, &op,
            {{"root", static_cast<int64_t>(scatter.getOwner())}},
            /*collective=*/true);
       return success();
@@ -390,7 +390,7 @@ private:
     if (auto gather = dyn_cast<tc::AllGatherOp>(op))
       return lowerAllGather(gather);
     if (auto release = dyn_cast<tc::ReleaseOp>(op)) {
-      emit("free", {unitBuffers_.lookup(release->getOperand(0))}, {}, &op);
+      emit(plan::OpCode::Free, {unitBuffers_.lookup(release->getOperand(0))}, {}, &op);
       return success();
     }
     if (auto reshape = dyn_cast<tc::ReshapeOp>(op))
@@ -405,49 +405,49 @@ private:
   LogicalResult lowerModelOp(Operation &op) {
     auto d = [](APFloat value) { return value.convertToDouble(); };
     std::map<std::string, plan::AttrValue> attrs;
-    const char *opcode = nullptr;
+    std::optional<plan::OpCode> opcode;
     if (isa<tc::AddOp>(op))
-      opcode = "add";
+      opcode = plan::OpCode::Add;
     else if (isa<tc::SubOp>(op))
-      opcode = "sub";
+      opcode = plan::OpCode::Sub;
     else if (isa<tc::MulOp>(op))
-      opcode = "mul";
+      opcode = plan::OpCode::Mul;
     else if (isa<tc::DivOp>(op))
-      opcode = "div";
+      opcode = plan::OpCode::Div;
     else if (isa<tc::EmbeddingOp>(op))
-      opcode = "embedding";
+      opcode = plan::OpCode::Embedding;
     else if (isa<tc::LinearOp>(op))
-      opcode = "linear";
+      opcode = plan::OpCode::Linear;
     else if (isa<tc::MatmulOp>(op))
-      opcode = "matmul";
+      opcode = plan::OpCode::Matmul;
     else if (auto gelu = dyn_cast<tc::GeluOp>(op)) {
-      opcode = "gelu";
+      opcode = plan::OpCode::Gelu;
       attrs["approximate"] = gelu.getApproximate().str();
     } else if (isa<tc::SiluOp>(op))
-      opcode = "silu";
+      opcode = plan::OpCode::Silu;
     else if (isa<tc::ReluOp>(op))
-      opcode = "relu";
+      opcode = plan::OpCode::Relu;
     else if (auto norm = dyn_cast<tc::LayerNormOp>(op)) {
-      opcode = "layer_norm";
+      opcode = plan::OpCode::LayerNorm;
       attrs["eps"] = d(norm.getEps());
     } else if (auto norm = dyn_cast<tc::RmsNormOp>(op)) {
-      opcode = "rms_norm";
+      opcode = plan::OpCode::RmsNorm;
       attrs["eps"] = d(norm.getEps());
     } else if (auto softmax = dyn_cast<tc::SoftmaxOp>(op)) {
-      opcode = "softmax";
+      opcode = plan::OpCode::Softmax;
       attrs["dim"] = softmax.getDimAttr().getInt();
     } else if (auto sdpa = dyn_cast<tc::SdpaOp>(op)) {
-      opcode = "sdpa";
+      opcode = plan::OpCode::Sdpa;
       attrs["causal"] = int64_t{sdpa.getCausal() ? 1 : 0};
       attrs["scale"] = d(sdpa.getScale());
     } else if (auto rope = dyn_cast<tc::RopeOp>(op)) {
-      opcode = "rope";
+      opcode = plan::OpCode::Rope;
       attrs["theta"] = d(rope.getTheta());
     } else if (auto cat = dyn_cast<tc::CatOp>(op)) {
-      opcode = "cat";
+      opcode = plan::OpCode::Cat;
       attrs["dim"] = cat.getDimAttr().getInt();
     } else if (isa<tc::CrossEntropyOp>(op))
-      opcode = "cross_entropy";
+      opcode = plan::OpCode::CrossEntropy;
     if (!opcode)
       return op.emitOpError() << "has no lowering to the runtime plan";
     std::vector<int32_t> inputs;
@@ -456,7 +456,7 @@ private:
     FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
     if (failed(out))
       return failure();
-    emit(opcode, inputs, {*out}, &op, std::move(attrs));
+    emit(*opcode, inputs, {*out}, &op, std::move(attrs));
     return success();
   }
 
@@ -473,7 +473,7 @@ private:
       FailureOr<int32_t> out = allocResult(reshape, plan::Category::Activation);
       if (failed(out))
         return failure();
-      emit("strided_copy", {input}, {*out}, reshape,
+      emit(plan::OpCode::StridedCopy, {input}, {*out}, reshape,
            {{"strides", strides}, {"offset", int64_t{0}}});
       return success();
     }
@@ -524,7 +524,7 @@ private:
     FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
     if (failed(out))
       return failure();
-    emit("strided_copy", {in}, {*out}, &op,
+    emit(plan::OpCode::StridedCopy, {in}, {*out}, &op,
          {{"strides", strides}, {"offset", offset}});
     return success();
   }
@@ -565,8 +565,8 @@ private:
       unitBuffers_[result] = unit.id;
       inputs.push_back(paramBuffer(param.name));
     }
-    emit("alloc", {}, {unit.id}, gather);
-    emit("all_gather", inputs, {unit.id}, gather, {{"offsets", offsets}},
+    emit(plan::OpCode::Alloc, {}, {unit.id}, gather);
+    emit(plan::OpCode::AllGather, inputs, {unit.id}, gather, {{"offsets", offsets}},
          /*collective=*/true);
     return success();
   }
@@ -608,7 +608,7 @@ private:
       body.push_back(function_.body[i]);
       for (int32_t id : freeAfter[i]) {
         plan::Instruction free;
-        free.op = "free";
+        free.op = plan::OpCode::Free;
         free.inputs = {id};
         free.loc = function_.body[i].loc;
         if (auto owner = ownerOfBuffer_.find(id); owner != ownerOfBuffer_.end())

@@ -20,6 +20,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
   if (failed(verify(module)))
     return failure();
   PassManager passes(module.getContext());
+  passes.addPass(tc::createTcVerifyProgram());
   passes.addPass(tc::createTcExpandInit());
   tc::TcAssignUnitsOptions unitOptions;
   unitOptions.patterns = shardOptions.unitPatterns;

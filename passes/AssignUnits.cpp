@@ -63,6 +63,8 @@ struct TcAssignUnitsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyProgram(module)))
+      return signalPassFailure();
     SmallVector<ParamOp> params(module.getOps<ParamOp>());
     Builder builder(&getContext());
     if (!patterns.empty()) {

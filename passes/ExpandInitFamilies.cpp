@@ -110,6 +110,8 @@ LogicalResult expandXavier(XavierOp op, bool uniform) {
 
 struct TcExpandInitPass : public tc::impl::TcExpandInitBase<TcExpandInitPass> {
   void runOnOperation() override {
+    if (failed(verifyProgram(getOperation())))
+      return signalPassFailure();
     SmallVector<Operation *> families;
     getOperation().walk([&](Operation *op) {
       if (isa<KaimingUniformOp, KaimingNormalOp, XavierUniformOp,

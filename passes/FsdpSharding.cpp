@@ -209,6 +209,8 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyProgram(module)))
+      return signalPassFailure();
     if (worldSize < 1) {
       emitError(module.getLoc())
           << "tc-fsdp: world-size must be at least 1, got "

@@ -5,6 +5,18 @@
 
 include "mlir/Pass/PassBase.td"
 
+def TcVerifyProgram : Pass<"tc-verify-program", "::mlir::ModuleOp"> {
+  let summary = "Check the module-wide rules of a tc program";
+  let description = [{
+    Every tc.param is materialized exactly once, in func @init. No single
+    op's verifier can check this without reading ops that may not be
+    verified yet, so it is a verification pass over a verified module. The
+    other tc passes run the same check first, and the compiler runs it
+    before them.
+  }];
+  let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
 def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
   let summary = "Shard parameters on dim 0 over a world of ranks (FSDP)";
   let description = [{

@@ -1,5 +1,5 @@
 // Writing an output file so that it either appears whole or not at all
-// (DESIGN.md invariant 5: no partial output file, ever).
+// (docs/design.md invariant 5: no partial output file, ever).
 #pragma once
 
 #include <string>

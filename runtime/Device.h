@@ -1,39 +1,34 @@
-// CPU memory with exact byte accounting.
+// A rank's device memory: allocation through a backend-specific allocator,
+// accounting through the one MemoryLedger.
 //
-// The accounting is the runtime's half of invariant 4 ("predicted =
-// measured"): it counts exactly the bytes requested (no rounding to the
-// alignment), per category, and remembers what was live when the peak was
-// first reached, so a report can explain a peak, not just state it.
-// A device is used by one rank's thread only; it is not thread-safe.
+// Device is the part every backend shares: allocate() records the exact
+// requested bytes in the ledger (the runtime's half of invariant 4,
+// "predicted = measured") and hands out an owning DeviceBuffer; a subclass
+// only supplies raw memory (CpuDevice: HostMemory; cuda::CudaDevice:
+// cudaMalloc). A device is used by one rank's thread only; it is not
+// thread-safe.
 #pragma once
 
 #include "runtime/HostMemory.h"
+#include "runtime/MemoryLedger.h"
 #include "runtime/Plan.h"
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
 namespace shardc::runtime {
 
-/// One live allocation as reported in a peak snapshot.
-struct LiveAllocation {
-  std::string label;
-  plan::Category category = plan::Category::Activation;
-  int64_t bytes = 0;
-  bool operator==(const LiveAllocation &) const = default;
-};
+class Device;
 
-/// Bytes per category, indexed by static_cast<size_t>(Category).
-using CategoryBytes = std::array<int64_t, 4>;
-
-class CpuDevice;
+/// What a device's allocator hands back and takes back (HostMemory's block;
+/// the CUDA device uses only `data`).
+using RawBlock = HostMemory::Block;
 
 /// Owning handle to device memory; releases it (and its accounting) when
 /// destroyed or on release(). Move-only. The device must outlive it.
+/// data() is a pointer in the device's address space.
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
@@ -50,58 +45,72 @@ public:
   plan::Category category() const { return category_; }
 
 private:
-  friend class CpuDevice;
-  CpuDevice *device_ = nullptr;
+  friend class Device;
+  Device *device_ = nullptr;
   std::byte *data_ = nullptr;
   int64_t bytes_ = 0;
   plan::Category category_ = plan::Category::Activation;
   uint64_t serial_ = 0;
-  HostMemory::Block block_;  // what HostMemory takes back
+  RawBlock block_;  // what the allocator takes back
 };
 
-class CpuDevice {
+class Device {
 public:
-  static constexpr size_t kAlignment = 64;
-
-  CpuDevice() = default;
-  CpuDevice(const CpuDevice &) = delete;
-  CpuDevice &operator=(const CpuDevice &) = delete;
+  Device() = default;
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
   /// Outstanding buffers must have been released (checked with an assert).
-  ~CpuDevice();
+  virtual ~Device();
 
-  /// 64-byte aligned, uninitialized memory. `bytes` may be 0 (a valid,
-  /// non-null pointer is still returned; 0 bytes are accounted).
-  /// Throws RuntimeError naming `label` if bytes < 0 or memory runs out.
+  /// Uninitialized memory. `bytes` may be 0 (a valid, non-null pointer is
+  /// still returned; 0 bytes are accounted). Throws RuntimeError naming
+  /// `label` if bytes < 0 or memory runs out.
   DeviceBuffer allocate(int64_t bytes, plan::Category category, const std::string &label);
 
-  int64_t currentBytes() const { return current_; }
-  int64_t currentBytes(plan::Category category) const;
-  CategoryBytes currentByCategory() const { return currentByCategory_; }
-  int64_t peakBytes() const { return peak_; }
-  /// What was live (in allocation order) when the peak was first reached.
-  const std::vector<LiveAllocation> &liveAtPeak() const { return liveAtPeak_; }
-  /// Bytes per category at that moment.
-  CategoryBytes peakByCategory() const { return peakByCategory_; }
-  /// Everything live now, in allocation order.
-  std::vector<LiveAllocation> live() const;
-  /// Starts a new measurement window: peak := current, snapshot := live().
-  void resetPeak();
-  /// Returns freed large blocks kept for reuse to the system (HostMemory):
-  /// afterwards the process holds only the accounted bytes.
-  void trimReuseCache() { memory_.trim(); }
+  const MemoryLedger &ledger() const { return ledger_; }
+  int64_t currentBytes() const { return ledger_.currentBytes(); }
+  int64_t currentBytes(plan::Category category) const { return ledger_.currentBytes(category); }
+  CategoryBytes currentByCategory() const { return ledger_.currentByCategory(); }
+  int64_t peakBytes() const { return ledger_.peakBytes(); }
+  const std::vector<LiveAllocation> &liveAtPeak() const { return ledger_.liveAtPeak(); }
+  CategoryBytes peakByCategory() const { return ledger_.peakByCategory(); }
+  std::vector<LiveAllocation> live() const { return ledger_.live(); }
+  void resetPeak() { ledger_.resetPeak(); }
+
+protected:
+  /// "CpuDevice", "CudaDevice": the prefix of allocation errors.
+  virtual const char *kindName() const = 0;
+  /// At least `bytes` (>= 0) of raw memory; throws RuntimeError naming
+  /// `label` when there is none.
+  virtual RawBlock allocateRaw(int64_t bytes, const std::string &label) = 0;
+  virtual void releaseRaw(const RawBlock &block) noexcept = 0;
 
 private:
   friend class DeviceBuffer;
   void releaseBuffer(DeviceBuffer &buffer);
 
-  int64_t current_ = 0;
-  int64_t peak_ = 0;
-  CategoryBytes currentByCategory_{};
-  CategoryBytes peakByCategory_{};
-  std::vector<LiveAllocation> liveAtPeak_;
-  uint64_t nextSerial_ = 1;
-  std::map<uint64_t, LiveAllocation> live_;  // serial = allocation order
-  HostMemory memory_;  // last member: freed after every buffer's accounting
+  MemoryLedger ledger_;
+};
+
+/// Host memory (HostMemory: 64-byte aligned blocks, large ones reused).
+class CpuDevice final : public Device {
+public:
+  static constexpr size_t kAlignment = 64;
+
+  CpuDevice() = default;
+  ~CpuDevice() override;
+
+  /// Returns freed large blocks kept for reuse to the system (HostMemory):
+  /// afterwards the process holds only the accounted bytes.
+  void trimReuseCache() { memory_.trim(); }
+
+protected:
+  const char *kindName() const override { return "CpuDevice"; }
+  RawBlock allocateRaw(int64_t bytes, const std::string &label) override;
+  void releaseRaw(const RawBlock &block) noexcept override { memory_.release(block); }
+
+private:
+  HostMemory memory_;
 };
 
 }  // namespace shardc::runtime

@@ -1,24 +1,19 @@
 #include "runtime/Executor.h"
 
-#include "runtime/ForwardKernels.h"
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
 #include "runtime/Philox.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/ShardReader.h"
-#include "runtime/init/Generators.h"
 #include "runtime/init/ParallelFor.h"
-#include "runtime/init/Pointwise.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <mutex>
-#include <thread>
-#include <type_traits>
 
 namespace shardc::runtime {
 using namespace shardc::plan;
@@ -34,13 +29,91 @@ const DeviceBuffer *RankState::paramStorage(int32_t index) const {
   return it == params_.end() ? nullptr : &it->second;
 }
 
-/// The state of one function execution; one method per opcode.
+bool Backend::supports(OpCode op) const {
+  const std::span<const OpCode> missing = unsupportedOps();
+  return std::find(missing.begin(), missing.end(), op) == missing.end();
+}
+
+void Backend::noKernel(OpCode op) const {
+  throw RuntimeError(std::string("op '") + opName(op) + "' has no kernel on the " + name() +
+                     " backend");
+}
+void Backend::orthogonal(const init::GeneratorSpec &, double, DType, int64_t, int64_t, void *,
+                         void *) {
+  noKernel(OpCode::Orthogonal);
+}
+void Backend::load(const checkpoint::TensorLocation &, const Region &, std::byte *, int64_t) {
+  noKernel(OpCode::Load);
+}
+void Backend::crossEntropy(const KTensor &, const KTensor &, int64_t, const KTensor &) {
+  noKernel(OpCode::CrossEntropy);
+}
+
+namespace {
+
+std::string countText(int count) { return std::to_string(count); }
+
+std::string inputsText(const OpInfo &info) {
+  if (info.maxInputs == kAny) return countText(info.minInputs) + " or more inputs";
+  std::string text = countText(info.minInputs);
+  if (info.maxInputs != info.minInputs) text += ".." + countText(info.maxInputs);
+  return text + (info.maxInputs == 1 ? " input" : " inputs");
+}
+
+const char *withArticle(AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int: return "an integer";
+  case AttrKind::Float: return "a float";
+  case AttrKind::String: return "a string";
+  case AttrKind::IntList: return "an integer list";
+  }
+  return "?";
+}
+
+bool holds(AttrKind kind, const AttrValue &value) {
+  switch (kind) {
+  case AttrKind::Int: return std::holds_alternative<int64_t>(value);
+  case AttrKind::Float: return std::holds_alternative<double>(value);
+  case AttrKind::String: return std::holds_alternative<std::string>(value);
+  case AttrKind::IntList: return std::holds_alternative<std::vector<int64_t>>(value);
+  }
+  return false;
+}
+
+std::optional<init::PointwiseKind> pointwiseKind(OpCode op) {
+  using K = init::PointwiseKind;
+  switch (op) {
+  case OpCode::MulScalar: return K::Mul;
+  case OpCode::AddScalar: return K::Add;
+  case OpCode::SubScalar: return K::Sub;
+  case OpCode::DivScalar: return K::Div;
+  case OpCode::Clamp: return K::Clamp;
+  case OpCode::Erfinv: return K::Erfinv;
+  case OpCode::Sqrt: return K::Sqrt;
+  case OpCode::Neg: return K::Neg;
+  default: return std::nullopt;
+  }
+}
+
+std::optional<BinaryOp> binaryOp(OpCode op) {
+  switch (op) {
+  case OpCode::Add: return BinaryOp::Add;
+  case OpCode::Sub: return BinaryOp::Sub;
+  case OpCode::Mul: return BinaryOp::Mul;
+  case OpCode::Div: return BinaryOp::Div;
+  default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+/// The state of one function execution; one method per opcode family.
 class FunctionRun {
 public:
-  FunctionRun(const Plan &plan, const Function &function, CpuDevice &device,
-              Communicator &comm, RankState &state, const ExecutionContext &context)
-      : plan_(plan), function_(function), device_(device), comm_(comm), state_(state),
-        context_(context), owned_(function.buffers.size()) {}
+  FunctionRun(const Plan &plan, const Function &function, Backend &backend, Communicator &comm,
+              RankState &state, uint64_t seed)
+      : plan_(plan), function_(function), backend_(backend), device_(backend.device()),
+        comm_(comm), state_(state), seed_(seed), owned_(function.buffers.size()) {}
 
   void bindInputs(const std::vector<HostTensor> &inputs) {
     if (inputs.size() != function_.inputs.size())
@@ -62,9 +135,9 @@ public:
                            std::to_string(t.expectedBytes()));
       if (owned_[b.id]) throw RuntimeError(place + ": buffer is bound twice");
       owned_[b.id] = device_.allocate(b.bytes, Category::IO, b.name);
-      std::memcpy(owned_[b.id].data(), t.data.data(), t.data.size());
-      std::memset(owned_[b.id].data() + t.data.size(), 0,
-                  static_cast<size_t>(b.bytes) - t.data.size());
+      backend_.copyFromHost(owned_[b.id].data(), t.data.data(), t.data.size());
+      backend_.zero(owned_[b.id].data() + t.data.size(),
+                    b.bytes - static_cast<int64_t>(t.data.size()));
     }
   }
 
@@ -73,18 +146,8 @@ public:
       const Instruction &inst = function_.body[index_];
       if (!executesOn(inst, state_.rank())) continue;  // another rank's work
       try {
-        if (inst.op == "alloc") alloc(inst);
-        else if (inst.op == "free") free(inst);
-        else if (inst.op == "fill") fill(inst);
-        else if (auto op = binaryOp(inst.op)) binary(inst, *op);
-        else if (forwardOp(inst)) {}
-        else if (inst.op == "all_gather") allGather(inst);
-        else if (inst.op == "generate") generate(inst);
-        else if (auto kind = pointwiseKind(inst.op)) pointwise(inst, *kind);
-        else if (inst.op == "scatter") scatter(inst);
-        else if (inst.op == "orthogonal") orthogonal(inst);
-        else if (inst.op == "load") load(inst);
-        else fail("unknown opcode '" + inst.op + "'");
+        validate(inst);
+        dispatch(inst);
       } catch (const RuntimeError &e) {
         // Collective and kernel errors do not know the instruction: add it.
         std::string message = e.what();
@@ -93,6 +156,7 @@ public:
         throw RuntimeError(place + ": " + message);
       }
     }
+    backend_.finish("function '" + function_.name + "'");
   }
 
   std::vector<TensorView> finish() {
@@ -114,12 +178,133 @@ private:
     throw RuntimeError(instructionPlace(function_, index_) + ": " + reason);
   }
 
-  void expectOperands(const Instruction &inst, size_t inputs, size_t outputs) const {
-    if (inst.inputs.size() != inputs || inst.outputs.size() != outputs)
-      fail("expects " + std::to_string(inputs) + " inputs and " + std::to_string(outputs) +
-           " outputs, got " + std::to_string(inst.inputs.size()) + " and " +
-           std::to_string(inst.outputs.size()));
+  // ------------------------------------------------ decode and validate --
+
+  /// The op table's rules: the backend has a kernel, operand counts,
+  /// attribute presence and kinds, in-place operands.
+  void validate(const Instruction &inst) const {
+    const OpInfo &info = opInfo(inst.op);
+    if (!backend_.supports(inst.op))
+      fail(std::string("op '") + info.name + "' is not supported by the " + backend_.name() +
+           " backend (its unsupported-op list; docs/ops.md)");
+    const int inputs = static_cast<int>(inst.inputs.size());
+    const int outputs = static_cast<int>(inst.outputs.size());
+    if (inputs < info.minInputs || (info.maxInputs != kAny && inputs > info.maxInputs) ||
+        outputs != info.outputs)
+      fail("expects " + inputsText(info) + " and " + countText(info.outputs) +
+           (info.outputs == 1 ? " output" : " outputs") + ", got " + std::to_string(inputs) +
+           " and " + std::to_string(outputs));
+    for (const AttrSpec &spec : info.attrs) {
+      auto it = inst.attrs.find(spec.name);
+      if (it == inst.attrs.end()) {
+        if (spec.required)
+          fail(std::string("needs ") + withArticle(spec.kind) + " attribute '" + spec.name + "'");
+        continue;
+      }
+      if (holds(spec.kind, it->second)) continue;
+      if (spec.kind == AttrKind::IntList)
+        fail(std::string("attribute '") + spec.name + "' must be an integer list");
+      fail(std::string("needs ") + withArticle(spec.kind) + " attribute '" + spec.name + "'");
+    }
+    if (info.memory == OpMemory::InPlace && inst.inputs[0] != inst.outputs[0])
+      fail("works in place: input '" + buffer(inst.inputs[0]).name + "' and output '" +
+           buffer(inst.outputs[0]).name + "' must be the same buffer");
   }
+
+  void dispatch(const Instruction &inst) {
+    switch (inst.op) {
+    case OpCode::Alloc: return alloc(inst);
+    case OpCode::Free: return free(inst);
+    case OpCode::Fill: return fill(inst);
+    case OpCode::Generate: return generate(inst);
+    case OpCode::Orthogonal: return orthogonal(inst);
+    case OpCode::MulScalar:
+    case OpCode::AddScalar:
+    case OpCode::SubScalar:
+    case OpCode::DivScalar:
+    case OpCode::Clamp:
+    case OpCode::Erfinv:
+    case OpCode::Sqrt:
+    case OpCode::Neg: return pointwise(inst, *pointwiseKind(inst.op));
+    case OpCode::Load: return load(inst);
+    case OpCode::AllGather: return allGather(inst);
+    case OpCode::Scatter: return scatter(inst);
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+      return backend_.binary(*binaryOp(inst.op), tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                             tensor(inst.outputs[0]));
+    case OpCode::Embedding:
+      return backend_.embedding(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                                tensor(inst.outputs[0]));
+    case OpCode::Linear: {
+      KTensor bias = inst.inputs.size() == 3 ? tensor(inst.inputs[2]) : KTensor{};
+      return backend_.linear(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                             inst.inputs.size() == 3 ? &bias : nullptr, tensor(inst.outputs[0]));
+    }
+    case OpCode::Matmul:
+      return backend_.matmul(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                             tensor(inst.outputs[0]));
+    case OpCode::Gelu:
+    case OpCode::Silu:
+    case OpCode::Relu:
+      return backend_.activation(activationKind(inst), tensor(inst.inputs[0]),
+                                 tensor(inst.outputs[0]));
+    case OpCode::LayerNorm: {
+      KTensor w = inst.inputs.size() > 1 ? tensor(inst.inputs[1]) : KTensor{};
+      KTensor b = inst.inputs.size() > 2 ? tensor(inst.inputs[2]) : KTensor{};
+      return backend_.layerNorm(tensor(inst.inputs[0]), inst.inputs.size() > 1 ? &w : nullptr,
+                                inst.inputs.size() > 2 ? &b : nullptr, attrDouble(inst, "eps"),
+                                tensor(inst.outputs[0]));
+    }
+    case OpCode::RmsNorm: {
+      KTensor w = inst.inputs.size() > 1 ? tensor(inst.inputs[1]) : KTensor{};
+      return backend_.rmsNorm(tensor(inst.inputs[0]), inst.inputs.size() > 1 ? &w : nullptr,
+                              attrDouble(inst, "eps"), tensor(inst.outputs[0]));
+    }
+    case OpCode::Softmax:
+      return backend_.softmax(tensor(inst.inputs[0]), attrInt(inst, "dim"),
+                              tensor(inst.outputs[0]));
+    case OpCode::Sdpa: {
+      const KTensor q = tensor(inst.inputs[0]);
+      const int64_t causal = attrIntOr(inst, "causal", 0);
+      if (causal != 0 && causal != 1) fail("causal must be 0 or 1, got " + std::to_string(causal));
+      const double defaultScale =
+          q.shape.size() == 4 && q.shape[3] > 0 ? 1.0 / std::sqrt(double(q.shape[3])) : 1.0;
+      return backend_.sdpa(q, tensor(inst.inputs[1]), tensor(inst.inputs[2]),
+                           tensor(inst.outputs[0]), causal == 1,
+                           attrDoubleOr(inst, "scale", defaultScale));
+    }
+    case OpCode::Rope:
+      return backend_.rope(tensor(inst.inputs[0]), attrDoubleOr(inst, "theta", 10000.0),
+                           tensor(inst.outputs[0]));
+    case OpCode::StridedCopy:
+      return backend_.stridedCopy(tensor(inst.inputs[0]), *attrList(inst, "strides"),
+                                  attrIntOr(inst, "offset", 0), tensor(inst.outputs[0]));
+    case OpCode::Cat: {
+      std::vector<KTensor> inputs;
+      for (int32_t id : inst.inputs) inputs.push_back(tensor(id));
+      return backend_.cat(inputs, attrInt(inst, "dim"), tensor(inst.outputs[0]));
+    }
+    case OpCode::CrossEntropy:
+      return backend_.crossEntropy(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                                   attrIntOr(inst, "ignore_index", -100),
+                                   tensor(inst.outputs[0]));
+    }
+    fail("opcode " + std::to_string(static_cast<int>(inst.op)) + " is not in the op table");
+  }
+
+  Activation activationKind(const Instruction &inst) const {
+    if (inst.op == OpCode::Silu) return Activation::Silu;
+    if (inst.op == OpCode::Relu) return Activation::Relu;
+    const std::string approximate = attrStringOr(inst, "approximate", "none");
+    if (approximate == "none") return Activation::GeluErf;
+    if (approximate == "tanh") return Activation::GeluTanh;
+    fail("approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
+  }
+
+  // --------------------------------------------------------- buffers --
 
   const Buffer &buffer(int32_t id) const { return function_.buffers[id]; }
 
@@ -146,8 +331,12 @@ private:
     return static_cast<bool>(owned_[id]);
   }
 
+  KTensor tensor(int32_t id) const {
+    const Buffer &b = buffer(id);
+    return {b.dtype, b.shape, data(id)};
+  }
+
   void alloc(const Instruction &inst) {
-    expectOperands(inst, 0, 1);
     const Buffer &b = buffer(inst.outputs[0]);
     if (b.aliasOf) fail("alias '" + b.name + "' is never allocated (its base is)");
     if (b.param) {
@@ -162,7 +351,6 @@ private:
   }
 
   void free(const Instruction &inst) {
-    expectOperands(inst, 1, 0);
     const Buffer &b = buffer(inst.inputs[0]);
     if (b.param) fail("param buffer '" + b.name + "' must not be freed");
     if (b.aliasOf) fail("alias '" + b.name + "' is never freed (its base is)");
@@ -170,174 +358,40 @@ private:
     owned_[b.id].release();
   }
 
-  void fill(const Instruction &inst) {
-    expectOperands(inst, 0, 1);
-    auto it = inst.attrs.find("value");
-    if (it == inst.attrs.end() || !std::holds_alternative<double>(it->second))
-      fail("needs a float attribute 'value'");
-    double value = std::get<double>(it->second);
-    const Buffer &b = buffer(inst.outputs[0]);
-    std::byte *out = data(b.id);
-    if (b.param) {
-      // Shard-aware: only the rows this rank owns get the value; padding is 0.
-      const Param &p = plan_.params[*b.param];
-      int64_t localElements = numElements(p.localShape());
-      if (p.sharded())
-        shardedFill(p.dtype, out, localElements, p.validRows(state_.rank()), p.rowElements(),
-                    value);
-      else
-        runtime::fill(p.dtype, out, localElements, value);
-      return;
-    }
-    runtime::fill(b.dtype, out, numElements(b.shape), value);
+  /// The op table's workspace for this instruction, allocated through the
+  /// device (MemoryModel predicts it from the same rule).
+  DeviceBuffer workspace(const Instruction &inst, const Buffer &output) const {
+    const Workspace work = opInfo(inst.op).workspace(output);
+    if (work.bytes < 0)
+      fail("'" + output.name + "' is too large for " + opName(inst.op) + "'s working memory");
+    return device_.allocate(work.bytes, Category::Activation, work.label);
   }
 
-  /// all_gather, single form: inputs=[param buf], outputs=[full]; FSDP-unit
-  /// form (attr `offsets`): inputs=[p1..pk], outputs=[unit], param i's
-  /// gathered block (Param::gatheredBytes) at byte offsets[i] of the unit.
-  void allGather(const Instruction &inst) {
-    const std::vector<int64_t> *offsets = attrList(inst, "offsets");
-    if (!offsets) expectOperands(inst, 1, 1);
-    else if (inst.outputs.size() != 1 || inst.inputs.empty() ||
-             offsets->size() != inst.inputs.size())
-      fail("expects k >= 1 param inputs, 1 output and k offsets, got " +
-           std::to_string(inst.inputs.size()) + " inputs, " +
-           std::to_string(inst.outputs.size()) + " outputs and " +
-           std::to_string(offsets->size()) + " offsets");
-    const Buffer &full = buffer(inst.outputs[0]);
-    if (full.param) fail("output '" + full.name + "' must not be a param buffer");
-    std::vector<AllGatherPart> parts;
-    std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in full
-    for (size_t i = 0; i < inst.inputs.size(); ++i) {
-      const Buffer &shard = buffer(inst.inputs[i]);
-      if (!shard.param) fail("input '" + shard.name + "' is not a param buffer");
-      const Param &p = plan_.params[*shard.param];
-      if (!p.sharded()) fail("param '" + p.name + "' is replicated, there is nothing to gather");
-      const int64_t needed = p.gatheredBytes(comm_.worldSize());
-      const int64_t offset = offsets ? (*offsets)[i] : 0;
-      if (!offsets && full.dtype != p.dtype)
-        fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
-             "' is " + dtypeName(p.dtype));
-      if (offset < 0 || offset > full.bytes || full.bytes - offset < needed)
-        fail("output '" + full.name + "' has " + std::to_string(full.bytes) +
-             " bytes, the gather of '" + p.name + "' at byte offset " + std::to_string(offset) +
-             " needs " + std::to_string(needed));
-      ranges.push_back({offset, offset + needed});
-      parts.push_back({data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id) + offset});
-    }
-    std::sort(ranges.begin(), ranges.end());
-    for (size_t i = 1; i < ranges.size(); ++i)
-      if (ranges[i].first < ranges[i - 1].second)
-        fail("the gathered blocks at byte offsets " + std::to_string(ranges[i - 1].first) +
-             " and " + std::to_string(ranges[i].first) + " of '" + full.name + "' overlap");
-    if (parts.size() == 1 && !offsets)
-      comm_.allGather(parts[0].send, parts[0].bytesPerRank, parts[0].recv);
-    else
-      comm_.allGatherMany(parts);
-  }
-
-  // ------------------------------------------------------------- forward --
-
-  KTensor tensor(int32_t id) const {
+  /// The part of a buffer this rank computes (Region, Backend.h).
+  Region region(int32_t id) const {
     const Buffer &b = buffer(id);
-    return {b.dtype, b.shape, data(id)};
-  }
-
-  static std::optional<BinaryOp> binaryOp(const std::string &op) {
-    if (op == "add") return BinaryOp::Add;
-    if (op == "sub") return BinaryOp::Sub;
-    if (op == "mul") return BinaryOp::Mul;
-    if (op == "div") return BinaryOp::Div;
-    return std::nullopt;
-  }
-
-  void binary(const Instruction &inst, BinaryOp op) {
-    expectOperands(inst, 2, 1);
-    binaryKernel(op, tensor(inst.inputs[0]), tensor(inst.inputs[1]), tensor(inst.outputs[0]),
-                 context_.threads);
-  }
-
-  void expectInputs(const Instruction &inst, size_t min, size_t max) const {
-    if (inst.inputs.size() < min || inst.inputs.size() > max || inst.outputs.size() != 1)
-      fail("expects " + std::to_string(min) + (min == max ? "" : ".." + std::to_string(max)) +
-           " inputs and 1 output, got " + std::to_string(inst.inputs.size()) + " and " +
-           std::to_string(inst.outputs.size()));
-  }
-
-  /// Runs a forward op; false when `inst.op` is not one.
-  bool forwardOp(const Instruction &inst) {
-    const std::string &op = inst.op;
-    const int threads = context_.threads;
-    if (op == "embedding") {
-      expectOperands(inst, 2, 1);
-      embeddingKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]), tensor(inst.outputs[0]));
-    } else if (op == "linear") {
-      expectInputs(inst, 2, 3);
-      KTensor bias = inst.inputs.size() == 3 ? tensor(inst.inputs[2]) : KTensor{};
-      linearKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
-                   inst.inputs.size() == 3 ? &bias : nullptr, tensor(inst.outputs[0]), threads);
-    } else if (op == "matmul") {
-      expectOperands(inst, 2, 1);
-      matmulKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]), tensor(inst.outputs[0]),
-                   threads);
-    } else if (op == "gelu" || op == "silu" || op == "relu") {
-      expectOperands(inst, 1, 1);
-      Activation kind = op == "silu" ? Activation::Silu : Activation::Relu;
-      if (op == "gelu") {
-        const std::string approximate = attrStringOr(inst, "approximate", "none");
-        if (approximate == "none") kind = Activation::GeluErf;
-        else if (approximate == "tanh") kind = Activation::GeluTanh;
-        else fail("approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");
-      }
-      activationKernel(kind, tensor(inst.inputs[0]), tensor(inst.outputs[0]), threads);
-    } else if (op == "layer_norm") {
-      expectInputs(inst, 1, 3);
-      KTensor w = inst.inputs.size() > 1 ? tensor(inst.inputs[1]) : KTensor{};
-      KTensor b = inst.inputs.size() > 2 ? tensor(inst.inputs[2]) : KTensor{};
-      layerNormKernel(tensor(inst.inputs[0]), inst.inputs.size() > 1 ? &w : nullptr,
-                      inst.inputs.size() > 2 ? &b : nullptr, attrDouble(inst, "eps"),
-                      tensor(inst.outputs[0]), threads);
-    } else if (op == "rms_norm") {
-      expectInputs(inst, 1, 2);
-      KTensor w = inst.inputs.size() > 1 ? tensor(inst.inputs[1]) : KTensor{};
-      rmsNormKernel(tensor(inst.inputs[0]), inst.inputs.size() > 1 ? &w : nullptr,
-                    attrDouble(inst, "eps"), tensor(inst.outputs[0]), threads);
-    } else if (op == "softmax") {
-      expectOperands(inst, 1, 1);
-      softmaxKernel(tensor(inst.inputs[0]), attrInt(inst, "dim"), tensor(inst.outputs[0]),
-                    threads);
-    } else if (op == "sdpa") {
-      expectOperands(inst, 3, 1);
-      const KTensor q = tensor(inst.inputs[0]);
-      const int64_t causal = attrIntOr(inst, "causal", 0);
-      if (causal != 0 && causal != 1) fail("causal must be 0 or 1, got " + std::to_string(causal));
-      const double defaultScale =
-          q.shape.size() == 4 && q.shape[3] > 0 ? 1.0 / std::sqrt(double(q.shape[3])) : 1.0;
-      sdpaKernel(q, tensor(inst.inputs[1]), tensor(inst.inputs[2]), tensor(inst.outputs[0]),
-                 causal == 1, attrDoubleOr(inst, "scale", defaultScale), threads);
-    } else if (op == "rope") {
-      expectOperands(inst, 1, 1);
-      ropeKernel(tensor(inst.inputs[0]), attrDoubleOr(inst, "theta", 10000.0),
-                 tensor(inst.outputs[0]), threads);
-    } else if (op == "strided_copy") {
-      expectOperands(inst, 1, 1);
-      const std::vector<int64_t> *strides = attrList(inst, "strides");
-      if (!strides) fail("needs an integer list attribute 'strides'");
-      stridedCopyKernel(tensor(inst.inputs[0]), *strides, attrIntOr(inst, "offset", 0),
-                        tensor(inst.outputs[0]));
-    } else if (op == "cat") {
-      expectInputs(inst, 1, std::numeric_limits<size_t>::max());
-      std::vector<KTensor> inputs;
-      for (int32_t id : inst.inputs) inputs.push_back(tensor(id));
-      catKernel(inputs, attrInt(inst, "dim"), tensor(inst.outputs[0]));
-    } else if (op == "cross_entropy") {
-      expectOperands(inst, 2, 1);
-      crossEntropyKernel(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
-                         attrIntOr(inst, "ignore_index", -100), tensor(inst.outputs[0]));
-    } else {
-      return false;
+    Region r;
+    r.data = data(id);
+    r.dtype = b.dtype;
+    if (!b.param) {
+      r.fullShape = b.shape;
+      r.count = r.localElements = numElements(b.shape);
+      return r;
     }
-    return true;
+    const Param &p = plan_.params[*b.param];
+    r.fullShape = p.shape;
+    r.localElements = numElements(p.localShape());
+    if (!p.sharded()) {
+      r.count = r.localElements;
+      return r;
+    }
+    r.begin = state_.rank() * p.chunkRows * p.rowElements();
+    r.count = p.validRows(state_.rank()) * p.rowElements();
+    return r;
+  }
+  void zeroPadding(const Region &r) const {
+    const int64_t size = dtypeSize(r.dtype);
+    backend_.zero(r.data + r.count * size, (r.localElements - r.count) * size);
   }
 
   // ------------------------------------------------------------ attributes --
@@ -389,51 +443,32 @@ private:
     int64_t position = attrInt(inst, "position");
     if (position < 0 || position > std::numeric_limits<uint32_t>::max())
       fail("position " + std::to_string(position) + " is out of range [0, 2^32)");
-    spec.seed = context_.seed;
+    spec.seed = seed_;
     spec.streamHash = philox::fnv1a32(stream.data(), stream.size());
     spec.position = static_cast<uint32_t>(position);
   }
 
-  /// The part of a buffer this rank computes: for a sharded param, the valid
-  /// rows of its shard (full flat elements [begin, begin + count)); else the
-  /// whole tensor. `localElements` includes padding rows.
-  struct Region {
-    std::byte *data = nullptr;
-    DType dtype = DType::F32;
-    std::vector<int64_t> fullShape;
-    int64_t begin = 0, count = 0, localElements = 0;
-  };
-  Region region(int32_t id) const {
-    const Buffer &b = buffer(id);
-    Region r;
-    r.data = data(id);
-    r.dtype = b.dtype;
-    if (!b.param) {
-      r.fullShape = b.shape;
-      r.count = r.localElements = numElements(b.shape);
-      return r;
-    }
-    const Param &p = plan_.params[*b.param];
-    r.fullShape = p.shape;
-    r.localElements = numElements(p.localShape());
-    if (!p.sharded()) {
-      r.count = r.localElements;
-      return r;
-    }
-    r.begin = state_.rank() * p.chunkRows * p.rowElements();
-    r.count = p.validRows(state_.rank()) * p.rowElements();
-    return r;
-  }
-  void zeroPadding(const Region &r) const {
-    const int64_t size = dtypeSize(r.dtype);
-    std::memset(r.data + r.count * size, 0,
-                static_cast<size_t>((r.localElements - r.count) * size));
-  }
+  // ------------------------------------------------------------------ init --
 
-  // -------------------------------------------------------------- generate --
+  void fill(const Instruction &inst) {
+    const double value = attrDouble(inst, "value");
+    const Buffer &b = buffer(inst.outputs[0]);
+    std::byte *out = data(b.id);
+    if (b.param) {
+      // Shard-aware: only the rows this rank owns get the value; padding is 0.
+      const Param &p = plan_.params[*b.param];
+      const int64_t localElements = numElements(p.localShape());
+      if (p.sharded())
+        backend_.shardedFill(p.dtype, out, localElements, p.validRows(state_.rank()),
+                             p.rowElements(), value);
+      else
+        backend_.fill(p.dtype, out, localElements, value);
+      return;
+    }
+    backend_.fill(b.dtype, out, numElements(b.shape), value);
+  }
 
   void generate(const Instruction &inst) {
-    expectOperands(inst, 0, 1);
     init::GeneratorSpec spec{};
     const std::string &kind = attrString(inst, "kind");
     if (kind == "fill") {
@@ -481,17 +516,18 @@ private:
 
     if (!encoding && sourceShape == r.fullShape) {
       // Fast path: this rank's rows are one contiguous range of the source.
-      init::generateRange(spec, r.dtype, r.begin, r.count, r.data, context_.threads);
+      backend_.generateRange(spec, r.dtype, r.begin, r.count, r.data);
     } else {
       if (!encoding && sourceShape.size() != r.fullShape.size())
         fail("source_shape " + shapeToString(sourceShape) + " has another rank than the output " +
              shapeToString(r.fullShape) + " and there is no index_map");
       IndexMap map = encoding ? IndexMap::parse(*encoding, r.fullShape.size(), sourceShape.size())
                               : IndexMap::identity(r.fullShape.size());
-      // Parts of the range on context_.threads threads, each in blocks of
-      // source indices on its stack. The lowest failing part's error wins,
-      // so messages do not depend on the thread count.
-      const int parts = r.count >= (int64_t(1) << 16) ? context_.threads : 1;
+      // Parts of the range on the backend's host threads, each mapping
+      // blocks of source indices on its stack (mapFlatIndices checks they
+      // lie in the source). The lowest failing part's error wins, so
+      // messages do not depend on the thread count.
+      const int parts = r.count >= (int64_t(1) << 16) ? backend_.hostThreads() : 1;
       std::mutex errorMutex;
       int64_t errorAt = std::numeric_limits<int64_t>::max();
       std::exception_ptr error;
@@ -503,7 +539,7 @@ private:
           for (int64_t done = 0; done < partCount; done += kBlock) {
             const int64_t n = std::min(kBlock, partCount - done), at = partBegin + done;
             mapFlatIndices(map, r.fullShape, sourceShape, r.begin + at, n, indices, p, done == 0);
-            init::generateAt(spec, r.dtype, indices, n, r.data + at * elementSize);
+            backend_.generateAt(spec, r.dtype, indices, n, r.data + at * elementSize);
           }
         } catch (...) {
           std::lock_guard lock(errorMutex);
@@ -518,26 +554,7 @@ private:
     zeroPadding(r);
   }
 
-  // ------------------------------------------------------------- pointwise --
-
-  static std::optional<init::PointwiseKind> pointwiseKind(const std::string &op) {
-    using K = init::PointwiseKind;
-    if (op == "mul_scalar") return K::Mul;
-    if (op == "add_scalar") return K::Add;
-    if (op == "sub_scalar") return K::Sub;
-    if (op == "div_scalar") return K::Div;
-    if (op == "clamp") return K::Clamp;
-    if (op == "erfinv") return K::Erfinv;
-    if (op == "sqrt") return K::Sqrt;
-    if (op == "neg") return K::Neg;
-    return std::nullopt;
-  }
-
   void pointwise(const Instruction &inst, init::PointwiseKind kind) {
-    expectOperands(inst, 1, 1);
-    if (inst.inputs[0] != inst.outputs[0])
-      fail("works in place: input '" + buffer(inst.inputs[0]).name + "' and output '" +
-           buffer(inst.outputs[0]).name + "' must be the same buffer");
     double a = 0, b = 0;
     using K = init::PointwiseKind;
     if (kind == K::Mul || kind == K::Add || kind == K::Sub || kind == K::Div) {
@@ -549,13 +566,107 @@ private:
     const Region r = region(inst.outputs[0]);
     if (r.dtype == DType::I64) fail("works on floating dtypes; the buffer is int64");
     // Only the valid rows: padding stays zero.
-    init::applyPointwise(kind, a, b, r.dtype, r.data, r.count, context_.threads);
+    backend_.pointwise(kind, a, b, r.dtype, r.data, r.count);
   }
 
-  // --------------------------------------------------------------- scatter --
+  void orthogonal(const Instruction &inst) {
+    const Buffer &b = buffer(inst.outputs[0]);
+    if (b.param)
+      fail("output '" + b.name + "' is a param buffer; orthogonal writes a full tensor "
+           "(one owner rank), which a scatter then shards");
+    if (b.shape.size() < 2)
+      fail("only tensors with 2 or more dimensions are supported, '" + b.name + "' is " +
+           shapeToString(b.shape));
+    if (b.dtype == DType::I64) fail("works on floating dtypes; '" + b.name + "' is int64");
+    const double gain = attrDouble(inst, "gain");
+    init::GeneratorSpec spec{};
+    spec.kind = init::GeneratorKind::Normal;
+    spec.mean = 0;
+    spec.std = 1;
+    setStream(inst, spec);
+    DeviceBuffer work = workspace(inst, b);
+    const int64_t rows = b.shape[0];
+    int64_t cols = 1;
+    for (size_t d = 1; d < b.shape.size(); ++d) cols *= b.shape[d];
+    if (rows == 0 || cols == 0) return;
+    // torch: flattened = new(rows, cols).normal_(0, 1), in the tensor's dtype.
+    spec.shape = {rows, cols};
+    init::validateGeneratorSpec(spec);
+    backend_.orthogonal(spec, gain, b.dtype, rows, cols, data(b.id), work.data());
+  }
+
+  /// This rank's valid rows of a checkpoint tensor into a param's storage,
+  /// converted through the io buffer (inputs[0]) when the file's dtype
+  /// differs; padding rows zero (docs/checkpoints.md).
+  void load(const Instruction &inst) {
+    const Buffer &io = buffer(inst.inputs[0]), &target = buffer(inst.outputs[0]);
+    if (!target.param) fail("output '" + target.name + "' is not a param buffer");
+    if (io.param) fail("input '" + io.name + "' must be an io buffer, not a param");
+    const Param &p = plan_.params[*target.param];
+    const std::string &file = attrString(inst, "file");
+    const std::string &tensor = attrString(inst, "tensor");
+    auto &checkpoint = checkpoints_[file];
+    if (!checkpoint) checkpoint = checkpoint::Checkpoint::open(file);
+    const checkpoint::TensorLocation &where = checkpoint->at(tensor);
+    if (where.entry->shape != p.shape)
+      throw checkpoint::CheckpointError(
+          where.file->path() + ": tensor '" + tensor + "': shape " +
+          shapeToString(where.entry->shape) + " does not match parameter '" + p.name + "' " +
+          shapeToString(p.shape));
+    const Region r = region(target.id);
+    backend_.load(where, r, data(io.id), io.bytes);
+    zeroPadding(r);
+  }
+
+  // ----------------------------------------------------------- collectives --
+
+  /// all_gather, single form: inputs=[param buf], outputs=[full]; FSDP-unit
+  /// form (attr `offsets`): inputs=[p1..pk], outputs=[unit], param i's
+  /// gathered block (Param::gatheredBytes) at byte offsets[i] of the unit.
+  void allGather(const Instruction &inst) {
+    const std::vector<int64_t> *offsets = attrList(inst, "offsets");
+    if (!offsets && inst.inputs.size() != 1)
+      fail("expects 1 input and 1 output without 'offsets', got " +
+           std::to_string(inst.inputs.size()) + " and " + std::to_string(inst.outputs.size()));
+    if (offsets && offsets->size() != inst.inputs.size())
+      fail("expects k >= 1 param inputs, 1 output and k offsets, got " +
+           std::to_string(inst.inputs.size()) + " inputs, " +
+           std::to_string(inst.outputs.size()) + " outputs and " +
+           std::to_string(offsets->size()) + " offsets");
+    const Buffer &full = buffer(inst.outputs[0]);
+    if (full.param) fail("output '" + full.name + "' must not be a param buffer");
+    std::vector<AllGatherPart> parts;
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in full
+    for (size_t i = 0; i < inst.inputs.size(); ++i) {
+      const Buffer &shard = buffer(inst.inputs[i]);
+      if (!shard.param) fail("input '" + shard.name + "' is not a param buffer");
+      const Param &p = plan_.params[*shard.param];
+      if (!p.sharded()) fail("param '" + p.name + "' is replicated, there is nothing to gather");
+      const int64_t needed = p.gatheredBytes(comm_.worldSize());
+      const int64_t offset = offsets ? (*offsets)[i] : 0;
+      if (!offsets && full.dtype != p.dtype)
+        fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
+             "' is " + dtypeName(p.dtype));
+      if (offset < 0 || offset > full.bytes || full.bytes - offset < needed)
+        fail("output '" + full.name + "' has " + std::to_string(full.bytes) +
+             " bytes, the gather of '" + p.name + "' at byte offset " + std::to_string(offset) +
+             " needs " + std::to_string(needed));
+      ranges.push_back({offset, offset + needed});
+      parts.push_back({data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id) + offset});
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].first < ranges[i - 1].second)
+        fail("the gathered blocks at byte offsets " + std::to_string(ranges[i - 1].first) +
+             " and " + std::to_string(ranges[i].first) + " of '" + full.name + "' overlap");
+    backend_.beforeCollective(comm_);
+    if (parts.size() == 1 && !offsets)
+      comm_.allGather(parts[0].send, parts[0].bytesPerRank, parts[0].recv);
+    else
+      comm_.allGatherMany(parts);
+  }
 
   void scatter(const Instruction &inst) {
-    expectOperands(inst, 1, 1);
     const Buffer &full = buffer(inst.inputs[0]), &target = buffer(inst.outputs[0]);
     if (!target.param) fail("output '" + target.name + "' is not a param buffer");
     const Param &p = plan_.params[*target.param];
@@ -581,130 +692,40 @@ private:
     const std::byte *send =
         state_.rank() == root || allocated(full.id) ? data(full.id) : nullptr;
     const Region r = region(target.id);
+    backend_.beforeCollective(comm_);
     comm_.scatter(root, send, static_cast<size_t>(p.localBytes()), r.data);
     zeroPadding(r);  // root's padding rows were never written
   }
 
-  // ------------------------------------------------------------ orthogonal --
-
-  void orthogonal(const Instruction &inst) {
-    expectOperands(inst, 0, 1);
-    const Buffer &b = buffer(inst.outputs[0]);
-    if (b.param)
-      fail("output '" + b.name + "' is a param buffer; orthogonal writes a full tensor "
-           "(one owner rank), which a scatter then shards");
-    if (b.shape.size() < 2)
-      fail("only tensors with 2 or more dimensions are supported, '" + b.name + "' is " +
-           shapeToString(b.shape));
-    if (b.dtype == DType::I64) fail("works on floating dtypes; '" + b.name + "' is int64");
-    const double gain = attrDouble(inst, "gain");
-    init::GeneratorSpec spec{};
-    spec.kind = init::GeneratorKind::Normal;
-    spec.mean = 0;
-    spec.std = 1;
-    setStream(inst, spec);
-    const int64_t workBytes = orthogonalWorkBytes(b.shape, b.dtype);
-    if (workBytes < 0) fail("'" + b.name + "' is too large for orthogonal's working matrix");
-    std::byte *out = data(b.id);
-    const int64_t rows = b.shape[0];
-    int64_t cols = 1;
-    for (size_t d = 1; d < b.shape.size(); ++d) cols *= b.shape[d];
-    // Working memory goes through the device (MemoryModel mirrors it).
-    DeviceBuffer work = device_.allocate(workBytes, Category::Activation, b.name + ".qr");
-    if (rows == 0 || cols == 0) return;
-    // torch: flattened = new(rows, cols).normal_(0, 1), in the tensor's dtype.
-    spec.shape = {rows, cols};
-    init::validateGeneratorSpec(spec);
-    init::generateRange(spec, b.dtype, 0, rows * cols, out, context_.threads);
-    // torch factors flattened (rows >= cols) or its transpose. The row-major
-    // rows x cols buffer read with strides (1, cols) *is* the transpose, so
-    // the QR runs in place either way, with no transposed copy.
-    const bool transposed = rows < cols;
-    const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
-    const int64_t rowStride = transposed ? 1 : cols, colStride = transposed ? cols : 1;
-    double *scalars = reinterpret_cast<double *>(work.data());
-    const int64_t count = rows * cols;
-    auto factor = [&](auto *q) {
-      householderSignedQ(q, m, n, rowStride, colStride, scalars);
-      using T = std::remove_pointer_t<decltype(q)>;
-      for (int64_t i = 0; i < count; ++i) q[i] = static_cast<T>(gain * q[i]);
-    };
-    if (b.dtype == DType::F32) {
-      factor(reinterpret_cast<float *>(out));
-    } else if (b.dtype == DType::F64) {
-      factor(reinterpret_cast<double *>(out));
-    } else {  // half types: a float32 copy of the matrix after the scalars
-      float *q = reinterpret_cast<float *>(scalars + 3 * n);
-      for (int64_t i = 0; i < count; ++i) q[i] = static_cast<float>(loadAsDouble(b.dtype, out, i));
-      householderSignedQ(q, m, n, rowStride, colStride, scalars);
-      for (int64_t i = 0; i < count; ++i) storeFromDouble(b.dtype, out, i, gain * q[i]);
-    }
-  }
-
-  // ------------------------------------------------------------------ load --
-
-  /// This rank's valid rows of a checkpoint tensor into a param's storage,
-  /// read with pread (converted through the io buffer, inputs[0], when the
-  /// file's dtype differs); padding rows zero (docs/checkpoints.md).
-  void load(const Instruction &inst) {
-    expectOperands(inst, 1, 1);
-    const Buffer &io = buffer(inst.inputs[0]), &target = buffer(inst.outputs[0]);
-    if (!target.param) fail("output '" + target.name + "' is not a param buffer");
-    if (io.param) fail("input '" + io.name + "' must be an io buffer, not a param");
-    const Param &p = plan_.params[*target.param];
-    const std::string &file = attrString(inst, "file");
-    const std::string &tensor = attrString(inst, "tensor");
-    auto &checkpoint = checkpoints_[file];
-    if (!checkpoint) checkpoint = checkpoint::Checkpoint::open(file);
-    const checkpoint::TensorLocation &where = checkpoint->at(tensor);
-    if (where.entry->shape != p.shape)
-      throw checkpoint::CheckpointError(
-          where.file->path() + ": tensor '" + tensor + "': shape " +
-          shapeToString(where.entry->shape) + " does not match parameter '" + p.name + "' " +
-          shapeToString(p.shape));
-    const Region r = region(target.id);
-    checkpoint::readElements(*where.file, *where.entry, r.begin, r.count, r.dtype, r.data,
-                             data(io.id), io.bytes, context_.threads);
-    zeroPadding(r);
-  }
-
   const Plan &plan_;
   const Function &function_;
-  CpuDevice &device_;
+  Backend &backend_;
+  Device &device_;
   Communicator &comm_;
   RankState &state_;
-  const ExecutionContext &context_;
+  uint64_t seed_;
   std::vector<DeviceBuffer> owned_;  // non-param buffers, by id
   size_t index_ = 0;
   // Checkpoints opened by `load`, by path, for this function's duration.
   std::map<std::string, std::shared_ptr<checkpoint::Checkpoint>> checkpoints_;
 };
 
-int defaultKernelThreads(int64_t worldSize) {
-  const int64_t cores = std::thread::hardware_concurrency();
-  return static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, worldSize)));
-}
-
-std::vector<TensorView> executeFunction(const Plan &plan, const std::string &name,
-                                        CpuDevice &device, Communicator &comm,
-                                        RankState &state,
-                                        const std::vector<HostTensor> &inputs,
-                                        const ExecutionContext &context) {
+std::vector<TensorView> runFunction(const Plan &plan, const std::string &name, Backend &backend,
+                                    Communicator &comm, RankState &state,
+                                    const std::vector<HostTensor> &inputs, uint64_t seed,
+                                    const char *entry) {
   const Function *function = plan.function(name);
-  if (!function) throw RuntimeError("executeFunction: plan has no function '" + name + "'");
+  if (!function) throw RuntimeError(std::string(entry) + ": plan has no function '" + name + "'");
   if (comm.worldSize() != plan.worldSize)
-    throw RuntimeError("executeFunction('" + name + "'): communicator has " +
+    throw RuntimeError(std::string(entry) + "('" + name + "'): communicator has " +
                        std::to_string(comm.worldSize()) + " ranks, the plan was built for " +
                        std::to_string(plan.worldSize));
   if (comm.rank() != state.rank())
-    throw RuntimeError("executeFunction('" + name + "'): communicator rank " +
+    throw RuntimeError(std::string(entry) + "('" + name + "'): communicator rank " +
                        std::to_string(comm.rank()) + " != rank state " +
                        std::to_string(state.rank()));
   checkPlan(plan);  // ids in range etc.: a bad plan must not crash the executor
-  if (context.threads < 1)
-    throw RuntimeError("executeFunction('" + name + "'): kernel threads must be >= 1, got " +
-                       std::to_string(context.threads));
-  FunctionRun run(plan, *function, device, comm, state, context);
+  FunctionRun run(plan, *function, backend, comm, state, seed);
   run.bindInputs(inputs);
   run.run();
   return run.finish();

@@ -1,9 +1,16 @@
-// Executes one Function of a Plan on one rank.
+// Executes one Function of a Plan on one rank: the executor core, shared by
+// every backend.
 //
-// Memory behaviour is exactly the one MemoryModel.h predicts (see the rules
-// there); every error names the function, instruction index, op and loc.
+// The core decodes and validates each instruction against the op table
+// (runtime/OpTable.def), owns the function's buffers, frees and aliases,
+// allocates through the Device (whose MemoryLedger is the one MemoryModel
+// replays), and calls the Backend (runtime/Backend.h) for kernels and
+// copies, and the Communicator for collectives. Memory behaviour is exactly
+// the one MemoryModel.h predicts (see the rules there); every error names
+// the function, instruction index, op and loc.
 #pragma once
 
+#include "runtime/Backend.h"
 #include "runtime/Communicator.h"
 #include "runtime/Device.h"
 #include "runtime/HostTensor.h"
@@ -30,7 +37,7 @@ struct TensorView {
 /// (created by init's `alloc`s, used by later functions without `alloc`) and
 /// the buffers the last function left allocated (its outputs, inputs and
 /// anything it did not free), until the caller releases them.
-/// Must be destroyed (or released) before the CpuDevice it allocated from.
+/// Must be destroyed (or released) before the Device it allocated from.
 class RankState {
 public:
   explicit RankState(int64_t rank) : rank_(rank) {}
@@ -84,7 +91,15 @@ struct ExecutionContext {
 /// may use when all ranks are threads of one process.
 int defaultKernelThreads(int64_t worldSize);
 
-/// Runs `function` on `state.rank()`. Instructions carrying a `rank`
+/// The core: runs `function` on `state.rank()` with `backend`'s kernels;
+/// `entry` names the caller in errors ("executeFunction"). Views point into
+/// the backend's device memory. The rest as executeFunction.
+std::vector<TensorView> runFunction(const plan::Plan &plan, const std::string &function,
+                                    Backend &backend, Communicator &comm, RankState &state,
+                                    const std::vector<HostTensor> &inputs, uint64_t seed,
+                                    const char *entry);
+
+/// Runs `function` on `state.rank()` on the CPU backend. Instructions carrying a `rank`
 /// attribute other than state.rank() are skipped (docs/plan.md). `inputs[i]` is copied into an io
 /// buffer for function.inputs[i] (dtype and shape must match) before the
 /// first instruction. Returns views of the function's outputs, valid until

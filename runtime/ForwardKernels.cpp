@@ -1,5 +1,7 @@
 #include "runtime/ForwardKernels.h"
 
+#include "runtime/ForwardChecks.h"
+
 #include "runtime/HalfFloat.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/init/ParallelFor.h"
@@ -19,28 +21,9 @@ namespace {
 
 // ------------------------------------------------------------------ helpers --
 
-[[noreturn]] void fail(const char *op, const std::string &reason) {
-  throw RuntimeError(std::string(op) + ": " + reason);
-}
+// Shape and dtype rules are the backends' shared ones (ForwardChecks.h).
+using checks::fail;
 
-bool isFloating16(DType d) { return d == DType::BF16 || d == DType::F16; }
-bool isFloatStorage(DType d) { return d == DType::F32 || isFloating16(d); }
-
-void expectFloat(const char *op, const char *what, const KTensor &t) {
-  if (!isFloatStorage(t.dtype))
-    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) +
-                 " (float32, bfloat16 and float16 are supported)");
-}
-void expectSameDType(const char *op, const char *what, const KTensor &t, DType dtype) {
-  if (t.dtype != dtype)
-    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) + ", expected " +
-                 plan::dtypeName(dtype));
-}
-void expectShape(const char *op, const char *what, const KTensor &t, const Shape &shape) {
-  if (t.shape != shape)
-    fail(op, std::string(what) + " has shape " + shapeToString(t.shape) + ", expected " +
-                 shapeToString(shape));
-}
 
 /// n values of `dtype` starting at element `offset` of `base`, as float.
 void loadFloats(DType dtype, const void *base, int64_t offset, int64_t n, float *dst) {
@@ -322,13 +305,7 @@ void activationTyped(Activation kind, const KTensor &xT, const KTensor &yT, int 
 
 void embeddingKernel(const KTensor &weight, const KTensor &ids, const KTensor &out) {
   const char *op = "embedding";
-  if (weight.shape.size() != 2)
-    fail(op, "weight must be 2-d [V, D], got " + shapeToString(weight.shape));
-  expectSameDType(op, "ids", ids, DType::I64);
-  expectSameDType(op, "output", out, weight.dtype);
-  Shape expected = ids.shape;
-  expected.push_back(weight.shape[1]);
-  expectShape(op, "output", out, expected);
+  checks::embedding(weight, ids, out);
   const int64_t V = weight.shape[0];
   const int64_t rowBytes = weight.shape[1] * plan::dtypeSize(weight.dtype);
   const int64_t *id = static_cast<const int64_t *>(ids.data);
@@ -348,23 +325,7 @@ void embeddingKernel(const KTensor &weight, const KTensor &ids, const KTensor &o
 void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y,
                   int threads) {
   const char *op = "linear";
-  expectFloat(op, "x", x);
-  expectSameDType(op, "weight", w, x.dtype);
-  expectSameDType(op, "output", y, x.dtype);
-  if (x.shape.empty()) fail(op, "x must have at least 1 dimension");
-  if (w.shape.size() != 2) fail(op, "weight must be 2-d [N, K], got " + shapeToString(w.shape));
-  const int64_t K = x.shape.back(), N = w.shape[0];
-  if (w.shape[1] != K)
-    fail(op, "x " + shapeToString(x.shape) + " and weight " + shapeToString(w.shape) +
-                 " disagree on K");
-  if (b) {
-    expectSameDType(op, "bias", *b, x.dtype);
-    expectShape(op, "bias", *b, {N});
-  }
-  Shape expected = x.shape;
-  expected.back() = N;
-  expectShape(op, "output", y, expected);
-  const int64_t rows = plan::numElements(Shape(x.shape.begin(), x.shape.end() - 1));
+  const auto [rows, N, K] = checks::linear(x, w, b, y);
   checkBlasDims(op, {rows, N, K});
   singleThreadedBlas();
   const int64_t mTiles = (rows + kTileM - 1) / kTileM, nTiles = (N + kTileN - 1) / kTileN;
@@ -408,26 +369,10 @@ void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KT
 
 void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int threads) {
   const char *op = "matmul";
-  expectFloat(op, "a", a);
-  expectSameDType(op, "b", b, a.dtype);
-  expectSameDType(op, "output", c, a.dtype);
-  if (a.shape.size() < 2 || b.shape.size() < 2)
-    fail(op, "operands must have rank >= 2, got " + shapeToString(a.shape) + " and " +
-                 shapeToString(b.shape));
-  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
-  const int64_t N = b.shape.back();
-  if (b.shape[b.shape.size() - 2] != K)
-    fail(op, "a " + shapeToString(a.shape) + " and b " + shapeToString(b.shape) +
-                 " disagree on K");
-  const Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
-  auto batch = broadcastShapes(aBatch, bBatch);
-  if (!batch)
-    fail(op, "batch dims " + shapeToString(aBatch) + " and " + shapeToString(bBatch) +
-                 " do not broadcast");
-  Shape expected = *batch;
-  expected.push_back(M);
-  expected.push_back(N);
-  expectShape(op, "output", c, expected);
+  const checks::MatmulDims dims = checks::matmul(a, b, c);
+  const Shape &aBatch = dims.aBatch, &bBatch = dims.bBatch;
+  const Shape *batch = &dims.batch;
+  const int64_t M = dims.M, N = dims.N, K = dims.K;
   checkBlasDims(op, {M, N, K});
   singleThreadedBlas();
   // Batch offsets (in matrices) of a and b for each output batch index.
@@ -479,34 +424,18 @@ const char *binaryOpName(BinaryOp op) {
 
 void binaryKernel(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out,
                   int threads) {
-  const char *name = binaryOpName(op);
-  if (a.dtype != out.dtype || b.dtype != out.dtype)
-    fail(name, std::string("dtypes differ: ") + plan::dtypeName(a.dtype) + ", " +
-                   plan::dtypeName(b.dtype) + " -> " + plan::dtypeName(out.dtype));
-  auto expected = broadcastShapes(a.shape, b.shape);
-  if (!expected)
-    fail(name, "shapes " + shapeToString(a.shape) + " and " + shapeToString(b.shape) +
-                   " do not broadcast");
-  if (*expected != out.shape)
-    fail(name, "output shape " + shapeToString(out.shape) + " is not the broadcast shape " +
-                   shapeToString(*expected));
+  checks::binary(op, a, b, out);
   switch (out.dtype) {
   case DType::F32: return binaryDispatchOp<F32Storage>(op, a, b, out, threads);
   case DType::F64: return binaryDispatchOp<F64Storage>(op, a, b, out, threads);
-  case DType::BF16: return binaryDispatchOp<BF16Storage>(op, a, b, out, threads);
-  default:
-    fail(name, std::string("dtype ") + plan::dtypeName(out.dtype) +
-                   " is not supported (float32, float64 and bfloat16 are)");
+  default: return binaryDispatchOp<BF16Storage>(op, a, b, out, threads);
   }
 }
 
 // -------------------------------------------------------------- activations --
 
 void activationKernel(Activation kind, const KTensor &x, const KTensor &y, int threads) {
-  const char *op = "activation";
-  expectFloat(op, "x", x);
-  expectSameDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
+  checks::activation(x, y);
   switch (x.dtype) {
   case DType::F32: return activationTyped<F32Storage>(kind, x, y, threads);
   case DType::BF16: return activationTyped<BF16Storage>(kind, x, y, threads);
@@ -517,27 +446,9 @@ void activationKernel(Activation kind, const KTensor &x, const KTensor &y, int t
 
 // ------------------------------------------------------------- normalizing --
 
-namespace {
-void normCommon(const char *op, const KTensor &x, const KTensor *weight, const KTensor *bias,
-                const KTensor &y, int64_t &rows, int64_t &D) {
-  expectFloat(op, "x", x);
-  expectSameDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
-  if (x.shape.empty()) fail(op, "x must have at least 1 dimension");
-  D = x.shape.back();
-  rows = D == 0 ? 0 : x.numel() / D;
-  for (const KTensor *p : {weight, bias})
-    if (p) {
-      expectSameDType(op, p == weight ? "weight" : "bias", *p, x.dtype);
-      expectShape(op, p == weight ? "weight" : "bias", *p, {D});
-    }
-}
-}  // namespace
-
 void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bias, double eps,
                      const KTensor &y, int threads) {
-  int64_t rows = 0, D = 0;
-  normCommon("layer_norm", x, weight, bias, y, rows, D);
+  const auto [rows, D] = checks::norm("layer_norm", x, weight, bias, y);
   parallelTasks(rows, threads, rows * D, [&](int64_t r) {
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(3 * D));
@@ -563,8 +474,7 @@ void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bia
 
 void rmsNormKernel(const KTensor &x, const KTensor *weight, double eps, const KTensor &y,
                    int threads) {
-  int64_t rows = 0, D = 0;
-  normCommon("rms_norm", x, weight, nullptr, y, rows, D);
+  const auto [rows, D] = checks::norm("rms_norm", x, weight, nullptr, y);
   parallelTasks(rows, threads, rows * D, [&](int64_t r) {
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(2 * D));
@@ -586,12 +496,7 @@ void rmsNormKernel(const KTensor &x, const KTensor *weight, double eps, const KT
 // ------------------------------------------------------------------ softmax --
 
 void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads) {
-  const char *op = "softmax";
-  expectFloat(op, "x", x);
-  expectSameDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
-  if (dim < 0 || dim >= static_cast<int64_t>(x.shape.size()))
-    fail(op, "dim " + std::to_string(dim) + " out of range for shape " + shapeToString(x.shape));
+  checks::softmax(x, dim, y);
   const int64_t L = x.shape[dim];
   int64_t inner = 1;
   for (size_t d = static_cast<size_t>(dim) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
@@ -626,18 +531,7 @@ void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads)
 void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
                 bool causal, double scale, int threads) {
   const char *op = "sdpa";
-  expectFloat(op, "q", q);
-  expectSameDType(op, "k", k, q.dtype);
-  expectSameDType(op, "v", v, q.dtype);
-  expectSameDType(op, "output", o, q.dtype);
-  for (const KTensor *t : {&q, &k, &v})
-    if (t->shape.size() != 4)
-      fail(op, "q, k and v must be 4-d [B, H, T|S, D], got " + shapeToString(t->shape));
-  const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3];
-  const int64_t S = k.shape[2], Dv = v.shape[3];
-  expectShape(op, "k", k, {B, H, S, D});
-  expectShape(op, "v", v, {B, H, S, Dv});
-  expectShape(op, "output", o, {B, H, T, Dv});
+  const auto [B, H, T, S, D, Dv] = checks::sdpa(q, k, v, o);
   checkBlasDims(op, {T, S, D, Dv});
   singleThreadedBlas();
   // Query rows per block: one block of scores (rows x S floats) stays <= 1 MiB.
@@ -721,14 +615,8 @@ void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTen
 // --------------------------------------------------------------------- rope --
 
 void ropeKernel(const KTensor &x, double theta, const KTensor &y, int threads) {
-  const char *op = "rope";
-  expectFloat(op, "x", x);
-  expectSameDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
-  if (x.shape.size() != 4) fail(op, "x must be 4-d [B, H, T, D], got " + shapeToString(x.shape));
+  checks::rope(x, theta, y);
   const int64_t T = x.shape[2], D = x.shape[3];
-  if (D % 2 != 0) fail(op, "head dim D = " + std::to_string(D) + " must be even");
-  if (!(theta > 0)) fail(op, "theta must be > 0");
   const int64_t half = D / 2, rows = x.numel() / std::max<int64_t>(D, 1);
   // torch: inv_freq = 1.0 / (theta ** (arange(0, D, 2).float() / D)), float32.
   std::vector<float> invFreq(static_cast<size_t>(half));
@@ -758,22 +646,9 @@ void ropeKernel(const KTensor &x, double theta, const KTensor &y, int threads) {
 
 void stridedCopyKernel(const KTensor &x, const std::vector<int64_t> &strides, int64_t offset,
                        const KTensor &y) {
-  const char *op = "strided_copy";
-  expectSameDType(op, "output", y, x.dtype);
+  checks::stridedCopy(x, strides, offset, y);
   const size_t rank = y.shape.size();
-  if (strides.size() != rank)
-    fail(op, "strides has " + std::to_string(strides.size()) + " entries, the output " +
-                 shapeToString(y.shape) + " has rank " + std::to_string(rank));
   if (y.numel() == 0) return;
-  // Lowest and highest element read, in 128 bits (no overflow).
-  __int128 lo = offset, hi = offset;
-  for (size_t d = 0; d < rank; ++d) {
-    const __int128 span = static_cast<__int128>(y.shape[d] - 1) * strides[d];
-    (span < 0 ? lo : hi) += span;
-  }
-  if (lo < 0 || hi >= x.numel())
-    fail(op, "offset " + std::to_string(offset) + " and strides " + shapeToString(strides) +
-                 " read outside the input's " + std::to_string(x.numel()) + " elements");
   const int64_t size = plan::dtypeSize(x.dtype);
   const std::byte *src = static_cast<const std::byte *>(x.data);
   std::byte *dst = static_cast<std::byte *>(y.data);
@@ -804,27 +679,8 @@ void stridedCopyKernel(const KTensor &x, const std::vector<int64_t> &strides, in
 // ---------------------------------------------------------------------- cat --
 
 void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
-  const char *op = "cat";
-  if (inputs.empty()) fail(op, "needs at least one input");
+  checks::cat(inputs, dim, y);
   const size_t rank = y.shape.size();
-  if (dim < 0 || dim >= static_cast<int64_t>(rank))
-    fail(op, "dim " + std::to_string(dim) + " out of range for output " + shapeToString(y.shape));
-  int64_t total = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const KTensor &t = inputs[i];
-    expectSameDType(op, ("input " + std::to_string(i)).c_str(), t, y.dtype);
-    bool ok = t.shape.size() == rank;
-    for (size_t d = 0; ok && d < rank; ++d)
-      ok = static_cast<int64_t>(d) == dim || t.shape[d] == y.shape[d];
-    if (!ok)
-      fail(op, "input " + std::to_string(i) + " " + shapeToString(t.shape) +
-                   " does not match the output " + shapeToString(y.shape) +
-                   " outside dim " + std::to_string(dim));
-    total += t.shape[dim];
-  }
-  if (total != y.shape[dim])
-    fail(op, "inputs add up to " + std::to_string(total) + " along dim " + std::to_string(dim) +
-                 ", the output has " + std::to_string(y.shape[dim]));
   int64_t inner = plan::dtypeSize(y.dtype), outer = 1;
   for (size_t d = static_cast<size_t>(dim) + 1; d < rank; ++d) inner *= y.shape[d];
   for (int64_t d = 0; d < dim; ++d) outer *= y.shape[d];
@@ -843,16 +699,8 @@ void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y
 void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                         const KTensor &loss) {
   const char *op = "cross_entropy";
-  expectFloat(op, "logits", logits);
-  if (logits.shape.size() != 2)
-    fail(op, "logits must be 2-d [N, C], got " + shapeToString(logits.shape));
+  checks::crossEntropy(logits, targets, loss);
   const int64_t N = logits.shape[0], C = logits.shape[1];
-  expectSameDType(op, "targets", targets, DType::I64);
-  expectShape(op, "targets", targets, {N});
-  if (loss.dtype != DType::F32 && loss.dtype != logits.dtype)
-    fail(op, std::string("loss is ") + plan::dtypeName(loss.dtype) +
-                 ", expected float32 or the logits' dtype");
-  expectShape(op, "loss", loss, {});
   const int64_t *target = static_cast<const int64_t *>(targets.data);
   for (int64_t n = 0; n < N; ++n)
     if (target[n] != ignoreIndex && (target[n] < 0 || target[n] >= C))

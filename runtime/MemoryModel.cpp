@@ -1,6 +1,6 @@
 #include "runtime/MemoryModel.h"
 
-#include "runtime/InitOps.h"
+#include "runtime/MemoryLedger.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
 
@@ -11,50 +11,34 @@ using namespace shardc::plan;
 
 namespace {
 
-/// The same bookkeeping CpuDevice does, without memory.
+/// The devices' own ledger (MemoryLedger), fed with the plan's allocations
+/// instead of real ones; keys name what the plan frees.
 class Simulator {
 public:
   void add(uint64_t key, LiveAllocation allocation) {
-    current_ += allocation.bytes;
-    byCategory_[static_cast<size_t>(allocation.category)] += allocation.bytes;
-    live_[serial_++] = allocation;
-    keyToSerial_[key] = serial_ - 1;
-    if (current_ > result.peakBytes) snapshotPeak();
+    keyToSerial_[key] = ledger_.record(std::move(allocation));
   }
   void remove(uint64_t key) {
-    auto serial = keyToSerial_.at(key);
-    const LiveAllocation &a = live_.at(serial);
-    current_ -= a.bytes;
-    byCategory_[static_cast<size_t>(a.category)] -= a.bytes;
-    live_.erase(serial);
+    ledger_.release(keyToSerial_.at(key));
     keyToSerial_.erase(key);
   }
   bool isLive(uint64_t key) const { return keyToSerial_.count(key) != 0; }
-  void snapshotPeak() {
-    result.peakBytes = current_;
-    result.peakByCategory = byCategory_;
-    result.liveAtPeak = live();
-  }
-  std::vector<LiveAllocation> live() const {
-    std::vector<LiveAllocation> out;
-    for (const auto &[serial, a] : live_) out.push_back(a);
-    return out;
-  }
-  void finish() {
-    result.endBytes = current_;
-    result.endByCategory = byCategory_;
-    result.liveAtEnd = live();
+  void startWindow() { ledger_.resetPeak(); }
+  MemoryPrediction finish() const {
+    MemoryPrediction result;
+    result.peakBytes = ledger_.peakBytes();
+    result.peakByCategory = ledger_.peakByCategory();
+    result.liveAtPeak = ledger_.liveAtPeak();
+    result.endBytes = ledger_.currentBytes();
+    result.endByCategory = ledger_.currentByCategory();
+    result.liveAtEnd = ledger_.live();
     for (const LiveAllocation &a : result.liveAtEnd)
       if (a.category == Category::Parameter) result.paramsAtEnd.push_back(a);
+    return result;
   }
 
-  MemoryPrediction result;
-
 private:
-  int64_t current_ = 0;
-  CategoryBytes byCategory_{};
-  uint64_t serial_ = 0;
-  std::map<uint64_t, LiveAllocation> live_;
+  MemoryLedger ledger_;
   std::map<uint64_t, uint64_t> keyToSerial_;
 };
 
@@ -86,7 +70,7 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
     bool isParam = a.category == Category::Parameter && it != paramIndex.end();
     sim.add(isParam ? paramKey(it->second) : carriedKey++, a);
   }
-  sim.snapshotPeak();  // the window starts with what was carried in
+  sim.startWindow();  // the window starts with what was carried in
 
   for (int32_t id : function->inputs) {
     const Buffer &b = function->buffers[id];
@@ -102,7 +86,8 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
     auto fail = [&](const std::string &reason) {
       throw RuntimeError(instructionPlace(*function, i) + ": " + reason);
     };
-    if (inst.op == "alloc") {
+    const OpInfo &op = opInfo(inst.op);
+    if (op.memory == OpMemory::Allocates) {
       if (inst.outputs.size() != 1) fail("expects 1 output");
       const Buffer &b = function->buffers[inst.outputs[0]];
       if (b.aliasOf) fail("alias '" + b.name + "' is never allocated (its base is)");
@@ -115,26 +100,24 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
         if (sim.isLive(bufferKey(b.id))) fail("buffer '" + b.name + "' is already allocated");
         sim.add(bufferKey(b.id), {b.name, b.category, b.bytes});
       }
-    } else if (inst.op == "free") {
+    } else if (op.memory == OpMemory::Frees) {
       if (inst.inputs.size() != 1) fail("expects 1 input");
       const Buffer &b = function->buffers[inst.inputs[0]];
       if (b.param) fail("param buffer '" + b.name + "' must not be freed");
       if (b.aliasOf) fail("alias '" + b.name + "' is never freed (its base is)");
       if (!sim.isLive(bufferKey(b.id))) fail("buffer '" + b.name + "' is not allocated");
       sim.remove(bufferKey(b.id));
-    } else if (inst.op == "orthogonal" && inst.outputs.size() == 1) {
-      // Its QR workspace, live only during the instruction.
-      const Buffer &b = function->buffers[inst.outputs[0]];
-      const int64_t work = orthogonalWorkBytes(b.shape, b.dtype);
-      if (!b.param && work >= 0) {
+    } else if (op.workspace && inst.outputs.size() == 1) {
+      // Its workspace, live only during the instruction.
+      const Workspace work = op.workspace(function->buffers[inst.outputs[0]]);
+      if (work.bytes >= 0 && !work.label.empty()) {
         const uint64_t key = uint64_t(1) << 45;  // transient, never clashes
-        sim.add(key, {b.name + ".qr", Category::Activation, work});
+        sim.add(key, {work.label, Category::Activation, work.bytes});
         sim.remove(key);
       }
     }
   }
-  sim.finish();
-  return sim.result;
+  return sim.finish();
 }
 
 int64_t unshardedParamBytes(const Plan &plan) {

@@ -13,9 +13,10 @@
 //     label = param name); of any other buffer Buffer::bytes with its
 //     category, label = buffer name; `free` subtracts; an alias
 //     (Buffer::aliasOf) is never allocated and costs 0 bytes;
-//   - `orthogonal` allocates its working matrix for the instruction's
-//     duration: orthogonalWorkBytes(shape, dtype) (InitOps.h), category
-//     activations, label "<buffer>.qr"; other ops allocate nothing
+//   - an op with a workspace rule in the op table (OpTable.def; today
+//     `orthogonal`: orthogonalWorkBytes(shape, dtype), label "<buffer>.qr")
+//     allocates it for the instruction's duration, category activations;
+//     other ops allocate nothing
 //     (forward kernels use bounded per-thread scratch below 1 MiB, which is
 //     not accounted; see docs/plan.md);
 //   - nothing is released at function end (outputs and leftovers stay live

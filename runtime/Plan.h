@@ -10,6 +10,8 @@
 // compared with what the Device measures while executing it.
 #pragma once
 
+#include "runtime/OpTable.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -48,7 +50,7 @@ struct Param {
   std::string device;          // original device the user asked for
   std::string unit;            // FSDP unit name ("" = root)
   bool isBuffer = false;       // non-parameter state: never sharded
-  /// Dim-0 sharding (DESIGN.md): each rank stores `chunkRows` rows, rank r owns
+  /// Dim-0 sharding (docs/design.md): each rank stores `chunkRows` rows, rank r owns
   /// rows [r*chunkRows, min((r+1)*chunkRows, shape[0])). 0 = replicated.
   int64_t chunkRows = 0;
   // After chunkRows: positional {name, ..., isBuffer, chunkRows} stays valid.
@@ -111,8 +113,8 @@ struct Buffer {
 using AttrValue =
     std::variant<int64_t, double, std::string, std::vector<int64_t>>;
 
-/// One instruction. Opcodes and their operands/attributes are listed in
-/// docs/plan.md; the executor rejects unknown opcodes with an error.
+/// One instruction. Opcodes, operands and attributes are the op table's
+/// (runtime/OpTable.def, docs/ops.md); the plan reader rejects unknown names.
 ///   alloc      outputs=[buf]                      allocate buf
 ///   free       inputs=[buf]                       release buf
 ///   fill       outputs=[buf] value:double         fill (shard-aware, see docs)
@@ -129,7 +131,7 @@ using AttrValue =
 ///   orthogonal outputs=[buf] gain,stream,position torch's orthogonal_
 /// Any instruction may carry int64 `rank`: it then runs on that rank only.
 struct Instruction {
-  std::string op;
+  OpCode op = OpCode::Alloc;
   std::vector<int32_t> inputs;
   std::vector<int32_t> outputs;
   std::map<std::string, AttrValue> attrs;

@@ -156,14 +156,13 @@ void checkFunction(const Plan &plan, size_t index, std::set<std::string> &names)
   checkIds(f, path + ".outputs", f.outputs);
   for (size_t i = 0; i < f.body.size(); ++i) {
     std::string ipath = at(path, "body", i);
-    if (f.body[i].op.empty()) fail(ipath + ".op", "empty opcode");
     checkIds(f, ipath + ".inputs", f.body[i].inputs);
     checkIds(f, ipath + ".outputs", f.body[i].outputs);
-    const std::string &op = f.body[i].op;
-    if (op == "alloc" || op == "free")
-      for (int32_t id : op == "alloc" ? f.body[i].outputs : f.body[i].inputs)
+    const OpInfo &op = opInfo(f.body[i].op);
+    if (op.memory == OpMemory::Allocates || op.memory == OpMemory::Frees)
+      for (int32_t id : op.memory == OpMemory::Allocates ? f.body[i].outputs : f.body[i].inputs)
         if (f.buffers[id].aliasOf)
-          fail(ipath, "'" + op + "' of alias '" + f.buffers[id].name +
+          fail(ipath, std::string("'") + op.name + "' of alias '" + f.buffers[id].name +
                           "': an alias is never allocated or freed (its base is)");
     auto rank = f.body[i].attrs.find("rank");
     if (rank == f.body[i].attrs.end()) continue;
@@ -174,7 +173,7 @@ void checkFunction(const Plan &plan, size_t index, std::set<std::string> &names)
                                       " out of range for world size " +
                                       std::to_string(plan.worldSize));
     if (isCollective(f.body[i].op))
-      fail(ipath + ".attrs.rank", "collective '" + f.body[i].op +
+      fail(ipath + ".attrs.rank", std::string("collective '") + op.name +
                                       "' runs on every rank and must not carry 'rank'");
   }
 }
@@ -195,7 +194,7 @@ bool executesOn(const Instruction &inst, int64_t rank) {
   return !r || *r == rank;  // a non-integer is rejected by checkPlan
 }
 
-bool isCollective(const std::string &op) { return op == "all_gather" || op == "scatter"; }
+bool isCollective(OpCode op) { return opInfo(op).memory == OpMemory::Collective; }
 
 void checkPlan(const Plan &plan) {
   if (plan.version != kPlanVersion)
@@ -217,7 +216,7 @@ std::string instructionPlace(const plan::Function &function, size_t index) {
   std::string place = "function '" + function.name + "' instruction #" +
                       std::to_string(index);
   if (index < function.body.size()) {
-    place += " '" + function.body[index].op + "'";
+    place += std::string(" '") + opName(function.body[index].op) + "'";
     if (!function.body[index].loc.empty()) place += " at " + function.body[index].loc;
   }
   return place;

@@ -15,8 +15,10 @@ namespace shardc::runtime {
 /// buffer id used by inputs/outputs/instructions in range, aliases (base in
 /// range, no cycle, bytes == logical size, dtype-aligned offset, inside the
 /// base, never alloc'd/freed, never a function input), and every `rank`
-/// attribute (see executesOn). Opcodes are NOT
-/// checked here: the executor rejects unknown ones with the instruction loc.
+/// attribute (see executesOn). Opcodes are known by construction (OpCode;
+/// the JSON reader rejects unknown names); operand counts and attributes are
+/// checked against the op table by the executor core, with the instruction's
+/// place.
 void checkPlan(const plan::Plan &plan);
 
 /// Rank-conditional instructions: an instruction carrying the int64 attribute
@@ -25,8 +27,8 @@ void checkPlan(const plan::Plan &plan);
 /// int64 in [0, world_size) and that no collective carries it.
 bool executesOn(const plan::Instruction &inst, int64_t rank);
 
-/// Opcodes all ranks must execute together (all_gather, scatter).
-bool isCollective(const std::string &op);
+/// Opcodes all ranks must execute together (OpMemory::Collective).
+bool isCollective(plan::OpCode op);
 
 /// Bytes of `shape` x `dtype`, or -1 when it overflows int64 or a dim is < 0.
 int64_t checkedLogicalBytes(const std::vector<int64_t> &shape, plan::DType dtype);

@@ -55,7 +55,7 @@ ordered bufferToJson(const Buffer &b) {
 ordered instructionToJson(const Instruction &inst) {
   ordered attrs = ordered::object();
   for (const auto &[key, value] : inst.attrs) attrs[key] = attrToJson(value);
-  return ordered{{"op", inst.op},        {"inputs", inst.inputs},
+  return ordered{{"op", opName(inst.op)},        {"inputs", inst.inputs},
                  {"outputs", inst.outputs}, {"attrs", attrs},
                  {"loc", inst.loc}};
 }
@@ -253,7 +253,11 @@ Buffer readBuffer(const Node &n) {
 Instruction readInstruction(const Node &n) {
   n.expectObject({"op", "inputs", "outputs", "attrs", "loc"});
   Instruction inst;
-  inst.op = n.field("op").str();
+  Node op = n.field("op");
+  const std::string name = op.str();
+  std::optional<OpCode> code = parseOpCode(name);
+  if (!code) op.fail("unknown op '" + name + "' (known: " + opNameList() + ")");
+  inst.op = *code;
   inst.inputs = n.field("inputs").ids();
   inst.outputs = n.field("outputs").ids();
   Node attrs = n.field("attrs");

@@ -11,7 +11,7 @@ std::vector<ScatteredParam> scatteredParams(const plan::Plan &plan) {
   if (!init)
     return result;
   for (const plan::Instruction &instruction : init->body) {
-    if (instruction.op != "scatter" || instruction.outputs.size() != 1)
+    if (instruction.op != plan::OpCode::Scatter || instruction.outputs.size() != 1)
       continue;
     const plan::Buffer &target = init->buffers.at(instruction.outputs[0]);
     if (!target.param)

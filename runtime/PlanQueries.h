@@ -10,7 +10,7 @@
 namespace shardc::runtime {
 
 /// A parameter whose init is not shardable: computed in full on `owner`
-/// and scattered (DESIGN.md, "Init programs and shardability").
+/// and scattered (docs/design.md, "Sharding").
 struct ScatteredParam {
   std::string name;
   int64_t fullBytes = 0;

@@ -2,7 +2,7 @@
 //
 // Every message names the place (function, instruction index + op + loc,
 // buffer, file, JSON path) and the reason, so a user can act on it without a
-// debugger (DESIGN.md invariant 5).
+// debugger (docs/design.md invariant 5).
 #pragma once
 
 #include <stdexcept>

@@ -1,8 +1,9 @@
 //===- TcProgramVerifier.cpp - module-wide rules of a tc program ----------===//
 //
 // A parameter must be materialized exactly once, in func @init. No single op
-// can check this without walking the whole module, so tc.param's verifier
-// calls this once per module (from the first tc.param).
+// can check this without walking the whole module, so it runs on a verified
+// module: -tc-verify-program (passes/VerifyProgram.cpp) and the first thing
+// every tc pass does.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/tc/TcOps.h"

@@ -69,7 +69,7 @@ struct RankMemory {
   /// Parameter bytes this rank holds now: its shards (padding included).
   int64_t param_bytes = 0;
   /// The last init(): the rank's shards plus one non-shardable tensor at a
-  /// time (DESIGN.md, invariant 1).
+  /// time (docs/design.md, invariant 1).
   int64_t init_peak = 0, init_predicted_peak = 0;
   /// The last load(): the rank's shards plus its io buffer.
   int64_t load_peak = 0, load_predicted_peak = 0;

@@ -24,7 +24,7 @@ void checkPlanLoads(const Plan &plan) {
   if (!init) return;
   std::map<std::string, std::shared_ptr<Checkpoint>> open;
   for (const Instruction &inst : init->body) {
-    if (inst.op != "load" || inst.outputs.size() != 1) continue;
+    if (inst.op != OpCode::Load || inst.outputs.size() != 1) continue;
     const Buffer &b = init->buffers.at(inst.outputs[0]);
     const std::string *file = stringAttr(inst, "file"), *tensor = stringAttr(inst, "tensor");
     if (!b.param || !file || !tensor) continue;  // the executor reports those
@@ -78,7 +78,7 @@ void setIoBufferCap(Plan &plan, int64_t cap) {
     bool loads = false;
     int64_t need = 0;  // bytes of the largest converted shard, in its file dtype
     for (const Instruction &inst : f.body)
-      if (inst.op == "load" && inst.outputs.size() == 1) {
+      if (inst.op == OpCode::Load && inst.outputs.size() == 1) {
         loads = true;
         const Buffer &b = f.buffers.at(inst.outputs[0]);
         const int64_t elements = numElements(b.shape), size = convertedElementBytes(inst, b, open);

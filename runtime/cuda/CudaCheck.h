@@ -1,5 +1,5 @@
 // Turning CUDA, cuBLAS and NCCL status codes into RuntimeError with the
-// call that failed and the library's own message (DESIGN.md invariant 5).
+// call that failed and the library's own message (docs/design.md invariant 5).
 #pragma once
 
 #include "runtime/RuntimeError.h"

@@ -32,30 +32,6 @@ std::string describeDevice(int ordinal) {
   return text;
 }
 
-CudaBuffer::CudaBuffer(CudaBuffer &&other) noexcept { *this = std::move(other); }
-
-CudaBuffer &CudaBuffer::operator=(CudaBuffer &&other) noexcept {
-  if (this != &other) {
-    release();
-    device_ = other.device_;
-    data_ = other.data_;
-    bytes_ = other.bytes_;
-    category_ = other.category_;
-    serial_ = other.serial_;
-    other.device_ = nullptr;
-    other.data_ = nullptr;
-    other.bytes_ = 0;
-  }
-  return *this;
-}
-
-void CudaBuffer::release() {
-  if (device_) device_->releaseBuffer(*this);
-  device_ = nullptr;
-  data_ = nullptr;
-  bytes_ = 0;
-}
-
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   std::string why;
   int count = visibleDeviceCount(&why);
@@ -68,7 +44,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 }
 
 CudaDevice::~CudaDevice() {
-  assert(live_.empty() && "CudaDevice destroyed with live buffers");
+  assert(ledger().empty() && "CudaDevice destroyed with live buffers");
   cudaSetDevice(ordinal_);
   if (stream_) cudaStreamSynchronize(stream_);
   if (blas_) cublasDestroy(blas_);
@@ -93,66 +69,30 @@ void CudaDevice::synchronize(const std::string &what) const {
   checkCuda(cudaStreamSynchronize(stream_), what);
 }
 
-CudaBuffer CudaDevice::allocate(int64_t bytes, Category category, const std::string &label) {
-  if (bytes < 0)
-    throw RuntimeError("CudaDevice::allocate('" + label + "'): negative size " +
-                       std::to_string(bytes));
+RawBlock CudaDevice::allocateRaw(int64_t bytes, const std::string &label) {
   makeCurrent();
   void *memory = nullptr;
   cudaError_t status = cudaMalloc(&memory, bytes == 0 ? 1 : static_cast<size_t>(bytes));
   if (status != cudaSuccess) {
     cudaGetLastError();
-    MemInfo info{};
     size_t freeBytes = 0, totalBytes = 0;
-    if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
-      info = {static_cast<int64_t>(freeBytes), static_cast<int64_t>(totalBytes)};
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) freeBytes = 0;
     throw RuntimeError("CudaDevice::allocate('" + label + "') on cuda:" +
                        std::to_string(ordinal_) + ": " + cudaGetErrorName(status) +
                        " allocating " + std::to_string(bytes) + " bytes (" +
-                       std::to_string(current_) + " bytes live, " +
-                       std::to_string(info.freeBytes) + " free on the device)");
+                       std::to_string(currentBytes()) + " bytes live, " +
+                       std::to_string(freeBytes) + " free on the device)");
   }
-  CudaBuffer buffer;
-  buffer.device_ = this;
-  buffer.data_ = static_cast<std::byte *>(memory);
-  buffer.bytes_ = bytes;
-  buffer.category_ = category;
-  buffer.serial_ = nextSerial_++;
-  live_[buffer.serial_] = LiveAllocation{label, category, bytes};
-  current_ += bytes;
-  currentByCategory_[static_cast<size_t>(category)] += bytes;
-  if (current_ > peak_) {  // strictly: the moment the peak was first reached
-    peak_ = current_;
-    peakByCategory_ = currentByCategory_;
-    liveAtPeak_ = live();
-  }
-  return buffer;
+  RawBlock block;
+  block.data = memory;
+  block.capacity = block.used = static_cast<size_t>(bytes);
+  return block;
 }
 
-void CudaDevice::releaseBuffer(CudaBuffer &buffer) {
-  live_.erase(buffer.serial_);
-  current_ -= buffer.bytes_;
-  currentByCategory_[static_cast<size_t>(buffer.category_)] -= buffer.bytes_;
+void CudaDevice::releaseRaw(const RawBlock &block) noexcept {
   // Kernels on the stream may still read it: cudaFree waits for the device.
   cudaSetDevice(ordinal_);
-  cudaFree(buffer.data_);
-}
-
-int64_t CudaDevice::currentBytes(Category category) const {
-  return currentByCategory_[static_cast<size_t>(category)];
-}
-
-std::vector<LiveAllocation> CudaDevice::live() const {
-  std::vector<LiveAllocation> out;
-  out.reserve(live_.size());
-  for (const auto &[serial, allocation] : live_) out.push_back(allocation);
-  return out;
-}
-
-void CudaDevice::resetPeak() {
-  peak_ = current_;
-  peakByCategory_ = currentByCategory_;
-  liveAtPeak_ = live();
+  cudaFree(block.data);
 }
 
 MemInfo CudaDevice::memInfo() const {

@@ -1,5 +1,7 @@
 #include "runtime/cuda/CudaForward.h"
 
+#include "runtime/ForwardChecks.h"
+
 #include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceFloat.h"
@@ -48,9 +50,10 @@ struct F16 {
   __device__ static uint16_t store(float v) { return floatToHalfBitsHD(v); }
 };
 
-[[noreturn]] void fail(const char *op, const std::string &why) {
-  throw RuntimeError(std::string(op) + " (cuda): " + why);
-}
+// Shape and dtype rules are the backends' shared ones (ForwardChecks.h);
+// only this backend's own limits (rank <= kMaxRank, 2^31 grid rows, sdpa
+// keys) are checked here.
+using checks::fail;
 
 /// float32, bfloat16, float16 storage (and float64 when allowed).
 template <typename Fn> void dispatchFloat(const char *op, DType dtype, bool allowF64, Fn &&fn) {
@@ -67,18 +70,6 @@ template <typename Fn> void dispatchFloat(const char *op, DType dtype, bool allo
   default: break;
   }
   fail(op, std::string("dtype ") + plan::dtypeName(dtype) + " is not supported");
-}
-
-void expectDType(const char *op, const char *what, const KTensor &t, DType dtype) {
-  if (t.dtype != dtype)
-    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) + ", expected " +
-                 plan::dtypeName(dtype));
-}
-
-void expectShape(const char *op, const char *what, const KTensor &t, const Shape &shape) {
-  if (t.shape != shape)
-    fail(op, std::string(what) + " has shape " + shapeToString(t.shape) + ", expected " +
-                 shapeToString(shape));
 }
 
 #define SHARDC_GRID_LOOP(k, count)                                                          \
@@ -363,13 +354,8 @@ void requireRank(const char *op, const KTensor &t, size_t rank, const char *what
 void binary(CudaDevice &device, BinaryOp op, const KTensor &a, const KTensor &b,
             const KTensor &out) {
   const char *name = binaryOpName(op);
-  expectDType(name, "b", b, a.dtype);
-  expectDType(name, "output", out, a.dtype);
-  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
-  if (!shape)
-    fail(name, "shapes " + shapeToString(a.shape) + " and " + shapeToString(b.shape) +
-                   " do not broadcast");
-  expectShape(name, "output", out, *shape);
+  checks::binary(op, a, b, out);
+  const Shape *shape = &out.shape;
   requireRank(name, out, 0, "output");
   Broadcast bc{};
   bc.rank = static_cast<int>(shape->size());
@@ -399,8 +385,7 @@ void binary(CudaDevice &device, BinaryOp op, const KTensor &a, const KTensor &b,
 
 void activation(CudaDevice &device, Activation kind, const KTensor &x, const KTensor &y) {
   const char *name = "activation";
-  expectDType(name, "output", y, x.dtype);
-  expectShape(name, "output", y, x.shape);
+  checks::activation(x, y);
   const int64_t count = x.numel();
   if (count == 0) return;
   device.makeCurrent();
@@ -416,16 +401,9 @@ void activation(CudaDevice &device, Activation kind, const KTensor &x, const KTe
 namespace {
 void normCommon(const char *op, const KTensor &x, const KTensor *w, const KTensor *b,
                 const KTensor &y, int64_t &rows, int64_t &D) {
-  if (x.shape.empty()) fail(op, "x must have at least one dimension");
-  expectDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
-  D = x.shape.back();
-  rows = D == 0 ? 0 : x.numel() / D;
-  for (const KTensor *p : {w, b})
-    if (p) {
-      expectDType(op, p == w ? "weight" : "bias", *p, x.dtype);
-      expectShape(op, p == w ? "weight" : "bias", *p, Shape{D});
-    }
+  const checks::NormDims dims = checks::norm(op, x, w, b, y);
+  rows = dims.rows;
+  D = dims.D;
   if (rows > INT_MAX) fail(op, "more than 2^31 - 1 rows");
 }
 }  // namespace
@@ -464,10 +442,7 @@ void rmsNorm(CudaDevice &device, const KTensor &x, const KTensor *weight, double
 
 void softmax(CudaDevice &device, const KTensor &x, int64_t dim, const KTensor &y) {
   const char *op = "softmax";
-  expectDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
-  if (dim < 0 || dim >= static_cast<int64_t>(x.shape.size()))
-    fail(op, "dim " + std::to_string(dim) + " out of range for shape " + shapeToString(x.shape));
+  checks::softmax(x, dim, y);
   const int64_t L = x.shape[dim];
   int64_t inner = 1;
   for (size_t d = static_cast<size_t>(dim) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
@@ -487,16 +462,8 @@ void softmax(CudaDevice &device, const KTensor &x, int64_t dim, const KTensor &y
 void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor &v,
           const KTensor &o, bool causal, double scale) {
   const char *op = "sdpa";
-  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4 || o.shape.size() != 4)
-    fail(op, "q, k, v and the output must be 4-d [B, H, T, D]");
-  expectDType(op, "k", k, q.dtype);
-  expectDType(op, "v", v, q.dtype);
-  expectDType(op, "output", o, q.dtype);
-  const int64_t B = q.shape[0], H = q.shape[1], T_ = q.shape[2], D = q.shape[3];
-  const int64_t S = k.shape[2], Dv = v.shape[3];
-  expectShape(op, "k", k, Shape{B, H, S, D});
-  expectShape(op, "v", v, Shape{B, H, S, Dv});
-  expectShape(op, "output", o, Shape{B, H, T_, Dv});
+  const checks::SdpaDims dims = checks::sdpa(q, k, v, o);
+  const int64_t B = dims.B, H = dims.H, T_ = dims.T, D = dims.D, S = dims.S, Dv = dims.Dv;
   if (S > kMaxSdpaKeys)
     fail(op, std::to_string(S) + " keys; the CUDA kernel supports at most " +
                  std::to_string(kMaxSdpaKeys));
@@ -518,10 +485,7 @@ void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor 
 
 void rope(CudaDevice &device, const KTensor &x, double theta, const KTensor &y) {
   const char *op = "rope";
-  if (x.shape.size() != 4) fail(op, "x must be 4-d [B, H, T, D]");
-  if (x.shape[3] % 2 != 0) fail(op, "D must be even, got " + std::to_string(x.shape[3]));
-  expectDType(op, "output", y, x.dtype);
-  expectShape(op, "output", y, x.shape);
+  checks::rope(x, theta, y);
   const int64_t D = x.shape[3], rows = D == 0 ? 0 : x.numel() / D;
   if (rows == 0 || D == 0) return;
   device.makeCurrent();
@@ -538,22 +502,10 @@ void rope(CudaDevice &device, const KTensor &x, double theta, const KTensor &y) 
 void stridedCopy(CudaDevice &device, const KTensor &x, const std::vector<int64_t> &strides,
                  int64_t offset, const KTensor &y) {
   const char *op = "strided_copy";
-  expectDType(op, "output", y, x.dtype);
-  if (strides.size() != y.shape.size())
-    fail(op, std::to_string(strides.size()) + " strides for an output of rank " +
-                 std::to_string(y.shape.size()));
+  checks::stridedCopy(x, strides, offset, y);
   requireRank(op, y, 0, "output");
   const int64_t count = y.numel();
   if (count == 0) return;
-  // Every index read must lie in [0, numel(x)): check the extremes.
-  int64_t low = offset, high = offset;
-  for (size_t d = 0; d < strides.size(); ++d) {
-    const int64_t span = (y.shape[d] - 1) * strides[d];
-    (span < 0 ? low : high) += span;
-  }
-  if (low < 0 || high >= x.numel())
-    fail(op, "reads flat indices [" + std::to_string(low) + ", " + std::to_string(high) +
-                 "] of an input with " + std::to_string(x.numel()) + " elements");
   Broadcast layout{};
   layout.rank = static_cast<int>(y.shape.size());
   for (int d = 0; d < layout.rank; ++d) {
@@ -570,23 +522,7 @@ void stridedCopy(CudaDevice &device, const KTensor &x, const std::vector<int64_t
 }
 
 void cat(CudaDevice &device, const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
-  const char *op = "cat";
-  if (inputs.empty()) fail(op, "needs at least one input");
-  if (dim < 0 || dim >= static_cast<int64_t>(y.shape.size()))
-    fail(op, "dim " + std::to_string(dim) + " out of range for " + shapeToString(y.shape));
-  int64_t total = 0;
-  for (const KTensor &t : inputs) {
-    expectDType(op, "input", t, y.dtype);
-    if (t.shape.size() != y.shape.size()) fail(op, "inputs must have the output's rank");
-    for (size_t d = 0; d < y.shape.size(); ++d)
-      if (static_cast<int64_t>(d) != dim && t.shape[d] != y.shape[d])
-        fail(op, "input " + shapeToString(t.shape) + " does not match output " +
-                     shapeToString(y.shape) + " outside dim " + std::to_string(dim));
-    total += t.shape[dim];
-  }
-  if (total != y.shape[dim])
-    fail(op, "inputs add up to " + std::to_string(total) + " along dim " + std::to_string(dim) +
-                 ", the output has " + std::to_string(y.shape[dim]));
+  checks::cat(inputs, dim, y);
   // Each input is a 2-d block copy: outer rows of (its dim * inner) elements.
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= y.shape[d];
@@ -609,12 +545,7 @@ void cat(CudaDevice &device, const std::vector<KTensor> &inputs, int64_t dim, co
 
 void embedding(CudaDevice &device, const KTensor &weight, const KTensor &ids, const KTensor &out) {
   const char *op = "embedding";
-  if (weight.shape.size() != 2) fail(op, "weight must be 2-d [V, D], got " + shapeToString(weight.shape));
-  expectDType(op, "ids", ids, DType::I64);
-  expectDType(op, "output", out, weight.dtype);
-  Shape expected = ids.shape;
-  expected.push_back(weight.shape[1]);
-  expectShape(op, "output", out, expected);
+  checks::embedding(weight, ids, out);
   const int64_t V = weight.shape[0], D = weight.shape[1], count = out.numel();
   if (count == 0) return;
   auto *flags = static_cast<unsigned long long *>(device.scratch(16));
@@ -637,22 +568,8 @@ void embedding(CudaDevice &device, const KTensor &weight, const KTensor &ids, co
 void linear(CudaDevice &device, const KTensor &x, const KTensor &w, const KTensor *b,
             const KTensor &y) {
   const char *op = "linear";
-  if (x.shape.empty() || w.shape.size() != 2)
-    fail(op, "x must be [..., K] and w [N, K], got " + shapeToString(x.shape) + " and " +
-                 shapeToString(w.shape));
-  expectDType(op, "w", w, x.dtype);
-  expectDType(op, "output", y, x.dtype);
-  const int64_t K = x.shape.back(), N = w.shape[0];
-  if (w.shape[1] != K)
-    fail(op, "x has K = " + std::to_string(K) + " but w is " + shapeToString(w.shape));
-  Shape expected = x.shape;
-  expected.back() = N;
-  expectShape(op, "output", y, expected);
-  if (b) {
-    expectDType(op, "bias", *b, x.dtype);
-    expectShape(op, "bias", *b, Shape{N});
-  }
-  const int64_t M = K == 0 ? x.numel() : x.numel() / K;
+  const checks::LinearDims dims = checks::linear(x, w, b, y);
+  const int64_t M = dims.rows, N = dims.N, K = dims.K;
   dispatchFloat(op, x.dtype, false, [&](auto) {});
   device.makeCurrent();
   if (b && M * N > 0) {
@@ -676,25 +593,11 @@ void linear(CudaDevice &device, const KTensor &x, const KTensor &w, const KTenso
 
 void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTensor &c) {
   const char *op = "matmul";
-  if (a.shape.size() < 2 || b.shape.size() < 2)
-    fail(op, "both operands need rank >= 2, got " + shapeToString(a.shape) + " and " +
-                 shapeToString(b.shape));
-  expectDType(op, "b", b, a.dtype);
-  expectDType(op, "output", c, a.dtype);
+  const checks::MatmulDims dims = checks::matmul(a, b, c);
   dispatchFloat(op, a.dtype, false, [&](auto) {});
-  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
-  const int64_t N = b.shape.back();
-  if (b.shape[b.shape.size() - 2] != K)
-    fail(op, "inner dimensions differ: " + shapeToString(a.shape) + " @ " + shapeToString(b.shape));
-  const Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
-  std::optional<Shape> batch = broadcastShapes(aBatch, bBatch);
-  if (!batch)
-    fail(op, "batch dims " + shapeToString(aBatch) + " and " + shapeToString(bBatch) +
-                 " do not broadcast");
-  Shape expected = *batch;
-  expected.push_back(M);
-  expected.push_back(N);
-  expectShape(op, "output", c, expected);
+  const Shape &aBatch = dims.aBatch, &bBatch = dims.bBatch;
+  const Shape *batch = &dims.batch;
+  const int64_t M = dims.M, N = dims.N, K = dims.K;
   const int64_t size = plan::dtypeSize(a.dtype);
   const int64_t batches = plan::numElements(*batch);
   device.makeCurrent();

@@ -1,7 +1,7 @@
 // Init generators: fill, uniform, normal, trunc_normal, eye, arange.
 //
 // Every element's value is a pure function of (seed, streamHash, position,
-// flat index, op arguments) -- DESIGN.md invariant 2, specified exactly in
+// flat index, op arguments) -- docs/design.md invariant 2, specified exactly in
 // docs/rng.md. That is what lets each rank generate only its own shard, at
 // any offset, with any thread count, and still agree bit for bit with N = 1.
 #pragma once

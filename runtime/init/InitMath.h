@@ -2,7 +2,7 @@
 // turn fraction, erfinv (float and double), plus exp/erf/erfc for the double
 // erfinv's refinement.
 //
-// Why our own and not libm: DESIGN.md invariant 2 promises that CPU and CUDA
+// Why our own and not libm: docs/design.md invariant 2 promises that CPU and CUDA
 // produce identical bits. libm and CUDA's math library round differently, so
 // every per-element transcendental is written here once, compiled by both
 // the host compiler and nvcc (SHARDC_HOST_DEVICE), using only +, -, *, /,

@@ -1,4 +1,4 @@
-// Invariant 2 (DESIGN.md) end to end: from graph JSON through the compiler
+// Invariant 2 (docs/design.md) end to end: from graph JSON through the compiler
 // and the runtime, the gathered parameters are bit-identical for every world
 // size, for every init op and dtype, on awkward shapes; and a parameter's
 // values do not change when unrelated parameters are added, removed,

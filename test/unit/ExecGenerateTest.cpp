@@ -34,10 +34,10 @@ Plan generatePlan(int64_t n, std::vector<int64_t> shape, const std::string &kind
                   DType dtype = DType::F32, Attrs extra = {}) {
   Plan plan = emptyPlan(n);
   int32_t p = addParam(plan, "w", shape, dtype);
-  emit(plan, "alloc", {}, {p});
+  emit(plan, OpCode::Alloc, {}, {p});
   Attrs attrs = generator(kind, "w");
   for (auto &[k, v] : extra) attrs[k] = v;
-  emit(plan, "generate", {}, {p}, attrs);
+  emit(plan, OpCode::Generate, {}, {p}, attrs);
   return plan;
 }
 
@@ -168,18 +168,18 @@ TEST_CASE("generate: bad attributes and malformed index_maps name the instructio
 
 TEST_CASE("pointwise ops touch only valid rows; padding stays zero", "[exec][pointwise]") {
   struct Op {
-    const char *op;
+    OpCode op;
     Attrs attrs;
   };
-  const std::vector<Op> chain = {{"mul_scalar", {{"value", 2.0}}},
-                                 {"add_scalar", {{"value", 0.25}}},
-                                 {"sub_scalar", {{"value", 1.0}}},
-                                 {"div_scalar", {{"value", 4.0}}},
-                                 {"clamp", {{"min", -0.5}, {"max", 0.75}}},
-                                 {"neg", {}},
-                                 {"erfinv", {}},
-                                 {"add_scalar", {{"value", 3.0}}},
-                                 {"sqrt", {}}};
+  const std::vector<Op> chain = {{OpCode::MulScalar, {{"value", 2.0}}},
+                                 {OpCode::AddScalar, {{"value", 0.25}}},
+                                 {OpCode::SubScalar, {{"value", 1.0}}},
+                                 {OpCode::DivScalar, {{"value", 4.0}}},
+                                 {OpCode::Clamp, {{"min", -0.5}, {"max", 0.75}}},
+                                 {OpCode::Neg, {}},
+                                 {OpCode::Erfinv, {}},
+                                 {OpCode::AddScalar, {{"value", 3.0}}},
+                                 {OpCode::Sqrt, {}}};
   auto build = [&](int64_t n, size_t steps, std::vector<int64_t> shape) {
     Plan plan = generatePlan(n, shape, "uniform");
     // 1.0 would leave padding zero anyway: make padding rows non-zero-prone.
@@ -203,12 +203,12 @@ TEST_CASE("pointwise ops touch only valid rows; padding stays zero", "[exec][poi
   // In place only.
   Plan notInPlace = build(1, 0, {2, 2});
   int32_t other = addBuffer(notInPlace, "t", {2, 2});
-  emit(notInPlace, "alloc", {}, {other});
-  emit(notInPlace, "neg", {0}, {other});
+  emit(notInPlace, OpCode::Alloc, {}, {other});
+  emit(notInPlace, OpCode::Neg, {0}, {other});
   CHECK_THROWS_WITH(runInit(notInPlace),
                     Contains("instruction #3 'neg' at init.py:4: works in place"));
   Plan noValue = build(1, 0, {2, 2});
-  emit(noValue, "mul_scalar", {0}, {0});
+  emit(noValue, OpCode::MulScalar, {0}, {0});
   CHECK_THROWS_WITH(runInit(noValue), Contains("needs a float attribute 'value'"));
 }
 
@@ -222,18 +222,18 @@ Plan ownerPlan(int64_t n, std::vector<int64_t> shape, int64_t owner, const std::
   const Param &param = plan.params[0];
   int32_t full = addBuffer(plan, "w.full", shape, DType::F32, param.gatheredBytes(n));
   const Attrs onOwner{{"rank", owner}};
-  emit(plan, "alloc", {}, {p});
-  emit(plan, "alloc", {}, {full}, onOwner);
+  emit(plan, OpCode::Alloc, {}, {p});
+  emit(plan, OpCode::Alloc, {}, {full}, onOwner);
   if (how == "orthogonal")
-    emit(plan, "orthogonal", {}, {full},
+    emit(plan, OpCode::Orthogonal, {}, {full},
          {{"gain", 1.0}, {"stream", std::string("w")}, {"position", int64_t(0)}, {"rank", owner}});
   else {
     Attrs attrs = generator(how, "w");
     attrs["rank"] = owner;
-    emit(plan, "generate", {}, {full}, attrs);
+    emit(plan, OpCode::Generate, {}, {full}, attrs);
   }
-  emit(plan, "scatter", {full}, {p}, {{"root", owner}});
-  emit(plan, "free", {full}, {}, onOwner);
+  emit(plan, OpCode::Scatter, {full}, {p}, {{"root", owner}});
+  emit(plan, OpCode::Free, {full}, {}, onOwner);
   return plan;
 }
 
@@ -327,9 +327,9 @@ TEST_CASE("scatter and rank attributes: misuse is rejected clearly", "[exec][sca
   plan = emptyPlan(2);
   int32_t p = addParam(plan, "b", {4}, DType::F32, /*sharded=*/false);
   int32_t full = addBuffer(plan, "b.full", {4});
-  emit(plan, "alloc", {}, {p});
-  emit(plan, "alloc", {}, {full});
-  emit(plan, "scatter", {full}, {p}, {{"root", int64_t(0)}});
+  emit(plan, OpCode::Alloc, {}, {p});
+  emit(plan, OpCode::Alloc, {}, {full});
+  emit(plan, OpCode::Scatter, {full}, {p}, {{"root", int64_t(0)}});
   CHECK_THROWS_WITH(runInit(plan), Contains("param 'b' is replicated"));
 }
 
@@ -393,8 +393,8 @@ TEST_CASE("orthogonal + scatter: orthonormal, world-size invariant, exact memory
   // torch requires at least 2 dims.
   Plan plan = emptyPlan(1);
   int32_t v = addBuffer(plan, "v", {6});
-  emit(plan, "alloc", {}, {v});
-  emit(plan, "orthogonal", {}, {v},
+  emit(plan, OpCode::Alloc, {}, {v});
+  emit(plan, OpCode::Orthogonal, {}, {v},
        {{"gain", 1.0}, {"stream", std::string("v")}, {"position", int64_t(0)}});
   CHECK_THROWS_WITH(runInit(plan),
                     Contains("instruction #1 'orthogonal' at init.py:2: only tensors with 2 or "
@@ -403,8 +403,8 @@ TEST_CASE("orthogonal + scatter: orthonormal, world-size invariant, exact memory
   // A param buffer is refused: orthogonal writes a full tensor.
   Plan onParam = emptyPlan(2);
   int32_t w = addParam(onParam, "w", {4, 4});
-  emit(onParam, "alloc", {}, {w});
-  emit(onParam, "orthogonal", {}, {w},
+  emit(onParam, OpCode::Alloc, {}, {w});
+  emit(onParam, OpCode::Orthogonal, {}, {w},
        {{"gain", 1.0}, {"stream", std::string("w")}, {"position", int64_t(0)}});
   CHECK_THROWS_WITH(runInit(onParam), Contains("is a param buffer"));
 }
@@ -432,12 +432,12 @@ TEST_CASE("generate with index_map: threads change nothing, errors included",
 TEST_CASE("init instructions survive the Plan JSON round trip", "[exec][json]") {
   Plan plan = ownerPlan(3, {5, 3}, 2, "orthogonal");
   int32_t t = addParam(plan, "t", {3, 5});
-  emit(plan, "alloc", {}, {t});
+  emit(plan, OpCode::Alloc, {}, {t});
   Attrs attrs = generator("trunc_normal", "t", 1);
   attrs["source_shape"] = std::vector<int64_t>{5, 3};
   attrs["index_map"] = std::vector<int64_t>{2, 2, 0, 1, 2, 0, 0};
-  emit(plan, "generate", {}, {t}, attrs);
-  emit(plan, "mul_scalar", {t}, {t}, {{"value", 0.5}});
+  emit(plan, OpCode::Generate, {}, {t}, attrs);
+  emit(plan, OpCode::MulScalar, {t}, {t}, {{"value", 0.5}});
   Plan back = shardc::runtime::planFromJson(shardc::runtime::planToJson(plan), "round.json");
   CHECK(shardc::runtime::planToJson(back) == shardc::runtime::planToJson(plan));
   auto a = runInit(plan, 3), b = runInit(back, 3);

@@ -23,6 +23,7 @@ using plan::Category;
 using plan::DType;
 using plan::Function;
 using plan::Instruction;
+using plan::OpCode;
 using plan::Param;
 using plan::Plan;
 
@@ -68,12 +69,12 @@ inline int32_t addBuffer(Plan &plan, const std::string &name, std::vector<int64_
   return id;
 }
 
-inline void emit(Plan &plan, std::string op, std::vector<int32_t> inputs,
+inline void emit(Plan &plan, OpCode op, std::vector<int32_t> inputs,
                  std::vector<int32_t> outputs, std::map<std::string, AttrValue> attrs = {},
                  std::string loc = "") {
   Function &init = initOf(plan);
   if (loc.empty()) loc = "init.py:" + std::to_string(init.body.size() + 1);
-  init.body.push_back({std::move(op), std::move(inputs), std::move(outputs), std::move(attrs),
+  init.body.push_back({op, std::move(inputs), std::move(outputs), std::move(attrs),
                        std::move(loc)});
 }
 

@@ -66,8 +66,8 @@ Plan unitPlan(int64_t n) {
     plan.params.push_back(p);
     const int32_t id = addBuffer(init, {0, p.name, p.dtype, p.localShape(), p.localBytes(),
                                         Category::Parameter, static_cast<int32_t>(i)});
-    init.body.push_back({"alloc", {}, {id}, {}, "init.py"});
-    init.body.push_back({"generate", {}, {id},
+    init.body.push_back({OpCode::Alloc, {}, {id}, {}, "init.py"});
+    init.body.push_back({OpCode::Generate, {}, {id},
                          {{"kind", std::string("arange")}, {"start", 0.0}, {"step", 1.0},
                           {"stream", p.name}, {"position", int64_t(0)}},
                          "init.py"});
@@ -78,8 +78,8 @@ Plan unitPlan(int64_t n) {
   }
   const int32_t unit =
       addBuffer(forward, {0, "h.0.gathered", DType::F32, {unitBytes / 4}, unitBytes, Category::Gathered});
-  forward.body.push_back({"alloc", {}, {unit}, {}, "fwd.py:1"});
-  forward.body.push_back({"all_gather", shards, {unit}, {{"offsets", offsets}}, "fwd.py:1"});
+  forward.body.push_back({OpCode::Alloc, {}, {unit}, {}, "fwd.py:1"});
+  forward.body.push_back({OpCode::AllGather, shards, {unit}, {{"offsets", offsets}}, "fwd.py:1"});
   std::vector<int32_t> outputs;
   for (size_t i = 0; i < kUnit.size(); ++i) {
     const UnitParam &u = kUnit[i];
@@ -90,14 +90,14 @@ Plan unitPlan(int64_t n) {
         addBuffer(forward, {0, u.name + ".out", u.dtype, u.shape, bytes, Category::Activation});
     std::vector<int64_t> strides(u.shape.size(), 1);
     for (size_t d = u.shape.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * u.shape[d + 1];
-    forward.body.push_back({"alloc", {}, {out}, {}, "fwd.py:2"});
-    forward.body.push_back({"strided_copy", {full}, {out}, {{"strides", strides}}, "fwd.py:2"});
+    forward.body.push_back({OpCode::Alloc, {}, {out}, {}, "fwd.py:2"});
+    forward.body.push_back({OpCode::StridedCopy, {full}, {out}, {{"strides", strides}}, "fwd.py:2"});
     outputs.push_back(out);
   }
   const int32_t y = addBuffer(forward, {0, "y", DType::F32, {2, 5}, 40, Category::Activation});
-  forward.body.push_back({"alloc", {}, {y}, {}, "fwd.py:3"});
-  forward.body.push_back({"linear", {x, forward.buffers[shards.size() + 2].id}, {y}, {}, "fwd.py:3"});
-  forward.body.push_back({"free", {unit}, {}, {}, "fwd.py:4"});
+  forward.body.push_back({OpCode::Alloc, {}, {y}, {}, "fwd.py:3"});
+  forward.body.push_back({OpCode::Linear, {x, forward.buffers[shards.size() + 2].id}, {y}, {}, "fwd.py:3"});
+  forward.body.push_back({OpCode::Free, {unit}, {}, {}, "fwd.py:4"});
   // A reshape without copy: y viewed as [10].
   const int32_t yFlat = addBuffer(forward, {0, "y.flat", DType::F32, {10}, 40,
                                             Category::Activation, std::nullopt, y, 0});
@@ -173,12 +173,12 @@ TEST_CASE("alias misuse is rejected with its place", "[forward][alias]") {
   };
   {
     Plan plan = fresh();
-    plan.functions[1].body.push_back({"alloc", {}, {5}, {}, "bad.py"});
+    plan.functions[1].body.push_back({OpCode::Alloc, {}, {5}, {}, "bad.py"});
     CHECK_THAT(errorOf(plan), Contains("'alloc' of alias 'h.0.a.full'"));
   }
   {
     Plan plan = fresh();
-    plan.functions[1].body.push_back({"free", {12}, {}, {}, "bad.py"});
+    plan.functions[1].body.push_back({OpCode::Free, {12}, {}, {}, "bad.py"});
     CHECK_THAT(errorOf(plan), Contains("'free' of alias 'y.flat'"));
   }
   {
@@ -212,7 +212,7 @@ TEST_CASE("alias misuse is rejected with its place", "[forward][alias]") {
     // Using an alias after its base was freed: the executor names the buffer.
     Plan plan = fresh();
     auto &body = plan.functions[1].body;
-    const Instruction copy = {"strided_copy", {5}, {6}, {{"strides", std::vector<int64_t>{3, 1}}},
+    const Instruction copy = {OpCode::StridedCopy, {5}, {6}, {{"strides", std::vector<int64_t>{3, 1}}},
                               "late.py:9"};
     body.push_back(copy);  // h.0.a.out is still allocated; the unit is not
     RunOptions options;

@@ -1,4 +1,4 @@
-// Properties of the init generators that make sharding safe (DESIGN.md
+// Properties of the init generators that make sharding safe (docs/design.md
 // invariant 2): any range split, any gather order, any thread count and
 // either kernel (AVX2 or scalar) give the same bits.
 #include "runtime/HalfFloat.h"

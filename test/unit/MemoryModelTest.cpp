@@ -29,13 +29,13 @@ TEST_CASE("memory model predicts the seed case exactly", "[memory]") {
 TEST_CASE("memory model rejects inconsistent streams", "[memory]") {
   Plan plan = shardc::test::seedPlan(2);
   Function &forward = plan.functions[1];
-  forward.body.push_back({"free", {2}, {}, {}, "fwd.py:9"});
+  forward.body.push_back({OpCode::Free, {2}, {}, {}, "fwd.py:9"});
   CHECK_THROWS_WITH(predictMemory(plan, "forward", 0),
                     Catch::Contains("function 'forward' instruction #5 'free' at fwd.py:9: "
                                     "buffer 'p1.gathered' is not allocated"));
-  forward.body.back() = {"free", {0}, {}, {}, "fwd.py:9"};
+  forward.body.back() = {OpCode::Free, {0}, {}, {}, "fwd.py:9"};
   CHECK_THROWS_WITH(predictMemory(plan, "forward", 0), Catch::Contains("must not be freed"));
-  forward.body.back() = {"alloc", {}, {0}, {}, ""};
+  forward.body.back() = {OpCode::Alloc, {}, {0}, {}, ""};
   CHECK_THROWS_WITH(predictMemory(plan, "forward", 0,
                                   {{"p1", Category::Parameter, 2097152}}),
                     Catch::Contains("param 'p1' is already allocated"));

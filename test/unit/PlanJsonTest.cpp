@@ -140,6 +140,12 @@ TEST_CASE("malformed plans are rejected with the JSON path", "[planjson]") {
              Contains("functions[1].buffers[3].shape[0]: integer -5 is out of range"));
   CHECK_THAT(errorAfter([](json &j) { j["functions"][1]["buffers"][3]["shape"][0] = "x"; }),
              Contains("functions[1].buffers[3].shape[0]: expected an integer, got a string"));
+  // Op names are checked once, here: everything after the reader has an OpCode.
+  CHECK_THAT(errorAfter([](json &j) { j["functions"][1]["body"][3]["op"] = "conv2d"; }),
+             Contains("plan.json: functions[1].body[3].op: unknown op 'conv2d' (known: alloc, "
+                      "free, fill,"));
+  CHECK_THAT(errorAfter([](json &j) { j["functions"][1]["body"][3]["op"] = 3; }),
+             Contains("functions[1].body[3].op: expected a string, got"));
   CHECK_THAT(errorAfter([](json &j) { j["functions"][1]["buffers"][2]["id"] = 5; }),
              Contains("functions[1].buffers[2].id: id 5 must equal its index 2"));
   CHECK_THAT(errorAfter([](json &j) { j["functions"][1]["body"][3]["inputs"][1] = 9; }),

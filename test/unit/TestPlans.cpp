@@ -17,8 +17,8 @@ plan::Plan seedPlan(int64_t worldSize, int64_t rows, int64_t cols, double value)
   init.name = "init";
   init.buffers.push_back({0, "p1", DType::F32, p1.localShape(), p1.localBytes(),
                           Category::Parameter, 0});
-  init.body.push_back({"alloc", {}, {0}, {}, "init.py:1"});
-  init.body.push_back({"fill", {}, {0}, {{"value", value}}, "init.py:2"});
+  init.body.push_back({OpCode::Alloc, {}, {0}, {}, "init.py:1"});
+  init.body.push_back({OpCode::Fill, {}, {0}, {{"value", value}}, "init.py:2"});
   plan.functions.push_back(init);
 
   Function forward;
@@ -32,11 +32,11 @@ plan::Plan seedPlan(int64_t worldSize, int64_t rows, int64_t cols, double value)
                              Category::Activation, std::nullopt});
   forward.inputs = {1};
   forward.outputs = {3};
-  forward.body.push_back({"alloc", {}, {2}, {}, "fwd.py:1"});
-  forward.body.push_back({"all_gather", {0}, {2}, {}, "fwd.py:1"});
-  forward.body.push_back({"alloc", {}, {3}, {}, "fwd.py:2"});
-  forward.body.push_back({"add", {2, 1}, {3}, {}, "fwd.py:2"});
-  forward.body.push_back({"free", {2}, {}, {}, "fwd.py:3"});
+  forward.body.push_back({OpCode::Alloc, {}, {2}, {}, "fwd.py:1"});
+  forward.body.push_back({OpCode::AllGather, {0}, {2}, {}, "fwd.py:1"});
+  forward.body.push_back({OpCode::Alloc, {}, {3}, {}, "fwd.py:2"});
+  forward.body.push_back({OpCode::Add, {2, 1}, {3}, {}, "fwd.py:2"});
+  forward.body.push_back({OpCode::Free, {2}, {}, {}, "fwd.py:3"});
   plan.functions.push_back(forward);
   return plan;
 }

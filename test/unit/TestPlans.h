@@ -5,7 +5,7 @@
 
 namespace shardc::test {
 
-/// The seed case (DESIGN.md): param p1 float32 [rows, cols] FSDP-sharded over
+/// The seed case (README.md): param p1 float32 [rows, cols] FSDP-sharded over
 /// worldSize ranks. init: alloc p1 + fill 1.0. forward(x: [1]):
 /// alloc p1.gathered; all_gather p1 -> p1.gathered; alloc y;
 /// add(p1.gathered, x) -> y; free p1.gathered; return y.

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/tc/TcDialect.h"
 #include "passes/Passes.h"
+#include "tools/shardc-opt/PrintPlanPass.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,11 +15,11 @@
 
 int main(int argc, char **argv) {
   mlir::tc::registerTcPasses();
+  shardc::registerPrintPlanPass();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
 
   mlir::DialectRegistry registry;
-  mlir::tc::registerTcPasses();
   registry.insert<mlir::tc::TcDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect>();
   return mlir::asMainReturnCode(

@@ -1,0 +1,131 @@
+// What a device backend supplies to the executor core: kernels, copies and
+// the hooks around collectives. Nothing else.
+//
+// The executor core (runtime/Executor.cpp) decodes and validates every
+// instruction against the op table, owns buffers, frees, aliases and the
+// memory ledger (through Device), computes shard regions, and then calls one
+// method here per instruction. A backend (CpuBackend, cuda::CudaBackend)
+// implements those methods for its memory; pointers it gets are in its
+// device's address space. Kernels throw RuntimeError with the reason only;
+// the core prefixes the instruction's place.
+//
+// An op a backend has no kernel for is named in its unsupportedOps() list,
+// the one place it is stated: the core refuses such an instruction with the
+// op's name and the backend's before touching anything. The base class's
+// default for those methods is never reached.
+#pragma once
+
+#include "runtime/Communicator.h"
+#include "runtime/Device.h"
+#include "runtime/ForwardKernels.h"
+#include "runtime/OpTable.h"
+#include "runtime/Plan.h"
+#include "runtime/checkpoint/SafetensorsIndex.h"
+#include "runtime/init/Generators.h"
+#include "runtime/init/Pointwise.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+
+/// The part of a buffer this rank computes: for a sharded param, the valid
+/// rows of its shard (full flat elements [begin, begin + count)); else the
+/// whole tensor. `localElements` includes padding rows.
+struct Region {
+  std::byte *data = nullptr;
+  plan::DType dtype = plan::DType::F32;
+  std::vector<int64_t> fullShape;
+  int64_t begin = 0, count = 0, localElements = 0;
+};
+
+/// The kernels every backend supplies, declared once: Backend declares them
+/// pure virtual, a backend class writes SHARDC_BACKEND_KERNELS(, override)
+/// and defines them. Semantics: copies between the host and device memory
+/// (waited for);
+/// init as runtime/Kernels.h and runtime/init/; forward as
+/// runtime/ForwardKernels.h.
+#define SHARDC_BACKEND_KERNELS(VIRTUAL, SUFFIX)                                              \
+  VIRTUAL void copyFromHost(void *dst, const void *hostSrc, size_t bytes) SUFFIX;            \
+  VIRTUAL void copyToHost(void *hostDst, const void *src, size_t bytes) SUFFIX;              \
+  VIRTUAL void zero(void *dst, int64_t bytes) SUFFIX;                                        \
+  VIRTUAL void fill(plan::DType dtype, void *data, int64_t elements, double value) SUFFIX;   \
+  VIRTUAL void shardedFill(plan::DType dtype, void *data, int64_t localElements,             \
+                           int64_t validRows, int64_t rowElements, double value) SUFFIX;     \
+  VIRTUAL void generateRange(const init::GeneratorSpec &spec, plan::DType dtype,             \
+                             int64_t begin, int64_t count, void *out) SUFFIX;                \
+  /* out[k] = source element hostIndices[k] (host memory, checked in range) */               \
+  VIRTUAL void generateAt(const init::GeneratorSpec &spec, plan::DType dtype,                \
+                          const int64_t *hostIndices, int64_t count, void *out) SUFFIX;      \
+  VIRTUAL void pointwise(init::PointwiseKind kind, double a, double b, plan::DType dtype,    \
+                         void *data, int64_t count) SUFFIX;                                  \
+  VIRTUAL void binary(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out)   \
+      SUFFIX;                                                                                \
+  VIRTUAL void embedding(const KTensor &weight, const KTensor &ids, const KTensor &out)      \
+      SUFFIX;                                                                                \
+  VIRTUAL void linear(const KTensor &x, const KTensor &w, const KTensor *b,                  \
+                      const KTensor &y) SUFFIX;                                              \
+  VIRTUAL void matmul(const KTensor &a, const KTensor &b, const KTensor &c) SUFFIX;          \
+  VIRTUAL void activation(Activation kind, const KTensor &x, const KTensor &y) SUFFIX;       \
+  VIRTUAL void layerNorm(const KTensor &x, const KTensor *weight, const KTensor *bias,       \
+                         double eps, const KTensor &y) SUFFIX;                               \
+  VIRTUAL void rmsNorm(const KTensor &x, const KTensor *weight, double eps,                  \
+                       const KTensor &y) SUFFIX;                                             \
+  VIRTUAL void softmax(const KTensor &x, int64_t dim, const KTensor &y) SUFFIX;              \
+  VIRTUAL void sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,  \
+                    bool causal, double scale) SUFFIX;                                       \
+  VIRTUAL void rope(const KTensor &x, double theta, const KTensor &y) SUFFIX;                \
+  VIRTUAL void stridedCopy(const KTensor &x, const std::vector<int64_t> &strides,            \
+                           int64_t offset, const KTensor &y) SUFFIX;                         \
+  VIRTUAL void cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) SUFFIX;
+
+class Backend {
+public:
+  explicit Backend(Device &device) : device_(device) {}
+  virtual ~Backend() = default;
+  Backend(const Backend &) = delete;
+  Backend &operator=(const Backend &) = delete;
+
+  Device &device() { return device_; }
+  /// "cpu", "cuda": named in errors.
+  virtual const char *name() const = 0;
+  /// The ops this backend has no kernel for (docs/gpu.md mirrors the CUDA list).
+  virtual std::span<const plan::OpCode> unsupportedOps() const { return {}; }
+  bool supports(plan::OpCode op) const;
+  /// Host threads the core may split host-side work (index mapping) into.
+  virtual int hostThreads() const { return 1; }
+
+  /// Called before every collective (a CUDA backend orders its stream).
+  virtual void beforeCollective(Communicator &) {}
+  /// Called when a function's instructions are done.
+  virtual void finish(const std::string &) {}
+
+  // Every backend's kernels (SHARDC_BACKEND_KERNELS below).
+  SHARDC_BACKEND_KERNELS(virtual, = 0)
+
+  // Kernels a backend may lack (its unsupportedOps() then names the op).
+  /// torch's orthogonal_ of a rows x cols matrix into `out` (its dtype),
+  /// normal values from `normal`, scaled by `gain`; `work` holds
+  /// orthogonalWorkBytes (the op table's workspace).
+  virtual void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,
+                          int64_t rows, int64_t cols, void *out, void *work);
+  /// A rank's rows of a checkpoint tensor into `target` (its dtype) through
+  /// the io buffer `io` (ioBytes).
+  virtual void load(const checkpoint::TensorLocation &where, const Region &target,
+                    std::byte *io, int64_t ioBytes);
+  virtual void crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
+                            const KTensor &loss);
+
+protected:
+  /// The base of a method for an op in unsupportedOps(): never reached
+  /// through the core; a direct call gets this error.
+  [[noreturn]] void noKernel(plan::OpCode op) const;
+
+private:
+  Device &device_;
+};
+
+}  // namespace shardc::runtime

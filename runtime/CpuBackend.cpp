@@ -1,0 +1,148 @@
+#include "runtime/CpuBackend.h"
+
+#include "runtime/Executor.h"
+#include "runtime/InitOps.h"
+#include "runtime/Kernels.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/ShardReader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+
+namespace shardc::runtime {
+using namespace shardc::plan;
+
+void CpuBackend::copyFromHost(void *dst, const void *hostSrc, size_t bytes) {
+  if (bytes) std::memcpy(dst, hostSrc, bytes);
+}
+void CpuBackend::copyToHost(void *hostDst, const void *src, size_t bytes) {
+  if (bytes) std::memcpy(hostDst, src, bytes);
+}
+void CpuBackend::zero(void *dst, int64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+}
+
+// ---- init ----------------------------------------------------------------
+
+void CpuBackend::fill(DType dtype, void *data, int64_t elements, double value) {
+  runtime::fill(dtype, data, elements, value);
+}
+void CpuBackend::shardedFill(DType dtype, void *data, int64_t localElements, int64_t validRows,
+                             int64_t rowElements, double value) {
+  runtime::shardedFill(dtype, data, localElements, validRows, rowElements, value);
+}
+void CpuBackend::generateRange(const init::GeneratorSpec &spec, DType dtype, int64_t begin,
+                               int64_t count, void *out) {
+  init::generateRange(spec, dtype, begin, count, out, threads_);
+}
+void CpuBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
+                            const int64_t *hostIndices, int64_t count, void *out) {
+  init::generateAt(spec, dtype, hostIndices, count, out);
+}
+void CpuBackend::pointwise(init::PointwiseKind kind, double a, double b, DType dtype, void *data,
+                           int64_t count) {
+  init::applyPointwise(kind, a, b, dtype, data, count, threads_);
+}
+
+void CpuBackend::orthogonal(const init::GeneratorSpec &normal, double gain, DType dtype,
+                            int64_t rows, int64_t cols, void *outData, void *work) {
+  std::byte *out = static_cast<std::byte *>(outData);
+  init::generateRange(normal, dtype, 0, rows * cols, out, threads_);
+  // torch factors flattened (rows >= cols) or its transpose. The row-major
+  // rows x cols buffer read with strides (1, cols) *is* the transpose, so
+  // the QR runs in place either way, with no transposed copy.
+  const bool transposed = rows < cols;
+  const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
+  const int64_t rowStride = transposed ? 1 : cols, colStride = transposed ? cols : 1;
+  double *scalars = static_cast<double *>(work);
+  const int64_t count = rows * cols;
+  auto factor = [&](auto *q) {
+    householderSignedQ(q, m, n, rowStride, colStride, scalars);
+    using T = std::remove_pointer_t<decltype(q)>;
+    for (int64_t i = 0; i < count; ++i) q[i] = static_cast<T>(gain * q[i]);
+  };
+  if (dtype == DType::F32) {
+    factor(reinterpret_cast<float *>(out));
+  } else if (dtype == DType::F64) {
+    factor(reinterpret_cast<double *>(out));
+  } else {  // half types: a float32 copy of the matrix after the scalars
+    float *q = reinterpret_cast<float *>(scalars + 3 * n);
+    for (int64_t i = 0; i < count; ++i) q[i] = static_cast<float>(loadAsDouble(dtype, out, i));
+    householderSignedQ(q, m, n, rowStride, colStride, scalars);
+    for (int64_t i = 0; i < count; ++i) storeFromDouble(dtype, out, i, gain * q[i]);
+  }
+}
+
+void CpuBackend::load(const checkpoint::TensorLocation &where, const Region &r, std::byte *io,
+                      int64_t ioBytes) {
+  checkpoint::readElements(*where.file, *where.entry, r.begin, r.count, r.dtype, r.data, io,
+                           ioBytes, threads_);
+}
+
+// ---- forward -------------------------------------------------------------
+
+void CpuBackend::binary(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out) {
+  binaryKernel(op, a, b, out, threads_);
+}
+void CpuBackend::embedding(const KTensor &weight, const KTensor &ids, const KTensor &out) {
+  embeddingKernel(weight, ids, out);
+}
+void CpuBackend::linear(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y) {
+  linearKernel(x, w, b, y, threads_);
+}
+void CpuBackend::matmul(const KTensor &a, const KTensor &b, const KTensor &c) {
+  matmulKernel(a, b, c, threads_);
+}
+void CpuBackend::activation(Activation kind, const KTensor &x, const KTensor &y) {
+  activationKernel(kind, x, y, threads_);
+}
+void CpuBackend::layerNorm(const KTensor &x, const KTensor *weight, const KTensor *bias,
+                           double eps, const KTensor &y) {
+  layerNormKernel(x, weight, bias, eps, y, threads_);
+}
+void CpuBackend::rmsNorm(const KTensor &x, const KTensor *weight, double eps, const KTensor &y) {
+  rmsNormKernel(x, weight, eps, y, threads_);
+}
+void CpuBackend::softmax(const KTensor &x, int64_t dim, const KTensor &y) {
+  softmaxKernel(x, dim, y, threads_);
+}
+void CpuBackend::sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
+                      bool causal, double scale) {
+  sdpaKernel(q, k, v, o, causal, scale, threads_);
+}
+void CpuBackend::rope(const KTensor &x, double theta, const KTensor &y) {
+  ropeKernel(x, theta, y, threads_);
+}
+void CpuBackend::stridedCopy(const KTensor &x, const std::vector<int64_t> &strides,
+                             int64_t offset, const KTensor &y) {
+  stridedCopyKernel(x, strides, offset, y);
+}
+void CpuBackend::cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
+  catKernel(inputs, dim, y);
+}
+void CpuBackend::crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
+                              const KTensor &loss) {
+  crossEntropyKernel(logits, targets, ignoreIndex, loss);
+}
+
+// ---- the CPU entry point --------------------------------------------------
+
+int defaultKernelThreads(int64_t worldSize) {
+  const int64_t cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, worldSize)));
+}
+
+std::vector<TensorView> executeFunction(const Plan &plan, const std::string &name,
+                                        CpuDevice &device, Communicator &comm, RankState &state,
+                                        const std::vector<HostTensor> &inputs,
+                                        const ExecutionContext &context) {
+  if (context.threads < 1)
+    throw RuntimeError("executeFunction('" + name + "'): kernel threads must be >= 1, got " +
+                       std::to_string(context.threads));
+  CpuBackend backend(device, context.threads);
+  return runFunction(plan, name, backend, comm, state, inputs, context.seed, "executeFunction");
+}
+
+}  // namespace shardc::runtime

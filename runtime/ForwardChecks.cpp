@@ -1,0 +1,219 @@
+#include "runtime/ForwardChecks.h"
+
+#include "runtime/RuntimeError.h"
+
+namespace shardc::runtime::checks {
+using plan::DType;
+
+void fail(const char *op, const std::string &reason) {
+  throw RuntimeError(std::string(op) + ": " + reason);
+}
+
+bool isFloatStorage(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
+
+void expectFloat(const char *op, const char *what, const KTensor &t) {
+  if (!isFloatStorage(t.dtype))
+    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) +
+                 " (float32, bfloat16 and float16 are supported)");
+}
+void expectDType(const char *op, const char *what, const KTensor &t, DType dtype) {
+  if (t.dtype != dtype)
+    fail(op, std::string(what) + " is " + plan::dtypeName(t.dtype) + ", expected " +
+                 plan::dtypeName(dtype));
+}
+void expectShape(const char *op, const char *what, const KTensor &t, const Shape &shape) {
+  if (t.shape != shape)
+    fail(op, std::string(what) + " has shape " + shapeToString(t.shape) + ", expected " +
+                 shapeToString(shape));
+}
+
+void embedding(const KTensor &weight, const KTensor &ids, const KTensor &out) {
+  const char *op = "embedding";
+  if (weight.shape.size() != 2)
+    fail(op, "weight must be 2-d [V, D], got " + shapeToString(weight.shape));
+  expectDType(op, "ids", ids, DType::I64);
+  expectDType(op, "output", out, weight.dtype);
+  Shape expected = ids.shape;
+  expected.push_back(weight.shape[1]);
+  expectShape(op, "output", out, expected);
+}
+
+LinearDims linear(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y) {
+  const char *op = "linear";
+  expectFloat(op, "x", x);
+  expectDType(op, "weight", w, x.dtype);
+  expectDType(op, "output", y, x.dtype);
+  if (x.shape.empty()) fail(op, "x must have at least 1 dimension");
+  if (w.shape.size() != 2) fail(op, "weight must be 2-d [N, K], got " + shapeToString(w.shape));
+  const int64_t K = x.shape.back(), N = w.shape[0];
+  if (w.shape[1] != K)
+    fail(op, "x " + shapeToString(x.shape) + " and weight " + shapeToString(w.shape) +
+                 " disagree on K");
+  if (b) {
+    expectDType(op, "bias", *b, x.dtype);
+    expectShape(op, "bias", *b, {N});
+  }
+  Shape expected = x.shape;
+  expected.back() = N;
+  expectShape(op, "output", y, expected);
+  return {plan::numElements(Shape(x.shape.begin(), x.shape.end() - 1)), N, K};
+}
+
+MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c) {
+  const char *op = "matmul";
+  expectFloat(op, "a", a);
+  expectDType(op, "b", b, a.dtype);
+  expectDType(op, "output", c, a.dtype);
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    fail(op, "operands must have rank >= 2, got " + shapeToString(a.shape) + " and " +
+                 shapeToString(b.shape));
+  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
+  const int64_t N = b.shape.back();
+  if (b.shape[b.shape.size() - 2] != K)
+    fail(op, "a " + shapeToString(a.shape) + " and b " + shapeToString(b.shape) +
+                 " disagree on K");
+  const Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
+  auto batch = broadcastShapes(aBatch, bBatch);
+  if (!batch)
+    fail(op, "batch dims " + shapeToString(aBatch) + " and " + shapeToString(bBatch) +
+                 " do not broadcast");
+  Shape expected = *batch;
+  expected.push_back(M);
+  expected.push_back(N);
+  expectShape(op, "output", c, expected);
+  return {*batch, aBatch, bBatch, M, N, K};
+}
+
+void binary(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out) {
+  const char *name = binaryOpName(op);
+  if (a.dtype != out.dtype || b.dtype != out.dtype)
+    fail(name, std::string("dtypes differ: ") + plan::dtypeName(a.dtype) + ", " +
+                   plan::dtypeName(b.dtype) + " -> " + plan::dtypeName(out.dtype));
+  auto expected = broadcastShapes(a.shape, b.shape);
+  if (!expected)
+    fail(name, "shapes " + shapeToString(a.shape) + " and " + shapeToString(b.shape) +
+                   " do not broadcast");
+  if (*expected != out.shape)
+    fail(name, "output shape " + shapeToString(out.shape) + " is not the broadcast shape " +
+                   shapeToString(*expected));
+  if (out.dtype != DType::F32 && out.dtype != DType::F64 && out.dtype != DType::BF16)
+    fail(name, std::string("dtype ") + plan::dtypeName(out.dtype) +
+                   " is not supported (float32, float64 and bfloat16 are)");
+}
+
+void activation(const KTensor &x, const KTensor &y) {
+  const char *op = "activation";
+  expectFloat(op, "x", x);
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+}
+
+NormDims norm(const char *op, const KTensor &x, const KTensor *weight, const KTensor *bias,
+              const KTensor &y) {
+  expectFloat(op, "x", x);
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (x.shape.empty()) fail(op, "x must have at least 1 dimension");
+  const int64_t D = x.shape.back();
+  for (const KTensor *p : {weight, bias})
+    if (p) {
+      expectDType(op, p == weight ? "weight" : "bias", *p, x.dtype);
+      expectShape(op, p == weight ? "weight" : "bias", *p, {D});
+    }
+  return {D == 0 ? 0 : x.numel() / D, D};
+}
+
+void softmax(const KTensor &x, int64_t dim, const KTensor &y) {
+  const char *op = "softmax";
+  expectFloat(op, "x", x);
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (dim < 0 || dim >= static_cast<int64_t>(x.shape.size()))
+    fail(op, "dim " + std::to_string(dim) + " out of range for shape " + shapeToString(x.shape));
+}
+
+SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o) {
+  const char *op = "sdpa";
+  expectFloat(op, "q", q);
+  expectDType(op, "k", k, q.dtype);
+  expectDType(op, "v", v, q.dtype);
+  expectDType(op, "output", o, q.dtype);
+  for (const KTensor *t : {&q, &k, &v})
+    if (t->shape.size() != 4)
+      fail(op, "q, k and v must be 4-d [B, H, T|S, D], got " + shapeToString(t->shape));
+  const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3];
+  const int64_t S = k.shape[2], Dv = v.shape[3];
+  expectShape(op, "k", k, {B, H, S, D});
+  expectShape(op, "v", v, {B, H, S, Dv});
+  expectShape(op, "output", o, {B, H, T, Dv});
+  return {B, H, T, S, D, Dv};
+}
+
+void rope(const KTensor &x, double theta, const KTensor &y) {
+  const char *op = "rope";
+  expectFloat(op, "x", x);
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, x.shape);
+  if (x.shape.size() != 4) fail(op, "x must be 4-d [B, H, T, D], got " + shapeToString(x.shape));
+  if (x.shape[3] % 2 != 0) fail(op, "head dim D = " + std::to_string(x.shape[3]) + " must be even");
+  if (!(theta > 0)) fail(op, "theta must be > 0");
+}
+
+void stridedCopy(const KTensor &x, const std::vector<int64_t> &strides, int64_t offset,
+                 const KTensor &y) {
+  const char *op = "strided_copy";
+  expectDType(op, "output", y, x.dtype);
+  const size_t rank = y.shape.size();
+  if (strides.size() != rank)
+    fail(op, "strides has " + std::to_string(strides.size()) + " entries, the output " +
+                 shapeToString(y.shape) + " has rank " + std::to_string(rank));
+  if (y.numel() == 0) return;
+  // Lowest and highest element read, in 128 bits (no overflow).
+  __int128 lo = offset, hi = offset;
+  for (size_t d = 0; d < rank; ++d) {
+    const __int128 span = static_cast<__int128>(y.shape[d] - 1) * strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  if (lo < 0 || hi >= x.numel())
+    fail(op, "offset " + std::to_string(offset) + " and strides " + shapeToString(strides) +
+                 " read outside the input's " + std::to_string(x.numel()) + " elements");
+}
+
+void cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
+  const char *op = "cat";
+  if (inputs.empty()) fail(op, "needs at least one input");
+  const size_t rank = y.shape.size();
+  if (dim < 0 || dim >= static_cast<int64_t>(rank))
+    fail(op, "dim " + std::to_string(dim) + " out of range for output " + shapeToString(y.shape));
+  int64_t total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const KTensor &t = inputs[i];
+    expectDType(op, ("input " + std::to_string(i)).c_str(), t, y.dtype);
+    bool ok = t.shape.size() == rank;
+    for (size_t d = 0; ok && d < rank; ++d)
+      ok = static_cast<int64_t>(d) == dim || t.shape[d] == y.shape[d];
+    if (!ok)
+      fail(op, "input " + std::to_string(i) + " " + shapeToString(t.shape) +
+                   " does not match the output " + shapeToString(y.shape) +
+                   " outside dim " + std::to_string(dim));
+    total += t.shape[dim];
+  }
+  if (total != y.shape[dim])
+    fail(op, "inputs add up to " + std::to_string(total) + " along dim " + std::to_string(dim) +
+                 ", the output has " + std::to_string(y.shape[dim]));
+}
+
+void crossEntropy(const KTensor &logits, const KTensor &targets, const KTensor &loss) {
+  const char *op = "cross_entropy";
+  expectFloat(op, "logits", logits);
+  if (logits.shape.size() != 2)
+    fail(op, "logits must be 2-d [N, C], got " + shapeToString(logits.shape));
+  expectDType(op, "targets", targets, DType::I64);
+  expectShape(op, "targets", targets, {logits.shape[0]});
+  if (loss.dtype != DType::F32 && loss.dtype != logits.dtype)
+    fail(op, std::string("loss is ") + plan::dtypeName(loss.dtype) +
+                 ", expected float32 or the logits' dtype");
+  expectShape(op, "loss", loss, {});
+}
+
+}  // namespace shardc::runtime::checks

@@ -1,0 +1,59 @@
+// The shape and dtype rules of the forward ops: one implementation, called
+// on entry by every backend's kernels (runtime/ForwardKernels.cpp on the
+// CPU, runtime/cuda/CudaForward.cu on a GPU), so the backends accept the
+// same operands and reject the others with the same words. Each rule throws
+// RuntimeError "<op>: <reason>" (the executor core prefixes the
+// instruction's place) and returns the sizes the kernel needs. Limits of
+// one backend (BLAS int range, CUDA's maximum rank) stay in that backend.
+#pragma once
+
+#include "runtime/ForwardKernels.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime::checks {
+
+[[noreturn]] void fail(const char *op, const std::string &reason);
+
+bool isFloatStorage(plan::DType dtype);  // float32, bfloat16, float16
+void expectFloat(const char *op, const char *what, const KTensor &t);
+void expectDType(const char *op, const char *what, const KTensor &t, plan::DType dtype);
+void expectShape(const char *op, const char *what, const KTensor &t, const Shape &shape);
+
+void embedding(const KTensor &weight, const KTensor &ids, const KTensor &out);
+
+struct LinearDims {
+  int64_t rows, N, K;  // x is rows x K, w is N x K
+};
+LinearDims linear(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y);
+
+struct MatmulDims {
+  Shape batch, aBatch, bBatch;  // broadcast batch dims and each operand's
+  int64_t M, N, K;
+};
+MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c);
+
+/// float32, float64 and bfloat16; one dtype; out has the broadcast shape.
+void binary(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out);
+void activation(const KTensor &x, const KTensor &y);
+
+struct NormDims {
+  int64_t rows, D;
+};
+NormDims norm(const char *op, const KTensor &x, const KTensor *weight, const KTensor *bias,
+              const KTensor &y);
+void softmax(const KTensor &x, int64_t dim, const KTensor &y);
+
+struct SdpaDims {
+  int64_t B, H, T, S, D, Dv;
+};
+SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o);
+void rope(const KTensor &x, double theta, const KTensor &y);
+void stridedCopy(const KTensor &x, const std::vector<int64_t> &strides, int64_t offset,
+                 const KTensor &y);
+void cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y);
+void crossEntropy(const KTensor &logits, const KTensor &targets, const KTensor &loss);
+
+}  // namespace shardc::runtime::checks

@@ -1,0 +1,84 @@
+#include "runtime/OpTable.h"
+
+#include "runtime/InitOps.h"
+#include "runtime/Plan.h"
+
+#include <array>
+
+namespace shardc::plan {
+namespace {
+
+// ---- workspace rules (the `workspace` column) ------------------------------
+
+Workspace orthogonalWorkspace(const Buffer &output) {
+  // A param output is rejected by the executor before any allocation.
+  if (output.param) return {};
+  return {runtime::orthogonalWorkBytes(output.shape, output.dtype), output.name + ".qr"};
+}
+
+// ---- the table -------------------------------------------------------------
+
+// One attribute array per op; a trailing empty spec keeps every array
+// non-empty (it is cut off by the span below).
+#define SHARDC_OP(code, name, minIn, maxIn, outs, memory, workspace, ...) \
+  constexpr AttrSpec code##Attrs[] = {__VA_ARGS__ __VA_OPT__(, ) AttrSpec{}};
+#include "runtime/OpTable.def"
+#undef SHARDC_OP
+
+const OpInfo kOps[] = {
+#define SHARDC_OP(code, name, minIn, maxIn, outs, memory, workspace, ...)              \
+  OpInfo{OpCode::code,   name, minIn, maxIn, outs, OpMemory::memory, workspace,         \
+         std::span<const AttrSpec>(code##Attrs, std::size(code##Attrs) - 1)},
+#include "runtime/OpTable.def"
+#undef SHARDC_OP
+};
+
+}  // namespace
+
+const AttrSpec *OpInfo::attr(std::string_view wanted) const {
+  for (const AttrSpec &spec : attrs)
+    if (wanted == spec.name) return &spec;
+  return nullptr;
+}
+
+std::span<const OpInfo> allOps() { return kOps; }
+
+const OpInfo &opInfo(OpCode code) { return kOps[static_cast<size_t>(code)]; }
+
+std::optional<OpCode> parseOpCode(std::string_view name) {
+  for (const OpInfo &info : kOps)
+    if (name == info.name) return info.code;
+  return std::nullopt;
+}
+
+std::string opNameList() {
+  std::string out;
+  for (const OpInfo &info : kOps) {
+    if (!out.empty()) out += ", ";
+    out += info.name;
+  }
+  return out;
+}
+
+const char *opMemoryName(OpMemory memory) {
+  switch (memory) {
+  case OpMemory::Allocates: return "allocates";
+  case OpMemory::Frees: return "frees";
+  case OpMemory::WritesOutput: return "writes output";
+  case OpMemory::InPlace: return "in place";
+  case OpMemory::Collective: return "collective";
+  }
+  return "?";
+}
+
+const char *attrKindName(AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int: return "integer";
+  case AttrKind::Float: return "float";
+  case AttrKind::String: return "string";
+  case AttrKind::IntList: return "integer list";
+  }
+  return "?";
+}
+
+}  // namespace shardc::plan

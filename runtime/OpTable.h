@@ -1,0 +1,79 @@
+// The op table: every Plan opcode with its operand counts, attributes,
+// memory behaviour and workspace rule, generated from runtime/OpTable.def.
+//
+// The one place op names live: the plan reader turns a name into an OpCode
+// (an unknown name is rejected there, once), and everything after it (plan
+// checks, the memory model, the executor core, the lowering, every backend)
+// switches on OpCode. IREE's VM ISA table and torch-mlir's generated op
+// definitions follow the same pattern.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace shardc::plan {
+
+struct Buffer;
+
+enum class OpCode : uint8_t {
+#define SHARDC_OP(code, ...) code,
+#include "runtime/OpTable.def"
+#undef SHARDC_OP
+};
+
+/// What an instruction does to memory.
+enum class OpMemory {
+  Allocates,     // alloc: the output buffer becomes live
+  Frees,         // free: the input buffer stops being live
+  WritesOutput,  // a kernel writes an already allocated output
+  InPlace,       // a kernel rewrites its one operand (inputs[0] == outputs[0])
+  Collective,    // every rank runs it together; writes an allocated output
+};
+const char *opMemoryName(OpMemory memory);
+
+enum class AttrKind { Int, Float, String, IntList };
+const char *attrKindName(AttrKind kind);  // "integer", "float", "string", "integer list"
+
+struct AttrSpec {
+  const char *name = nullptr;
+  AttrKind kind = AttrKind::Int;
+  bool required = false;
+};
+
+/// Transient working memory of one instruction (e.g. orthogonal's QR
+/// scalars): allocated by the executor core before the kernel, released
+/// after it, mirrored by MemoryModel. bytes < 0: too large to hold.
+struct Workspace {
+  int64_t bytes = 0;
+  std::string label;
+};
+using WorkspaceRule = Workspace (*)(const Buffer &output);
+
+inline constexpr int kAny = -1;  // no upper bound on the operand count
+
+struct OpInfo {
+  OpCode code;
+  const char *name;
+  int minInputs, maxInputs, outputs;
+  OpMemory memory;
+  WorkspaceRule workspace;  // nullptr: none
+  std::span<const AttrSpec> attrs;
+
+  /// The attribute spec named `name`, or nullptr.
+  const AttrSpec *attr(std::string_view name) const;
+};
+
+/// Every op, in OpCode order.
+std::span<const OpInfo> allOps();
+const OpInfo &opInfo(OpCode code);
+inline const char *opName(OpCode code) { return opInfo(code).name; }
+/// nullopt for a name the table does not have.
+std::optional<OpCode> parseOpCode(std::string_view name);
+/// "alloc, free, fill, ..." for error messages.
+std::string opNameList();
+
+}  // namespace shardc::plan
