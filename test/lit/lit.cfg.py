@@ -23,6 +23,15 @@ if subprocess.run([torch_python, "-c", "import torch"], capture_output=True).ret
     config.available_features.add("torch")
 else:
     lit_config.note("torch tests are UNSUPPORTED: /usr/bin/python3 cannot import torch")
+# The pinned torch 2.x environment (scripts/install-deps.sh, docs/exporter.md):
+# ATen capture (torch.export) is tested there.
+venv_python = "/opt/shardc-venv/bin/python"
+config.substitutions.append(("%venv_python", venv_python))
+if os.path.exists(venv_python) and subprocess.run(
+        [venv_python, "-c", "import torch, torch.export"], capture_output=True).returncode == 0:
+    config.available_features.add("torch2")
+else:
+    lit_config.note("torch 2 tests are UNSUPPORTED: %s cannot import torch.export" % venv_python)
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "shardc", "Inputs")))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
