@@ -44,11 +44,13 @@ struct Region {
 
 /// The kernels every backend supplies, declared once: Backend declares them
 /// pure virtual, a backend class writes SHARDC_BACKEND_KERNELS(, override)
-/// and defines them. Semantics: copies are into device memory from the host;
+/// and defines them. Semantics: copies between the host and device memory
+/// (waited for);
 /// init as runtime/Kernels.h and runtime/init/; forward as
 /// runtime/ForwardKernels.h.
 #define SHARDC_BACKEND_KERNELS(VIRTUAL, SUFFIX)                                              \
   VIRTUAL void copyFromHost(void *dst, const void *hostSrc, size_t bytes) SUFFIX;            \
+  VIRTUAL void copyToHost(void *hostDst, const void *src, size_t bytes) SUFFIX;              \
   VIRTUAL void zero(void *dst, int64_t bytes) SUFFIX;                                        \
   VIRTUAL void fill(plan::DType dtype, void *data, int64_t elements, double value) SUFFIX;   \
   VIRTUAL void shardedFill(plan::DType dtype, void *data, int64_t localElements,             \

@@ -17,6 +17,9 @@ using namespace shardc::plan;
 void CpuBackend::copyFromHost(void *dst, const void *hostSrc, size_t bytes) {
   if (bytes) std::memcpy(dst, hostSrc, bytes);
 }
+void CpuBackend::copyToHost(void *hostDst, const void *src, size_t bytes) {
+  if (bytes) std::memcpy(hostDst, src, bytes);
+}
 void CpuBackend::zero(void *dst, int64_t bytes) {
   if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
 }

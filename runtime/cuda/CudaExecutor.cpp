@@ -33,6 +33,9 @@ void SingleGpuCommunicator::barrier() { device_.synchronize("barrier (one GPU)")
 void CudaBackend::copyFromHost(void *dst, const void *hostSrc, size_t bytes) {
   copyToDevice(device_, dst, hostSrc, bytes);
 }
+void CudaBackend::copyToHost(void *hostDst, const void *src, size_t bytes) {
+  cuda::copyToHost(device_, hostDst, src, bytes);
+}
 void CudaBackend::zero(void *dst, int64_t bytes) { zeroBytes(device_, dst, bytes); }
 
 /// NCCL waits for the compute stream by itself (setComputeStream); the
@@ -129,7 +132,7 @@ std::vector<HostTensor> executeFunctionCuda(const Plan &plan, const std::string 
   for (const TensorView &view : views) {
     HostTensor t{view.name, view.dtype, view.shape, {}};
     t.data.resize(static_cast<size_t>(t.expectedBytes()));
-    copyToHost(device, t.data.data(), view.data, t.data.size());
+    backend.copyToHost(t.data.data(), view.data, t.data.size());
     out.push_back(std::move(t));
   }
   return out;

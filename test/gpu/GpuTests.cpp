@@ -8,14 +8,16 @@
 //   3. with a GPU: every init generator x dtype (full and unaligned ranges,
 //      gathers) and every pointwise op x dtype bit-identical to the CPU;
 //      accounted bytes of the seed plan vs MemoryModel and cudaMemGetInfo;
-//      forward kernels within tolerance of the CPU ones; NCCL all_gather /
-//      unit all_gather / scatter / barrier on all visible GPUs and a timeout
-//      that aborts instead of hanging; the seed plan through the CUDA
-//      executor; init throughput next to cudaMemset and one MLP block's
-//      forward time.
+//      NCCL all_gather / unit all_gather / scatter / barrier on all visible
+//      GPUs and a timeout that aborts instead of hanging; init throughput
+//      next to cudaMemset and one MLP block's forward time; then the backend
+//      suite (test/unit/BackendSuiteTest.cpp) on the CUDA backend: every op
+//      of the table through the executor core against the CPU backend, with
+//      predicted == measured memory, and the unsupported ops' errors.
 // Prints a table (docs/gpu.md); exit status 0 when everything passed.
 //
 // Options: --throughput-mib N (default 1024), --skip-throughput.
+#include "SuiteRunner.h"
 #include "TestPlans.h"
 
 #include "runtime/Executor.h"
@@ -281,137 +283,6 @@ DevT upload(cuda::CudaDevice &device, const HostT &t) {
   return d;
 }
 
-/// max |gpu - cpu| / (1 + |cpu|) over the elements.
-double maxError(cuda::CudaDevice &device, const HostT &cpu, const DevT &gpu) {
-  std::vector<std::byte> g = download(device, gpu.buffer.data(), cpu.bytes.size());
-  double worst = 0;
-  for (int64_t i = 0, n = plan::numElements(cpu.shape); i < n; ++i) {
-    const double a = loadAsDouble(cpu.dtype, cpu.bytes.data(), i), b = loadAsDouble(cpu.dtype, g.data(), i);
-    const double e = std::isnan(a) && std::isnan(b) ? 0 : std::abs(a - b) / (1 + std::abs(a));
-    worst = std::max(worst, std::isnan(e) ? 1e30 : e);
-  }
-  return worst;
-}
-
-double tolerance(DType dtype) {
-  return dtype == DType::BF16 ? 2e-2 : dtype == DType::F16 ? 3e-3 : dtype == DType::F64 ? 1e-12 : 2e-4;
-}
-
-void forwardChecks(cuda::CudaDevice &device) {
-  const DType types[] = {DType::F32, DType::BF16, DType::F16};
-  for (DType dt : types) {
-    const std::string suffix = std::string(" ") + plan::dtypeName(dt);
-    auto check = [&](const std::string &name, HostT &cpuOut, const DevT &gpuOut) {
-      device.synchronize(name);
-      const double e = maxError(device, cpuOut, gpuOut);
-      char text[128];
-      std::snprintf(text, sizeof text, "max rel. error %.3g (tolerance %.3g)", e, tolerance(dt));
-      report("forward", name + suffix, e <= tolerance(dt), text);
-    };
-    guarded("forward", "linear" + suffix, [&] {
-      HostT x = randomHost(dt, {3, 37, 96}, 1), w = randomHost(dt, {80, 96}, 2), b = randomHost(dt, {80}, 3);
-      HostT y = zerosHost(dt, {3, 37, 80});
-      KTensor bk = b.k();
-      linearKernel(x.k(), w.k(), &bk, y.k(), 2);
-      DevT gx = upload(device, x), gw = upload(device, w), gb = upload(device, b), gy = upload(device, zerosHost(dt, y.shape));
-      KTensor gbk = gb.k();
-      cuda::linear(device, gx.k(), gw.k(), &gbk, gy.k());
-      check("linear", y, gy);
-    });
-    guarded("forward", "matmul" + suffix, [&] {
-      HostT a = randomHost(dt, {2, 3, 17, 40}, 4), b = randomHost(dt, {3, 40, 23}, 5);
-      HostT c = zerosHost(dt, {2, 3, 17, 23});
-      matmulKernel(a.k(), b.k(), c.k(), 2);
-      DevT ga = upload(device, a), gb = upload(device, b), gc = upload(device, zerosHost(dt, c.shape));
-      cuda::matmul(device, ga.k(), gb.k(), gc.k());
-      check("matmul", c, gc);
-    });
-    if (dt != DType::F16)
-      guarded("forward", "add/sub/mul/div broadcast" + suffix, [&] {
-        for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
-          HostT a = randomHost(dt, {4, 1, 33}, 6), b = randomHost(dt, {5, 1}, 7, 0.5, 1.5);
-          HostT out = zerosHost(dt, {4, 5, 33});
-          binaryKernel(op, a.k(), b.k(), out.k(), 1);
-          DevT ga = upload(device, a), gb = upload(device, b), go = upload(device, zerosHost(dt, out.shape));
-          cuda::binary(device, op, ga.k(), gb.k(), go.k());
-          check(binaryOpName(op), out, go);
-        }
-      });
-    guarded("forward", "activations" + suffix, [&] {
-      const std::pair<Activation, const char *> acts[] = {{Activation::GeluErf, "gelu"},
-                                                          {Activation::GeluTanh, "gelu_tanh"},
-                                                          {Activation::Silu, "silu"},
-                                                          {Activation::Relu, "relu"}};
-      for (auto [act, name] : acts) {
-        HostT x = randomHost(dt, {1000, 7}, 8, -6, 6), y = zerosHost(dt, x.shape);
-        activationKernel(act, x.k(), y.k(), 1);
-        DevT gx = upload(device, x), gy = upload(device, zerosHost(dt, x.shape));
-        cuda::activation(device, act, gx.k(), gy.k());
-        check(name, y, gy);
-      }
-    });
-    guarded("forward", "norms, softmax" + suffix, [&] {
-      HostT x = randomHost(dt, {9, 300}, 9), w = randomHost(dt, {300}, 10), b = randomHost(dt, {300}, 11);
-      HostT y = zerosHost(dt, x.shape);
-      KTensor wk = w.k(), bk = b.k();
-      DevT gx = upload(device, x), gw = upload(device, w), gb = upload(device, b), gy = upload(device, y);
-      KTensor gwk = gw.k(), gbk = gb.k();
-      layerNormKernel(x.k(), &wk, &bk, 1e-5, y.k(), 1);
-      cuda::layerNorm(device, gx.k(), &gwk, &gbk, 1e-5, gy.k());
-      check("layer_norm", y, gy);
-      rmsNormKernel(x.k(), &wk, 1e-6, y.k(), 1);
-      cuda::rmsNorm(device, gx.k(), &gwk, 1e-6, gy.k());
-      check("rms_norm", y, gy);
-      HostT s = randomHost(dt, {4, 50, 6}, 12, -5, 5), sy = zerosHost(dt, s.shape);
-      DevT gs = upload(device, s), gsy = upload(device, sy);
-      for (int64_t dim : {1, 2}) {
-        softmaxKernel(s.k(), dim, sy.k(), 1);
-        cuda::softmax(device, gs.k(), dim, gsy.k());
-        check("softmax dim " + std::to_string(dim), sy, gsy);
-      }
-    });
-    guarded("forward", "sdpa, rope" + suffix, [&] {
-      HostT q = randomHost(dt, {2, 3, 17, 16}, 13), k = randomHost(dt, {2, 3, 19, 16}, 14),
-            v = randomHost(dt, {2, 3, 19, 8}, 15), o = zerosHost(dt, {2, 3, 17, 8});
-      DevT gq = upload(device, q), gk = upload(device, k), gv = upload(device, v), go = upload(device, o);
-      for (bool causal : {false, true}) {
-        sdpaKernel(q.k(), k.k(), v.k(), o.k(), causal, 0.25, 1);
-        cuda::sdpa(device, gq.k(), gk.k(), gv.k(), go.k(), causal, 0.25);
-        check(causal ? "sdpa causal" : "sdpa", o, go);
-      }
-      HostT y = zerosHost(dt, q.shape);
-      DevT gy = upload(device, y);
-      ropeKernel(q.k(), 10000.0, y.k(), 1);
-      cuda::rope(device, gq.k(), 10000.0, gy.k());
-      check("rope", y, gy);
-    });
-    guarded("forward", "embedding, strided_copy, cat" + suffix, [&] {
-      HostT w = randomHost(dt, {50, 12}, 16);
-      HostT ids{DType::I64, {3, 4}, {}};
-      ids.bytes.resize(12 * 8);
-      for (int64_t i = 0; i < 12; ++i) {
-        const int64_t id = (i * 7) % 50;
-        std::memcpy(&ids.bytes[static_cast<size_t>(i * 8)], &id, 8);
-      }
-      HostT e = zerosHost(dt, {3, 4, 12});
-      embeddingKernel(w.k(), ids.k(), e.k());
-      DevT gw = upload(device, w), gids = upload(device, ids), ge = upload(device, e);
-      cuda::embedding(device, gw.k(), gids.k(), ge.k());
-      check("embedding", e, ge);
-      HostT t = zerosHost(dt, {12, 50});  // transpose
-      stridedCopyKernel(w.k(), {1, 12}, 0, t.k());
-      DevT gt = upload(device, t);
-      cuda::stridedCopy(device, gw.k(), {1, 12}, 0, gt.k());
-      check("strided_copy", t, gt);
-      HostT c = zerosHost(dt, {50, 24});
-      catKernel({w.k(), w.k()}, 1, c.k());
-      DevT gc = upload(device, c);
-      cuda::cat(device, {gw.k(), gw.k()}, 1, gc.k());
-      check("cat", c, gc);
-    });
-  }
-}
-
 // ---- 3d. NCCL ----------------------------------------------------------------------
 
 void ncclChecks(int devices) {
@@ -491,43 +362,6 @@ void ncclChecks(int devices) {
 }
 
 // ---- 3e. executor ------------------------------------------------------------------
-
-void executorChecks(cuda::CudaDevice &device) {
-  guarded("executor", "seed plan N=1 init+forward == CPU", [&] {
-    const plan::Plan plan = test::seedPlan(1, 256, 384, 1.5);
-    HostTensor x{"x", DType::F32, {1}, std::vector<std::byte>(4)};
-    const float xv = 0.25f;
-    std::memcpy(x.data.data(), &xv, 4);
-    cuda::CudaRankState state(0);
-    cuda::SingleGpuCommunicator comm(device);
-    cuda::executeFunctionCuda(plan, "init", device, comm, state, {});
-    state.releaseFunctionBuffers();
-    device.resetPeak();  // only p1 is live now, as predictMemory's carriedIn
-    std::vector<HostTensor> gpu = cuda::executeFunctionCuda(plan, "forward", device, comm, state, {x});
-    const int64_t measuredPeak = device.peakBytes();
-    const std::vector<LiveAllocation> measuredLive = device.liveAtPeak();
-    CpuDevice cpuDevice;
-    std::vector<HostTensor> cpu;
-    {
-      LocalGroup group(1);
-      LocalCommunicator cpuComm(group, 0);
-      RankState cpuState(0);
-      executeFunction(plan, "init", cpuDevice, cpuComm, cpuState, {});
-      cpuState.releaseFunctionBuffers();
-      for (const TensorView &v : executeFunction(plan, "forward", cpuDevice, cpuComm, cpuState, {x}))
-        cpu.push_back(v.toHost());
-    }
-    const bool ok = gpu.size() == 1 && cpu.size() == 1 && gpu[0].data == cpu[0].data;
-    const MemoryPrediction predicted = predictMemory(plan, "forward", 0, predictMemory(plan, "init", 0).paramsAtEnd);
-    report("executor", "seed plan N=1 init+forward == CPU", ok, ok ? "outputs bit-identical" : "outputs differ");
-    report("executor", "forward peak == MemoryModel",
-           measuredPeak == predicted.peakBytes && measuredLive == predicted.liveAtPeak,
-           "measured " + std::to_string(measuredPeak) + " B, predicted " +
-               std::to_string(predicted.peakBytes) + " B (live-at-peak lists " +
-               (measuredLive == predicted.liveAtPeak ? "equal" : "differ") + ")");
-    state.releaseAll();
-  });
-}
 
 // ---- 3f. throughput ----------------------------------------------------------------
 
@@ -621,10 +455,15 @@ int main(int argc, char **argv) {
     cuda::CudaDevice device(0);
     memoryChecks(device);
     initChecks(device);
-    forwardChecks(device);
-    executorChecks(device);
     if (throughput) throughputChecks(device, throughputMib);
   }
+  // Forward ops and the executor: the backend suite (test/unit/
+  // BackendSuiteTest.cpp, the unit tests' own) on the CUDA backend, each op
+  // against the CPU backend, measured peaks against MemoryModel, the ops in
+  // kCudaUnsupportedOps failing with their name.
+  const int suiteFailures = runBackendSuite(argv[0]);
+  report("suite", "backend suite on cuda", suiteFailures == 0,
+         std::to_string(suiteFailures) + " failed test case(s) (Catch2 output above)");
   ncclChecks(devices);
   std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
   return failures ? 1 : 0;

@@ -1,0 +1,371 @@
+// The backend suite (BackendSuite.h): one world-size-1 plan per op of the
+// op table, run through the executor core on every backend under test.
+// Each run must match the CPU backend (bit for bit for init ops, invariant
+// 2; within a dtype's tolerance for forward ops), and its measured init and
+// forward peaks and live-at-peak lists must equal MemoryModel's prediction.
+// An op in a backend's unsupported list must instead fail naming the op.
+// A last case checks that the suite covers every op in the table.
+#include "BackendSuite.h"
+
+#include "runtime/CpuBackend.h"
+#include "runtime/DeterministicInput.h"
+#include "runtime/Executor.h"
+#include "runtime/HalfFloat.h"
+#include "runtime/InitOps.h"
+#include "runtime/LocalCommunicator.h"
+#include "runtime/RuntimeError.h"
+#include "runtime/Safetensors.h"
+#include "runtime/checkpoint/LoadPlan.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+namespace shardc::test::suite {
+
+using namespace shardc::plan;
+using runtime::HostTensor;
+
+SuiteRun runSuitePlan(const BackendUnderTest &under, const Plan &plan,
+                      const std::vector<HostTensor> &inputs, uint64_t seed) {
+  BackendInstance instance = under.make();
+  runtime::RankState state(0);
+  SuiteRun run;
+  try {
+    runtime::runFunction(plan, "init", *instance.backend, *instance.comm, state, {}, seed,
+                         "suite");
+    run.initPeak = instance.device->peakBytes();
+    run.initLiveAtPeak = instance.device->liveAtPeak();
+    state.releaseFunctionBuffers();
+    instance.device->resetPeak();  // params only, as predictMemory's carriedIn
+    for (const runtime::TensorView &view :
+         runtime::runFunction(plan, "forward", *instance.backend, *instance.comm, state, inputs,
+                              seed, "suite")) {
+      HostTensor t{view.name, view.dtype, view.shape, {}};
+      t.data.resize(static_cast<size_t>(t.expectedBytes()));
+      instance.backend->copyToHost(t.data.data(), view.data, t.data.size());
+      run.outputs.push_back(std::move(t));
+    }
+    run.forwardPeak = instance.device->peakBytes();
+    run.forwardLiveAtPeak = instance.device->liveAtPeak();
+  } catch (...) {
+    state.releaseAll();
+    throw;
+  }
+  state.releaseAll();
+  return run;
+}
+
+namespace {
+
+// ---- plans -----------------------------------------------------------------
+
+/// One case: a world-size-1 plan, its forward inputs, and how close a
+/// backend's outputs must be to the CPU backend's (0: bit for bit).
+struct SuiteCase {
+  std::string name;
+  Plan plan;
+  std::vector<HostTensor> inputs;
+  double tolerance = 0;
+};
+
+Plan emptyPlan() {
+  Plan plan;
+  plan.worldSize = 1;
+  plan.functions.resize(2);
+  plan.functions[0].name = "init";
+  plan.functions[1].name = "forward";
+  return plan;
+}
+
+int32_t addBuffer(Function &f, const std::string &name, DType dtype, std::vector<int64_t> shape,
+                  Category category, std::optional<int32_t> param = std::nullopt) {
+  const int32_t id = static_cast<int32_t>(f.buffers.size());
+  const int64_t bytes = numElements(shape) * dtypeSize(dtype);
+  f.buffers.push_back({id, name, dtype, std::move(shape), bytes, category, param});
+  return id;
+}
+
+void emit(Function &f, OpCode op, std::vector<int32_t> in, std::vector<int32_t> out,
+          std::map<std::string, AttrValue> attrs = {}) {
+  f.body.push_back({op, std::move(in), std::move(out), std::move(attrs),
+                    "suite:" + std::to_string(f.body.size())});
+}
+
+double tolerance(DType dtype) {
+  return dtype == DType::BF16 ? 2e-2 : dtype == DType::F16 ? 3e-3 : dtype == DType::F64 ? 1e-12 : 2e-4;
+}
+
+/// forward(inputs) = op(inputs) into one fresh activation `out`.
+SuiteCase forwardCase(std::string name, OpCode op, std::vector<HostTensor> inputs,
+                      DType outDtype, std::vector<int64_t> outShape,
+                      std::map<std::string, AttrValue> attrs = {}) {
+  SuiteCase c{std::move(name), emptyPlan(), std::move(inputs), tolerance(outDtype)};
+  Function &f = c.plan.functions[1];
+  std::vector<int32_t> ins;
+  for (const HostTensor &t : c.inputs) {
+    ins.push_back(addBuffer(f, t.name, t.dtype, t.shape, Category::IO));
+    f.inputs.push_back(ins.back());
+  }
+  const int32_t out = addBuffer(f, "out", outDtype, std::move(outShape), Category::Activation);
+  emit(f, OpCode::Alloc, {}, {out});
+  emit(f, op, ins, {out}, std::move(attrs));
+  f.outputs = {out};
+  return c;
+}
+
+/// A param `p` sharded at N = 1, initialised by `chain` (instructions on
+/// its buffer id 0); forward all-gathers it and returns the full tensor.
+SuiteCase initCase(std::string name, DType dtype, std::vector<int64_t> shape,
+                   const std::function<void(Plan &, Function &, int32_t)> &chain) {
+  SuiteCase c{std::move(name), emptyPlan(), {}, 0.0};
+  Param p;
+  p.name = "p";
+  p.dtype = dtype;
+  p.shape = shape;
+  p.device = "cpu";
+  p.chunkRows = shape.empty() ? 0 : shape[0];
+  c.plan.params.push_back(p);
+  Function &init = c.plan.functions[0];
+  const int32_t storage =
+      addBuffer(init, "p", dtype, p.localShape(), Category::Parameter, int32_t{0});
+  chain(c.plan, init, storage);
+  Function &f = c.plan.functions[1];
+  const int32_t shard = addBuffer(f, "p", dtype, p.localShape(), Category::Parameter, int32_t{0});
+  const int32_t full = addBuffer(f, "p.gathered", dtype, shape, Category::Gathered);
+  emit(f, OpCode::Alloc, {}, {full});
+  emit(f, OpCode::AllGather, {shard}, {full});
+  f.outputs = {full};
+  return c;
+}
+
+HostTensor input(const std::string &name, DType dtype, std::vector<int64_t> shape,
+                 std::optional<int64_t> bound = std::nullopt) {
+  return runtime::makeDeterministicInput(name, dtype, shape, 7, bound);
+}
+
+std::map<std::string, AttrValue> stream(const char *kind, int64_t position = 0) {
+  return {{"kind", std::string(kind)}, {"stream", std::string("p")}, {"position", position}};
+}
+
+/// A safetensors file for the `load` case, removed with the process.
+std::string checkpointFile() {
+  static const std::string path = [] {
+    const std::string file = (std::filesystem::temp_directory_path() /
+                              ("shardc-suite-" + std::to_string(getpid()) + ".safetensors"))
+                                 .string();
+    runtime::writeSafetensors(file, {input("w", DType::F32, {5, 3})});
+    std::atexit([] { std::filesystem::remove(std::filesystem::temp_directory_path() /
+                                             ("shardc-suite-" + std::to_string(getpid()) +
+                                              ".safetensors")); });
+    return file;
+  }();
+  return path;
+}
+
+std::vector<SuiteCase> suiteCases() {
+  std::vector<SuiteCase> cases;
+  // ---- init: generators, pointwise chains, orthogonal + scatter, load ----
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    const std::string d = std::string(" ") + dtypeName(dt);
+    cases.push_back(initCase("fill" + d, dt, {5, 3}, [](Plan &, Function &f, int32_t p) {
+      emit(f, OpCode::Alloc, {}, {p});
+      emit(f, OpCode::Fill, {}, {p}, {{"value", 0.3}});
+    }));
+    for (const char *kind : {"uniform", "normal", "trunc_normal", "eye", "arange", "fill"})
+      cases.push_back(initCase(std::string("generate ") + kind + d, dt, {7, 5},
+                               [kind](Plan &, Function &f, int32_t p) {
+                                 auto attrs = stream(kind, 3);
+                                 attrs.insert({{"low", -2.0}, {"high", 1.5}, {"mean", 0.1},
+                                               {"std", 0.7}, {"start", -1.0}, {"step", 0.25},
+                                               {"value", 0.5}});
+                                 emit(f, OpCode::Alloc, {}, {p});
+                                 emit(f, OpCode::Generate, {}, {p}, attrs);
+                               }));
+    cases.push_back(initCase("generate with index_map (transpose)" + d, dt, {4, 6},
+                             [](Plan &, Function &f, int32_t p) {
+                               auto attrs = stream("normal");
+                               attrs.insert({{"mean", 0.0}, {"std", 1.0}});
+                               attrs["source_shape"] = std::vector<int64_t>{6, 4};
+                               attrs["index_map"] = std::vector<int64_t>{2, 2, 0, 1, 2, 0, 0};
+                               emit(f, OpCode::Alloc, {}, {p});
+                               emit(f, OpCode::Generate, {}, {p}, attrs);
+                             }));
+    cases.push_back(initCase("pointwise chain" + d, dt, {6, 4}, [](Plan &, Function &f, int32_t p) {
+      auto attrs = stream("uniform");
+      attrs.insert({{"low", 0.05}, {"high", 0.95}});
+      emit(f, OpCode::Alloc, {}, {p});
+      emit(f, OpCode::Generate, {}, {p}, attrs);
+      emit(f, OpCode::MulScalar, {p}, {p}, {{"value", 2.0}});
+      emit(f, OpCode::SubScalar, {p}, {p}, {{"value", 1.0}});
+      emit(f, OpCode::Clamp, {p}, {p}, {{"min", -0.9}, {"max", 0.9}});
+      emit(f, OpCode::Erfinv, {p}, {p});
+      emit(f, OpCode::Neg, {p}, {p});
+      emit(f, OpCode::AddScalar, {p}, {p}, {{"value", 3.0}});
+      emit(f, OpCode::DivScalar, {p}, {p}, {{"value", 4.0}});
+      emit(f, OpCode::Sqrt, {p}, {p});
+    }));
+  }
+  cases.push_back(initCase("orthogonal + scatter float32", DType::F32, {6, 4},
+                           [](Plan &, Function &f, int32_t p) {
+                             const int32_t full =
+                                 addBuffer(f, "p.full", DType::F32, {6, 4}, Category::Activation);
+                             emit(f, OpCode::Alloc, {}, {p});
+                             emit(f, OpCode::Alloc, {}, {full});
+                             auto attrs = stream("normal");
+                             attrs.erase("kind");
+                             attrs["gain"] = 1.5;
+                             emit(f, OpCode::Orthogonal, {}, {full}, attrs);
+                             emit(f, OpCode::Scatter, {full}, {p}, {{"root", int64_t{0}}});
+                             emit(f, OpCode::Free, {full}, {});
+                           }));
+  cases.push_back(initCase("load float32 into bfloat16", DType::BF16, {5, 3},
+                           [](Plan &, Function &f, int32_t p) {
+                             const int32_t io = addBuffer(f, runtime::checkpoint::kIoBufferName,
+                                                          DType::F32, {4}, Category::IO);
+                             emit(f, OpCode::Alloc, {}, {p});
+                             emit(f, OpCode::Alloc, {}, {io});
+                             emit(f, OpCode::Load, {io}, {p},
+                                  {{"file", checkpointFile()}, {"tensor", std::string("w")}});
+                             emit(f, OpCode::Free, {io}, {});
+                           }));
+  // ---- forward ----
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    const std::string d = std::string(" ") + dtypeName(dt);
+    if (dt != DType::F16)
+      for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Div})
+        cases.push_back(forwardCase(std::string(opName(op)) + " broadcast" + d, op,
+                                    {input("a", dt, {4, 1, 9}), input("b", dt, {5, 1})}, dt,
+                                    {4, 5, 9}));
+    cases.push_back(forwardCase("linear" + d, OpCode::Linear,
+                                {input("x", dt, {3, 5, 16}), input("w", dt, {12, 16}),
+                                 input("b", dt, {12})},
+                                dt, {3, 5, 12}));
+    cases.push_back(forwardCase("matmul broadcast" + d, OpCode::Matmul,
+                                {input("a", dt, {2, 3, 7, 8}), input("b", dt, {3, 8, 5})}, dt,
+                                {2, 3, 7, 5}));
+    cases.push_back(forwardCase("gelu tanh" + d, OpCode::Gelu, {input("x", dt, {9, 7})}, dt,
+                                {9, 7}, {{"approximate", std::string("tanh")}}));
+    cases.push_back(forwardCase("gelu" + d, OpCode::Gelu, {input("x", dt, {9, 7})}, dt, {9, 7}));
+    cases.push_back(forwardCase("silu" + d, OpCode::Silu, {input("x", dt, {9, 7})}, dt, {9, 7}));
+    cases.push_back(forwardCase("relu" + d, OpCode::Relu, {input("x", dt, {9, 7})}, dt, {9, 7}));
+    cases.push_back(forwardCase("layer_norm" + d, OpCode::LayerNorm,
+                                {input("x", dt, {6, 40}), input("w", dt, {40}), input("b", dt, {40})},
+                                dt, {6, 40}, {{"eps", 1e-5}}));
+    cases.push_back(forwardCase("rms_norm" + d, OpCode::RmsNorm,
+                                {input("x", dt, {6, 40}), input("w", dt, {40})}, dt, {6, 40},
+                                {{"eps", 1e-6}}));
+    cases.push_back(forwardCase("softmax dim 1" + d, OpCode::Softmax, {input("x", dt, {4, 9, 5})},
+                                dt, {4, 9, 5}, {{"dim", int64_t{1}}}));
+    cases.push_back(forwardCase("sdpa causal" + d, OpCode::Sdpa,
+                                {input("q", dt, {2, 2, 6, 8}), input("k", dt, {2, 2, 6, 8}),
+                                 input("v", dt, {2, 2, 6, 4})},
+                                dt, {2, 2, 6, 4}, {{"causal", int64_t{1}}}));
+    cases.push_back(forwardCase("rope" + d, OpCode::Rope, {input("x", dt, {1, 2, 5, 8})}, dt,
+                                {1, 2, 5, 8}, {{"theta", 10000.0}}));
+    cases.push_back(forwardCase("strided_copy transpose" + d, OpCode::StridedCopy,
+                                {input("x", dt, {4, 6})}, dt, {6, 4},
+                                {{"strides", std::vector<int64_t>{1, 6}}}));
+    cases.push_back(forwardCase("cat dim 1" + d, OpCode::Cat,
+                                {input("a", dt, {3, 2}), input("b", dt, {3, 5})}, dt, {3, 7},
+                                {{"dim", int64_t{1}}}));
+    cases.push_back(forwardCase("embedding" + d, OpCode::Embedding,
+                                {input("w", dt, {11, 6}), input("ids", DType::I64, {2, 3}, 11)},
+                                dt, {2, 3, 6}));
+  }
+  cases.push_back(forwardCase("cross_entropy float32", OpCode::CrossEntropy,
+                              {input("logits", DType::F32, {4, 7}),
+                               input("targets", DType::I64, {4}, 7)},
+                              DType::F32, {}, {{"ignore_index", int64_t{-100}}}));
+  return cases;
+}
+
+/// Largest |a - b| / max(1, |b|) over the elements; bits compared exactly
+/// for int64.
+double maxRelativeError(const HostTensor &a, const HostTensor &b) {
+  double worst = 0;
+  const int64_t n = numElements(a.shape);
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = runtime::loadAsDouble(a.dtype, a.data.data(), i);
+    const double y = runtime::loadAsDouble(b.dtype, b.data.data(), i);
+    if (std::isnan(x) != std::isnan(y)) return INFINITY;
+    if (!std::isnan(x)) worst = std::max(worst, std::abs(x - y) / std::max(1.0, std::abs(y)));
+  }
+  return worst;
+}
+
+BackendUnderTest cpuReference() {
+  return {"cpu", [] {
+            BackendInstance instance;
+            auto device = std::make_unique<runtime::CpuDevice>();
+            instance.backend = std::make_unique<runtime::CpuBackend>(*device, 1);
+            instance.device = std::move(device);
+            auto group = std::make_shared<runtime::LocalGroup>(1);
+            instance.comm = std::make_unique<runtime::LocalCommunicator>(*group, 0);
+            instance.context = group;
+            return instance;
+          }};
+}
+
+}  // namespace
+
+TEST_CASE("backend suite: every op on every backend, predicted == measured", "[backends]") {
+  const std::vector<SuiteCase> cases = suiteCases();
+  const BackendUnderTest reference = cpuReference();
+  for (const BackendUnderTest &backend : backendsUnderTest()) {
+    const std::span<const OpCode> missing = backend.make().backend->unsupportedOps();
+    for (const SuiteCase &c : cases) {
+      INFO("backend " << backend.name << ", case '" << c.name << "'");
+      // An op the backend lacks: the run fails naming it, whatever else runs.
+      std::optional<OpCode> lacking;
+      for (const Function &f : c.plan.functions)
+        for (const Instruction &inst : f.body)
+          if (!lacking && std::find(missing.begin(), missing.end(), inst.op) != missing.end())
+            lacking = inst.op;
+      if (lacking) {
+        CHECK_THROWS_WITH(runSuitePlan(backend, c.plan, c.inputs, 11),
+                          Catch::Contains(std::string("op '") + opName(*lacking) +
+                                          "' is not supported by the " + backend.name +
+                                          " backend"));
+        continue;
+      }
+      const SuiteRun run = runSuitePlan(backend, c.plan, c.inputs, 11);
+      const runtime::MemoryPrediction init = runtime::predictMemory(c.plan, "init", 0);
+      const runtime::MemoryPrediction forward =
+          runtime::predictMemory(c.plan, "forward", 0, init.paramsAtEnd);
+      CHECK(run.initPeak == init.peakBytes);
+      CHECK(run.initLiveAtPeak == init.liveAtPeak);
+      CHECK(run.forwardPeak == forward.peakBytes);
+      CHECK(run.forwardLiveAtPeak == forward.liveAtPeak);
+      const SuiteRun expected = runSuitePlan(reference, c.plan, c.inputs, 11);
+      REQUIRE(run.outputs.size() == expected.outputs.size());
+      for (size_t i = 0; i < run.outputs.size(); ++i) {
+        CHECK(run.outputs[i].shape == expected.outputs[i].shape);
+        if (c.tolerance == 0) {
+          CHECK(run.outputs[i].data == expected.outputs[i].data);  // bit for bit
+        } else {
+          CHECK(maxRelativeError(run.outputs[i], expected.outputs[i]) <= c.tolerance);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("backend suite covers every op of the table", "[backends][optable]") {
+  std::set<OpCode> covered;
+  for (const SuiteCase &c : suiteCases())
+    for (const Function &f : c.plan.functions)
+      for (const Instruction &inst : f.body) covered.insert(inst.op);
+  for (const OpInfo &info : allOps()) {
+    INFO("op " << info.name << " has no case in the backend suite");
+    CHECK(covered.count(info.code) == 1);
+  }
+}
+
+}  // namespace shardc::test::suite
