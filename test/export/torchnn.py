@@ -35,3 +35,13 @@ class ConvNet(nn.Module):
 
     def forward(self, x):
         return self.stem(x).sum(-1, keepdim=True)
+
+
+def transformer_decoder(d_model=32, nhead=4, dim_feedforward=64, num_layers=1,
+                        activation="gelu", norm_first=True):
+    """nn.TransformerDecoder: self-attention, then cross-attention on `memory`
+    (its packed in-projection is split into q and kv weights)."""
+    layer = nn.TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout=0.0,
+                                       activation=activation, batch_first=True,
+                                       norm_first=norm_first)
+    return nn.TransformerDecoder(layer, num_layers)

@@ -34,6 +34,13 @@ class Expanded:
         self.base, self.shape = base, list(shape)
 
 
+class Unusable:
+    """A value the graph cannot hold; an error only if an op reads it."""
+
+    def __init__(self, why):
+        self.why = why
+
+
 class Multi:
     """A multi-result ATen op (native_layer_norm, split): getitem picks one."""
 
@@ -167,6 +174,8 @@ class AtenLowering:
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
             return v
+        if isinstance(v, Unusable):
+            self.fail(node, "its %s is a %s" % (what, v.why))
         if isinstance(v, Expanded):
             self.fail(node, "its %s is an expanded (broadcast) view that would have to be "
                       "materialized; only elementwise ops and matmul consume expand" % what)
@@ -237,9 +246,12 @@ class AtenLowering:
             target = sig.inputs_to_buffers[name]
             bname = self.buffer_names[target]
             t = self.buffer_tensors[target]
+            if t.dtype not in GRAPH_DTYPES or t.dtype == torch.int64:
+                # e.g. BatchNorm's num_batches_tracked: fine as long as forward
+                # does not read it
+                return Unusable("buffer %s of dtype %s (graph buffers are floating point)"
+                                % (bname, t.dtype))
             if bname not in self.graph_buffers:
-                if t.dtype not in GRAPH_DTYPES or t.dtype == torch.int64:
-                    self.fail(node, "buffer %s has dtype %s" % (bname, t.dtype))
                 init = to_graph_chain(self.buffer_chains.get(bname), list(t.shape),
                                       "buffer " + bname)
                 self.graph_buffers[bname] = {"name": bname, "shape": list(t.shape),
@@ -478,6 +490,19 @@ def cat(self, node, tensors, dim=0):
     return self.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
 
 
+def split(self, node, x, sizes, dim=0):
+    """split_with_sizes: one graph `split` node with one name per piece."""
+    x = self.tensor(node, x)
+    dim %= len(x.shape)
+    stack = node.meta.get("nn_module_stack") or {}
+    base = list(stack.values())[-1][0] if stack else ""
+    stem = base + "." + node.name if base else node.name
+    names = [self.fresh("%s.%d" % (stem, i)) for i in range(len(sizes))]
+    self.nodes.append({"names": names, "op": "split", "inputs": [x.name], "dim": dim,
+                       "sizes": [int(n) for n in sizes]})
+    return Multi([G(n, v) for n, v in zip(names, node.meta["val"])])
+
+
 def getitem(self, node, seq, i):
     if not isinstance(seq, Multi) or seq.items[i] is None:
         self.fail(node, "result %d of a multi-result op is not mapped" % i)
@@ -519,6 +544,7 @@ RULES = {
     aten.scaled_dot_product_attention.default: sdpa,
     aten.embedding.default: embedding,
     aten.cat.default: cat,
+    aten.split_with_sizes.default: split,
     operator.getitem: getitem,
 }
 
