@@ -137,7 +137,12 @@ def write_table(rows, path, seconds):
            "shardc and torch). Each model is exported through ATen capture "
            "(docs/exporter.md), run by `shardc run` at N = 1 and N = 4 (byte-identical "
            "parameters and outputs required) and compared with torch eager in eval mode "
-           "on shardc's parameters (max-norm relative error <= 1e-5)." % (
+           "on shardc's parameters (max-norm relative error <= 1e-5). Forward seconds: "
+           "shardc's own report of one run (`wall time ... forward`, ms resolution) and "
+           "the median of 5 torch eager runs; one run on a machine shared with other "
+           "jobs, so indicative only. `fwd peak/rank N=4` is the largest per-rank "
+           "forward peak at N = 4 (gathered units and activations included), next to "
+           "the unsharded parameter bytes." % (
                seconds, __import__("torch").__version__.split("+")[0]), "",
            "| model | parameters | export s | shardc fwd s (N=1) | torch fwd s | "
            "fwd peak/rank N=4 B | unsharded B | status | reason |",
