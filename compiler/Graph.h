@@ -53,6 +53,13 @@ struct GraphParam {
   std::string device;
   std::string unit;
   bool isBuffer = false;
+  /// Buffers only: part of the model's state (torch's state_dict); false
+  /// for torch's persistent=False buffers and exporter constants, which
+  /// checkpoints never save.
+  bool persistent = true;
+  /// Parameters only: the other state_dict names of this tensor (tied
+  /// weights); a checkpoint saves it under each of them too.
+  std::vector<std::string> tiedNames;
   std::vector<InitStep> init;
   std::string path;
 };

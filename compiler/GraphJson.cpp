@@ -279,6 +279,27 @@ GraphParam readParam(const GraphReader &reader, const json &value,
                     "cuda:N");
   if (auto unit = value.find("unit"); unit != value.end())
     param.unit = reader.string(*unit, path + ".unit");
+  if (auto persistent = value.find("persistent"); persistent != value.end()) {
+    if (!isBuffer)
+      reader.fail(path + ".persistent", "only buffers can be non-persistent; a parameter "
+                                        "is always saved");
+    if (!persistent->is_boolean())
+      reader.fail(path + ".persistent",
+                  "must be true or false, got " + std::string(persistent->type_name()));
+    param.persistent = persistent->get<bool>();
+  }
+  if (value.contains("tied")) {
+    if (isBuffer)
+      reader.fail(path + ".tied", "only parameters can be tied");
+    const json &tied = reader.optionalArray(value, path, "tied");
+    for (size_t i = 0; i < tied.size(); ++i) {
+      std::string tiedPath = path + ".tied[" + std::to_string(i) + "]";
+      std::string name = reader.string(tied[i], tiedPath);
+      if (name.empty() || name == param.name)
+        reader.fail(tiedPath, "a tied name must be non-empty and not the parameter's own name");
+      param.tiedNames.push_back(name);
+    }
+  }
   param.init = readInitChain(reader, value, path, param.shape);
   for (InitStep &step : param.init)
     if (step.op == "load" && step.tensor.empty())
@@ -336,6 +357,19 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
       graph.params.push_back(std::move(param));
     }
   }
+  // Tied names are saved beside the tensors' own names: one file namespace.
+  std::map<std::string, std::string> tiedAt;
+  for (const GraphParam &param : graph.params)
+    for (size_t i = 0; i < param.tiedNames.size(); ++i) {
+      const std::string &name = param.tiedNames[i];
+      std::string path = param.path + ".tied[" + std::to_string(i) + "]";
+      auto defined = definedAt.find(name);
+      if (defined != definedAt.end())
+        reader.fail(path, "tied name \"" + name + "\" is already the name of " +
+                              defined->second);
+      if (auto [it, inserted] = tiedAt.emplace(name, path); !inserted)
+        reader.fail(path, "tied name \"" + name + "\" is also listed at " + it->second);
+    }
 
   const json &inputs = reader.optionalArray(root, "", "inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {

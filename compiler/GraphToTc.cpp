@@ -307,7 +307,10 @@ OwningOpRef<ModuleOp> buildTcModule(const Graph &graph, MLIRContext &context) {
         jsonLocation(context, graph, param.path), param.name,
         tensorType(context, param.shape, param.dtype), param.device,
         param.unit.empty() ? StringAttr() : builder.getStringAttr(param.unit),
-        param.isBuffer, tc::ShardAttr());
+        param.isBuffer, tc::ShardAttr(), param.isBuffer && !param.persistent,
+        param.tiedNames.empty() ? ArrayAttr() : builder.getStrArrayAttr(
+                                                    SmallVector<StringRef>(param.tiedNames.begin(),
+                                                                           param.tiedNames.end())));
     (void)op;
   }
   buildInit(builder, *module, graph);

@@ -652,6 +652,10 @@ FailureOr<plan::Plan> lowerToPlan(ModuleOp module) {
     lowered.device = param.getDevice().str();
     lowered.unit = param.getUnit().value_or("").str();
     lowered.isBuffer = param.getIsBuffer();
+    lowered.persistent = !param.getNonPersistent();
+    if (auto tied = param.getTiedNames())
+      for (Attribute name : *tied)
+        lowered.tiedNames.push_back(cast<StringAttr>(name).getValue().str());
     if (auto shard = param.getShardAttr()) {
       lowered.chunkRows = shard.getChunkRows();
       result.worldSize = shard.getWorldSize();

@@ -2,16 +2,18 @@
 
 #include "runtime/DeterministicInput.h"
 #include "runtime/Executor.h"
+#include "runtime/JoiningThreads.h"
 #include "runtime/Kernels.h"
 #include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
+#include "runtime/RankError.h"
+#include "runtime/ResidentMemory.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 namespace shardc::runtime {
 using namespace shardc::plan;
@@ -57,6 +59,14 @@ std::vector<HostTensor> matchInputs(const Function &forward,
 }
 
 
+
+/// Why a local run stopped at rank `started` of `n`: the OS refused a thread.
+std::string threadStartFailure(int64_t started, int64_t n, const std::string &reason) {
+  return "could not start local rank " + std::to_string(started) + " (" + reason +
+         "): only " + std::to_string(started) + " of " + std::to_string(n) +
+         " rank threads started; run fewer local ranks (--world-size), raise the process' "
+         "limits (ulimit -v, ulimit -u), or run one rank per process with --backend mpi";
+}
 
 /// What one rank thread produces.
 struct RankOutcome {
@@ -180,24 +190,44 @@ RunResult runLocal(const Plan &plan, const RunOptions &options) {
   LocalGroup group(n, options.timeout);
   std::mutex failureMutex;
   std::optional<std::string> firstFailure;
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
+  auto fail = [&](const std::string &message) {
+    {
+      std::lock_guard lock(failureMutex);
+      if (!firstFailure) firstFailure = message;
+    }
+    group.abort(message);
+  };
+  ResidentPeakWindow resident;  // the OS's count, beside the devices' ledgers
+  resident.start();
+  JoiningThreads threads;
+  for (int64_t r = 0; r < n; ++r) {
+    bool started = threads.start([&, r] {
       try {
         runRank(plan, inputs, options.gatherParams, options.savePath, options.keepShards,
                 context, group, r,
                 outcomes[r]);
+      } catch (const RankError &e) {  // names the rank it happened on
+        fail("rank " + std::to_string(e.rank()) + ": " + e.what());
       } catch (const std::exception &e) {
-        std::string message = "rank " + std::to_string(r) + ": " + e.what();
-        {
-          std::lock_guard lock(failureMutex);
-          if (!firstFailure) firstFailure = message;
-        }
-        group.abort(message);
+        fail("rank " + std::to_string(r) + ": " + e.what());
       }
     });
-  for (std::thread &t : threads) t.join();
+    if (!started) {
+      // The root cause wins over what the started ranks report (running
+      // short of the memory that also refused the thread, or the abort);
+      // their collectives must not wait for the missing ranks.
+      std::string message = threadStartFailure(r, n, threads.refusal());
+      {
+        std::lock_guard lock(failureMutex);
+        firstFailure = message;
+      }
+      group.abort(message);
+      break;
+    }
+  }
+  threads.joinAll();
   if (firstFailure) throw RuntimeError(*firstFailure);
+  result.residentPeakGrowthBytes = resident.peakGrowthBytes();
 
   for (int64_t r = 0; r < n; ++r) {
     const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;

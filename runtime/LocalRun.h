@@ -69,6 +69,11 @@ struct RunResult {
   std::vector<std::vector<HostTensor>> shards;
   std::vector<RankReport> ranks;
   int64_t unshardedParamBytes = 0;  // sum of Param::fullBytes: the baseline
+  /// The OS's figure beside the ledger's (runtime/ResidentMemory.h): how far
+  /// this process's resident set rose above its size when the rank threads
+  /// started, at its highest, until they all ended. Measured by runLocal;
+  /// nullopt where /proc cannot say.
+  std::optional<int64_t> residentPeakGrowthBytes;
 };
 
 /// Runs "init" then "forward" (when present) on plan.worldSize threads, each

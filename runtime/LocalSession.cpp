@@ -4,6 +4,7 @@
 #include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
+#include "runtime/RankError.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 
@@ -54,6 +55,8 @@ void LocalSession::onEveryRank(const std::function<void(Rank &, Communicator &)>
         try {
           LocalCommunicator comm(group, r);
           body(*ranks_[r], comm);
+        } catch (const RankError &e) {  // names the rank it happened on
+          fail("rank " + std::to_string(e.rank()) + ": " + e.what());
         } catch (const std::exception &e) {
           fail("rank " + std::to_string(r) + ": " + e.what());
         }

@@ -53,6 +53,13 @@ struct Param {
   /// Dim-0 sharding (docs/design.md): each rank stores `chunkRows` rows, rank r owns
   /// rows [r*chunkRows, min((r+1)*chunkRows, shape[0])). 0 = replicated.
   int64_t chunkRows = 0;
+  // After chunkRows: positional {name, ..., isBuffer, chunkRows} stays valid.
+  /// False for buffers outside the model's state (torch's persistent=False,
+  /// exporter constants): checkpoints never save them.
+  bool persistent = true;
+  /// Other state_dict names of this tensor (tied weights): a checkpoint
+  /// saves it under each of them too, so torch loads it strictly.
+  std::vector<std::string> tiedNames;
 
   bool sharded() const { return chunkRows > 0; }
   /// The shape each rank stores: chunkRows rows when sharded, else full.

@@ -37,6 +37,15 @@ void checkParam(const Plan &plan, size_t index, std::set<std::string> &names) {
   checkShape(path + ".shape", p.shape, p.dtype);
   if (p.chunkRows < 0)
     fail(path + ".chunk_rows", "negative chunk_rows " + std::to_string(p.chunkRows));
+  if (!p.persistent && !p.isBuffer)
+    fail(path + ".persistent", "'" + p.name + "' is a parameter and is always persistent");
+  if (!p.tiedNames.empty() && p.isBuffer)
+    fail(path + ".tied", "'" + p.name + "' is a buffer and cannot be tied");
+  // A checkpoint holds every name once: tied names share the names' space.
+  for (const std::string &tied : p.tiedNames)
+    if (tied.empty() || !names.insert(tied).second)
+      fail(path + ".tied", "tied name '" + tied + "' of '" + p.name +
+                               "' is empty or already names a tensor");
   if (!p.sharded()) return;
   if (p.isBuffer)
     fail(path + ".chunk_rows", "'" + p.name + "' is a buffer and must not be sharded");

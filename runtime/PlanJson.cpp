@@ -30,10 +30,14 @@ ordered attrToJson(const AttrValue &value) {
 }
 
 ordered paramToJson(const Param &p) {
-  return ordered{{"name", p.name},       {"dtype", dtypeName(p.dtype)},
-                 {"shape", p.shape},     {"device", p.device},
-                 {"unit", p.unit},       {"is_buffer", p.isBuffer},
-                 {"chunk_rows", p.chunkRows}};
+  ordered j{{"name", p.name},       {"dtype", dtypeName(p.dtype)},
+            {"shape", p.shape},     {"device", p.device},
+            {"unit", p.unit},       {"is_buffer", p.isBuffer},
+            {"chunk_rows", p.chunkRows}};
+  // Only when not the default: older plans read unchanged.
+  if (!p.persistent) j["persistent"] = false;
+  if (!p.tiedNames.empty()) j["tied"] = p.tiedNames;
+  return j;
 }
 
 ordered bufferToJson(const Buffer &b) {
@@ -202,7 +206,8 @@ AttrValue readAttr(const Node &n) {
 }
 
 Param readParam(const Node &n) {
-  n.expectObject({"name", "dtype", "shape", "device", "unit", "is_buffer", "chunk_rows"});
+  n.expectObject({"name", "dtype", "shape", "device", "unit", "is_buffer", "chunk_rows",
+                  "persistent", "tied"});
   Param p;
   p.name = n.field("name").str();
   p.dtype = readDType(n.field("dtype"));
@@ -211,6 +216,9 @@ Param readParam(const Node &n) {
   p.unit = n.field("unit").str();
   p.isBuffer = n.field("is_buffer").boolean();
   p.chunkRows = n.field("chunk_rows").integer(0);
+  if (n.has("persistent")) p.persistent = n.field("persistent").boolean();
+  if (n.has("tied"))
+    for (const Node &name : n.field("tied").elements()) p.tiedNames.push_back(name.str());
   return p;
 }
 

@@ -37,7 +37,7 @@ struct TempFileGuard {
 std::string buildHeader(const std::string &path, const std::vector<HostTensor> &tensors,
                         const std::map<std::string, std::string> &metadata) {
   auto fail = [&](const std::string &reason) {
-    throw RuntimeError("writing safetensors '" + path + "': " + reason);
+    throw RuntimeError("writing '" + path + "': " + reason);
   };
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -69,7 +69,7 @@ void writeSafetensors(const std::string &path, const std::vector<HostTensor> &te
   const std::string header = buildHeader(path, tensors, metadata);
   TempFileGuard temp{path + ".tmp." + std::to_string(::getpid())};
   auto fail = [&](const std::string &reason) {
-    throw RuntimeError("writing safetensors '" + path + "': " + reason);
+    throw RuntimeError("writing '" + path + "': " + reason);
   };
   {
     std::ofstream out(temp.path, std::ios::binary | std::ios::trunc);
@@ -94,16 +94,16 @@ void writeSafetensors(const std::string &path, const std::vector<HostTensor> &te
 
 SafetensorsContents readSafetensors(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw RuntimeError("safetensors '" + path + "': cannot open: " + errnoText());
+  if (!in) throw RuntimeError(path + ": cannot open: " + errnoText());
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) throw RuntimeError("safetensors '" + path + "': read failed: " + errnoText());
+  if (in.bad()) throw RuntimeError(path + ": read failed: " + errnoText());
   return parseSafetensors(buffer.str(), path);
 }
 
 SafetensorsContents parseSafetensors(const std::string &bytes, const std::string &source) {
   // One header parser for every reader (runtime/checkpoint/SafetensorsHeader.h).
-  const std::string prefix = "safetensors '" + source + "': ";
+  const std::string prefix = source + ": ";
   const uint64_t headerLength = checkpoint::checkHeaderLength(
       reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(), prefix);
   checkpoint::SafetensorsHeader header = checkpoint::parseSafetensorsHeader(

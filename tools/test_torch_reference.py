@@ -17,7 +17,10 @@
   exit codes.
 
 Every check runs the interpreter as a subprocess, exactly as a user would,
-and requires max |module - reference| / max |module| <= 1e-6.
+and requires the float32 logits to be bit-identical (torch.equal), as
+bench/README.md claims; in float64 nanoGPT's must be bit-identical too, while
+the Llama transcription keeps HF's float32 cast inside RMSNorm, so its float64
+logits are only required within max |module - reference| / max |module| <= 1e-6.
 """
 
 import math
@@ -300,8 +303,8 @@ def check_model(tmp, name, model, state, failures):
     exact = torch.equal(got, want)
     print("%-12s logits %s  max|ref-module|/max|module| = %.3e  bit-identical: %s"
           % (name, list(want.shape), r, exact))
-    if r > TOL:
-        failures.append("%s: relative error %.3e > %g" % (name, r, TOL))
+    if not exact:
+        failures.append("%s: float32 logits not bit-identical (relative error %.3e)" % (name, r))
     # float64 ground truth through the same interpreter and module
     got64 = run_ref(os.path.join(ROOT, "examples", name + ".json"), pf, xf,
                     of + "64", ["--compute-dtype", "float64"])["logits"]
@@ -313,8 +316,10 @@ def check_model(tmp, name, model, state, failures):
           % (name, r64, rel(got, got64)))
     # HF's LlamaRMSNorm casts to float32 inside, so the float64 Llama module is
     # not float64 throughout; nanoGPT's is.
-    if r64 > (TOL if name.startswith("llama") else 1e-12):
-        failures.append("%s: float64 relative error %.3e" % (name, r64))
+    if name.startswith("llama") and r64 > TOL:
+        failures.append("%s: float64 relative error %.3e > %g" % (name, r64, TOL))
+    if not name.startswith("llama") and not torch.equal(got64, want64):
+        failures.append("%s: float64 logits not bit-identical (relative error %.3e)" % (name, r64))
     return pf, xf, of
 
 

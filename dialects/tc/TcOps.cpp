@@ -39,6 +39,18 @@ LogicalResult ParamOp::verify() {
   if (!type.hasStaticShape())
     return emitOpError() << "parameter type " << type
                          << " must have a static shape";
+  if (getNonPersistent() && !getIsBuffer())
+    return emitOpError() << "non_persistent applies to buffers only; a parameter is "
+                            "always part of the model's state";
+  if (auto tied = getTiedNames()) {
+    if (getIsBuffer())
+      return emitOpError() << "tied names apply to parameters, not buffers";
+    for (Attribute name : *tied)
+      if (cast<StringAttr>(name).getValue().empty() ||
+          cast<StringAttr>(name).getValue() == getSymName())
+        return emitOpError() << "tied name \"" << cast<StringAttr>(name).getValue()
+                             << "\" must be non-empty and not the parameter's own name";
+  }
   if (auto shard = getShardAttr()) {
     if (type.getRank() == 0)
       return emitOpError() << "a 0-d parameter is replicated, not sharded";

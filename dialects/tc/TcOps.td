@@ -24,6 +24,11 @@ def Tc_ParamOp : Tc_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     user meant the parameter to live on; it is kept whatever device the
     runtime uses. `unit` names the FSDP unit the parameter belongs to.
     After `tc-fsdp`, `sharded` records how each rank stores it.
+    `non_persistent` marks a buffer that is not part of the model's state
+    (torch's `register_buffer(..., persistent=False)`, exporter constants):
+    checkpoints never save it. `tied` lists the other names the same
+    parameter has in the model's state_dict (tied weights): a checkpoint
+    saves it under each of them too.
 
     ```mlir
     tc.param @h.0.fc.weight : tensor<4096x1024xf32> device "cuda:0" unit "h.0"
@@ -39,11 +44,14 @@ def Tc_ParamOp : Tc_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     StrAttr:$device,
     OptionalAttr<StrAttr>:$unit,
     UnitAttr:$is_buffer,
-    OptionalAttr<Tc_ShardAttr>:$shard
+    OptionalAttr<Tc_ShardAttr>:$shard,
+    UnitAttr:$non_persistent,
+    OptionalAttr<StrArrayAttr>:$tied_names
   );
   let assemblyFormat = [{
     $sym_name `:` $type `device` $device (`unit` $unit^)?
-    (`buffer` $is_buffer^)? (`sharded` $shard^)? attr-dict
+    (`buffer` $is_buffer^)? (`non_persistent` $non_persistent^)?
+    (`tied` $tied_names^)? (`sharded` $shard^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -16,18 +16,22 @@
 
 namespace shardc::runtime::checkpoint {
 
-/// The file every rank agrees on: params (and buffers) in plan order.
+/// The file every rank agrees on: params and persistent buffers in plan
+/// order, a tied parameter once under each of its names (own name first).
 struct SaveLayout {
-  std::string prefix;             // 8-byte length + JSON header (padded to 8)
-  std::vector<uint64_t> offsets;  // per param: file offset of its first byte
+  std::string prefix;  // 8-byte length + JSON header (padded to 8)
+  /// Per param: the file offset of each saved copy's first byte (one per
+  /// name; none for a non-persistent buffer).
+  std::vector<std::vector<uint64_t>> offsets;
   uint64_t fileBytes = 0;
 };
 SaveLayout computeSaveLayout(const plan::Plan &plan);
 
 /// Collective: all ranks call it with the same plan and path. `localData(i)`
 /// is this rank's storage of param i (Param::localShape, padded rows
-/// included). The temporary is `path + ".tmp." + <rank 0's pid>`. Throws
-/// RuntimeError "writing 'PATH': reason" on every rank when any rank failed.
+/// included). The temporary is `path + ".tmp." + <rank 0's pid>`. When any
+/// rank failed, every rank throws the same RankError: the lowest failing
+/// rank, and "writing 'PATH': " + that rank's own reason (with the OS error).
 void saveCooperatively(const plan::Plan &plan,
                        const std::function<const std::byte *(int32_t)> &localData,
                        Communicator &comm, const std::string &path);

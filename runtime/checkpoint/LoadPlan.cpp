@@ -50,21 +50,48 @@ void checkPlanLoads(const Plan &plan) {
   }
 }
 
+namespace {
+/// Bytes of the file's dtype per element a load converts through the io
+/// buffer: 0 when the file's tensor already has the shard's dtype (read
+/// straight into the shard), 8 (the widest) when the file cannot be read
+/// yet (checkPlanLoads reports why).
+int64_t convertedElementBytes(const Instruction &load, const Buffer &target,
+                              std::map<std::string, std::shared_ptr<Checkpoint>> &open) {
+  const std::string *file = stringAttr(load, "file"), *tensor = stringAttr(load, "tensor");
+  if (!file || !tensor || file->empty()) return 8;
+  try {
+    auto &checkpoint = open[*file];
+    if (!checkpoint) checkpoint = Checkpoint::open(*file);
+    const TensorLocation *where = checkpoint->find(*tensor);
+    if (!where) return 8;
+    return where->entry->dtype == target.dtype ? 0 : dtypeSize(where->entry->dtype);
+  } catch (const CheckpointError &) {
+    return 8;
+  }
+}
+}  // namespace
+
 void setIoBufferCap(Plan &plan, int64_t cap) {
   if (cap < 8) throw RuntimeError("io buffer must hold at least 8 bytes");
+  std::map<std::string, std::shared_ptr<Checkpoint>> open;
   for (Function &f : plan.functions) {
-    int64_t maxElements = -1;
+    bool loads = false;
+    int64_t need = 0;  // bytes of the largest converted shard, in its file dtype
     for (const Instruction &inst : f.body)
       if (inst.op == OpCode::Load && inst.outputs.size() == 1) {
+        loads = true;
         const Buffer &b = f.buffers.at(inst.outputs[0]);
-        maxElements = std::max(maxElements, numElements(b.shape));
+        const int64_t elements = numElements(b.shape), size = convertedElementBytes(inst, b, open);
+        need = std::max(need, std::min(cap, elements * size));  // elements < 2^60
       }
-    if (maxElements < 0) continue;
+    if (!loads) continue;
+    // Whole 8-byte words (the buffer is typed F64), at most the cap.
+    const int64_t bytes = std::min((need + 7) / 8 * 8, cap / 8 * 8);
     for (Buffer &b : f.buffers)
       if (b.name == kIoBufferName && !b.param && !b.aliasOf) {
-        b.bytes = ioBufferBytesFor(maxElements, cap);
-        b.dtype = DType::F64;  // raw bytes; 8-byte multiples
-        b.shape = {b.bytes / 8};
+        b.bytes = bytes;
+        b.dtype = DType::F64;  // raw bytes
+        b.shape = {bytes / 8};
       }
   }
 }

@@ -17,8 +17,13 @@ inline constexpr const char *kIoBufferName = "checkpoint.io";
 /// CheckpointError "FILE: tensor 'x': reason".
 void checkPlanLoads(const plan::Plan &plan);
 
-/// Sets the bytes of init's io buffer to ioBufferBytesFor(largest loaded
-/// local shard, cap). No-op without loads. Throws RuntimeError if cap < 8.
+/// Sizes each function's io buffer from the checkpoints' headers: the
+/// largest local shard a load converts (the file's dtype differs from the
+/// parameter's), in the file's dtype, rounded up to 8 bytes, at most `cap`;
+/// 0 bytes when every load reads its own dtype (straight into the shard).
+/// A load whose file or tensor cannot be read yet counts 8 bytes per
+/// element (checkPlanLoads says why). No-op without loads. Throws
+/// RuntimeError if cap < 8.
 void setIoBufferCap(plan::Plan &plan, int64_t cap);
 
 }  // namespace shardc::runtime::checkpoint

@@ -2,12 +2,12 @@
 #include "runtime/checkpoint/FileIo.h"
 
 #include "runtime/HalfFloat.h"
+#include "runtime/JoiningThreads.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <vector>
 #include <unistd.h>
 
@@ -184,10 +184,14 @@ void readElements(const SafetensorsFile &file, const TensorEntry &entry, int64_t
       failures[static_cast<size_t>(part)] = std::current_exception();
     }
   };
-  std::vector<std::thread> workers;
-  for (int64_t part = 1; part < parts; ++part) workers.emplace_back(runPart, part);
+  JoiningThreads workers;
+  int64_t part = 1;
+  for (; part < parts; ++part)
+    if (!workers.start([&runPart, part] { runPart(part); })) break;
+  // Parts whose thread the OS refused are read here: slower, same bytes.
+  for (int64_t rest = part; rest < parts; ++rest) runPart(rest);
   runPart(0);
-  for (std::thread &worker : workers) worker.join();
+  workers.joinAll();
   for (const std::exception_ptr &failure : failures)
     if (failure) std::rethrow_exception(failure);
 }

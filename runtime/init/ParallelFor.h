@@ -3,10 +3,10 @@
 // split never changes results; this only spreads the work.
 #pragma once
 
+#include "runtime/JoiningThreads.h"
+
 #include <algorithm>
 #include <cstdint>
-#include <thread>
-#include <vector>
 
 namespace shardc::runtime::init {
 
@@ -17,13 +17,15 @@ void parallelFor(int64_t count, int threads, const Body &body) {
     body(0, count);
     return;
   }
-  std::vector<std::thread> workers;
-  workers.reserve(static_cast<size_t>(parts - 1));
   auto partBegin = [&](int64_t p) { return count / parts * p + std::min(p, count % parts); };
-  for (int64_t p = 1; p < parts; ++p)
-    workers.emplace_back([&, p] { body(partBegin(p), partBegin(p + 1) - partBegin(p)); });
+  JoiningThreads workers;
+  int64_t p = 1;
+  for (; p < parts; ++p)
+    if (!workers.start([&, p] { body(partBegin(p), partBegin(p + 1) - partBegin(p)); })) break;
+  // Parts whose thread the OS refused run here: slower, same results.
+  for (int64_t q = p; q < parts; ++q) body(partBegin(q), partBegin(q + 1) - partBegin(q));
   body(0, partBegin(1));
-  for (std::thread &worker : workers) worker.join();
+  workers.joinAll();
 }
 
 }  // namespace shardc::runtime::init

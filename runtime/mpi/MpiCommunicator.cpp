@@ -36,9 +36,11 @@ private:
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
-// MPI counts and block lengths are ints: larger ranges are cut into blocks
-// of at most 1 GiB.
-constexpr size_t kMaxBlock = size_t(1) << 30;
+// MPI counts and block lengths are ints: ranges over INT_MAX bytes are cut
+// into blocks of at most 1 GiB. Both limits can be lowered for tests
+// (setBlockLimitsForTesting), so the split runs on small buffers.
+std::atomic<size_t> maxBlock{size_t(1) << 30};
+std::atomic<size_t> splitAbove{static_cast<size_t>(INT_MAX)};
 
 /// Bytes at the given addresses (absolute when used with MPI_BOTTOM, or
 /// relative to a buffer), as one hindexed type of MPI_BYTE blocks.
@@ -46,8 +48,8 @@ Type byteRanges(const std::vector<std::pair<MPI_Aint, size_t>> &ranges) {
   std::vector<int> lengths;
   std::vector<MPI_Aint> displacements;
   for (const auto &[address, bytes] : ranges)
-    for (size_t done = 0; done < bytes; done += kMaxBlock) {
-      lengths.push_back(static_cast<int>(std::min(kMaxBlock, bytes - done)));
+    for (size_t done = 0, block = maxBlock; done < bytes; done += block) {
+      lengths.push_back(static_cast<int>(std::min(block, bytes - done)));
       displacements.push_back(address + static_cast<MPI_Aint>(done));
     }
   MPI_Datatype type;
@@ -61,7 +63,7 @@ Type byteRanges(const std::vector<std::pair<MPI_Aint, size_t>> &ranges) {
 /// gather lands at r * bytes), for any size.
 Type contiguousBytes(size_t bytes) {
   MPI_Datatype type;
-  if (bytes <= static_cast<size_t>(INT_MAX)) {
+  if (bytes <= splitAbove) {
     MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &type);
     MPI_Type_commit(&type);
     return Type(type);
@@ -71,6 +73,17 @@ Type contiguousBytes(size_t bytes) {
   MPI_Type_commit(&type);
   return Type(type);
 }
+
+}  // namespace
+
+void setBlockLimitsForTesting(size_t splitAboveBytes, size_t blockBytes) {
+  if (blockBytes == 0 || blockBytes > (size_t(1) << 30) || splitAboveBytes > size_t(INT_MAX))
+    throw RuntimeError("setBlockLimitsForTesting: limits above the defaults, or a 0-byte block");
+  splitAbove = splitAboveBytes;
+  maxBlock = blockBytes;
+}
+
+namespace {
 
 MPI_Aint addressOf(const void *pointer) {
   MPI_Aint address;

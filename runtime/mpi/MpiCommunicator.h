@@ -31,6 +31,13 @@ namespace shardc::runtime::mpi {
 /// the SIGTERM handler MpiRun installs, to say where a killed rank was).
 extern std::atomic<const char *> currentCollective;
 
+/// Test hook: a contiguous range of more than `splitAboveBytes` bytes is
+/// described by MPI blocks of at most `blockBytes` (defaults: INT_MAX and
+/// 1 GiB, which no call may exceed). Lets tests exercise the split that
+/// > 2 GiB collectives take, on small buffers. Process-wide; call it
+/// between collectives, on every rank alike.
+void setBlockLimitsForTesting(size_t splitAboveBytes, size_t blockBytes);
+
 class MpiCommunicator final : public Communicator {
 public:
   /// Duplicates `comm` (so its traffic never mixes with the caller's) and

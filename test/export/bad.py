@@ -29,3 +29,14 @@ class PartialInit(nn.Module):
 
     def forward(self, ids):
         return self.emb(ids)
+
+
+class KwargsForward(nn.Module):
+    """forward(x, **kwargs): only `x` takes an --input-shapes entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, **kwargs):
+        return self.fc(x)

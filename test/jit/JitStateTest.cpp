@@ -123,19 +123,12 @@ TEST_CASE("save at N = 3, load at N = 1, 2, 4: same shards, same outputs, same f
       REQUIRE(out.size() == 1);
       CHECK(out[0].data == reference[0].data);
 
-      // Peak during load: the shards plus one io buffer, predicted exactly.
+      // Peak during load: the shards alone, predicted exactly (the file has
+      // the parameters' dtypes: read straight into the shards, no io buffer).
       MemoryReport memory = m.memory_report();
       for (const RankMemory &r : memory.ranks) {
         CHECK(r.load_peak == r.load_predicted_peak);
-        CHECK(r.load_peak >= r.param_bytes);
-        int64_t largest = 0;
-        for (const ParameterInfo &p : m.parameters()) {
-          int64_t elements = 1;
-          for (int64_t d : p.local_shape)
-            elements *= d;
-          largest = std::max(largest, elements);
-        }
-        CHECK(r.load_peak - r.param_bytes == std::min<int64_t>(int64_t{64} << 20, 8 * largest));
+        CHECK(r.load_peak == r.param_bytes);
         CHECK(r.forward_peak == r.forward_predicted_peak);
       }
 

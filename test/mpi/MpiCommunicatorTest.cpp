@@ -1,10 +1,13 @@
 // Self-checking test of MpiCommunicator, run under mpirun (test/mpi/
 // CMakeLists.txt): every collective with uneven, zero and large-ish sizes,
 // and the signature check that turns a mismatched call into an error on
-// every rank instead of a hang or corrupted memory.
+// every rank instead of a hang or corrupted memory. The collectives run twice:
+// with the default block limits and with tiny ones, so the split of > 2 GiB
+// ranges into MPI blocks (docs/mpi.md) is exercised on small buffers.
 #include "runtime/RuntimeError.h"
 #include "runtime/mpi/MpiCommunicator.h"
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -26,6 +29,77 @@ void expect(bool ok, const std::string &what) {
 uint8_t byteOf(int64_t rank, size_t part, size_t i) {
   return static_cast<uint8_t>(rank * 37 + part * 11 + i * 7 + 1);
 }
+/// Every data-moving collective, checked byte for byte; `label` says which
+/// block limits are in force.
+void checkCollectives(MpiCommunicator &comm, const std::string &label) {
+  const int64_t rank = comm.rank(), n = comm.worldSize();
+  // allGather, including a size that is not a multiple of anything.
+  for (size_t bytes : {size_t(0), size_t(1), size_t(13), size_t(1) << 20}) {
+    std::vector<uint8_t> send(bytes), recv(bytes * n, 0xEE);
+    for (size_t i = 0; i < bytes; ++i) send[i] = byteOf(rank, 0, i);
+    comm.allGather(send.data(), bytes, recv.data());
+    bool ok = true;
+    for (int64_t r = 0; r < n; ++r)
+      for (size_t i = 0; i < bytes; ++i) ok = ok && recv[r * bytes + i] == byteOf(r, 0, i);
+    expect(ok, label + "allGather of " + std::to_string(bytes) + " bytes");
+  }
+
+  // allGatherMany: parts of different sizes (one empty) in one unit buffer,
+  // each part's N blocks contiguous, parts in reverse address order.
+  {
+    const std::vector<size_t> sizes = {5, 0, 4096, 3, 65537};
+    std::vector<std::vector<uint8_t>> sends(sizes.size());
+    size_t total = 0;
+    for (size_t s : sizes) total += s * n;
+    std::vector<uint8_t> unit(total + 64, 0xEE);
+    std::vector<AllGatherPart> parts;
+    size_t offset = total;
+    std::vector<size_t> offsets(sizes.size());
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      sends[p].resize(sizes[p]);
+      for (size_t i = 0; i < sizes[p]; ++i) sends[p][i] = byteOf(rank, p, i);
+      offset -= sizes[p] * n;
+      offsets[p] = offset;
+      parts.push_back({sends[p].data(), sizes[p], unit.data() + offset});
+    }
+    comm.allGatherMany(parts);
+    bool ok = true;
+    for (size_t p = 0; p < sizes.size(); ++p)
+      for (int64_t r = 0; r < n; ++r)
+        for (size_t i = 0; i < sizes[p]; ++i)
+          ok = ok && unit[offsets[p] + r * sizes[p] + i] == byteOf(r, p, i);
+    for (size_t i = total; i < unit.size(); ++i) ok = ok && unit[i] == 0xEE;
+    expect(ok, label + "allGatherMany of 5 parts");
+    comm.allGatherMany({});  // no parts: a no-op that still synchronizes
+  }
+
+  // scatter from the last rank; gather to rank 0.
+  {
+    const int64_t root = n - 1;
+    const size_t bytes = 1001;
+    std::vector<uint8_t> send, recv(bytes);
+    if (rank == root) {
+      send.resize(bytes * n);
+      for (int64_t r = 0; r < n; ++r)
+        for (size_t i = 0; i < bytes; ++i) send[r * bytes + i] = byteOf(r, 3, i);
+    }
+    comm.scatter(root, rank == root ? send.data() : nullptr, bytes, recv.data());
+    bool ok = true;
+    for (size_t i = 0; i < bytes; ++i) ok = ok && recv[i] == byteOf(rank, 3, i);
+    expect(ok, label + "scatter from the last rank");
+
+    std::vector<uint8_t> gathered(rank == 0 ? bytes * n : 0);
+    comm.gather(0, recv.data(), bytes, gathered.data());
+    if (rank == 0) {
+      ok = true;
+      for (int64_t r = 0; r < n; ++r)
+        for (size_t i = 0; i < bytes; ++i) ok = ok && gathered[r * bytes + i] == byteOf(r, 3, i);
+      expect(ok, label + "gather to rank 0");
+    }
+  }
+
+}
+
 }  // namespace
 
 int main() {
@@ -35,70 +109,13 @@ int main() {
     const int64_t rank = comm.rank(), n = comm.worldSize();
     rankForLog = static_cast<int>(rank);
 
-    // allGather, including a size that is not a multiple of anything.
-    for (size_t bytes : {size_t(0), size_t(1), size_t(13), size_t(1) << 20}) {
-      std::vector<uint8_t> send(bytes), recv(bytes * n, 0xEE);
-      for (size_t i = 0; i < bytes; ++i) send[i] = byteOf(rank, 0, i);
-      comm.allGather(send.data(), bytes, recv.data());
-      bool ok = true;
-      for (int64_t r = 0; r < n; ++r)
-        for (size_t i = 0; i < bytes; ++i) ok = ok && recv[r * bytes + i] == byteOf(r, 0, i);
-      expect(ok, "allGather of " + std::to_string(bytes) + " bytes");
-    }
-
-    // allGatherMany: parts of different sizes (one empty) in one unit buffer,
-    // each part's N blocks contiguous, parts in reverse address order.
-    {
-      const std::vector<size_t> sizes = {5, 0, 4096, 3, 65537};
-      std::vector<std::vector<uint8_t>> sends(sizes.size());
-      size_t total = 0;
-      for (size_t s : sizes) total += s * n;
-      std::vector<uint8_t> unit(total + 64, 0xEE);
-      std::vector<AllGatherPart> parts;
-      size_t offset = total;
-      std::vector<size_t> offsets(sizes.size());
-      for (size_t p = 0; p < sizes.size(); ++p) {
-        sends[p].resize(sizes[p]);
-        for (size_t i = 0; i < sizes[p]; ++i) sends[p][i] = byteOf(rank, p, i);
-        offset -= sizes[p] * n;
-        offsets[p] = offset;
-        parts.push_back({sends[p].data(), sizes[p], unit.data() + offset});
-      }
-      comm.allGatherMany(parts);
-      bool ok = true;
-      for (size_t p = 0; p < sizes.size(); ++p)
-        for (int64_t r = 0; r < n; ++r)
-          for (size_t i = 0; i < sizes[p]; ++i)
-            ok = ok && unit[offsets[p] + r * sizes[p] + i] == byteOf(r, p, i);
-      for (size_t i = total; i < unit.size(); ++i) ok = ok && unit[i] == 0xEE;
-      expect(ok, "allGatherMany of 5 parts");
-      comm.allGatherMany({});  // no parts: a no-op that still synchronizes
-    }
-
-    // scatter from the last rank; gather to rank 0.
-    {
-      const int64_t root = n - 1;
-      const size_t bytes = 1001;
-      std::vector<uint8_t> send, recv(bytes);
-      if (rank == root) {
-        send.resize(bytes * n);
-        for (int64_t r = 0; r < n; ++r)
-          for (size_t i = 0; i < bytes; ++i) send[r * bytes + i] = byteOf(r, 3, i);
-      }
-      comm.scatter(root, rank == root ? send.data() : nullptr, bytes, recv.data());
-      bool ok = true;
-      for (size_t i = 0; i < bytes; ++i) ok = ok && recv[i] == byteOf(rank, 3, i);
-      expect(ok, "scatter from the last rank");
-
-      std::vector<uint8_t> gathered(rank == 0 ? bytes * n : 0);
-      comm.gather(0, recv.data(), bytes, gathered.data());
-      if (rank == 0) {
-        ok = true;
-        for (int64_t r = 0; r < n; ++r)
-          for (size_t i = 0; i < bytes; ++i) ok = ok && gathered[r * bytes + i] == byteOf(r, 3, i);
-        expect(ok, "gather to rank 0");
-      }
-    }
+    checkCollectives(comm, "");
+    // The > 2 GiB path, on small buffers: every range over 1000 bytes is
+    // cut into blocks of 333 bytes (1 MiB: 3149 blocks; 65537: 197), as
+    // ranges over INT_MAX are cut into 1 GiB blocks by default.
+    setBlockLimitsForTesting(1000, 333);
+    checkCollectives(comm, "333-byte blocks: ");
+    setBlockLimitsForTesting(INT_MAX, size_t(1) << 30);
 
     comm.barrier();
     std::vector<std::string> texts = comm.gatherStrings(0, std::string(rank * 3, 'x'));

@@ -2,6 +2,7 @@
 // buffer, and the cooperative writer's all-or-nothing file.
 #include "runtime/HalfFloat.h"
 #include "runtime/LocalCommunicator.h"
+#include "runtime/RankError.h"
 #include "runtime/Safetensors.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 #include "runtime/checkpoint/ShardReader.h"
@@ -106,7 +107,7 @@ TEST_CASE("a truncated file is reported with file and tensor", "[checkpoint]") {
 TEST_CASE("the cooperative writer leaves nothing behind on failure", "[checkpoint]") {
   plan::Plan plan;
   plan.worldSize = 2;
-  plan.params.push_back({"w", plan::DType::F32, {3, 2}, "cpu", "", false, 2});
+  plan.params.push_back({"w", plan::DType::F32, {3, 2}, "cpu", "", false, 2, true, {}});
   std::vector<float> local[2] = {{1, 2, 3, 4}, {5, 6, 0, 0}};
   auto run = [&](const std::string &path) {
     LocalGroup group(2, 10s);
@@ -139,4 +140,38 @@ TEST_CASE("the cooperative writer leaves nothing behind on failure", "[checkpoin
   CHECK(!std::filesystem::exists(dir + "/missing-dir"));
   for (const auto &entry : std::filesystem::directory_iterator(dir))
     CHECK(entry.path().string().find(".tmp.") == std::string::npos);
+}
+
+TEST_CASE("a failed save names the failing rank and its OS reason on every rank", "[checkpoint]") {
+  plan::Plan plan;
+  plan.worldSize = 3;
+  plan.params.push_back({"w", plan::DType::F32, {3, 2}, "cpu", "", false, 1, true, {}});
+  std::vector<float> local(2, 1.0f);
+  const std::string path = tempDir() + "/missing-dir/out.safetensors";
+  LocalGroup group(3, 10s);
+  std::string errors[3];
+  int64_t failedRank[3] = {-1, -1, -1};
+  std::thread threads[3];
+  for (int r = 0; r < 3; ++r)
+    threads[r] = std::thread([&, r] {
+      LocalCommunicator comm(group, r);
+      try {
+        checkpoint::saveCooperatively(
+            plan, [&](int32_t) { return reinterpret_cast<const std::byte *>(local.data()); },
+            comm, path);
+      } catch (const RankError &e) {
+        errors[r] = e.what();
+        failedRank[r] = e.rank();
+      } catch (const std::exception &e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto &t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << " reported: " << errors[r]);
+    CHECK(failedRank[r] == 0);  // rank 0 creates the file
+    CHECK_THAT(errors[r], Catch::StartsWith("writing '" + path + "': cannot create '" + path +
+                                            ".tmp.") &&
+                              Catch::EndsWith("': No such file or directory"));
+  }
 }

@@ -6,6 +6,7 @@
 #include "runtime/LocalCommunicator.h"
 #include "runtime/LocalRun.h"
 #include "runtime/MemoryModel.h"
+#include "runtime/Philox.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/PlanJson.h"
 #include "runtime/RuntimeError.h"
@@ -290,7 +291,22 @@ TEST_CASE("int64 tensors: safetensors round trip and deterministic ids", "[forwa
     REQUIRE(ids.as<int64_t>()[i] >= 0);
     REQUIRE(ids.as<int64_t>()[i] < 50257);
   }
-  CHECK(ids.data == makeDeterministicInput("ids", DType::I64, {4, 33}, 7, 50257).data);
+  // The documented recipe (docs/cli.md), recomputed here from its parts:
+  // Philox-4x32-10 (checked against Random123's vectors in PhiloxTest) on
+  // counter (i, 0, FNV-1a-32(name), 0) under key (seed, 0); the first two
+  // words as a 64-bit r; the id is floor(r * bound / 2^64).
+  uint32_t fnv = 2166136261u;
+  for (char c : std::string("ids")) fnv = (fnv ^ static_cast<unsigned char>(c)) * 16777619u;
+  for (int64_t i = 0; i < ids.numElements(); ++i) {
+    const shardc::runtime::philox::Counter words = shardc::runtime::philox::philox4x32_10(
+        {{static_cast<uint32_t>(i), 0, fnv, 0}}, {{7, 0}});
+    const uint64_t r = words.v[0] | (static_cast<uint64_t>(words.v[1]) << 32);
+    const auto want = static_cast<int64_t>((static_cast<unsigned __int128>(r) * 50257u) >> 64);
+    REQUIRE(ids.as<int64_t>()[i] == want);
+  }
+  // The seed and the name are inputs of the recipe: changing either changes the ids.
+  CHECK(ids.data != makeDeterministicInput("ids", DType::I64, {4, 33}, 8, 50257).data);
+  CHECK(ids.data != makeDeterministicInput("idx", DType::I64, {4, 33}, 7, 50257).data);
   HostTensor big = makeDeterministicInput("t", DType::I64, {64}, 7);
   int64_t maxSeen = 0;
   for (int64_t i = 0; i < 64; ++i) maxSeen = std::max(maxSeen, big.as<int64_t>()[i]);

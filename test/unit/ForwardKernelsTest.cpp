@@ -68,6 +68,19 @@ void checkClose(const TT &got, const std::vector<double> &want, double tol) {
   }
 }
 
+/// Every element equals `want` rounded to got's dtype (as TT::set rounds):
+/// for results that are one correctly rounded operation away from the inputs.
+void checkRoundedExactly(const TT &got, const std::vector<double> &want) {
+  REQUIRE(int64_t(want.size()) == got.numel());
+  TT expected = zeros(got.dtype, got.shape);
+  const size_t size = size_t(shardc::plan::dtypeSize(got.dtype));
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    expected.set(i, want[i]);
+    INFO("element " << i << " got " << got.at(i) << " want " << expected.at(i));
+    REQUIRE(std::memcmp(got.bytes.data() + i * size, expected.bytes.data() + i * size, size) == 0);
+  }
+}
+
 /// Flat index into `shape` (right-aligned broadcast) for an index of `out`.
 int64_t broadcastIndex(const Shape &shape, const Shape &out, int64_t flat) {
   int64_t index = 0, stride = 1;
@@ -172,7 +185,9 @@ TEST_CASE("binary elementwise ops broadcast", "[forward]") {
           want[i] = op == BinaryOp::Add ? x + y : op == BinaryOp::Sub ? x - y
                   : op == BinaryOp::Mul ? x * y : x / y;
         }
-        checkClose(out, want, dtype == DType::BF16 ? 8e-3 : 1e-7);
+        // One IEEE operation, rounded once to the storage type (in float for
+        // bfloat16): the result must equal the double result rounded the same way.
+        checkRoundedExactly(out, want);
       }
   TT a = random(DType::F32, {2}, 1), b = random(DType::BF16, {2}, 1), out = zeros(DType::F32, {2});
   CHECK_THROWS_WITH(binaryKernel(BinaryOp::Mul, a.k(), b.k(), out.k(), 1),

@@ -109,6 +109,8 @@ TEST_CASE("thread count and kernel choice never change the bits", "[init][genera
                        << (cpuHasAvx512() ? "has" : "lacks") << " AVX-512F/DQ");
   CHECK(useAvx2() == cpuHasAvx2Fma());
   CHECK(useAvx512() == cpuHasAvx512());
+  // Without AVX-512 its kernel was not compared: the ctest test
+  // unit-cpu-features says so in the closing summary (CpuFeaturesTest.cpp).
   if (!cpuHasAvx512()) WARN("no AVX-512 on this CPU: its kernel was not compared");
 }
 
@@ -157,6 +159,41 @@ TEST_CASE("kernels agree where the 64-bit Philox block counter carries into its 
     }
     Avx2Off scalarOnly;
     CHECK(generateBytes(spec, plan::DType::F32, firstElement, count) == fast);
+  }
+}
+
+// docs/graph-format.md and docs/rng.md: float32/float64 uniform(a, b) is in
+// [a, b); float16/bfloat16 are the float32 value rounded to nearest, so b
+// itself occurs (as torch's own low-precision uniform_ does): about half a
+// spacing below 1 rounds up, 2^-10 of bfloat16 and 2^-13 of float16 values.
+TEST_CASE("low-precision uniform(-1, 1) is the rounded float32 value and can equal b",
+          "[init][generators]") {
+  const int64_t n = 1000000;
+  const std::vector<float> wide = generateValues<float>(specFor(GeneratorKind::Uniform, {n}), n);
+  for (float v : wide) REQUIRE((v >= -1.0f && v < 1.0f));
+  struct Case {
+    plan::DType dtype;
+    uint16_t (*round)(float);
+    float (*widen)(uint16_t);
+    int64_t lowest, highest;  // bounds on how many equal b (expected n * 2^-10 or 2^-13)
+  };
+  const Case cases[] = {
+      {plan::DType::BF16, floatToBFloat16Bits, bfloat16BitsToFloat, 700, 1300},
+      {plan::DType::F16, floatToHalfBits, halfBitsToFloat, 60, 200},
+  };
+  for (const Case &c : cases) {
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    generateRange(specFor(GeneratorKind::Uniform, {n}), c.dtype, 0, n, bits.data());
+    int64_t atB = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      REQUIRE(bits[i] == c.round(wide[i]));
+      const float v = c.widen(bits[i]);
+      REQUIRE((v >= -1.0f && v <= 1.0f));
+      atB += v == 1.0f;
+    }
+    INFO(plan::dtypeName(c.dtype) << ": " << atB << " of " << n << " values equal b");
+    CHECK(atB >= c.lowest);
+    CHECK(atB <= c.highest);
   }
 }
 

@@ -37,6 +37,8 @@ void requireSamePlan(const Plan &a, const Plan &b) {
     CHECK(p.unit == q.unit);
     CHECK(p.isBuffer == q.isBuffer);
     CHECK(p.chunkRows == q.chunkRows);
+    CHECK(p.persistent == q.persistent);
+    CHECK(p.tiedNames == q.tiedNames);
   }
   REQUIRE(a.functions.size() == b.functions.size());
   for (size_t f = 0; f < a.functions.size(); ++f) {
@@ -78,7 +80,9 @@ Plan richPlan() {
   scale.name = "scale";
   scale.dtype = DType::BF16;
   scale.isBuffer = true;
+  scale.persistent = false;
   plan.params.push_back(scale);
+  plan.params[0].tiedNames = {"lm_head.weight", "out.weight"};
   Instruction &fill = plan.functions[0].body[1];
   fill.attrs["one"] = 1.0;
   fill.attrs["tenth"] = 0.1;
@@ -167,6 +171,23 @@ TEST_CASE("malformed plans are rejected with the JSON path", "[planjson]") {
   CHECK_THAT(errorAfter([](json &j) { j["functions"][1]["buffers"][3]["shape"] =
                                           {int64_t(1) << 62, 16}; }),
              Contains("functions[1].buffers[3].shape: shape is too large"));
+}
+
+TEST_CASE("what a checkpoint holds: persistent buffers, tied names", "[planjson]") {
+  using nlohmann::json;
+  // Defaults are not written: older plans read unchanged.
+  CHECK(planToJson(shardc::test::seedPlan(2)).find("persistent") == std::string::npos);
+  CHECK_THAT(errorAfter([](json &j) { j["params"][0]["persistent"] = false; }),
+             Contains("params[0].persistent: 'p1' is a parameter and is always persistent"));
+  CHECK_THAT(errorAfter([](json &j) {
+               j["params"][0]["tied"] = {"p1"};
+             }),
+             Contains("params[0].tied: tied name 'p1' of 'p1' is empty or already names a tensor"));
+  CHECK_THAT(errorAfter([](json &j) {
+               j["params"][0]["tied"] = {"a", "a"};
+             }),
+             Contains("params[0].tied: tied name 'a' of 'p1' is empty or already names a tensor"));
+  CHECK(errorAfter([](json &j) { j["params"][0]["tied"] = {"lm_head.weight"}; }) == "");
 }
 
 TEST_CASE("plan reader never crashes on garbage", "[planjson]") {

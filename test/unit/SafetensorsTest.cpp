@@ -82,7 +82,7 @@ TEST_CASE("safetensors reader rejects every malformed file with a reason", "[saf
   const std::string ok = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   CHECK(errorOf(crafted(ok, 8)) == "");
   CHECK_THAT(errorOf("1234"),
-             Contains("ckpt.safetensors': file is 4 bytes, shorter than the 8-byte header"));
+             Contains("ckpt.safetensors: file is 4 bytes, shorter than the 8-byte header"));
   CHECK_THAT(errorOf(crafted(ok, 8, 5000)),
              Contains("header length 5000 extends beyond the file"));
   CHECK_THAT(errorOf(crafted("{\"a\": nope}", 0)), Contains("header is not valid JSON"));
@@ -117,7 +117,7 @@ TEST_CASE("a truncated file on disk is reported with its name", "[safetensors]")
   writeSafetensors(path, {tensor("w", DType::F32, {16}, 1)});
   fs::resize_file(path, fs::file_size(path) - 4);
   CHECK_THROWS_WITH(readSafetensors(path),
-                    Contains(path.string() + "': tensor 'w': data_offsets [0, 64] extend beyond "
+                    Contains(path.string() + ": tensor 'w': data_offsets [0, 64] extend beyond "
                                              "the end of the file"));
   CHECK_THROWS_WITH(readSafetensors((scratchDir() / "missing").string()),
                     Contains("cannot open"));

@@ -5,6 +5,7 @@
 #include "tools/shardc/RunReport.h"
 
 #ifdef SHARDC_HAVE_MPI
+#include "runtime/RankError.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
 #include "runtime/mpi/MpiRun.h"
@@ -74,9 +75,8 @@ std::string formatRss(const runtime::mpi::MpiRunResult &result) {
   return out.str();
 }
 
-[[noreturn]] void fail(const std::string &message) {
-  std::cerr << "shardc: error: rank " << runtime::mpi::worldRank() << ": " << message
-            << std::endl;
+[[noreturn]] void fail(const std::string &message, int64_t rank = runtime::mpi::worldRank()) {
+  std::cerr << "shardc: error: rank " << rank << ": " << message << std::endl;
   runtime::mpi::abortWorld(kRuntimeFailure);
 }
 
@@ -94,6 +94,8 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
   runtime::mpi::MpiRunResult result;
   try {
     result = runtime::mpi::runMpi(plan, options);
+  } catch (const runtime::RankError &error) {  // names the rank it happened on
+    fail(error.what(), error.rank());
   } catch (const std::exception &error) {
     fail(error.what());
   }

@@ -3,10 +3,12 @@
 
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanQueries.h"
+#include "runtime/ResidentMemory.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -49,7 +51,11 @@ bool phaseHolds(const runtime::PhaseReport &phase) {
 /// Category totals, then the largest allocations: a 175B model has
 /// thousands of live buffers at its peak.
 void explainLive(std::ostringstream &out,
-                 const std::vector<runtime::LiveAllocation> &live) {
+                 const std::vector<runtime::LiveAllocation> &allLive) {
+  // A 0-byte buffer holds nothing (the io buffer of a same-dtype load).
+  std::vector<runtime::LiveAllocation> live;
+  for (const runtime::LiveAllocation &entry : allLive)
+    if (entry.bytes > 0) live.push_back(entry);
   constexpr size_t kListed = 12;
   if (live.size() <= kListed) {
     for (const runtime::LiveAllocation &entry : live)
@@ -190,6 +196,22 @@ bool predictionsHold(const runtime::RunResult &result) {
   return true;
 }
 
+/// The OS's figure beside the ledger's (README.md, "Two memory figures").
+static std::string residentMemoryLine(const runtime::RunResult &result, int64_t worldSize) {
+  const int64_t ledger = runtime::ledgerPeakSumBytes(result);
+  const int64_t copies = runtime::hostCopyBytes(result, worldSize);
+  std::ostringstream out;
+  out << "resident memory (the OS's count, not the ledger's): peak growth ";
+  if (result.residentPeakGrowthBytes)
+    out << grouped(*result.residentPeakGrowthBytes) << " bytes ("
+        << mib(*result.residentPeakGrowthBytes) << ")";
+  else
+    out << "unknown (/proc/self/status or clear_refs unavailable)";
+  out << "; ledger: ranks' peaks summed " << grouped(ledger) << " + host copies "
+      << grouped(copies) << "\n";
+  return out.str();
+}
+
 std::string formatTextReport(const RunSummary &summary) {
   const plan::Plan &plan = *summary.plan;
   const runtime::RunResult &result = *summary.result;
@@ -202,22 +224,36 @@ std::string formatTextReport(const RunSummary &summary) {
       << grouped(result.unshardedParamBytes) << "\n";
   out << formatNonShardable(plan) << "\n";
 
+  // One row per run of consecutive ranks with the same figures ("0..4095"):
+  // thousands of local ranks are mostly identical.
   const char *headers[] = {"rank", "params held", "init peak", "forward peak",
                            "after forward", "unsharded"};
-  const size_t widths[] = {4, 14, 14, 14, 14, 14};
-  for (size_t i = 0; i < 6; ++i)
-    out << (i ? "  " : "") << pad(headers[i], widths[i]);
-  out << "\n";
-  for (const runtime::RankReport &rank : result.ranks) {
-    std::string cells[] = {
+  std::vector<std::array<std::string, 6>> rows;
+  for (size_t i = 0; i < result.ranks.size(); ++i) {
+    const runtime::RankReport &rank = result.ranks[i];
+    std::array<std::string, 6> cells = {
         std::to_string(rank.rank),
         grouped(rank.paramBytes),
         grouped(rank.init.peakBytes),
         rank.forward ? grouped(rank.forward->peakBytes) : "-",
         rank.forward ? grouped(rank.forward->endBytes) : "-",
         grouped(result.unshardedParamBytes)};
+    if (!rows.empty() && std::equal(cells.begin() + 1, cells.end(), rows.back().begin() + 1) &&
+        result.ranks[i - 1].rank + 1 == rank.rank) {
+      std::string &label = rows.back()[0];
+      label = label.substr(0, label.find("..")) + ".." + cells[0];
+      continue;
+    }
+    rows.push_back(cells);
+  }
+  size_t widths[] = {4, 14, 14, 14, 14, 14};
+  for (const auto &row : rows) widths[0] = std::max(widths[0], row[0].size());
+  for (size_t i = 0; i < 6; ++i)
+    out << (i ? "  " : "") << pad(headers[i], widths[i]);
+  out << "\n";
+  for (const auto &row : rows) {
     for (size_t i = 0; i < 6; ++i)
-      out << (i ? "  " : "") << pad(cells[i], widths[i]);
+      out << (i ? "  " : "") << pad(row[i], widths[i]);
     out << "\n";
   }
 
@@ -248,6 +284,7 @@ std::string formatTextReport(const RunSummary &summary) {
   }
   out << "\npredicted == measured on every rank: "
       << (predictionsHold(result) ? "yes" : "NO") << "\n";
+  out << residentMemoryLine(result, plan.worldSize);
   return out.str();
 }
 
@@ -276,6 +313,12 @@ std::string formatJsonReport(const RunSummary &summary) {
                            {"seed", summary.seed},
                            {"unsharded_param_bytes", result.unshardedParamBytes},
                            {"predictions_hold", predictionsHold(result)},
+                           {"resident_peak_growth_bytes",
+                            result.residentPeakGrowthBytes
+                                ? nlohmann::json(*result.residentPeakGrowthBytes)
+                                : nlohmann::json(nullptr)},
+                           {"ledger_peak_sum_bytes", runtime::ledgerPeakSumBytes(result)},
+                           {"host_copy_bytes", runtime::hostCopyBytes(result, plan.worldSize)},
                            {"non_shardable", nonShardable},
                            {"ranks", ranks}};
   return report.dump(2) + "\n";

@@ -87,7 +87,12 @@ def canonical_params(model):
 
 def input_specs(model, args):
     sig = inspect.signature(model.forward)
-    specs = json.loads(args.input_shapes) if args.input_shapes else {}
+    try:
+        specs = json.loads(args.input_shapes) if args.input_shapes else {}
+    except ValueError as e:
+        raise ExportError("--input-shapes: not JSON: %s" % e)
+    if not isinstance(specs, dict):
+        raise ExportError("--input-shapes: expected a JSON object {argument: shape}")
     inputs, concrete = [], {}
     for pname, prm in sig.parameters.items():
         if prm.kind in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
@@ -109,9 +114,13 @@ def input_specs(model, args):
         else:
             raise ExportError("forward argument %r needs a shape: --batch B --seq T "
                               "(token ids) or --input-shapes '{\"%s\": [...]}'" % (pname, pname))
-    extra = set(specs) - set(sig.parameters)
+    # *args / **kwargs take no --input-shapes entry: only named arguments.
+    named = [n for n, prm in sig.parameters.items()
+             if prm.kind not in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD)]
+    extra = sorted(set(specs) - set(named))
     if extra:
-        raise ExportError("--input-shapes names %s, which forward does not take" % sorted(extra))
+        raise ExportError("--input-shapes names %s, which forward does not take (its "
+                          "arguments: %s)" % (", ".join(extra), ", ".join(named) or "none"))
     for d in inputs:
         if d["dtype"] not in _DTYPE_NAMES:
             raise ExportError("input %s: dtype %s (one of %s)" % (d["name"], d["dtype"],
@@ -123,6 +132,25 @@ def default_capture():
     """ATen capture (torch.export) on torch 2.x; torch.fx per module on 1.x."""
     major = int(torch.__version__.split(".")[0])
     return "aten" if major >= 2 else "fx"
+
+
+def capture_aten(model, metas, params, buffers, buffer_chains, inputs, device, output_names):
+    # arguments with defaults keep them (torch.export calls forward as Python does)
+    if not hasattr(torch, "export"):
+        raise ExportError("--capture aten needs torch >= 2.1 (this is torch %s)"
+                          % torch.__version__)
+    from . import aten  # torch 2 only: names ATen ops 1.13 lacks
+    ep = aten.trace(model, metas)
+    low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device)
+    return low, low.run(output_names)
+
+
+def capture_fx(model, metas, concrete, params, buffers, buffer_chains, inputs, device,
+               output_names):
+    with MetaFactoryMode():
+        tracer, fxg = trace(model, metas, concrete)
+    low = Lowering(model, fxg, tracer, params, buffers, buffer_chains, inputs, device)
+    return low, low.run(output_names)
 
 
 def export(args):
@@ -171,31 +199,62 @@ def export(args):
     metas = {d["name"]: torch.empty(d["shape"], dtype=_DTYPE_NAMES[d["dtype"]], device="meta")
              for d in inputs}
     output_names = args.output_names.split(",") if args.output_names else None
-    capture = args.capture or default_capture()
-    if capture == "aten":
-        # arguments with defaults keep them (torch.export calls forward as Python does)
-        if not hasattr(torch, "export"):
-            raise ExportError("--capture aten needs torch >= 2.1 (this is torch %s)"
-                              % torch.__version__)
-        from . import aten  # torch 2 only: names ATen ops 1.13 lacks
-        ep = aten.trace(model, metas)
-        low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device)
+    capture = args.capture
+    if capture is None and default_capture() == "aten":
+        # torch 2: ATen capture first; a model it cannot map yet but the
+        # per-module fx path can (RMSNorm / rotary modules, causal masks,
+        # cross_entropy) still exports, as it did before ATen capture.
+        try:
+            low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
+                                        inputs, device, output_names)
+            capture = "aten"
+        except ExportError as aten_error:
+            try:
+                low, outputs = capture_fx(model, metas, concrete, params, buffers,
+                                          buffer_chains, inputs, device, output_names)
+                capture = "fx"
+            except ExportError as fx_error:
+                raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
+    elif capture == "aten":
+        low, outputs = capture_aten(model, metas, params, buffers, buffer_chains, inputs,
+                                    device, output_names)
     else:
-        with MetaFactoryMode():
-            tracer, fxg = trace(model, metas, concrete)
-        low = Lowering(model, fxg, tracer, params, buffers, buffer_chains, inputs, device)
-    outputs = low.run(output_names)
+        low, outputs = capture_fx(model, metas, concrete, params, buffers, buffer_chains,
+                                  inputs, device, output_names)
     nodes, live = dead_code_eliminate(low.nodes, outputs)
     for d in inputs:
         if d["name"] in low.high and "high" not in d:
             d["high"] = low.high[d["name"]]
     graph_buffers = [b for n, b in low.graph_buffers.items() if n in live]
+    # What a checkpoint holds is the module's state_dict (docs/checkpoints.md):
+    # a buffer outside it (persistent=False, the exporter's constants) is
+    # marked so that shardc never saves it; a tied parameter lists its other
+    # state_dict names, under which shardc saves it too.
+    state = model.state_dict(keep_vars=True)
+    tied = {}
+    for key, t in state.items():
+        if id(t) in params and params[id(t)] != key:
+            tied.setdefault(params[id(t)], []).append(key)
+    for b in graph_buffers:
+        if b["name"] not in state:
+            b["persistent"] = False
+    held = {d["name"] for d in param_decls} | {b["name"] for b in graph_buffers}
+    held |= {k for names in tied.values() for k in names}
+    missing = [k for k in state if k not in held]
+    if missing:
+        print("export_torch: note: %d state_dict entr%s not in the graph (buffers forward "
+              "does not read as tensors), so not in shardc's checkpoints: %s%s" % (
+                  len(missing), "y is" if len(missing) == 1 else "ies are",
+                  ", ".join(missing[:8]), " ..." if len(missing) > 8 else ""),
+              file=sys.stderr)
     # parameter order: as the module declares them; decl keys in docs' order
     ordered = []
     for d in param_decls:
         e = {k: d[k] for k in ("name", "shape", "dtype", "device")}
         if "unit" in d:
             e["unit"] = d["unit"]
+        if d["name"] in tied:
+            e["tied"] = tied[d["name"]]
         e["init"] = d["init"]
         ordered.append(e)
     graph = {"format": "shardc-graph", "version": 1,

@@ -274,3 +274,33 @@ func.func @forward() {
   %0:2 = tc.all_gather [@p, @p] : tensor<4x4xf32>, tensor<4x4xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{non_persistent applies to buffers only; a parameter is always part of the model's state}}
+tc.param @p : tensor<4xf32> device "cpu" non_persistent
+func.func @init() {
+  %0 = tc.ones : tensor<4xf32>
+  tc.materialize %0 into @p : tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tied names apply to parameters, not buffers}}
+tc.param @p : tensor<4xf32> device "cpu" buffer tied ["q"]
+func.func @init() {
+  %0 = tc.ones : tensor<4xf32>
+  tc.materialize %0 into @p : tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tied name "p" must be non-empty and not the parameter's own name}}
+tc.param @p : tensor<4xf32> device "cpu" tied ["p"]
+func.func @init() {
+  %0 = tc.ones : tensor<4xf32>
+  tc.materialize %0 into @p : tensor<4xf32>
+  return
+}
