@@ -80,7 +80,8 @@ def run_model(name, shardc, tmp):
     g = os.path.join(tmp, "g.json")
     try:
         _, row["export_s"] = step("export", [
-            PY, os.path.join(TOOLS, "export_torch.py"), spec, "--python-path", HERE,
+            PY, os.path.join(TOOLS, "export_torch.py"), spec, "--capture", "aten",
+            "--python-path", HERE,
             "--kwargs", json.dumps(kwargs), "--input-shapes", json.dumps(shapes), "-o", g])
         graph = json.load(open(g))
         n = 0
