@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Install, build, and run every test: the Catch2 unit tests and the lit
-# suite through ctest; the runtime-only build (no MLIR) and its tests; then the whole suite again under ASan + UBSan, and the
-# fuzzers for a bounded time (docs/errors.md). SHARDC_QUICK=1 runs only the
-# first part (for a quick local check; CI always runs everything).
+# suite through ctest; then the runtime-only build (no MLIR) and its tests,
+# the whole suite again under ASan + UBSan, and the fuzzers for a bounded
+# time (docs/errors.md). SHARDC_QUICK=1 runs only the first part (for a
+# quick local check; CI always runs everything).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 ctest --test-dir "${SHARDC_BUILD_DIR:-build}" --output-on-failure
-echo "== runtime alone: every target that builds without MLIR"
-bash scripts/runtime-only.sh
 if [ "${SHARDC_QUICK:-0}" = "1" ]; then
   exit 0
 fi
+echo "== runtime alone: every target that builds without MLIR"
+bash scripts/runtime-only.sh
 echo "== sanitizers: the whole suite under ASan + UBSan"
 bash scripts/sanitize.sh
 echo "== fuzzers"
