@@ -128,6 +128,31 @@ def input_specs(model, args):
     return inputs, concrete
 
 
+def default_capture():
+    """ATen capture (torch.export) on torch 2.x; torch.fx per module on 1.x."""
+    major = int(torch.__version__.split(".")[0])
+    return "aten" if major >= 2 else "fx"
+
+
+def capture_aten(model, metas, params, buffers, buffer_chains, inputs, device, output_names):
+    # arguments with defaults keep them (torch.export calls forward as Python does)
+    if not hasattr(torch, "export"):
+        raise ExportError("--capture aten needs torch >= 2.1 (this is torch %s)"
+                          % torch.__version__)
+    from . import aten  # torch 2 only: names ATen ops 1.13 lacks
+    ep = aten.trace(model, metas)
+    low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device)
+    return low, low.run(output_names)
+
+
+def capture_fx(model, metas, concrete, params, buffers, buffer_chains, inputs, device,
+               output_names):
+    with MetaFactoryMode():
+        tracer, fxg = trace(model, metas, concrete)
+    low = Lowering(model, fxg, tracer, params, buffers, buffer_chains, inputs, device)
+    return low, low.run(output_names)
+
+
 def export(args):
     factory = load_factory(args.model)
     kwargs, device = build_kwargs(args)
@@ -173,10 +198,29 @@ def export(args):
     inputs, concrete = input_specs(model, args)
     metas = {d["name"]: torch.empty(d["shape"], dtype=_DTYPE_NAMES[d["dtype"]], device="meta")
              for d in inputs}
-    with MetaFactoryMode():
-        tracer, fxg = trace(model, metas, concrete)
-    low = Lowering(model, fxg, tracer, params, buffers, buffer_chains, inputs, device)
-    outputs = low.run(args.output_names.split(",") if args.output_names else None)
+    output_names = args.output_names.split(",") if args.output_names else None
+    capture = args.capture
+    if capture is None and default_capture() == "aten":
+        # torch 2: ATen capture first; a model it cannot map yet but the
+        # per-module fx path can (RMSNorm / rotary modules, causal masks,
+        # cross_entropy) still exports, as it did before ATen capture.
+        try:
+            low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
+                                        inputs, device, output_names)
+            capture = "aten"
+        except ExportError as aten_error:
+            try:
+                low, outputs = capture_fx(model, metas, concrete, params, buffers,
+                                          buffer_chains, inputs, device, output_names)
+                capture = "fx"
+            except ExportError as fx_error:
+                raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
+    elif capture == "aten":
+        low, outputs = capture_aten(model, metas, params, buffers, buffer_chains, inputs,
+                                    device, output_names)
+    else:
+        low, outputs = capture_fx(model, metas, concrete, params, buffers, buffer_chains,
+                                  inputs, device, output_names)
     nodes, live = dead_code_eliminate(low.nodes, outputs)
     for d in inputs:
         if d["name"] in low.high and "high" not in d:
@@ -217,6 +261,11 @@ def export(args):
              "name": args.name or type(model).__name__,
              "parameters": ordered, "buffers": graph_buffers, "inputs": inputs,
              "nodes": nodes, "outputs": outputs}
+    if capture == "aten":
+        # torch.export specialises shapes (and shape-dependent Python control
+        # flow) on the example inputs: say so, with what they were.
+        graph["specialized"] = {"capture": "aten", "torch": torch.__version__.split("+")[0],
+                                "inputs": {d["name"]: d["shape"] for d in inputs}}
     return graph, factory, kwargs, model
 
 
@@ -338,6 +387,10 @@ def parser():
     ap.add_argument("--units-from-modules", action="append", metavar="CLASS",
                     help="each module of this class is an FSDP unit (repeatable); "
                          "default: leave units to shardc's rule")
+    ap.add_argument("--capture", choices=["aten", "fx"],
+                    help="how forward is traced: aten (torch.export + Core ATen "
+                         "decompositions, torch >= 2, the default there) or fx (per module "
+                         "and function, the default on torch 1.x)")
     ap.add_argument("--name", help="the graph's name (default: the class name)")
     ap.add_argument("--output-names", help="comma-separated names of forward's outputs "
                     "(default output, output.N)")

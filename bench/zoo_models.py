@@ -1,0 +1,63 @@
+"""The model zoo's factories (bench/zoo.py): models nobody on this project
+wrote, built as their users build them. Each entry: name -> (factory spec for
+tools/export_torch.py, kwargs, input shapes)."""
+
+import torch.nn as nn
+
+
+def transformer_encoder(norm_first=False, batch_first=True):
+    layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=batch_first,
+                                       norm_first=norm_first)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+def transformer_decoder(norm_first=False):
+    layer = nn.TransformerDecoderLayer(256, 4, 1024, dropout=0.0, batch_first=True,
+                                       norm_first=norm_first)
+    return nn.TransformerDecoder(layer, 2)
+
+
+def transformer():
+    return nn.Transformer(256, 4, 2, 2, 1024, dropout=0.0, batch_first=True)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(256, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def torchvision_model(name):
+    import torchvision
+    return torchvision.models.get_model(name, weights=None)
+
+
+def wav2vec2_base():
+    import torchaudio
+    return torchaudio.models.wav2vec2_base()
+
+
+SEQ = {"src": [2, 64, 256]}
+ZOO = {
+    "nn.TransformerEncoder": ("zoo_models:transformer_encoder", {}, SEQ),
+    "nn.TransformerEncoder norm_first": ("zoo_models:transformer_encoder",
+                                         {"norm_first": True}, SEQ),
+    "nn.TransformerEncoder seq-first": ("zoo_models:transformer_encoder",
+                                        {"batch_first": False}, {"src": [64, 2, 256]}),
+    "nn.TransformerDecoder": ("zoo_models:transformer_decoder", {},
+                              {"tgt": [2, 64, 256], "memory": [2, 64, 256]}),
+    "nn.Transformer": ("zoo_models:transformer", {},
+                       {"src": [2, 64, 256], "tgt": [2, 64, 256]}),
+    "nn.MultiheadAttention": ("zoo_models:SelfAttention", {}, {"x": [2, 64, 256]}),
+    "torchvision resnet18": ("zoo_models:torchvision_model", {"name": "resnet18"},
+                             {"x": [1, 3, 64, 64]}),
+    "torchvision mobilenet_v3_small": ("zoo_models:torchvision_model",
+                                       {"name": "mobilenet_v3_small"}, {"x": [1, 3, 64, 64]}),
+    "torchvision vit_b_16": ("zoo_models:torchvision_model", {"name": "vit_b_16"},
+                             {"x": [1, 3, 224, 224]}),
+    "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
+                                 {"waveforms": [1, 16000]}),
+}

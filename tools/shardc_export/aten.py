@@ -1,0 +1,554 @@
+"""ATen-level capture (torch >= 2): torch.export traces forward through torch's
+dispatcher, run_decompositions() brings it to Core ATen IR, and each ATen op is
+mapped here to shardc graph nodes (docs/exporter.md, "ATen capture").
+
+Modules, tensor methods and torch.nn.functional calls need no hand mapping:
+whatever they do reaches this file as a few dozen ATen ops. Shapes are
+specialised on the example inputs (torch.export's static shapes); the graph
+records them under "specialized". An ATen op without a mapping fails with
+ExportError naming the op, the module path and the source line.
+"""
+
+import contextlib
+import operator
+
+import torch
+
+from .init_recorder import ExportError, to_graph_chain
+from .lowering import GRAPH_DTYPES, G
+
+aten = torch.ops.aten
+
+# Kept whole rather than decomposed: the graph format has one fused attention
+# op (scaled_dot_product_attention), measurably better than the matmul /
+# softmax / matmul chain it would otherwise decompose into.
+KEPT_WHOLE = (aten.scaled_dot_product_attention.default,)
+
+
+class Expanded:
+    """aten.expand's result, kept lazy: broadcasting consumers (elementwise ops,
+    matmul) read the unexpanded base; anything else would need the expanded
+    copy, which the graph format cannot express yet."""
+
+    def __init__(self, base, shape):
+        self.base, self.shape = base, list(shape)
+
+
+class Unusable:
+    """A value the graph cannot hold; an error only if an op reads it."""
+
+    def __init__(self, why):
+        self.why = why
+
+
+class Multi:
+    """A multi-result ATen op (native_layer_norm, split): getitem picks one."""
+
+    def __init__(self, items):
+        self.items = items
+
+
+@contextlib.contextmanager
+def no_fused_fast_paths():
+    """nn.TransformerEncoderLayer / nn.MultiheadAttention take a fused eval
+    fast path (_transformer_encoder_layer_fwd, _native_multi_head_attention)
+    that has no decomposition; turning it off makes them trace op by op."""
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None or not hasattr(mha, "set_fastpath_enabled"):
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
+
+
+def where(node):
+    """' in module PATH (Class) at FILE:LINE: `code`' for an exported node."""
+    out = ""
+    stack = node.meta.get("nn_module_stack") or {}
+    if stack:
+        path, cls = list(stack.values())[-1]
+        cls = cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1]
+        out += " in module %s (%s)" % (path or "<root>", cls)
+    frames = []
+    lines = [l for l in (node.meta.get("stack_trace") or "").splitlines() if l.strip()]
+    for i, l in enumerate(lines):
+        s = l.strip()
+        if s.startswith("File "):
+            code = lines[i + 1].strip() if i + 1 < len(lines) and \
+                not lines[i + 1].strip().startswith("File ") else ""
+            try:
+                frames.append("%s:%s" % (s.split('"')[1], s.split("line ")[1].split(",")[0]),)
+                frames[-1] = (frames[-1], code)
+            except IndexError:
+                pass
+    if frames:
+        # the innermost line of the user's code, then torch's own if deeper
+        user = [f for f in frames if "/torch/" not in f[0] and "shardc_export" not in f[0]]
+        loc, code = (user or frames)[-1]
+        out += " at %s%s" % (loc, (": `%s`" % code) if code else "")
+        if user and frames[-1] != user[-1]:
+            out += " (in %s)" % frames[-1][0]
+    return out
+
+
+def trace(model, metas):
+    """torch.export on meta inputs, then Core ATen decompositions."""
+    with no_fused_fast_paths():
+        try:
+            ep = torch.export.export(model, (), dict(metas))
+        except Exception as e:  # torch raises many types; say which, briefly
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ExportError("torch.export could not trace forward: %s: %s"
+                              % (type(e).__name__, first))
+        table = torch.export.default_decompositions()
+        for op in KEPT_WHOLE:
+            if op in table:
+                del table[op]
+        try:
+            return ep.run_decompositions(table)
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ExportError("decomposing to Core ATen failed: %s: %s"
+                              % (type(e).__name__, first))
+
+
+class AtenLowering:
+    """ExportedProgram -> graph nodes. Values are G (a graph tensor), Expanded,
+    Multi or Python scalars."""
+
+    def __init__(self, model, ep, params, buffers, buffer_chains, input_decls, device):
+        self.model, self.ep, self.device = model, ep, device
+        self.input_decls = input_decls
+        self.by_name = {}  # every (possibly tied) parameter name -> canonical name
+        for name, p in model.named_parameters(remove_duplicate=False):
+            self.by_name[name] = params[id(p)]
+        self.buffer_names = {}
+        for name, b in model.named_buffers(remove_duplicate=False):
+            self.buffer_names[name] = buffers[id(b)]
+        self.buffer_tensors = dict(model.named_buffers(remove_duplicate=False))
+        self.buffer_chains = buffer_chains
+        self.nodes, self.graph_buffers, self.consts, self.vals = [], {}, {}, {}
+        self.used_names = set(params.values()) | set(buffers.values()) | \
+            {d["name"] for d in input_decls}
+        self.transposed = {}  # graph name of permute(W, [1, 0]) -> W (a parameter G)
+        self.high = {}
+        self.unbiased_linear = {}  # graph name -> its node dict (fold_bias adds one)
+        self.params_shape = {}
+
+    # ------------------------------------------------------------ helpers
+    def fail(self, node, why):
+        raise ExportError("cannot export ATen op %s%s: %s" % (node.target, where(node), why))
+
+    def fresh(self, base):
+        name, i = base, 1
+        while name in self.used_names:
+            name = "%s.%d" % (base, i)
+            i += 1
+        self.used_names.add(name)
+        return name
+
+    def emit(self, node, op, inputs, val, **attrs):
+        stack = node.meta.get("nn_module_stack") or {}
+        base = list(stack.values())[-1][0] if stack else ""
+        name = self.fresh(base + "." + node.name if base else node.name)
+        n = {"name": name, "op": op, "inputs": [x.name for x in inputs]}
+        n.update(attrs)
+        self.nodes.append(n)
+        return G(name, val)
+
+    def const(self, value, like):
+        dt = GRAPH_DTYPES.get(like.val.dtype)
+        key = (float(value), dt)
+        if key not in self.consts:
+            name = self.fresh("const.%r" % float(value))
+            self.graph_buffers[name] = {"name": name, "shape": [], "dtype": dt,
+                                        "device": self.device,
+                                        "init": [{"op": "fill", "value": float(value)}]}
+            self.consts[key] = G(name, torch.empty((), dtype=like.val.dtype, device="meta"))
+        return self.consts[key]
+
+    def tensor(self, node, v, what="operand"):
+        if isinstance(v, G):
+            return v
+        if isinstance(v, Unusable):
+            self.fail(node, "its %s is a %s" % (what, v.why))
+        if isinstance(v, Expanded):
+            self.fail(node, "its %s is an expanded (broadcast) view that would have to be "
+                      "materialized; only elementwise ops and matmul consume expand" % what)
+        self.fail(node, "its %s is %r, not a tensor of the graph" % (what, v))
+
+    @staticmethod
+    def out_shape(node):
+        return list(node.meta["val"].shape)
+
+    def reshape(self, node, x, shape):
+        if list(x.shape) == list(shape):
+            return x
+        return self.emit(node, "reshape", [x], node.meta["val"], shape=list(shape))
+
+    # ------------------------------------------------------------ run
+    def run(self, output_names=None):
+        sig = self.ep.graph_signature
+        user_inputs = [s.arg.name for s in sig.input_specs
+                       if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+        decl_names = [d["name"] for d in self.input_decls]
+        out_vals = None
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                self.vals[node] = self.placeholder(node, sig, user_inputs, decl_names)
+            elif node.op == "output":
+                out_vals = node.args[0]
+            elif node.op == "call_function":
+                self.vals[node] = self.lower(node)
+            else:
+                self.fail(node, "graph node kind %s is not supported" % node.op)
+        outs = []
+        for v in out_vals:
+            val = self.vals.get(v) if isinstance(v, torch.fx.Node) else v
+            if isinstance(val, Expanded):
+                raise ExportError("forward returns an expanded view; the graph format "
+                                  "cannot materialize it yet")
+            if not isinstance(val, G):
+                raise ExportError("forward returns %r, not a tensor" % (val,))
+            outs.append(val)
+        names = output_names or (["output"] if len(outs) == 1 else
+                                 ["output.%d" % i for i in range(len(outs))])
+        if len(names) != len(outs):
+            raise ExportError("--output-names gives %d names for %d outputs"
+                              % (len(names), len(outs)))
+        outputs = []
+        for v, want in zip(outs, names):
+            produced = any(n.get("name") == v.name for n in self.nodes)
+            if produced and want not in self.used_names and want not in outputs:
+                self.rename(v.name, want)
+                outputs.append(want)
+            else:
+                outputs.append(v.name)
+        return outputs
+
+    def rename(self, old, new):
+        self.used_names.add(new)
+        for n in self.nodes:
+            if n.get("name") == old:
+                n["name"] = new
+            n["inputs"] = [new if x == old else x for x in n["inputs"]]
+
+    def placeholder(self, node, sig, user_inputs, decl_names):
+        name = node.name
+        if name in sig.inputs_to_parameters:
+            pname = self.by_name[sig.inputs_to_parameters[name]]
+            return G(pname, node.meta["val"])
+        if name in sig.inputs_to_buffers:
+            target = sig.inputs_to_buffers[name]
+            bname = self.buffer_names[target]
+            t = self.buffer_tensors[target]
+            if t.dtype not in GRAPH_DTYPES or t.dtype == torch.int64:
+                # e.g. BatchNorm's num_batches_tracked: fine as long as forward
+                # does not read it
+                return Unusable("buffer %s of dtype %s (graph buffers are floating point)"
+                                % (bname, t.dtype))
+            if bname not in self.graph_buffers:
+                init = to_graph_chain(self.buffer_chains.get(bname), list(t.shape),
+                                      "buffer " + bname)
+                self.graph_buffers[bname] = {"name": bname, "shape": list(t.shape),
+                                             "dtype": GRAPH_DTYPES[t.dtype],
+                                             "device": self.device, "init": init}
+            return G(bname, node.meta["val"])
+        if name in user_inputs:
+            return G(decl_names[user_inputs.index(name)], node.meta["val"])
+        raise ExportError("forward reads a tensor constant %s built outside the parameters "
+                          "and buffers; the ATen path cannot express it yet" % name)
+
+    # ------------------------------------------------------------ ops
+    def lower(self, node):
+        def arg(a):
+            if isinstance(a, torch.fx.Node):
+                return self.vals[a]
+            if isinstance(a, (list, tuple)):
+                return type(a)(arg(x) for x in a)
+            return a
+        args = [arg(a) for a in node.args]
+        kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        rule = RULES.get(node.target)
+        if rule is None:
+            self.fail(node, "no mapping to a shardc graph op (docs/exporter.md lists the "
+                      "ATen ops the exporter maps)")
+        return rule(self, node, *args, **kwargs)
+
+
+# ---------------------------------------------------------------- rules
+def identity(self, node, x, *rest, **kw):
+    if isinstance(x, Expanded):
+        return x
+    x = self.tensor(node, x)
+    if list(x.shape) != self.out_shape(node):
+        self.fail(node, "expected the shape to be kept")
+    if node.meta["val"].dtype != x.val.dtype:
+        self.fail(node, "dtype conversion %s -> %s has no graph op"
+                  % (x.val.dtype, node.meta["val"].dtype))
+    return x
+
+
+def view(self, node, x, *rest, **kw):
+    out = self.out_shape(node)
+    if isinstance(x, Expanded):
+        if out == x.shape:
+            return x
+        self.fail(node, "reshaping an expanded view needs it materialized")
+    return self.reshape(node, self.tensor(node, x), out)
+
+
+def permute(self, node, x, dims):
+    x = self.tensor(node, x)
+    rank = len(x.shape)
+    dims = [d % rank for d in dims] if rank else []
+    if dims == list(range(rank)):
+        return x
+    g = self.emit(node, "permute", [x], node.meta["val"], dims=dims)
+    if dims == [1, 0] and x.name in self.by_name.values():
+        self.transposed[g.name] = x
+    return g
+
+
+def expand(self, node, x, size, **kw):
+    x = self.tensor(node, x)
+    out = self.out_shape(node)
+    if out == list(x.shape):
+        return x
+    return Expanded(x, out)
+
+
+def select(self, node, x, dim, index):
+    x = self.tensor(node, x)
+    dim %= len(x.shape)
+    index = index + x.shape[dim] if index < 0 else index
+    s = self.emit(node, "slice", [x], node.meta["val"], dim=dim, start=index, end=index + 1)
+    s = G(s.name, torch.empty(x.shape[:dim] + [1] + x.shape[dim + 1:], device="meta",
+                              dtype=x.val.dtype))
+    return self.reshape(node, s, self.out_shape(node))
+
+
+def slice_(self, node, x, dim=0, start=None, end=None, step=1):
+    x = self.tensor(node, x)
+    dim %= len(x.shape)
+    n = x.shape[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    start, end = max(0, min(start, n)), max(0, min(end, n))
+    if start == 0 and end == n and step == 1:
+        return x
+    return self.emit(node, "slice", [x], node.meta["val"], dim=dim, start=start, end=end,
+                     step=step)
+
+
+def operand(self, node, v, like):
+    """An elementwise operand: a tensor, the base of an expand, or a scalar."""
+    if isinstance(v, Expanded):
+        return v.base
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return self.const(v, like)
+    return self.tensor(node, v)
+
+
+def elementwise(op):
+    def rule(self, node, a, b, alpha=1):
+        like = a if isinstance(a, G) else (a.base if isinstance(a, Expanded) else
+                                          (b.base if isinstance(b, Expanded) else b))
+        if not isinstance(like, G):
+            self.fail(node, "both operands are scalars")
+        a, b = operand(self, node, a, like), operand(self, node, b, like)
+        if alpha != 1:
+            b = self.emit(node, "mul", [b, self.const(alpha, like)], b.val)
+        if torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)) != \
+                torch.Size(self.out_shape(node)):
+            self.fail(node, "its operands do not broadcast to the result")
+        if a.val.dtype != b.val.dtype or node.meta["val"].dtype != a.val.dtype:
+            self.fail(node, "type promotion (%s, %s -> %s) has no graph op yet"
+                      % (a.val.dtype, b.val.dtype, node.meta["val"].dtype))
+        if op == "add" and fold_bias(self, node, a, b):
+            return G(a.name, node.meta["val"])
+        return self.emit(node, op, [a, b], node.meta["val"])
+    return rule
+
+
+def fold_bias(self, node, a, b):
+    """linear(x, W) + bias, with the linear used only here, is linear(x, W, bias):
+    F.linear on a 3-d input decomposes to a matmul and a separate add."""
+    lin = self.unbiased_linear.get(a.name)
+    src = node.args[0]
+    if lin is None or not isinstance(src, torch.fx.Node) or len(src.users) != 1:
+        return False
+    weight = lin["inputs"][1]
+    if b.name not in self.by_name.values() or list(b.shape) != [self.params_shape[weight][0]]:
+        return False
+    lin["inputs"].append(b.name)
+    del self.unbiased_linear[a.name]
+    return True
+
+
+def unary(op, **attrs):
+    def rule(self, node, x, *rest, **kw):
+        return self.emit(node, op, [self.tensor(node, x)], node.meta["val"], **attrs)
+    return rule
+
+
+def gelu(self, node, x, approximate="none"):
+    return self.emit(node, "gelu", [self.tensor(node, x)], node.meta["val"],
+                     approximate=approximate)
+
+
+def softmax(self, node, x, dim, half_to_float=False):
+    x = self.tensor(node, x)
+    if half_to_float:
+        self.fail(node, "half_to_float softmax has no graph op")
+    return self.emit(node, "softmax", [x], node.meta["val"], dim=dim % len(x.shape))
+
+
+def matmul_operand(self, node, v):
+    """A matmul operand; an expand that only adds or widens batch dims is
+    matmul's own broadcasting."""
+    if isinstance(v, Expanded):
+        if v.base.shape[-2:] != v.shape[-2:] or len(v.base.shape) < 2:
+            self.fail(node, "an expand of the matrix dims needs it materialized")
+        return v.base
+    return self.tensor(node, v)
+
+
+def matmul_like(self, node, a, b, bias=None):
+    """a @ b (+ bias); a parameter W consumed as permute(W, [1, 0]) is nn.Linear."""
+    a, b = matmul_operand(self, node, a), matmul_operand(self, node, b)
+    w = self.transposed.get(b.name)
+    if w is not None and (bias is None or list(bias.shape) == [w.shape[0]]):
+        ins = [a, w] + ([bias] if bias is not None else [])
+        out = self.emit(node, "linear", ins, node.meta["val"])
+        if bias is None:
+            self.unbiased_linear[out.name] = self.nodes[-1]
+            self.params_shape[w.name] = w.shape
+    else:
+        out = self.emit(node, "matmul", [a, b], node.meta["val"])
+        if bias is not None:
+            out = self.emit(node, "add", [out, bias], node.meta["val"])
+    if out.shape != self.out_shape(node):
+        # bmm on batch dims that an expand broadcast: same elements, other dims
+        if node.meta["val"].numel() != out.val.numel():
+            self.fail(node, "both operands were expanded; the product needs them "
+                      "materialized")
+        out = self.reshape(node, out, self.out_shape(node))
+    return out
+
+
+def mm(self, node, a, b):
+    return matmul_like(self, node, a, b)
+
+
+def addmm(self, node, bias, a, b, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        self.fail(node, "addmm with beta/alpha other than 1 has no mapping yet")
+    return matmul_like(self, node, a, b, bias=operand(self, node, bias, a))
+
+
+def layer_norm(self, node, x, shape, weight=None, bias=None, eps=1e-5):
+    x = self.tensor(node, x)
+    if list(shape) != x.shape[-1:] or weight is None or bias is None:
+        self.fail(node, "layer_norm over more than the last dim, or without weight and "
+                  "bias, has no graph op yet")
+    g = self.emit(node, "layer_norm", [x, self.tensor(node, weight), self.tensor(node, bias)],
+                  node.meta["val"][0], eps=float(eps))
+    return Multi([g, None, None])
+
+
+def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+         enable_gqa=False):
+    if attn_mask is not None or dropout_p != 0.0 or enable_gqa:
+        self.fail(node, "scaled_dot_product_attention with attn_mask, dropout or GQA has "
+                  "no graph op yet")
+    q, k, v = (self.tensor(node, t) for t in (q, k, v))
+    if len(q.shape) != 4:
+        self.fail(node, "scaled_dot_product_attention on %d-d tensors (the graph op takes "
+                  "[B, H, T, E])" % len(q.shape))
+    attrs = {"causal": bool(is_causal)}
+    if scale is not None:
+        attrs["scale"] = float(scale)
+    return self.emit(node, "scaled_dot_product_attention", [q, k, v], node.meta["val"],
+                     **attrs)
+
+
+def embedding(self, node, weight, ids, padding_idx=-1, *rest):
+    weight, ids = self.tensor(node, weight), self.tensor(node, ids)
+    for d in self.input_decls:
+        if d["name"] == ids.name:
+            self.high[d["name"]] = weight.shape[0]
+    return self.emit(node, "embedding", [weight, ids], node.meta["val"])
+
+
+def cat(self, node, tensors, dim=0):
+    ts = [self.tensor(node, t) for t in tensors]
+    return self.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
+
+
+def split(self, node, x, sizes, dim=0):
+    """split_with_sizes: one graph `split` node with one name per piece."""
+    x = self.tensor(node, x)
+    dim %= len(x.shape)
+    stack = node.meta.get("nn_module_stack") or {}
+    base = list(stack.values())[-1][0] if stack else ""
+    stem = base + "." + node.name if base else node.name
+    names = [self.fresh("%s.%d" % (stem, i)) for i in range(len(sizes))]
+    self.nodes.append({"names": names, "op": "split", "inputs": [x.name], "dim": dim,
+                       "sizes": [int(n) for n in sizes]})
+    return Multi([G(n, v) for n, v in zip(names, node.meta["val"])])
+
+
+def getitem(self, node, seq, i):
+    if not isinstance(seq, Multi) or seq.items[i] is None:
+        self.fail(node, "result %d of a multi-result op is not mapped" % i)
+    return seq.items[i]
+
+
+RULES = {
+    aten.view.default: view,
+    aten._unsafe_view.default: view,
+    aten.reshape.default: view,
+    aten.unsqueeze.default: view,
+    aten.squeeze.default: view,
+    aten.squeeze.dim: view,
+    aten.squeeze.dims: view,
+    aten.clone.default: identity,
+    aten.alias.default: identity,
+    aten.detach.default: identity,
+    aten._to_copy.default: identity,
+    aten.permute.default: permute,
+    aten.expand.default: expand,
+    aten.select.int: select,
+    aten.slice.Tensor: slice_,
+    aten.add.Tensor: elementwise("add"),
+    aten.sub.Tensor: elementwise("sub"),
+    aten.mul.Tensor: elementwise("mul"),
+    aten.div.Tensor: elementwise("div"),
+    aten.add.Scalar: elementwise("add"),
+    aten.sub.Scalar: elementwise("sub"),
+    aten.mul.Scalar: elementwise("mul"),
+    aten.div.Scalar: elementwise("div"),
+    aten.relu.default: unary("relu"),
+    aten.silu.default: unary("silu"),
+    aten.gelu.default: gelu,
+    aten._softmax.default: softmax,
+    aten.mm.default: mm,
+    aten.bmm.default: mm,
+    aten.addmm.default: addmm,
+    aten.native_layer_norm.default: layer_norm,
+    aten.scaled_dot_product_attention.default: sdpa,
+    aten.embedding.default: embedding,
+    aten.cat.default: cat,
+    aten.split_with_sizes.default: split,
+    operator.getitem: getitem,
+}
+
+
+def supported_ops():
+    """The ATen ops this file maps (docs/exporter.md lists them)."""
+    return sorted(str(op) for op in RULES if op is not operator.getitem)
