@@ -33,11 +33,11 @@ Function collectivesOnly(const Function &forward, const std::string &name) {
   result.buffers = forward.buffers;  // ids stay valid; unused ones cost nothing
   std::set<int32_t> gathered;        // buffers an all_gather fills
   for (const Instruction &inst : forward.body)
-    if (inst.op == "all_gather") gathered.insert(inst.outputs.begin(), inst.outputs.end());
+    if (inst.op == plan::OpCode::AllGather) gathered.insert(inst.outputs.begin(), inst.outputs.end());
   for (const Instruction &inst : forward.body) {
-    bool keep = inst.op == "all_gather";
-    if (inst.op == "alloc" && inst.outputs.size() == 1) keep = gathered.count(inst.outputs[0]);
-    if (inst.op == "free" && inst.inputs.size() == 1) keep = gathered.count(inst.inputs[0]);
+    bool keep = inst.op == plan::OpCode::AllGather;
+    if (inst.op == plan::OpCode::Alloc && inst.outputs.size() == 1) keep = gathered.count(inst.outputs[0]);
+    if (inst.op == plan::OpCode::Free && inst.inputs.size() == 1) keep = gathered.count(inst.inputs[0]);
     if (keep) result.body.push_back(inst);
   }
   return result;

@@ -42,17 +42,17 @@ TEST_CASE("collectivesOnly keeps the all-gathers and their buffers only", "[data
                Buffer(3, "y", DType::F32, {2, 4}, 32, Category::Activation)};
   f.inputs = {0};
   f.outputs = {3};
-  f.body = {{"alloc", {}, {2}, {}, ""},  {"all_gather", {1}, {2}, {}, ""},
-            {"alloc", {}, {3}, {}, ""},  {"add", {0, 2}, {3}, {}, ""},
-            {"free", {2}, {}, {}, ""},   {"free", {0}, {}, {}, ""}};
+  f.body = {{OpCode::Alloc, {}, {2}, {}, ""},  {OpCode::AllGather, {1}, {2}, {}, ""},
+            {OpCode::Alloc, {}, {3}, {}, ""},  {OpCode::Add, {0, 2}, {3}, {}, ""},
+            {OpCode::Free, {2}, {}, {}, ""},   {OpCode::Free, {0}, {}, {}, ""}};
   Function c = collectivesOnly(f, "forward.rows0");
   CHECK(c.name == "forward.rows0");
   CHECK(c.inputs.empty());
   CHECK(c.outputs.empty());
   REQUIRE(c.body.size() == 3);
-  CHECK(c.body[0].op == "alloc");
-  CHECK(c.body[1].op == "all_gather");
-  CHECK(c.body[2].op == "free");
+  CHECK(c.body[0].op == OpCode::Alloc);
+  CHECK(c.body[1].op == OpCode::AllGather);
+  CHECK(c.body[2].op == OpCode::Free);
   CHECK(c.body[2].inputs == std::vector<int32_t>{2});
 }
 
