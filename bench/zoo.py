@@ -26,6 +26,8 @@ ROOT = os.path.dirname(HERE)
 TOOLS = os.path.join(ROOT, "tools")
 sys.path.insert(0, HERE)
 sys.path.insert(0, TOOLS)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import make_models  # noqa: E402  (param_count)
 
 import zoo_models  # noqa: E402
 
@@ -84,13 +86,7 @@ def run_model(name, shardc, tmp):
             "--python-path", HERE,
             "--kwargs", json.dumps(kwargs), "--input-shapes", json.dumps(shapes), "-o", g])
         graph = json.load(open(g))
-        n = 0
-        for d in graph["parameters"]:
-            k = 1
-            for s in d["shape"]:
-                k *= s
-            n += k
-        row["params"] = n
+        row["params"] = make_models.param_count(graph)
         inp = os.path.join(tmp, "in.st")
         step("inputs", [PY, os.path.join(TOOLS, "torch_reference.py"), "--make-inputs", g,
                         "--seed", "4", "--out", inp])

@@ -45,14 +45,7 @@ def main(argv=None):
         "gpt3", n_layer=config["layers"], n_head=config["heads"],
         d=config["hidden"], vocab=args.vocab, block=args.seq, B=args.batch,
         T=args.seq).to_json()
-    text = make_models.render(graph)
-    tmp = args.output + ".tmp.%d" % os.getpid()
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, args.output)
-    print("%s: %d parameters, %s elements, %d nodes" % (
-        args.output, len(graph["parameters"]),
-        format(make_models.param_count(graph), ","), len(graph["nodes"])))
+    make_models.write_graph(graph, args.output)
     return 0
 
 

@@ -79,14 +79,7 @@ def main(argv=None):
         ap.error("--heads must be a multiple of --kv-heads (query groups)")
     name = args.preset or "llama"
     graph = build(config, args.dtype, args.batch, args.seq, name)
-    text = make_models.render(graph)
-    tmp = args.output + ".tmp.%d" % os.getpid()
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, args.output)
-    print("%s: %d parameters, %s elements, %d nodes" % (
-        args.output, len(graph["parameters"]),
-        format(make_models.param_count(graph), ","), len(graph["nodes"])))
+    make_models.write_graph(graph, args.output)
     return 0
 
 

@@ -317,6 +317,19 @@ def param_count(graph):
     return n
 
 
+def write_graph(graph, path, text=None):
+    """Writes `graph` (rendered) to `path` through a temporary file, so a
+    failed run never leaves a partial graph, and prints what it holds."""
+    text = render(graph) if text is None else text
+    tmp = path + ".tmp.%d" % os.getpid()
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    print("%s: %d parameters, %s elements, %d nodes" % (
+        path, len(graph["parameters"]), format(param_count(graph), ","),
+        len(graph["nodes"])))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=sorted(CONFIGS), action="append",
@@ -354,13 +367,7 @@ def main(argv=None):
                 print("stale: %s (run python3 examples/make_models.py)" % path)
                 stale = True
             continue
-        tmp = path + ".tmp.%d" % os.getpid()
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        print("%-24s %4d parameters %12s elements %5d nodes" % (
-            os.path.relpath(path), len(graph["parameters"]),
-            format(param_count(graph), ","), len(graph["nodes"])))
+        write_graph(graph, path, text)
     return 1 if stale else 0
 
 

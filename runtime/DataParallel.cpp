@@ -66,39 +66,7 @@ int64_t globalBatchRows(const std::vector<HostTensor> &inputs) {
 std::vector<HostTensor> matchGlobalInputs(const Plan &plan, const std::vector<HostTensor> &given) {
   const Function *forward = plan.function("forward");
   if (!forward) throw RuntimeError("data-parallel: the plan has no 'forward' function");
-  std::vector<HostTensor> ordered;
-  for (const HostTensor &t : given) {
-    bool known = false;
-    for (int32_t id : forward->inputs) known = known || forward->buffers[id].name == t.name;
-    if (!known) throw RuntimeError("input '" + t.name + "' is not an input of forward");
-  }
-  for (int32_t id : forward->inputs) {
-    const Buffer &b = forward->buffers[id];
-    const HostTensor *match = nullptr;
-    for (const HostTensor &t : given)
-      if (t.name == b.name) {
-        if (match) throw RuntimeError("input '" + b.name + "' is given twice");
-        match = &t;
-      }
-    if (!match)
-      throw RuntimeError("forward input '" + b.name + "' (" + dtypeName(b.dtype) +
-                         " [B" + (b.shape.size() > 1 ? ", ..." : "") +
-                         "]) was not provided");
-    auto rowShape = [](const std::vector<int64_t> &shape) {
-      return shape.empty() ? shape : std::vector<int64_t>(shape.begin() + 1, shape.end());
-    };
-    if (match->dtype != b.dtype || match->shape.size() != b.shape.size() ||
-        rowShape(match->shape) != rowShape(b.shape))
-      throw RuntimeError("input '" + b.name + "': the data-parallel forward expects " +
-                         dtypeName(b.dtype) + " " + shapeToString(b.shape) +
-                         " with any number of rows in dim 0, got " + dtypeName(match->dtype) +
-                         " " + shapeToString(match->shape));
-    if (static_cast<int64_t>(match->data.size()) != match->expectedBytes())
-      throw RuntimeError("input '" + b.name + "': has " + std::to_string(match->data.size()) +
-                         " bytes of data, its shape needs " +
-                         std::to_string(match->expectedBytes()));
-    ordered.push_back(*match);
-  }
+  std::vector<HostTensor> ordered = matchForwardInputs(*forward, given, /*anyBatchRows=*/true);
   globalBatchRows(ordered);
   return ordered;
 }

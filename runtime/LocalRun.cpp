@@ -22,46 +22,6 @@ using namespace shardc::plan;
 
 namespace {
 
-/// Orders the user's inputs like forward's input list, checking each.
-std::vector<HostTensor> matchInputs(const Function &forward,
-                                    const std::vector<HostTensor> &given) {
-  std::string expected;
-  for (int32_t id : forward.inputs)
-    expected += (expected.empty() ? "" : ", ") + forward.buffers[id].name;
-  for (const HostTensor &t : given) {
-    bool known = false;
-    for (int32_t id : forward.inputs) known = known || forward.buffers[id].name == t.name;
-    if (!known)
-      throw RuntimeError("input '" + t.name + "' is not an input of forward (inputs: " +
-                         (expected.empty() ? "none" : expected) + ")");
-  }
-  std::vector<HostTensor> ordered;
-  for (int32_t id : forward.inputs) {
-    const Buffer &b = forward.buffers[id];
-    const HostTensor *match = nullptr;
-    for (const HostTensor &t : given)
-      if (t.name == b.name) {
-        if (match) throw RuntimeError("input '" + b.name + "' is given twice");
-        match = &t;
-      }
-    if (!match)
-      throw RuntimeError("forward input '" + b.name + "' (" + dtypeName(b.dtype) + " " +
-                         shapeToString(b.shape) + ") was not provided");
-    if (match->dtype != b.dtype || match->shape != b.shape)
-      throw RuntimeError("input '" + b.name + "': forward expects " + dtypeName(b.dtype) + " " +
-                         shapeToString(b.shape) + ", got " + dtypeName(match->dtype) + " " +
-                         shapeToString(match->shape));
-    if (static_cast<int64_t>(match->data.size()) != match->expectedBytes())
-      throw RuntimeError("input '" + b.name + "': has " + std::to_string(match->data.size()) +
-                         " bytes of data, its shape needs " +
-                         std::to_string(match->expectedBytes()));
-    ordered.push_back(*match);
-  }
-  return ordered;
-}
-
-
-
 /// Why a local run stopped at rank `started` of `n`: the OS refused a thread.
 std::string threadStartFailure(int64_t started, int64_t n, const std::string &reason) {
   return "could not start local rank " + std::to_string(started) + " (" + reason +
@@ -165,9 +125,54 @@ void runRank(const Plan &plan, const std::string &forwardName,
 }  // namespace
 
 std::vector<HostTensor> matchForwardInputs(const Function &forward,
-                                           const std::vector<HostTensor> &given) {
-  return matchInputs(forward, given);
+                                           const std::vector<HostTensor> &given,
+                                           bool anyBatchRows) {
+  std::string expected;
+  for (int32_t id : forward.inputs)
+    expected += (expected.empty() ? "" : ", ") + forward.buffers[id].name;
+  for (const HostTensor &t : given) {
+    bool known = false;
+    for (int32_t id : forward.inputs) known = known || forward.buffers[id].name == t.name;
+    if (!known)
+      throw RuntimeError("input '" + t.name + "' is not an input of forward (inputs: " +
+                         (expected.empty() ? "none" : expected) + ")");
+  }
+  std::vector<HostTensor> ordered;
+  for (int32_t id : forward.inputs) {
+    const Buffer &b = forward.buffers[id];
+    const HostTensor *match = nullptr;
+    for (const HostTensor &t : given)
+      if (t.name == b.name) {
+        if (match) throw RuntimeError("input '" + b.name + "' is given twice");
+        match = &t;
+      }
+    if (!match)
+      throw RuntimeError("forward input '" + b.name + "' (" + dtypeName(b.dtype) + " " +
+                         (anyBatchRows ? std::string(b.shape.size() > 1 ? "[B, ...]" : "[B]")
+                                       : shapeToString(b.shape)) +
+                         ") was not provided");
+    // Data-parallel: dim 0 is the global batch, any size; the rest must match.
+    auto rows = [&](const std::vector<int64_t> &shape) {
+      return anyBatchRows && !shape.empty()
+                 ? std::vector<int64_t>(shape.begin() + 1, shape.end())
+                 : shape;
+    };
+    if (match->dtype != b.dtype || match->shape.size() != b.shape.size() ||
+        rows(match->shape) != rows(b.shape))
+      throw RuntimeError("input '" + b.name + "': " +
+                         (anyBatchRows ? "the data-parallel forward expects " : "forward expects ") +
+                         dtypeName(b.dtype) + " " + shapeToString(b.shape) +
+                         (anyBatchRows ? " with any number of rows in dim 0" : "") + ", got " +
+                         dtypeName(match->dtype) + " " + shapeToString(match->shape));
+    if (static_cast<int64_t>(match->data.size()) != match->expectedBytes())
+      throw RuntimeError("input '" + b.name + "': has " + std::to_string(match->data.size()) +
+                         " bytes of data, its shape needs " +
+                         std::to_string(match->expectedBytes()));
+    ordered.push_back(*match);
+  }
+  return ordered;
 }
+
 
 RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
   checkPlan(fullPlan);
@@ -194,7 +199,7 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
   const Function *forward = plan.function("forward");
   std::vector<HostTensor> inputs;
   if (forward && options.dataParallel) inputs = matchGlobalInputs(plan, options.inputs);
-  else if (forward) inputs = matchInputs(*forward, options.inputs);
+  else if (forward) inputs = matchForwardInputs(*forward, options.inputs);
   else if (!options.inputs.empty())
     throw RuntimeError("runLocal: inputs were given but the plan has no 'forward' function");
 

@@ -119,9 +119,12 @@ struct RunResult {
 RunResult runLocal(const plan::Plan &plan, const RunOptions &options);
 
 /// Orders `given` like forward's inputs, checking each (name known, given
-/// once, dtype, shape and byte count as the function expects).
+/// once, dtype, shape and byte count as the function expects). With
+/// `anyBatchRows` dim 0 may have any size: the global batch of a
+/// data-parallel run (runtime/DataParallel.h).
 std::vector<HostTensor> matchForwardInputs(const plan::Function &forward,
-                                           const std::vector<HostTensor> &given);
+                                           const std::vector<HostTensor> &given,
+                                           bool anyBatchRows = false);
 
 /// Deterministic inputs (makeDeterministicInput) for every forward input;
 /// int64 inputs named in `intBounds` are drawn from [0, bound). A name in

@@ -15,7 +15,7 @@ import operator
 import torch
 
 from .init_recorder import ExportError, to_graph_chain
-from .lowering import GRAPH_DTYPES, G
+from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter
 
 aten = torch.ops.aten
 
@@ -116,7 +116,7 @@ def trace(model, metas):
                               % (type(e).__name__, first))
 
 
-class AtenLowering:
+class AtenLowering(GraphEmitter):
     """ExportedProgram -> graph nodes. Values are G (a graph tensor), Expanded,
     Multi or Python scalars."""
 
@@ -131,9 +131,8 @@ class AtenLowering:
             self.buffer_names[name] = buffers[id(b)]
         self.buffer_tensors = dict(model.named_buffers(remove_duplicate=False))
         self.buffer_chains = buffer_chains
-        self.nodes, self.graph_buffers, self.consts, self.vals = [], {}, {}, {}
-        self.used_names = set(params.values()) | set(buffers.values()) | \
-            {d["name"] for d in input_decls}
+        GraphEmitter.__init__(self, params, buffers, input_decls, device)
+        self.vals = {}
         self.transposed = {}  # graph name of permute(W, [1, 0]) -> W (a parameter G)
         self.high = {}
         self.unbiased_linear = {}  # graph name -> its node dict (fold_bias adds one)
@@ -143,33 +142,11 @@ class AtenLowering:
     def fail(self, node, why):
         raise ExportError("cannot export ATen op %s%s: %s" % (node.target, where(node), why))
 
-    def fresh(self, base):
-        name, i = base, 1
-        while name in self.used_names:
-            name = "%s.%d" % (base, i)
-            i += 1
-        self.used_names.add(name)
-        return name
-
     def emit(self, node, op, inputs, val, **attrs):
+        # Named after the module that ran the op (node.meta's module stack).
         stack = node.meta.get("nn_module_stack") or {}
         base = list(stack.values())[-1][0] if stack else ""
-        name = self.fresh(base + "." + node.name if base else node.name)
-        n = {"name": name, "op": op, "inputs": [x.name for x in inputs]}
-        n.update(attrs)
-        self.nodes.append(n)
-        return G(name, val)
-
-    def const(self, value, like):
-        dt = GRAPH_DTYPES.get(like.val.dtype)
-        key = (float(value), dt)
-        if key not in self.consts:
-            name = self.fresh("const.%r" % float(value))
-            self.graph_buffers[name] = {"name": name, "shape": [], "dtype": dt,
-                                        "device": self.device,
-                                        "init": [{"op": "fill", "value": float(value)}]}
-            self.consts[key] = G(name, torch.empty((), dtype=like.val.dtype, device="meta"))
-        return self.consts[key]
+        return self.append(base + "." + node.name if base else node.name, op, inputs, val, attrs)
 
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
@@ -215,27 +192,7 @@ class AtenLowering:
             if not isinstance(val, G):
                 raise ExportError("forward returns %r, not a tensor" % (val,))
             outs.append(val)
-        names = output_names or (["output"] if len(outs) == 1 else
-                                 ["output.%d" % i for i in range(len(outs))])
-        if len(names) != len(outs):
-            raise ExportError("--output-names gives %d names for %d outputs"
-                              % (len(names), len(outs)))
-        outputs = []
-        for v, want in zip(outs, names):
-            produced = any(n.get("name") == v.name for n in self.nodes)
-            if produced and want not in self.used_names and want not in outputs:
-                self.rename(v.name, want)
-                outputs.append(want)
-            else:
-                outputs.append(v.name)
-        return outputs
-
-    def rename(self, old, new):
-        self.used_names.add(new)
-        for n in self.nodes:
-            if n.get("name") == old:
-                n["name"] = new
-            n["inputs"] = [new if x == old else x for x in n["inputs"]]
+        return self.name_outputs(outs, output_names)
 
     def placeholder(self, node, sig, user_inputs, decl_names):
         name = node.name

@@ -9,25 +9,9 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter  # noqa: F401 (re-exported)
 from .init_recorder import ExportError, tag_of, to_graph_chain
 from .tracer import VAL, where
-
-GRAPH_DTYPES = {torch.float32: "float32", torch.float64: "float64",
-                torch.float16: "float16", torch.bfloat16: "bfloat16",
-                torch.int64: "int64"}
-
-
-class G:
-    """A tensor value of the graph: a parameter, buffer, input or node result."""
-
-    def __init__(self, name, val):
-        self.name = name
-        self.val = val  # meta tensor
-
-    @property
-    def shape(self):
-        return list(self.val.shape)
-
 
 class Seq:
     def __init__(self, items):
@@ -88,7 +72,7 @@ def arange_of(expr):
     return None
 
 
-class Lowering:
+class Lowering(GraphEmitter):
     def __init__(self, model, gm_graph, tracer, params, buffers, buffer_chains,
                  input_decls, device):
         self.model = model
@@ -98,12 +82,7 @@ class Lowering:
         self.buffers = buffers          # id(tensor) -> name
         self.buffer_chains = buffer_chains  # name -> Chain
         self.input_decls = input_decls  # list of dicts (name, shape, dtype)
-        self.device = device
-        self.nodes = []
-        self.used_names = set(params.values()) | set(buffers.values()) | \
-            {d["name"] for d in input_decls}
-        self.graph_buffers = {}        # name -> decl
-        self.consts = {}
+        GraphEmitter.__init__(self, params, buffers, input_decls, device)
         self.vals = {}
         self.high = {}                 # input name -> vocabulary size
         self.input_names = {d["name"] for d in input_decls}
@@ -114,33 +93,8 @@ class Lowering:
         raise ExportError("cannot export fx node `%s` (%s)%s: %s" % (
             node.name, desc, where(node), why))
 
-    def fresh(self, base):
-        base = str(base)
-        name, i = base, 1
-        while name in self.used_names:
-            name = "%s.%d" % (base, i)
-            i += 1
-        self.used_names.add(name)
-        return name
-
     def emit(self, base, op, inputs, val, **attrs):
-        name = self.fresh(base)
-        n = {"name": name, "op": op, "inputs": [x.name for x in inputs]}
-        n.update(attrs)
-        self.nodes.append(n)
-        return G(name, val)
-
-    def const(self, value, like):
-        """A 0-d buffer holding a Python number (fill), dtype of `like`."""
-        dt = GRAPH_DTYPES.get(like.val.dtype)
-        key = (float(value), dt)
-        if key not in self.consts:
-            name = self.fresh("const.%r" % float(value) if math.isfinite(value) else "const.inf")
-            self.graph_buffers[name] = {"name": name, "shape": [], "dtype": dt,
-                                        "device": self.device,
-                                        "init": [{"op": "fill", "value": float(value)}]}
-            self.consts[key] = G(name, torch.empty((), dtype=like.val.dtype, device="meta"))
-        return self.consts[key]
+        return self.append(base, op, inputs, val, attrs)
 
     def tensor_value(self, node, t, name_hint):
         """A real tensor reached through get_attr: parameter, buffer, constant."""
@@ -220,31 +174,7 @@ class Lowering:
                 for x in v.values():
                     collect(x)
         collect(out_vals)
-        if not outs:
-            raise ExportError("forward returns no tensor")
-        names = output_names or (["output"] if len(outs) == 1 else
-                                 ["output.%d" % i for i in range(len(outs))])
-        if len(names) != len(outs):
-            raise ExportError("--output-names gives %d names for %d outputs"
-                              % (len(names), len(outs)))
-        outputs = []
-        for (v, _), want in zip(outs, names):
-            if not isinstance(v, G):
-                raise ExportError("output %s is not a tensor of the graph" % want)
-            produced = [n for n in self.nodes if n.get("name") == v.name]
-            if produced and want not in self.used_names and want not in outputs:
-                self.rename(v.name, want)
-                outputs.append(want)
-            else:
-                outputs.append(v.name)
-        return outputs
-
-    def rename(self, old, new):
-        self.used_names.add(new)
-        for n in self.nodes:
-            if n.get("name") == old:
-                n["name"] = new
-            n["inputs"] = [new if x == old else x for x in n["inputs"]]
+        return self.name_outputs([v for v, _ in outs], output_names)
 
     # ------------------------------------------------------------ nodes
     def lower(self, node):
