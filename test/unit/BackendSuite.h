@@ -41,6 +41,9 @@ struct BackendUnderTest {
 
 /// The backends this binary tests (defined once per test binary).
 std::vector<BackendUnderTest> backendsUnderTest();
+/// The CPU backend with `threads` kernel threads on a world of one rank: the
+/// suite's reference (1 thread) and the unit tests' backend under test.
+BackendUnderTest cpuBackendUnderTest(int threads);
 
 /// Runs init then forward of `plan` on a fresh instance of `backend`.
 SuiteRun runSuitePlan(const BackendUnderTest &backend, const plan::Plan &plan,

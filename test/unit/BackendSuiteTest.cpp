@@ -300,11 +300,13 @@ double maxRelativeError(const HostTensor &a, const HostTensor &b) {
   return worst;
 }
 
-BackendUnderTest cpuReference() {
-  return {"cpu", [] {
+}  // namespace
+
+BackendUnderTest cpuBackendUnderTest(int threads) {
+  return {"cpu", [threads] {
             BackendInstance instance;
             auto device = std::make_unique<runtime::CpuDevice>();
-            instance.backend = std::make_unique<runtime::CpuBackend>(*device, 1);
+            instance.backend = std::make_unique<runtime::CpuBackend>(*device, threads);
             instance.device = std::move(device);
             auto group = std::make_shared<runtime::LocalGroup>(1);
             instance.comm = std::make_unique<runtime::LocalCommunicator>(*group, 0);
@@ -313,11 +315,9 @@ BackendUnderTest cpuReference() {
           }};
 }
 
-}  // namespace
-
 TEST_CASE("backend suite: every op on every backend, predicted == measured", "[backends]") {
   const std::vector<SuiteCase> cases = suiteCases();
-  const BackendUnderTest reference = cpuReference();
+  const BackendUnderTest reference = cpuBackendUnderTest(1);  // one kernel thread
   for (const BackendUnderTest &backend : backendsUnderTest()) {
     const std::span<const OpCode> missing = backend.make().backend->unsupportedOps();
     for (const SuiteCase &c : cases) {
