@@ -161,13 +161,12 @@ std::string formatProcessMemory(const runtime::RunResult &result) {
   const runtime::ProcessMemoryReport &process = result.process;
   if (process.peakResident < 0 || process.residentBefore < 0)
     return "\nOS resident memory: /proc/self/status is not readable\n";
+  // The growth beside the ledger's figures is residentMemoryLine's.
   std::ostringstream out;
-  const int64_t accounted = accountedPeakSum(result);
   out << "\nOS peak RSS " << (process.peakSinceStart ? "since the process started" : "while the ranks ran")
       << ": " << grouped(process.peakResident) << " bytes (" << mib(process.peakResident)
       << "); RSS before: " << grouped(process.residentBefore) << " (" << mib(process.residentBefore)
-      << "); accounted peaks of the ranks run: " << grouped(accounted) << "; peak - before - accounted: "
-      << mib(process.peakResident - process.residentBefore - accounted) << "\n";
+      << ")\n";
   return out.str();
 }
 
