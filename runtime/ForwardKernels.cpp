@@ -351,9 +351,10 @@ void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KT
                   const size_t size = static_cast<size_t>(plan::dtypeSize(x.dtype));
                   padX.assign(static_cast<size_t>(kTileM * K) * size, std::byte{0});
                   padY.resize(static_cast<size_t>(kTileM * nb) * size);
-                  std::memcpy(padX.data(), static_cast<const std::byte *>(x.data) +
-                                               static_cast<size_t>(m0 * K) * size,
-                              static_cast<size_t>(mb * K) * size);
+                  if (K > 0)  // K = 0: x may have no storage at all (memcpy needs a pointer)
+                    std::memcpy(padX.data(), static_cast<const std::byte *>(x.data) +
+                                                 static_cast<size_t>(m0 * K) * size,
+                                static_cast<size_t>(mb * K) * size);
                   gemmTile({x.dtype, padX.data(), 0, K}, {w.dtype, w.data, n0 * K, K}, true,
                            b ? b->data : nullptr, x.dtype, n0, padY.data(), y.dtype, 0, nb,
                            kTileM, nb, K, scratch);
