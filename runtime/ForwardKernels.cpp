@@ -325,7 +325,9 @@ void embeddingKernel(const KTensor &weight, const KTensor &ids, const KTensor &o
 void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y,
                   int threads) {
   const char *op = "linear";
-  const auto [rows, N, K] = checks::linear(x, w, b, y);
+  // Plain copies: clang 14 (the fuzz build) cannot capture structured bindings.
+  const auto [rowsDim, nDim, kDim] = checks::linear(x, w, b, y);
+  const int64_t rows = rowsDim, N = nDim, K = kDim;
   checkBlasDims(op, {rows, N, K});
   singleThreadedBlas();
   const int64_t mTiles = (rows + kTileM - 1) / kTileM, nTiles = (N + kTileN - 1) / kTileN;
@@ -449,7 +451,8 @@ void activationKernel(Activation kind, const KTensor &x, const KTensor &y, int t
 
 void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bias, double eps,
                      const KTensor &y, int threads) {
-  const auto [rows, D] = checks::norm("layer_norm", x, weight, bias, y);
+  const auto [rowsDim, dDim] = checks::norm("layer_norm", x, weight, bias, y);
+  const int64_t rows = rowsDim, D = dDim;  // plain copies, as in linearKernel
   parallelTasks(rows, threads, rows * D, [&](int64_t r) {
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(3 * D));
@@ -475,7 +478,8 @@ void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bia
 
 void rmsNormKernel(const KTensor &x, const KTensor *weight, double eps, const KTensor &y,
                    int threads) {
-  const auto [rows, D] = checks::norm("rms_norm", x, weight, nullptr, y);
+  const auto [rowsDim, dDim] = checks::norm("rms_norm", x, weight, nullptr, y);
+  const int64_t rows = rowsDim, D = dDim;  // plain copies, as in linearKernel
   parallelTasks(rows, threads, rows * D, [&](int64_t r) {
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(2 * D));
@@ -532,7 +536,8 @@ void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads)
 void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
                 bool causal, double scale, int threads) {
   const char *op = "sdpa";
-  const auto [B, H, T, S, D, Dv] = checks::sdpa(q, k, v, o);
+  const auto [bDim, hDim, tDim, sDim, dDim, dvDim] = checks::sdpa(q, k, v, o);
+  const int64_t B = bDim, H = hDim, T = tDim, S = sDim, D = dDim, Dv = dvDim;  // as in linearKernel
   checkBlasDims(op, {T, S, D, Dv});
   singleThreadedBlas();
   // Query rows per block: one block of scores (rows x S floats) stays <= 1 MiB.
