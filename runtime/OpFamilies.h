@@ -1,0 +1,99 @@
+// The op families real models need beyond the transformer set (convnets,
+// audio encoders, torch.nn modules): their parameters and their shape and
+// dtype rules, backend-independent. The op table (OpTable.def) names these
+// rules, the compiler's dialect verifier and graph reader call them, and
+// every backend's kernel calls them on entry, so a shape is accepted or
+// rejected in one place with the same words.
+//
+// Conventions shared by every family:
+//   - Layout is torch's: row-major, contiguous, channels first (N, C, *).
+//   - Floating storage is float32, bfloat16 or float16; math is float32,
+//     sums and means in double, each result rounded to the storage dtype once.
+//   - A rule throws RuntimeError "<op>: <reason>" (checks::fail) and returns
+//     the result's shape; it never looks at data.
+//   - Results for one sample (one index of dim 0) do not depend on the batch
+//     size or on the thread count: the data-parallel forward splits dim 0
+//     over ranks and must give byte-identical outputs for any split.
+#pragma once
+
+#include "runtime/ForwardKernels.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace shardc::runtime {
+
+// ---- convolution -----------------------------------------------------------
+
+/// torch's aten.convolution for 1 or 2 spatial dims. x [N, Cin, *spatial],
+/// w [Cout, Cin/groups, *kernel] (transposed: [Cin, Cout/groups, *kernel]),
+/// b [Cout] optional. Every vector has `spatialDims` entries.
+struct ConvParams {
+  int spatialDims = 2;  // 1 or 2
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  bool transposed = false;
+  std::vector<int64_t> outputPadding;  // transposed only
+};
+/// y's shape; checks ranks, channels against groups, positive sizes.
+Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape *b);
+
+// ---- pooling ---------------------------------------------------------------
+
+enum class PoolKind { Max, Avg };
+/// max_pool{1,2}d / avg_pool{1,2}d as torch: x [N, C, *spatial] or
+/// [C, *spatial]; output size floor or ceil ((in + 2p - d(k-1) - 1) / s) + 1,
+/// with torch's rule that the last window must start inside the input or
+/// left padding when ceil_mode. Padding is at most half the kernel.
+struct PoolParams {
+  PoolKind kind = PoolKind::Max;
+  int spatialDims = 2;
+  std::vector<int64_t> kernel, stride, padding, dilation;  // dilation: max only
+  bool ceilMode = false;
+  bool countIncludePad = true;   // avg only
+  int64_t divisorOverride = 0;   // avg only; 0 = none
+};
+Shape poolShape(const PoolParams &p, const Shape &x);
+
+/// adaptive_{avg,max}_pool{1,2}d: x [N, C, *spatial] or [C, *spatial] to
+/// `outputSize` (spatialDims entries); window i covers
+/// [floor(i*in/out), ceil((i+1)*in/out)).
+Shape adaptivePoolShape(PoolKind kind, const std::vector<int64_t> &outputSize, const Shape &x);
+
+// ---- normalization over channels ---------------------------------------------
+
+/// batch_norm in eval mode: y = (x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c]
+/// over x [N, C, *]; mean, var [C]; w, b [C] optional. Returns x's shape.
+Shape batchNormShape(const Shape &x, const Shape &mean, const Shape &var, const Shape *w,
+                     const Shape *b);
+/// group_norm: x [N, C, *] in `groups` groups of C/groups channels, statistics
+/// per (sample, group) in double (biased variance), affine w, b [C] optional.
+Shape groupNormShape(const Shape &x, int64_t groups, const Shape *w, const Shape *b);
+
+// ---- reductions --------------------------------------------------------------
+
+enum class ReduceKind { Sum, Mean, Amax, Amin, Var, Argmax, Argmin };
+/// Reduce x over `dims` (each in [-rank, rank), no repeats; empty = all dims,
+/// as torch's sum() with no dim). keepdim keeps them as size 1. Var uses
+/// `correction` (torch's var(correction=)). Argmax/Argmin take exactly one
+/// dim (or none: the flattened tensor) and give int64; the others give x's
+/// dtype. Sum/Mean accumulate in double; Amax/Amin propagate NaN as torch.
+Shape reduceShape(ReduceKind kind, const Shape &x, const std::vector<int64_t> &dims,
+                  bool keepdim);
+
+// ---- elementwise with scalar parameters ---------------------------------------
+
+/// Unary elementwise ops beyond Activation, same shape and dtype in and out.
+/// a, b are the op's scalar parameters where it has them:
+///   Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Neg, Abs, Erf, Sin, Cos,
+///   Reciprocal, Hardswish (x*relu6(x+3)/6), Hardsigmoid (relu6(x+3)/6),
+///   Mish (x*tanh(softplus(x))), Clamp (min a, max b; NaN passes through, a
+///   bound given as +-inf is absent), LeakyRelu (slope a), Elu (alpha a),
+///   PowScalar (x^a), Softplus (beta a, threshold b).
+enum class UnaryOp {
+  Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Neg, Abs, Erf, Sin, Cos, Reciprocal,
+  Hardswish, Hardsigmoid, Mish, Clamp, LeakyRelu, Elu, PowScalar, Softplus,
+};
+const char *unaryOpName(UnaryOp op);
+
+}  // namespace shardc::runtime

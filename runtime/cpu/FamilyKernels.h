@@ -1,0 +1,36 @@
+// CPU kernels of the op families in runtime/OpFamilies.h. Same contract as
+// runtime/ForwardKernels.h: operands as KTensor, the family's shape rule
+// checked on entry (RuntimeError with the reason only), at most `threads`
+// workers, fixed work splits so results are bit-identical for any thread
+// count and for any batch size (a sample's result never depends on the
+// others), per-worker heap scratch bounded (about 1 MiB) and not accounted,
+// output never aliasing an input unless stated.
+#pragma once
+
+#include "runtime/OpFamilies.h"
+
+namespace shardc::runtime {
+
+/// Convolution (im2col blocks + sgemm in fixed tiles; depthwise directly).
+void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+                const KTensor &y, int threads);
+
+void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads);
+void adaptivePoolKernel(PoolKind kind, const KTensor &x, const KTensor &y, int threads);
+
+void batchNormKernel(const KTensor &x, const KTensor &mean, const KTensor &var,
+                     const KTensor *w, const KTensor *b, double eps, const KTensor &y,
+                     int threads);
+void groupNormKernel(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
+                     double eps, const KTensor &y, int threads);
+
+/// y has reduceShape(kind, x.shape, dims, keepdim) (keepdim does not change
+/// the layout, so the kernel takes y's shape as given and checks its numel).
+void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+                  int64_t correction, const KTensor &y, int threads);
+
+/// y may alias x.
+void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,
+                 int threads);
+
+}  // namespace shardc::runtime
