@@ -49,6 +49,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
     block.used = bytes;
     if (bytes > block.resident) {
+      prefault(block, block.resident, bytes);
       residentBytes_ += bytes - block.resident;
       block.resident = bytes;
     }
@@ -64,13 +65,15 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     residentBytes_ -= bytes;
     return {nullptr, 0, 0, 0};
   }
-#ifdef MADV_HUGEPAGE
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
   // Only whole 2 MiB pages inside the block become huge; the tail stays on
   // 4 KiB pages, so nothing beyond `bytes` is ever touched. A hint: failure
   // only costs speed.
-  madvise(memory, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+  madvise(memory, bytes / kHugePage * kHugePage,
+          policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
   Block block{memory, bytes, bytes, bytes};
+  prefault(block, 0, bytes);
   live_[memory] = block;
   shrinkToHighWater();
   return block;
@@ -92,6 +95,21 @@ void HostMemory::release(const Block &block) {
     residentBytes_ -= large.resident;
     std::free(large.data);
   }
+}
+
+void HostMemory::prefault(const Block &block, size_t from, size_t to) const {
+#ifdef MADV_POPULATE_WRITE
+  if (!policy_.prefault || to <= from) return;
+  // Whole pages holding bytes [from, to): the first may be shared with what
+  // precedes `from` in the block (already resident or about to be); the
+  // last is inside the block's mapping. The kernel may refuse (older than
+  // 5.14: EINVAL); the writes then fault the pages in as before.
+  size_t begin = from / kPage * kPage;
+  size_t end = roundUp(to, kPage);
+  madvise(static_cast<char *>(block.data) + begin, end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)block, (void)from, (void)to;
+#endif
 }
 
 void HostMemory::trimTail(Block &block) {

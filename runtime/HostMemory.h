@@ -1,5 +1,6 @@
-// Raw host memory for CpuDevice: aligned blocks, huge pages for large ones,
-// and reuse of freed large blocks.
+// Raw host memory for CpuDevice: aligned blocks, large ones prefaulted and
+// (where that pays, runtime/PagePolicy.h) backed by huge pages, and reuse of
+// freed large blocks.
 //
 // Why: a forward pass allocates one gathered buffer per unit, unit after
 // unit. Fresh memory costs a page fault and a kernel page clear per page on
@@ -17,6 +18,8 @@
 // mark; runners call it after each function.
 #pragma once
 
+#include "runtime/PagePolicy.h"
+
 #include <cstddef>
 #include <unordered_map>
 #include <vector>
@@ -25,11 +28,16 @@ namespace shardc::runtime {
 
 class HostMemory {
 public:
-  /// Blocks of at least this many bytes are 2 MiB aligned, advised for
-  /// transparent huge pages, and reused after release.
+  /// Blocks of at least this many bytes are 2 MiB aligned, reused after
+  /// release, and handled as the page policy says: advised for transparent
+  /// huge pages (MADV_HUGEPAGE) if adviseHugePages, else kept on 4 KiB pages
+  /// (MADV_NOHUGEPAGE, so THP "always" does not undo it); if prefault, the
+  /// part of a block not resident yet is faulted in at allocation
+  /// (MADV_POPULATE_WRITE: one call instead of a trap per page; callers
+  /// write every byte they ask for, so no figure changes).
   static constexpr size_t kLargeBlock = size_t(2) << 20;
 
-  HostMemory() = default;
+  explicit HostMemory(const PagePolicy &policy = systemPagePolicy()) : policy_(policy) {}
   HostMemory(const HostMemory &) = delete;
   HostMemory &operator=(const HostMemory &) = delete;
   ~HostMemory() { trim(); }
@@ -64,7 +72,10 @@ private:
   void freeKept(size_t index);
   /// Gives back the pages of `block` beyond its request, rounded to 2 MiB.
   void trimTail(Block &block);
+  /// Faults in bytes [from, to) of `block` (page-rounded) if the policy says so.
+  void prefault(const Block &block, size_t from, size_t to) const;
 
+  PagePolicy policy_;
   std::vector<Block> kept_;
   std::unordered_map<void *, Block> live_;  // large blocks in use, by address
   size_t liveBytes_ = 0;      // requested bytes of live large blocks

@@ -1,15 +1,25 @@
 // HostMemory: large blocks are reused, and the resident bytes never exceed
 // the high-water mark of the live bytes (the accounted peak) by more than
-// the 2 MiB rounding per block; live blocks keep their contents throughout.
+// the 2 MiB rounding per block; live blocks keep their contents throughout;
+// the page policy (huge-page advice, prefault) is applied to large blocks.
 #include "runtime/HostMemory.h"
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 using shardc::runtime::HostMemory;
+using shardc::runtime::PagePolicy;
 
 namespace {
 constexpr size_t MiB = size_t(1) << 20;
@@ -93,4 +103,85 @@ TEST_CASE("resident bytes stay under the high-water mark of live bytes", "[hostm
   for (const Live &entry : live) memory.release(entry.block);
   memory.trim();
   CHECK(memory.residentBytes() == 0);
+}
+
+namespace {
+
+/// The VmFlags line of the mapping of this process that holds `address`
+/// (/proc/self/smaps), or "" if none does.
+std::string vmFlagsAt(const void *address) {
+  const auto target = reinterpret_cast<uintptr_t>(address);
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    // Only a mapping's header line ("start-end perms ...") parses as two
+    // hex numbers joined by '-'.
+    unsigned long start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2)
+      inside = start <= target && target < end;
+    else if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+  }
+  return "";
+}
+
+bool hasFlag(const std::string &flags, const char *flag) {
+  return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+}
+
+/// How many of the pages holding `block`'s bytes are resident (mincore).
+size_t residentPages(const HostMemory::Block &block) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> status((block.used + page - 1) / page);
+  REQUIRE(mincore(block.data, block.used, status.data()) == 0);
+  size_t resident = 0;
+  for (unsigned char s : status) resident += s & 1;
+  return resident;
+}
+
+// Above glibc's largest mmap threshold (32 MiB): a fresh mapping, so no
+// page of it was touched before allocate() returns.
+constexpr size_t kFresh = 40 * MiB;
+
+}  // namespace
+
+TEST_CASE("large blocks get the huge-page advice the policy asks for", "[hostmemory]") {
+  for (bool advise : {true, false}) {
+    HostMemory memory(PagePolicy{advise, false, "test"});
+    HostMemory::Block block = memory.allocate(kFresh, 64);
+    REQUIRE(block.data);
+    std::string flags = vmFlagsAt(block.data);
+    INFO("advise " << advise << ": " << flags);
+    REQUIRE(!flags.empty());
+    CHECK(hasFlag(flags, "hg") == advise);  // VM_HUGEPAGE
+    CHECK(hasFlag(flags, "nh") == !advise);  // VM_NOHUGEPAGE
+    memory.release(block);
+    memory.trim();
+  }
+}
+
+TEST_CASE("a fresh large block is resident on return when the policy prefaults", "[hostmemory]") {
+  for (bool prefault : {true, false}) {
+    HostMemory memory(PagePolicy{false, prefault, "test"});
+    HostMemory::Block block = memory.allocate(kFresh, 64);
+    REQUIRE(block.data);
+    const size_t pages = kFresh / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    INFO("prefault " << prefault);
+    if (prefault)
+      CHECK(residentPages(block) == pages);
+    else
+      CHECK(residentPages(block) == 0);
+    // Prefaulting keeps the bookkeeping: the request is what is resident.
+    CHECK(memory.residentBytes() == kFresh);
+    memory.release(block);
+    memory.trim();
+    CHECK(memory.residentBytes() == 0);
+  }
+}
+
+TEST_CASE("the system page policy says why", "[hostmemory]") {
+  const PagePolicy &policy = shardc::runtime::systemPagePolicy();
+  CHECK(!policy.reason.empty());
+  if (!std::getenv("SHARDC_HUGE_PAGES"))
+    CHECK(policy.adviseHugePages == !shardc::runtime::hypervisorReclaimsFreedPages());
 }
