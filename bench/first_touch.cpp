@@ -74,6 +74,16 @@ double runqueueWaitSeconds() {
   return wait * 1e-9;
 }
 
+/// KiB handed back to the hypervisor so far by free page reporting, where
+/// the kernel exports the figure (this VM's kernel does; upstream does not):
+/// -1 if not.
+long reportedKiB() {
+  std::ifstream in("/sys/module/page_reporting/parameters/reported_kib");
+  long value = -1;
+  in >> value;
+  return in ? value : -1;
+}
+
 Counters now() {
   Counters c;
   c.steal = stealSeconds();
@@ -124,7 +134,13 @@ struct Variant {
 };
 
 void row(const Variant &v, size_t bytes, int waitSeconds) {
-  if (!v.recycled) std::this_thread::sleep_for(std::chrono::seconds(waitSeconds));
+  if (!v.recycled) {
+    long reportedBefore = reportedKiB();
+    std::this_thread::sleep_for(std::chrono::seconds(waitSeconds));
+    if (reportedBefore >= 0)
+      std::printf("  (waited %d s: %ld MiB of free memory reported to the hypervisor)\n",
+                  waitSeconds, (reportedKiB() - reportedBefore) / 1024);
+  }
   Counters before = now();
   if (v.hostMemory) {
     shardc::runtime::HostMemory memory;

@@ -103,6 +103,8 @@ public:
   /// Returns freed large blocks kept for reuse to the system (HostMemory):
   /// afterwards the process holds only the accounted bytes.
   void trimReuseCache() { memory_.trim(); }
+  /// Large requests served from kept vs fresh memory since the last trim.
+  const HostMemory::Stats &largeBlockStats() const { return memory_.stats(); }
 
 protected:
   const char *kindName() const override { return "CpuDevice"; }

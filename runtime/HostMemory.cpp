@@ -48,7 +48,9 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     Block block = kept_[best];
     kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
     block.used = bytes;
+    ++stats_.reusedBlocks;
     if (bytes > block.resident) {
+      stats_.freshBytes += bytes - block.resident;
       prefault(block, block.resident, bytes);
       residentBytes_ += bytes - block.resident;
       block.resident = bytes;
@@ -73,6 +75,8 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
           policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
   Block block{memory, bytes, bytes, bytes};
+  ++stats_.freshBlocks;
+  stats_.freshBytes += bytes;
   prefault(block, 0, bytes);
   live_[memory] = block;
   shrinkToHighWater();
@@ -147,6 +151,7 @@ void HostMemory::freeKept(size_t index) {
 void HostMemory::trim() {
   while (!kept_.empty()) freeKept(kept_.size() - 1);
   highWater_ = liveBytes_;
+  stats_ = {};
 }
 
 bool HostMemory::reusesBlocks() { return kReuse; }

@@ -55,8 +55,8 @@ public:
   /// Keeps large blocks for reuse; frees small ones. Takes back the Block
   /// that allocate() returned.
   void release(const Block &block);
-  /// Returns every kept block to the system and restarts the high-water
-  /// mark at the bytes live now.
+  /// Returns every kept block to the system, restarts the high-water mark
+  /// at the bytes live now and the stats at zero.
   void trim();
   size_t keptBytes() const;
   /// What the bound is about (see the top of this file).
@@ -64,6 +64,18 @@ public:
   size_t highWater() const { return highWater_; }
   /// False in AddressSanitizer builds, where every release frees.
   static bool reusesBlocks();
+
+  /// Where large requests were served from since construction or the last
+  /// trim(): a kept block (no first touch, up to what it held before) or
+  /// fresh memory (first-touched: faulted in and cleared by the kernel).
+  /// Runners trim after each function, so figures read before that trim
+  /// cover the function (PhaseReport's large-block counts).
+  struct Stats {
+    size_t reusedBlocks = 0;
+    size_t freshBlocks = 0;
+    size_t freshBytes = 0;  // bytes of fresh blocks plus growth of reused ones
+  };
+  const Stats &stats() const { return stats_; }
 
 private:
   /// Frees kept blocks, largest first, then trims live blocks' unused
@@ -76,6 +88,7 @@ private:
   void prefault(const Block &block, size_t from, size_t to) const;
 
   PagePolicy policy_;
+  Stats stats_;
   std::vector<Block> kept_;
   std::unordered_map<void *, Block> live_;  // large blocks in use, by address
   size_t liveBytes_ = 0;      // requested bytes of live large blocks

@@ -335,6 +335,10 @@ void measure(const CpuDevice &device, PhaseReport &report) {
   report.liveAtPeak = device.liveAtPeak();
   report.peakByCategory = device.peakByCategory();
   report.endBytes = device.currentBytes();
+  const HostMemory::Stats &blocks = device.largeBlockStats();
+  report.freshLargeBlocks = static_cast<int64_t>(blocks.freshBlocks);
+  report.reusedLargeBlocks = static_cast<int64_t>(blocks.reusedBlocks);
+  report.firstTouchBytes = static_cast<int64_t>(blocks.freshBytes);
 }
 
 void predict(const MemoryPrediction &prediction, PhaseReport &report) {

@@ -79,6 +79,12 @@ struct PhaseReport {
   int64_t predictedEndBytes = 0;
   /// Wall time of the function on this rank (collectives' waits included).
   double seconds = 0;
+  /// Large blocks (HostMemory::kLargeBlock and up) of the function served
+  /// from fresh memory vs from blocks an earlier request released, and the
+  /// bytes first-touched: what the kernel had to fault in and clear.
+  int64_t freshLargeBlocks = 0;
+  int64_t reusedLargeBlocks = 0;
+  int64_t firstTouchBytes = 0;
 };
 
 struct RankReport {

@@ -185,3 +185,41 @@ TEST_CASE("the system page policy says why", "[hostmemory]") {
   if (!std::getenv("SHARDC_HUGE_PAGES"))
     CHECK(policy.adviseHugePages == !shardc::runtime::hypervisorReclaimsFreedPages());
 }
+
+TEST_CASE("the gathered-unit pattern first-touches each size once", "[hostmemory]") {
+  // A forward's stream per unit: gather the unit (one buffer), compute
+  // activations from it, release the gathered buffer, keep the unit's
+  // output for the next unit, release the previous output. Units of equal
+  // size must be served from kept blocks after the first one.
+  HostMemory memory(PagePolicy{false, false, "test"});
+  const size_t gathered = 24 * MiB, activation = 6 * MiB;
+  HostMemory::Block previousOutput{};
+  for (int unit = 0; unit < 8; ++unit) {
+    HostMemory::Block unitBuffer = memory.allocate(gathered, 64);
+    REQUIRE(unitBuffer.data);
+    fill(unitBuffer, 1);
+    HostMemory::Block hidden = memory.allocate(activation, 64);
+    HostMemory::Block output = memory.allocate(activation, 64);
+    fill(hidden, 2);
+    fill(output, 3);
+    memory.release(hidden);
+    memory.release(unitBuffer);
+    memory.release(previousOutput);
+    previousOutput = output;
+  }
+  memory.release(previousOutput);
+  const HostMemory::Stats &stats = memory.stats();
+  INFO("fresh " << stats.freshBlocks << " reused " << stats.reusedBlocks << " fresh bytes "
+                << stats.freshBytes);
+  CHECK(stats.freshBlocks + stats.reusedBlocks == 8 * 3);
+  if (HostMemory::reusesBlocks()) {
+    // Unit 0 first-touches its gathered buffer, hidden and output; unit 1 a
+    // second output (unit 0's is still live); every later request fits a
+    // kept block.
+    CHECK(stats.freshBlocks == 4);
+    CHECK(stats.freshBytes == gathered + 3 * activation);
+  } else {
+    CHECK(stats.freshBlocks == 8 * 3);
+  }
+  memory.trim();
+}

@@ -135,7 +135,11 @@ nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
           {"predicted_live_at_peak", liveJson(phase.predictedLiveAtPeak)},
           {"end_bytes", phase.endBytes},
           {"predicted_end_bytes", phase.predictedEndBytes},
-          {"seconds", phase.seconds}};
+          {"seconds", phase.seconds},
+          {"large_blocks",
+           {{"fresh", phase.freshLargeBlocks},
+            {"reused", phase.reusedLargeBlocks},
+            {"first_touch_bytes", phase.firstTouchBytes}}}};
 }
 
 std::vector<int64_t> ranksRun(const runtime::RunResult &result) {
