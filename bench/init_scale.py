@@ -31,6 +31,10 @@ skipped with the reason. --save MODEL:N:DTYPE (repeatable) also runs that
 rank with `--save` into --workdir and times `dd` writing the same number
 of bytes to the same directory (without and with conv=fdatasync; shardc's
 save does not sync). `uptime` is recorded before and after every row.
+shardc's page policy (runtime/PagePolicy.h) follows SHARDC_HUGE_PAGES and
+SHARDC_PREFAULT from the environment: docs/init-scale.md compares the
+runtime's earlier behaviour (SHARDC_HUGE_PAGES=1 SHARDC_PREFAULT=0) with
+the policy in one run.
 """
 import argparse
 import json
