@@ -140,12 +140,35 @@ size_t residentPages(const HostMemory::Block &block) {
 }
 
 // Above glibc's largest mmap threshold (32 MiB): a fresh mapping, so no
-// page of it was touched before allocate() returns.
+// page of it was touched before allocate() returns (but AddressSanitizer's
+// allocator fills the first bytes of every malloc: at most one page).
 constexpr size_t kFresh = 40 * MiB;
+
+bool kernelHasTransparentHugePages() {
+  return std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good();
+}
+
+/// Linux 5.14 and later; older kernels refuse MADV_POPULATE_WRITE.
+bool kernelCanPopulate() {
+#ifdef MADV_POPULATE_WRITE
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void *probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) return false;
+  const bool ok = madvise(probe, page, MADV_POPULATE_WRITE) == 0;
+  munmap(probe, page);
+  return ok;
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
 TEST_CASE("large blocks get the huge-page advice the policy asks for", "[hostmemory]") {
+  if (!kernelHasTransparentHugePages()) {
+    WARN("this kernel has no transparent huge pages: the advice cannot be checked");
+    return;
+  }
   for (bool advise : {true, false}) {
     HostMemory memory(PagePolicy{advise, false, "test"});
     HostMemory::Block block = memory.allocate(kFresh, 64);
@@ -161,6 +184,10 @@ TEST_CASE("large blocks get the huge-page advice the policy asks for", "[hostmem
 }
 
 TEST_CASE("a fresh large block is resident on return when the policy prefaults", "[hostmemory]") {
+  if (!kernelCanPopulate()) {
+    WARN("this kernel refuses MADV_POPULATE_WRITE (before Linux 5.14): nothing to check");
+    return;
+  }
   for (bool prefault : {true, false}) {
     HostMemory memory(PagePolicy{false, prefault, "test"});
     HostMemory::Block block = memory.allocate(kFresh, 64);
@@ -170,7 +197,7 @@ TEST_CASE("a fresh large block is resident on return when the policy prefaults",
     if (prefault)
       CHECK(residentPages(block) == pages);
     else
-      CHECK(residentPages(block) == 0);
+      CHECK(residentPages(block) <= 1);
     // Prefaulting keeps the bookkeeping: the request is what is resident.
     CHECK(memory.residentBytes() == kFresh);
     memory.release(block);
