@@ -7,9 +7,9 @@
 // reporting: every free block of 2 MiB or more is handed to the host), a
 // transparent huge page is always such a block, so each one costs the
 // host's faults on top of the guest's: measured here (bench/first_touch.cpp)
-// about 4.7 ms of sys time per 2 MiB page against 0.24 ms for a recycled
-// one, and 6-7x the sys time of 4 KiB pages for the same fresh 4 GiB. There
-// huge pages are not advised. Faulting a fresh block in with one
+// about 4.7 ms of sys time per 2 MiB page against 0.24-0.53 ms for a
+// recycled one, and 4-5x the sys time of 4 KiB pages for the same fresh
+// 4 GiB (5-6x when both are prefaulted). There huge pages are not advised. Faulting a fresh block in with one
 // MADV_POPULATE_WRITE call instead of one trap per page saves 40% of the
 // 4 KiB fault cost; the block is written in full right after anyway, so it
 // changes no resident figure.
