@@ -65,11 +65,16 @@ void CudaBackend::generateRange(const init::GeneratorSpec &spec, DType dtype, in
 }
 void CudaBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
                              const int64_t *hostIndices, int64_t count, void *out) {
-  // The core hands blocks of at most 4096 indices; scratch holds them.
-  auto *deviceIndices =
-      static_cast<int64_t *>(device_.scratch(static_cast<size_t>(count) * sizeof(int64_t)));
-  copyToDevice(device_, deviceIndices, hostIndices, static_cast<size_t>(count) * sizeof(int64_t));
-  generateAtDevice(device_, spec, dtype, deviceIndices, count, out);
+  // The core hands blocks of at most 4096 indices: each is staged through
+  // pinned memory and copied asynchronously (no synchronization per block);
+  // the copy of the next block overlaps this block's kernel.
+  const int64_t elementSize = plan::dtypeSize(dtype);
+  for (int64_t done = 0; done < count; done += CudaDevice::kIndexBlockElements) {
+    const int64_t n = std::min(CudaDevice::kIndexBlockElements, count - done);
+    const int64_t *deviceIndices = device_.stageIndices(hostIndices + done, n);
+    generateAtDevice(device_, spec, dtype, deviceIndices, n,
+                     static_cast<std::byte *>(out) + done * elementSize);
+  }
 }
 void CudaBackend::pointwise(init::PointwiseKind kind, double a, double b, DType dtype,
                             void *data, int64_t count) {
