@@ -19,8 +19,13 @@
 #                    arc4random, glibc 2.36.)
 #   device-check.sh  finds those libraries, runs every section of the binary
 #                    with its own timeout, writes one log and a results JSON;
-#   torch_bench.py   the torch side of the benchmarks (the machine's torch).
-# The shardc CLI is not in the bundle: it links MLIR (the compiler).
+#   torch_bench.py   the torch side of the benchmarks (the machine's torch);
+#   gpt2-plan.json   GPT-2 124M (examples/make_models.py, batch 1, 1024
+#                    tokens) compiled HERE by `shardc compile --emit plan`:
+#                    the runtime in the bundle runs a plan file, the compiler
+#                    (MLIR) stays here. Needs the main build's shardc
+#                    ($SHARDC_BUILD_DIR or build/, scripts/build.sh first).
+# The shardc CLI itself is not in the bundle: it links MLIR.
 #
 # Smoke test: the binary must load and exit 77 here (no GPU visible). Fails
 # when the CUDA toolkit is missing (SHARDC_CUDA=ON).
@@ -82,9 +87,17 @@ if [ "$rc" != 77 ]; then
   exit 1
 fi
 
+shardc=${SHARDC_BUILD_DIR:-build}/bin/shardc
+if [ ! -x "$shardc" ]; then
+  echo "gpu-bundle: $shardc not found: build the compiler first (scripts/build.sh); it compiles the GPT-2 plan" >&2
+  exit 1
+fi
+python3 examples/make_models.py --only gpt2 --batch 1 --seq 1024 --out-dir "$stage" >/dev/null
+"$shardc" compile "$stage/gpt2.json" --emit plan -o "$stage/gpt2-plan.json"
+
 rm -rf "$dest" && mkdir -p "$dest"
 tar -C "$stage" -czf "$dest/bundle.tgz" bin
-cp scripts/gpu/device-check.sh scripts/gpu/torch_bench.py "$dest/"
+cp scripts/gpu/device-check.sh scripts/gpu/torch_bench.py "$stage/gpt2-plan.json" "$dest/"
 git -C "$root" rev-parse HEAD >"$dest/commit" 2>/dev/null || echo unknown >"$dest/commit"
 echo "$glibc $glibcxx" >"$dest/needs-glibc"
 bytes=$(du -sb "$dest" | cut -f1)

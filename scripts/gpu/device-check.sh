@@ -8,8 +8,9 @@
 # binary needs only glibc and the CUDA libraries that torch's pip wheels
 # carry (libcudart.so.13, libcublas(Lt).so.13, libnccl.so.2), found here in
 # site-packages. Every section of shardc-gpu-tests runs on its own with its
-# own timeout (one hang costs one section), then torch's side of the
-# benchmarks. Writes $OUT/device-check.log (everything), $OUT/results.json
+# own timeout (one hang costs one section), then GPT-2 124M from a plan
+# compiled at bundle time, then torch's side of the benchmarks (init
+# throughput, MLP block, GPT-2 eager on the same weights). Writes $OUT/device-check.log (everything), $OUT/results.json
 # (every row of every section, plus each step's exit status and seconds)
 # and prints a summary. Budget: 540 s in all (each step's timeout is cut to
 # what is left); exit 0 when every step passed.
@@ -86,7 +87,14 @@ for spec in host:30 memory:30 init:60 index64:60 sharded:90 fixes:60 suite:120 l
   step "$name" "${spec##*:}" "$bin" --section "$name" --throughput-mib "$mib" \
     --json "$OUT/sections/$name.json"
 done
-step torch 60 "$python" "$here/torch_bench.py" --mib "$mib" --json "$OUT/sections/torch.json"
+# GPT-2 124M from the plan compiled at bundle time; its weights, ids and
+# logits (~0.7 GB) go to the scratch folder, not $OUT.
+mkdir -p "$work/gpt2"
+step gpt2 120 "$bin" --section gpt2 --plan "$here/gpt2-plan.json" --export "$work/gpt2" \
+  --json "$OUT/sections/gpt2.json"
+gpt2_file="$work/gpt2/gpt2-shardc.safetensors"
+step torch 120 "$python" "$here/torch_bench.py" --mib "$mib" --json "$OUT/sections/torch.json" \
+  $([ -f "$gpt2_file" ] && echo --gpt2 "$gpt2_file" --gpt2-heads 12)
 
 "$python" - "$OUT" "${steps[@]}" <<'PY'
 import json, os, sys

@@ -20,7 +20,10 @@
 //   nccl1    NCCL at world size 1 (createLocal, createFromUniqueId);
 //   nccl     NCCL collectives on all visible GPUs, a lone rank times out;
 //   timeout  NCCL init of rank 0 of 2 alone times out and aborts;
-//   perf     init throughput next to cudaMemset, one MLP block's time.
+//   perf     init throughput next to cudaMemset, one MLP block's time;
+//   gpt2     a GPT-2 124M plan (--plan FILE) through init and timed
+//            forwards; --export DIR writes weights, ids and logits for
+//            scripts/gpu/torch_bench.py.
 // Prints a table (docs/gpu.md), --json FILE writes it as JSON; exit status
 // 0 when everything passed, 1 when a check failed, 77 without a GPU.
 //
@@ -392,7 +395,7 @@ struct Section {
 void printUsage(const char *argv0, const std::vector<Section> &sections) {
   std::fprintf(stderr,
                "usage: %s [--section NAME[,NAME...]] [--list] [--json FILE]\n"
-               "          [--throughput-mib N] [--skip-throughput]\nsections:\n",
+               "          [--throughput-mib N] [--skip-throughput] [--plan FILE] [--export DIR]\nsections:\n",
                argv0);
   for (const Section &s : sections) std::fprintf(stderr, "  %-9s %s\n", s.name, s.what);
 }
@@ -440,6 +443,12 @@ int main(int argc, char **argv) {
                         cuda::CudaDevice device(0);
                         throughputChecks(device, throughputMib);
                       }});
+  std::string gpt2Plan, gpt2Export;
+  sections.push_back({"gpt2", "GPT-2 124M plan (--plan FILE): init + timed forward, --export DIR",
+                      [&] {
+                        cuda::CudaDevice device(0);
+                        gpt2Bench(device, gpt2Plan, gpt2Export);
+                      }});
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--throughput-mib" && i + 1 < argc) throughputMib = std::stoll(argv[++i]);
@@ -447,6 +456,8 @@ int main(int argc, char **argv) {
     else if (arg == "--section" && i + 1 < argc) only = argv[++i];
     else if (arg == "--json" && i + 1 < argc) jsonPath = argv[++i];
     else if (arg == "--list") list = true;
+    else if (arg == "--plan" && i + 1 < argc) gpt2Plan = argv[++i];
+    else if (arg == "--export" && i + 1 < argc) gpt2Export = argv[++i];
     else {
       printUsage(argv[0], sections);
       return 2;

@@ -4,6 +4,8 @@
 
 #include "runtime/cuda/CudaDevice.h"
 
+#include <string>
+
 namespace shardc::gpucheck {
 
 /// index64: generator ranges past 2^31 elements and where the Philox block
@@ -25,5 +27,10 @@ void deviceLocalChecks();
 void ncclWorldOneChecks(runtime::cuda::CudaDevice &device);
 /// timeout: createFromUniqueId as rank 0 of 2 with no rank 1 times out.
 void ncclInitTimeoutCheck(runtime::cuda::CudaDevice &device);
+/// gpt2: the plan JSON at `planPath` (GPT-2 124M, world size 1) through
+/// init and timed forwards on the GPU; with `exportDir`, its weights, ids
+/// and logits go to exportDir/gpt2-shardc.safetensors (Gpt2Bench.cpp).
+void gpt2Bench(runtime::cuda::CudaDevice &device, const std::string &planPath,
+               const std::string &exportDir);
 
 }  // namespace shardc::gpucheck
