@@ -501,7 +501,10 @@ int main(int argc, char **argv) {
   }
   std::printf("devices: %d, cuda:0 = %s\n", devices, cuda::describeDevice(0).c_str());
   for (const Section &s : sections)
-    if (selected(s.name)) {
+    if (wanted.empty() && std::string(s.name) == "gpt2" && gpt2Plan.empty()) {
+      // Not asked for and nothing to run: said, not silently skipped.
+      std::printf("section gpt2: not run (needs --plan FILE, e.g. gpu-bundle/gpt2-plan.json)\n");
+    } else if (selected(s.name)) {
       const auto start = std::chrono::steady_clock::now();
       guarded(s.name, "(section)", s.run);
       std::printf("section %s: %.1f s\n", s.name,
