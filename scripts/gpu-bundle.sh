@@ -5,6 +5,9 @@
 # torch's pip wheels (docs/gpu.md, "The GPU bundle").
 #
 #   bash scripts/gpu-bundle.sh            # -> gpu-bundle/ (git-ignored)
+#   SHARDC_GPU_BUNDLE_FROM=build bash scripts/gpu-bundle.sh
+#       relinks the main build's objects instead of a runtime-only build
+#       of its own (CI: seconds, not minutes; nothing there links MLIR)
 #   then, on the GPU machine, from the repository root:
 #   bash gpu-bundle/device-check.sh       # OUT=<dir> collects the log + JSON
 #
@@ -40,23 +43,41 @@ openblas=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
 [ -f "$openblas" ] || { echo "gpu-bundle: $openblas missing (apt-get install libopenblas-dev)" >&2; exit 1; }
 
 start=$(date +%s)
-# Static OpenBLAS and its Fortran runtime. CUDA libraries stay dynamic (the
-# GPU machine has them, matched to its driver).
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DSHARDC_BUILD_COMPILER=OFF -DSHARDC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DSHARDC_OPENBLAS_LIB="$openblas" -DCMAKE_EXE_LINKER_FLAGS= \
-  -DCMAKE_CXX_STANDARD_LIBRARIES="-Wl,-Bstatic -lgfortran -lquadmath -Wl,-Bdynamic -lpthread -lm" \
-  -DSHARDC_WERROR="$werror" >/dev/null
-if grep -Eq 'lib(MLIR|LLVM)' "$build_dir/build.ninja"; then
-  echo "gpu-bundle: a target links LLVM/MLIR" >&2
-  exit 1
-fi
-cmake --build "$build_dir" -j "$(nproc)" --target shardc-gpu-tests
-
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
-strip -o "$stage/bin/shardc-gpu-tests" "$build_dir/bin/shardc-gpu-tests"
+if [ -n "${SHARDC_GPU_BUNDLE_FROM:-}" ]; then
+  # Relink the objects of an existing build (CI: the main build, which
+  # compiled the CUDA runtime and the GPU tests already; none of them links
+  # MLIR) with the static OpenBLAS: seconds instead of a second compile.
+  from=$SHARDC_GPU_BUNDLE_FROM
+  cmake --build "$from" --target shardc-gpu-tests >/dev/null
+  link=$(ninja -C "$from" -t commands bin/shardc-gpu-tests | tail -1)
+  case "$link" in *libopenblas.so*) ;; *)
+    echo "gpu-bundle: $from's link line of shardc-gpu-tests names no libopenblas.so" >&2; exit 1 ;;
+  esac
+  link=$(printf '%s' "$link" | sed -E \
+    -e "s#-o bin/shardc-gpu-tests#-o $stage/shardc-gpu-tests.unstripped#" \
+    -e "s#[^ ]*libopenblas\.so[^ ]*#$openblas -Wl,-Bstatic -lgfortran -lquadmath -Wl,-Bdynamic#")
+  (cd "$from" && eval "$link")
+  built="$stage/shardc-gpu-tests.unstripped"
+else
+  # Static OpenBLAS and its Fortran runtime. CUDA libraries stay dynamic
+  # (the GPU machine has them, matched to its driver).
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSHARDC_BUILD_COMPILER=OFF -DSHARDC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DSHARDC_OPENBLAS_LIB="$openblas" -DCMAKE_EXE_LINKER_FLAGS= \
+    -DCMAKE_CXX_STANDARD_LIBRARIES="-Wl,-Bstatic -lgfortran -lquadmath -Wl,-Bdynamic -lpthread -lm" \
+    -DSHARDC_WERROR="$werror" >/dev/null
+  if grep -Eq 'lib(MLIR|LLVM)' "$build_dir/build.ninja"; then
+    echo "gpu-bundle: a target links LLVM/MLIR" >&2
+    exit 1
+  fi
+  cmake --build "$build_dir" -j "$(nproc)" --target shardc-gpu-tests
+  built="$build_dir/bin/shardc-gpu-tests"
+fi
+strip -o "$stage/bin/shardc-gpu-tests" "$built"
+rm -f "$stage/shardc-gpu-tests.unstripped"
 
 # The libraries it may load: the three CUDA ones (NCCL's SONAME is
 # libnccl.so.2), glibc's and libstdc++/libgcc_s; anything else would be

@@ -20,7 +20,8 @@ bash scripts/runtime-only.sh
 # with CI=true a missing toolkit is an error, elsewhere a skip.
 echo "== GPU bundle: runtime-only shardc-gpu-tests, static OpenBLAS"
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
-  bash scripts/gpu-bundle.sh
+  # Relinks the main build's GPU test objects with static OpenBLAS.
+  SHARDC_GPU_BUNDLE_FROM="${SHARDC_BUILD_DIR:-build}" bash scripts/gpu-bundle.sh
 elif [ "${CI:-}" = "true" ]; then
   echo "GPU bundle: no CUDA toolkit (nvcc) found" >&2
   exit 1
