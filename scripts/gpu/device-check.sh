@@ -18,18 +18,21 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/shardc-device-check}
 mkdir -p "$OUT/sections"
-exec > >(tee "$OUT/device-check.log") 2>&1
 start=$(date +%s)
 budget=${SHARDC_DEVICE_CHECK_BUDGET:-540}
 mib=${SHARDC_DEVICE_CHECK_MIB:-1024}
 
+work=$(mktemp -d /tmp/shardc-bundle.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# Everything goes to the terminal and to one log; the pipeline ends only
+# when tee has written the last line (the summary).
+main() {
 echo "== shardc device check $(date -u +%FT%TZ), bundle of commit $(cat "$here/commit" 2>/dev/null)"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
 echo "== $(ldd --version 2>&1 | head -1); the binary needs $(cat "$here/needs-glibc" 2>/dev/null)"
 
-work=$(mktemp -d /tmp/shardc-bundle.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xzf "$here/bundle.tgz" || { echo "cannot unpack $here/bundle.tgz"; exit 3; }
+tar -C "$work" -xzf "$here/bundle.tgz" || { echo "cannot unpack $here/bundle.tgz"; return 3; }
 bin="$work/bin/shardc-gpu-tests"
 
 # cudart, cuBLAS(Lt), NCCL: torch's wheels (nvidia/*/lib), then a toolkit.
@@ -54,7 +57,7 @@ echo "== LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$bin" | grep -E "cudart|cublas|nccl|not found"
 if ldd "$bin" | grep -q "not found"; then
   echo "MISSING LIBRARIES (above): stop"
-  exit 3
+  return 3
 fi
 "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpu", torch.cuda.is_available())' 2>&1 | tail -1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -118,4 +121,7 @@ for s in result["steps"]:
     print("step %-8s exit %-7s %4d s" % (s["step"], s["exit"], s["seconds"]))
 PY
 echo "== done in $(( $(date +%s) - start )) s: $([ $overall = 0 ] && echo PASSED || echo FAILED); log $OUT/device-check.log, results $OUT/results.json"
-exit $overall
+return $overall
+}
+main 2>&1 | tee "$OUT/device-check.log"
+exit "${PIPESTATUS[0]}"
