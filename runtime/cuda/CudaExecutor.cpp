@@ -1,12 +1,15 @@
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/SafetensorsIndex.h"
+#include "runtime/checkpoint/ShardReader.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaForward.h"
 #include "runtime/cuda/CudaInit.h"
 #include "runtime/cuda/NcclCommunicator.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace shardc::runtime::cuda {
 using namespace shardc::plan;
@@ -79,6 +82,30 @@ void CudaBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
 void CudaBackend::pointwise(init::PointwiseKind kind, double a, double b, DType dtype,
                             void *data, int64_t count) {
   applyPointwise(device_, kind, a, b, dtype, data, count);
+}
+
+// ---- checkpoint load ---------------------------------------------------------
+
+/// The file's bytes land in host memory first (pread), then go to the GPU:
+/// chunks of at most the plan's io-buffer size are read (and converted) on
+/// the host and copied into the rank's rows. The device io buffer the plan
+/// allocated (and the ledger accounts) is not needed; the host staging is
+/// bounded by the same size (twice it while converting), like the CPU
+/// backend's reads through its io buffer.
+void CudaBackend::load(const checkpoint::TensorLocation &where, const Region &target,
+                       std::byte *, int64_t ioBytes) {
+  const int64_t targetSize = dtypeSize(target.dtype), fileSize = dtypeSize(where.entry->dtype);
+  const int64_t perChunk = std::max<int64_t>(1, ioBytes / std::max(targetSize, fileSize));
+  const int64_t chunk = std::min(perChunk, std::max<int64_t>(target.count, 1));
+  std::vector<std::byte> staged(static_cast<size_t>(chunk * targetSize)),
+      convert(static_cast<size_t>(chunk * fileSize));
+  for (int64_t done = 0; done < target.count; done += chunk) {
+    const int64_t n = std::min(chunk, target.count - done);
+    checkpoint::readElements(*where.file, *where.entry, target.begin + done, n, target.dtype,
+                             staged.data(), convert.data(), static_cast<int64_t>(convert.size()));
+    copyToDevice(device_, target.data + done * targetSize, staged.data(),
+                 static_cast<size_t>(n * targetSize));
+  }
 }
 
 // ---- forward ---------------------------------------------------------------

@@ -220,7 +220,7 @@ int runCommand(const std::vector<std::string> &args) {
     if (device != "cpu" && device != "cuda")
       throw UsageError("--device must be cpu or cuda, got '" + device + "'");
     if (device == "cuda")
-      for (const char *option : {"--load", "--save", "--save-params", "--ranks", "--threads",
+      for (const char *option : {"--save", "--save-params", "--ranks", "--threads",
                                  "--data-parallel", "--init-only"})
         if (parsed.has(option))
           throw UsageError(std::string(option) + " is not supported with --device cuda yet (docs/gpu.md)");
