@@ -1,9 +1,11 @@
 // Section `fixes` of shardc-gpu-tests (Sections.h): one check per bug of
-// the CUDA backend found by reading it (issue 17). rope, the release and
-// the index_map staging checks fail on the code before their fixes; the NaN
-// checks pin the behaviour (a NaN row also came out NaN before, through
-// exp(NaN - max); the maximum itself now keeps it, checked on the host in
-// section `host`).
+// the CUDA backend found by reading it (issue 17). The rope and release
+// checks fail on the code before their fixes; the index_map check guards
+// the new asynchronous staging (a slot overwritten before its kernel ran
+// would give wrong values; the old synchronous path was right, only slow);
+// the NaN checks pin the behaviour (a NaN row also came out NaN before,
+// through exp(NaN - max); the maximum itself now keeps it, checked on the
+// host in section `host`).
 #include "ExecTestUtil.h"
 #include "GpuCheck.h"
 #include "Sections.h"
