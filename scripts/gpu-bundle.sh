@@ -56,6 +56,9 @@ if [ -n "${SHARDC_GPU_BUNDLE_FROM:-}" ]; then
   case "$link" in *libopenblas.so*) ;; *)
     echo "gpu-bundle: $from's link line of shardc-gpu-tests names no libopenblas.so" >&2; exit 1 ;;
   esac
+  case "$link" in *libMLIR*|*libLLVM*)
+    echo "gpu-bundle: $from's shardc-gpu-tests links LLVM/MLIR" >&2; exit 1 ;;
+  esac
   link=$(printf '%s' "$link" | sed -E \
     -e "s#-o bin/shardc-gpu-tests#-o $stage/shardc-gpu-tests.unstripped#" \
     -e "s#[^ ]*libopenblas\.so[^ ]*#$openblas -Wl,-Bstatic -lgfortran -lquadmath -Wl,-Bdynamic#")
