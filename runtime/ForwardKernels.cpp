@@ -1,4 +1,5 @@
 #include "runtime/ForwardKernels.h"
+#include "runtime/RopeFrequencies.h"
 
 #include "runtime/ForwardChecks.h"
 
@@ -624,11 +625,8 @@ void ropeKernel(const KTensor &x, double theta, const KTensor &y, int threads) {
   checks::rope(x, theta, y);
   const int64_t T = x.shape[2], D = x.shape[3];
   const int64_t half = D / 2, rows = x.numel() / std::max<int64_t>(D, 1);
-  // torch: inv_freq = 1.0 / (theta ** (arange(0, D, 2).float() / D)), float32.
-  std::vector<float> invFreq(static_cast<size_t>(half));
-  const float base = static_cast<float>(theta);
-  for (int64_t j = 0; j < half; ++j)
-    invFreq[j] = 1.0f / std::pow(base, static_cast<float>(2 * j) / static_cast<float>(D));
+  // torch's inv_freq, the table the CUDA backend uses too.
+  const std::vector<float> invFreq = ropeInverseFrequencies(theta, D);
   if (D == 0) return;
   parallelTasks(rows, threads, x.numel() * 8, [&](int64_t r) {
     thread_local std::vector<float> buf;

@@ -7,6 +7,18 @@
 
 namespace shardc::runtime {
 
+namespace {
+class HostCopier final : public PeerCopier {
+public:
+  void copy(void *dst, const void *src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+};
+}  // namespace
+
+PeerCopier &hostCopier() {
+  static HostCopier copier;
+  return copier;
+}
+
 LocalGroup::LocalGroup(int64_t worldSize, std::chrono::duration<double> timeout)
     : worldSize_(worldSize), timeout_(timeout) {
   if (worldSize < 1)
@@ -95,8 +107,28 @@ void LocalGroup::rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank,
   throw RuntimeError(message.str());
 }
 
-void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank,
-                           void *recv) {
+void LocalGroup::copyPhase(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what,
+                           PeerCopier &copier, const std::function<void()> &copies) {
+  lock.unlock();
+  std::string failure;
+  try {
+    copies();
+    copier.flush();
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  lock.lock();
+  if (!failure.empty()) {
+    // The peers are (or will be) waiting at the completion rendezvous.
+    if (!abortReason_)
+      abortReason_ = std::string(what) + " copy on rank " + std::to_string(rank) + " failed: " + failure;
+    cv_.notify_all();
+    throw RuntimeError(std::string(what) + " on rank " + std::to_string(rank) + ": " + failure);
+  }
+}
+
+void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv,
+                           PeerCopier &copier) {
   std::unique_lock lock(mutex_);
   if (rank >= 0 && rank < worldSize_) {
     send_[rank] = send;
@@ -114,16 +146,17 @@ void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank,
       cv_.notify_all();
       throwAborted(rank, "all_gather");
     }
-  lock.unlock();
-  for (int64_t r = 0; r < worldSize_; ++r)
-    if (bytesPerRank)
-      std::memcpy(static_cast<std::byte *>(recv) + r * bytesPerRank, send_[r], bytesPerRank);
-  lock.lock();
+  copyPhase(lock, rank, "all_gather", copier, [&] {
+    for (int64_t r = 0; r < worldSize_; ++r)
+      if (bytesPerRank)
+        copier.copy(static_cast<std::byte *>(recv) + r * bytesPerRank, send_[r], bytesPerRank);
+  });
   // Nobody may return (and free its send buffer) before everyone has copied.
   rendezvous(lock, rank, "all_gather (completion)");
 }
 
-void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts) {
+void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts,
+                               PeerCopier &copier) {
   std::unique_lock lock(mutex_);
   if (rank >= 0 && rank < worldSize_) parts_[rank] = &parts;
   rendezvous(lock, rank, "all_gather_many");
@@ -149,21 +182,21 @@ void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &p
     cv_.notify_all();
     throwAborted(rank, "all_gather_many");
   }
-  lock.unlock();
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const size_t bytes = parts[i].bytesPerRank;
-    if (!bytes) continue;
-    for (int64_t r = 0; r < worldSize_; ++r)
-      std::memcpy(static_cast<std::byte *>(parts[i].recv) + r * bytes, (*parts_[r])[i].send,
-                  bytes);
-  }
-  lock.lock();
+  copyPhase(lock, rank, "all_gather_many", copier, [&] {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const size_t bytes = parts[i].bytesPerRank;
+      if (!bytes) continue;
+      for (int64_t r = 0; r < worldSize_; ++r)
+        copier.copy(static_cast<std::byte *>(parts[i].recv) + r * bytes, (*parts_[r])[i].send,
+                    bytes);
+    }
+  });
   // Nobody may return (and free its send buffers) before everyone has copied.
   rendezvous(lock, rank, "all_gather_many (completion)");
 }
 
 void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank,
-                         void *recv) {
+                         void *recv, PeerCopier &copier) {
   std::unique_lock lock(mutex_);
   if (rank >= 0 && rank < worldSize_) {
     send_[rank] = send;
@@ -193,9 +226,9 @@ void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t by
     throwAborted(rank, "scatter");
   }
   const std::byte *source = static_cast<const std::byte *>(send_[root]);
-  lock.unlock();
-  if (bytesPerRank) std::memcpy(recv, source + rank * bytesPerRank, bytesPerRank);
-  lock.lock();
+  copyPhase(lock, rank, "scatter", copier, [&] {
+    if (bytesPerRank) copier.copy(recv, source + rank * bytesPerRank, bytesPerRank);
+  });
   // Root must not return (and free its send buffer) before everyone copied.
   rendezvous(lock, rank, "scatter (completion)");
 }
@@ -205,24 +238,24 @@ void LocalGroup::barrier(int64_t rank) {
   rendezvous(lock, rank, "barrier");
 }
 
-LocalCommunicator::LocalCommunicator(LocalGroup &group, int64_t rank)
-    : group_(group), rank_(rank) {
+LocalCommunicator::LocalCommunicator(LocalGroup &group, int64_t rank, PeerCopier &copier)
+    : group_(group), rank_(rank), copier_(copier) {
   if (rank < 0 || rank >= group.worldSize())
     throw RuntimeError("LocalCommunicator: rank " + std::to_string(rank) +
                        " out of range for world size " + std::to_string(group.worldSize()));
 }
 
 void LocalCommunicator::allGather(const void *send, size_t bytesPerRank, void *recv) {
-  group_.allGather(rank_, send, bytesPerRank, recv);
+  group_.allGather(rank_, send, bytesPerRank, recv, copier_);
 }
 
 void LocalCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
-  group_.allGatherMany(rank_, parts);
+  group_.allGatherMany(rank_, parts, copier_);
 }
 
 void LocalCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank,
                                 void *recv) {
-  group_.scatter(rank_, root, send, bytesPerRank, recv);
+  group_.scatter(rank_, root, send, bytesPerRank, recv, copier_);
 }
 
 void LocalCommunicator::barrier() { group_.barrier(rank_); }

@@ -4,12 +4,30 @@
 #include "runtime/Communicator.h"
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace shardc::runtime {
+
+/// How a rank moves bytes during a collective: memcpy for threads sharing
+/// host memory (hostCopier), or a device copy on the rank's stream
+/// (cuda::DeviceLocalCommunicator: several ranks on one GPU). copy() may
+/// return before the bytes moved; flush() waits for every copy this rank
+/// enqueued. The group calls flush() before the completion rendezvous, after
+/// which peers may reuse or free their buffers. A throwing copy or flush
+/// aborts the group (no peer waits for a rank that left).
+class PeerCopier {
+public:
+  virtual ~PeerCopier() = default;
+  virtual void copy(void *dst, const void *src, size_t bytes) = 0;
+  virtual void flush() {}
+};
+
+/// std::memcpy, nothing to flush.
+PeerCopier &hostCopier();
 
 /// Rendezvous state shared by the ranks. Each collective is a numbered
 /// generation, so calls can repeat. Once aborted (a rank failed or timed out),
@@ -28,19 +46,27 @@ public:
   void abort(const std::string &reason);
   bool aborted() const;
 
-  void allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv);
+  // Each rank moves its own bytes with `copier` between two rendezvous.
+  void allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv,
+                 PeerCopier &copier = hostCopier());
   /// One rendezvous for all parts; each rank copies every rank's part
   /// straight from its send buffer into its own recv (no staging).
-  void allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts);
+  void allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts,
+                     PeerCopier &copier = hostCopier());
   /// No staging: each rank copies its own part straight out of root's `send`
   /// between two rendezvous, so root's buffer is read in place.
-  void scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank, void *recv);
+  void scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank, void *recv,
+               PeerCopier &copier = hostCopier());
   void barrier(int64_t rank);
 
 private:
   /// Waits until all ranks arrived at the same collective `what`.
   void rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what);
   [[noreturn]] void throwAborted(int64_t rank, const char *what) const;
+  /// Runs this rank's copies (unlocked) and flushes them; an exception
+  /// aborts the group before it propagates.
+  void copyPhase(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what,
+                 PeerCopier &copier, const std::function<void()> &copies);
 
   const int64_t worldSize_;
   mutable std::mutex mutex_;
@@ -59,7 +85,8 @@ private:
 
 class LocalCommunicator final : public Communicator {
 public:
-  LocalCommunicator(LocalGroup &group, int64_t rank);
+  /// `copier` moves the bytes (hostCopier: memcpy); it must outlive this.
+  LocalCommunicator(LocalGroup &group, int64_t rank, PeerCopier &copier = hostCopier());
 
   int64_t rank() const override { return rank_; }
   int64_t worldSize() const override { return group_.worldSize(); }
@@ -75,6 +102,7 @@ public:
 private:
   LocalGroup &group_;
   int64_t rank_;
+  PeerCopier &copier_;
 };
 
 }  // namespace shardc::runtime

@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/CudaCheck.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
 
@@ -49,6 +50,10 @@ CudaDevice::~CudaDevice() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (blas_) cublasDestroy(blas_);
   if (scratch_) cudaFree(scratch_);
+  if (stagedDevice_) cudaFree(stagedDevice_);
+  if (stagedHost_) cudaFreeHost(stagedHost_);
+  for (cudaEvent_t event : slotFree_)
+    if (event) cudaEventDestroy(event);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -67,12 +72,17 @@ cublasHandle_t CudaDevice::blas() {
 
 void CudaDevice::synchronize(const std::string &what) const {
   checkCuda(cudaStreamSynchronize(stream_), what);
+  throwReleaseError(what);
 }
 
 RawBlock CudaDevice::allocateRaw(int64_t bytes, const std::string &label) {
+  throwReleaseError("CudaDevice::allocate('" + label + "')");
   makeCurrent();
   void *memory = nullptr;
-  cudaError_t status = cudaMalloc(&memory, bytes == 0 ? 1 : static_cast<size_t>(bytes));
+  // Stream-ordered (the device's memory pool): usable by work enqueued on
+  // the stream from now on, no device-wide synchronization.
+  cudaError_t status =
+      cudaMallocAsync(&memory, bytes == 0 ? 1 : static_cast<size_t>(bytes), stream_);
   if (status != cudaSuccess) {
     cudaGetLastError();
     size_t freeBytes = 0, totalBytes = 0;
@@ -90,9 +100,24 @@ RawBlock CudaDevice::allocateRaw(int64_t bytes, const std::string &label) {
 }
 
 void CudaDevice::releaseRaw(const RawBlock &block) noexcept {
-  // Kernels on the stream may still read it: cudaFree waits for the device.
-  cudaSetDevice(ordinal_);
-  cudaFree(block.data);
+  // Stream-ordered: the memory returns to the pool once the work enqueued on
+  // the stream before this point (which may still read it) has finished;
+  // the host does not wait (cudaFree would synchronize the whole device).
+  // Work on other streams (NCCL's, peers' copies) has been waited for by
+  // the collective that enqueued it. Errors cannot be thrown from here
+  // (noexcept, the ledger's release path): the first one is kept and
+  // thrown by the next synchronize() or allocate().
+  cudaError_t status = cudaSetDevice(ordinal_);
+  if (status == cudaSuccess) status = cudaFreeAsync(block.data, stream_);
+  if (status != cudaSuccess && releaseError_.empty())
+    releaseError_ = std::string("cudaFreeAsync: CUDA error ") + cudaGetErrorName(status) + " (" +
+                    cudaGetErrorString(status) + ")";
+}
+
+void CudaDevice::throwReleaseError(const std::string &what) const {
+  if (!releaseError_.empty())
+    throw RuntimeError(what + " on cuda:" + std::to_string(ordinal_) +
+                       ": an earlier buffer release failed: " + releaseError_);
 }
 
 MemInfo CudaDevice::memInfo() const {
@@ -116,6 +141,39 @@ void *CudaDevice::scratch(size_t bytes) {
     scratchBytes_ = kMaxScratchBytes;
   }
   return scratch_;
+}
+
+const int64_t *CudaDevice::stageIndices(const int64_t *hostIndices, int64_t count) {
+  if (count < 0 || count > kIndexBlockElements)
+    throw RuntimeError("CudaDevice::stageIndices: " + std::to_string(count) +
+                       " indices, at most " + std::to_string(kIndexBlockElements) + " per block");
+  makeCurrent();
+  const size_t slotBytes = kIndexBlockElements * sizeof(int64_t);
+  if (!stagedHost_) {
+    checkCuda(cudaMallocHost(&stagedHost_, slotBytes * kIndexSlots), "stageIndices: cudaMallocHost");
+    checkCuda(cudaMalloc(&stagedDevice_, slotBytes * kIndexSlots), "stageIndices: cudaMalloc");
+    for (cudaEvent_t &event : slotFree_)
+      checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "stageIndices: cudaEventCreate");
+  }
+  // The previous slot's kernel has been enqueued by now: mark where it ends.
+  const int previous = (nextSlot_ + kIndexSlots - 1) % kIndexSlots;
+  if (slotUsed_[previous])
+    checkCuda(cudaEventRecord(slotFree_[previous], stream_), "stageIndices: cudaEventRecord");
+  const int slot = nextSlot_;
+  nextSlot_ = (nextSlot_ + 1) % kIndexSlots;
+  // This slot's last copy and kernel (kIndexSlots blocks ago) must be done
+  // before its pinned and device memory are overwritten.
+  if (slotUsed_[slot])
+    checkCuda(cudaEventSynchronize(slotFree_[slot]), "stageIndices: cudaEventSynchronize");
+  slotUsed_[slot] = true;
+  int64_t *host = stagedHost_ + slot * kIndexBlockElements;
+  int64_t *device = stagedDevice_ + slot * kIndexBlockElements;
+  std::copy(hostIndices, hostIndices + count, host);
+  if (count > 0)
+    checkCuda(cudaMemcpyAsync(device, host, static_cast<size_t>(count) * sizeof(int64_t),
+                              cudaMemcpyHostToDevice, stream_),
+              "stageIndices: cudaMemcpyAsync");
+  return device;
 }
 
 void copyToDevice(CudaDevice &device, void *deviceDst, const void *hostSrc, size_t bytes) {

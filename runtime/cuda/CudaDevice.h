@@ -61,11 +61,14 @@ public:
   cudaStream_t stream() const { return stream_; }
   /// Created on first use, bound to stream().
   cublasHandle_t blas();
-  /// Waits for the stream; throws on an asynchronous kernel error.
+  /// Waits for the stream; throws on an asynchronous kernel error and on a
+  /// failed buffer release (releases cannot throw where they happen).
   void synchronize(const std::string &what = "CudaDevice::synchronize") const;
 
-  // allocate() and the accounting are Device's; memory is cudaMalloc'd
-  // (256-byte aligned), uninitialized.
+  // allocate() and the accounting are Device's; memory comes from the
+  // device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync on
+  // stream(): a release does not synchronize the device), 256-byte aligned,
+  // uninitialized. The ledger counts the bytes requested, exactly.
 
   /// cudaMemGetInfo for this device.
   MemInfo memInfo() const;
@@ -76,17 +79,36 @@ public:
   static constexpr size_t kMaxScratchBytes = size_t(1) << 20;
   void *scratch(size_t bytes);
 
+  /// Index staging for `generate` through an index_map (the executor core
+  /// maps blocks of at most kIndexBlockElements source indices on the host):
+  /// copies `count` indices into the next of kIndexSlots device slots through
+  /// pinned memory, asynchronously on stream(), and returns the slot. It stays
+  /// valid for work enqueued on the stream before kIndexSlots further calls;
+  /// the host waits only when the device is that many blocks behind. Not
+  /// accounted (kernel scratch, like scratch()).
+  static constexpr int64_t kIndexBlockElements = 4096;
+  static constexpr int kIndexSlots = 4;
+  const int64_t *stageIndices(const int64_t *hostIndices, int64_t count);
+
 protected:
   const char *kindName() const override { return "CudaDevice"; }
   RawBlock allocateRaw(int64_t bytes, const std::string &label) override;
   void releaseRaw(const RawBlock &block) noexcept override;
 
 private:
+  void throwReleaseError(const std::string &what) const;
+
   int ordinal_ = 0;
+  std::string releaseError_;  // the first failed cudaFreeAsync
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void *scratch_ = nullptr;
   size_t scratchBytes_ = 0;
+  int64_t *stagedHost_ = nullptr;    // pinned, kIndexSlots blocks
+  int64_t *stagedDevice_ = nullptr;  // kIndexSlots blocks
+  cudaEvent_t slotFree_[kIndexSlots] = {};
+  bool slotUsed_[kIndexSlots] = {};
+  int nextSlot_ = 0;
 };
 
 /// Host <-> device copies on the device's stream, waited for.

@@ -1,12 +1,15 @@
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/SafetensorsIndex.h"
+#include "runtime/checkpoint/ShardReader.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaForward.h"
 #include "runtime/cuda/CudaInit.h"
 #include "runtime/cuda/NcclCommunicator.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace shardc::runtime::cuda {
 using namespace shardc::plan;
@@ -65,15 +68,44 @@ void CudaBackend::generateRange(const init::GeneratorSpec &spec, DType dtype, in
 }
 void CudaBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
                              const int64_t *hostIndices, int64_t count, void *out) {
-  // The core hands blocks of at most 4096 indices; scratch holds them.
-  auto *deviceIndices =
-      static_cast<int64_t *>(device_.scratch(static_cast<size_t>(count) * sizeof(int64_t)));
-  copyToDevice(device_, deviceIndices, hostIndices, static_cast<size_t>(count) * sizeof(int64_t));
-  generateAtDevice(device_, spec, dtype, deviceIndices, count, out);
+  // The core hands blocks of at most 4096 indices: each is staged through
+  // pinned memory and copied asynchronously (no synchronization per block);
+  // the copy of the next block overlaps this block's kernel.
+  const int64_t elementSize = plan::dtypeSize(dtype);
+  for (int64_t done = 0; done < count; done += CudaDevice::kIndexBlockElements) {
+    const int64_t n = std::min(CudaDevice::kIndexBlockElements, count - done);
+    const int64_t *deviceIndices = device_.stageIndices(hostIndices + done, n);
+    generateAtDevice(device_, spec, dtype, deviceIndices, n,
+                     static_cast<std::byte *>(out) + done * elementSize);
+  }
 }
 void CudaBackend::pointwise(init::PointwiseKind kind, double a, double b, DType dtype,
                             void *data, int64_t count) {
   applyPointwise(device_, kind, a, b, dtype, data, count);
+}
+
+// ---- checkpoint load ---------------------------------------------------------
+
+/// The file's bytes land in host memory first (pread), then go to the GPU:
+/// chunks of at most the plan's io-buffer size are read (and converted) on
+/// the host and copied into the rank's rows. The device io buffer the plan
+/// allocated (and the ledger accounts) is not needed; the host staging is
+/// bounded by the same size (twice it while converting), like the CPU
+/// backend's reads through its io buffer.
+void CudaBackend::load(const checkpoint::TensorLocation &where, const Region &target,
+                       std::byte *, int64_t ioBytes) {
+  const int64_t targetSize = dtypeSize(target.dtype), fileSize = dtypeSize(where.entry->dtype);
+  const int64_t perChunk = std::max<int64_t>(1, ioBytes / std::max(targetSize, fileSize));
+  const int64_t chunk = std::min(perChunk, std::max<int64_t>(target.count, 1));
+  std::vector<std::byte> staged(static_cast<size_t>(chunk * targetSize)),
+      convert(static_cast<size_t>(chunk * fileSize));
+  for (int64_t done = 0; done < target.count; done += chunk) {
+    const int64_t n = std::min(chunk, target.count - done);
+    checkpoint::readElements(*where.file, *where.entry, target.begin + done, n, target.dtype,
+                             staged.data(), convert.data(), static_cast<int64_t>(convert.size()));
+    copyToDevice(device_, target.data + done * targetSize, staged.data(),
+                 static_cast<size_t>(n * targetSize));
+  }
 }
 
 // ---- forward ---------------------------------------------------------------

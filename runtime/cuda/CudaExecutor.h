@@ -56,6 +56,9 @@ public:
   void beforeCollective(Communicator &comm) override;
   void finish(const std::string &what) override;
   SHARDC_BACKEND_KERNELS(, override)
+  /// A rank's rows of a checkpoint tensor: read on the host, copied over.
+  void load(const checkpoint::TensorLocation &where, const Region &target, std::byte *io,
+            int64_t ioBytes) override;
 
 private:
   CudaDevice &device_;

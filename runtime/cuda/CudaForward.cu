@@ -2,6 +2,7 @@
 
 #include "runtime/ForwardChecks.h"
 
+#include "runtime/RopeFrequencies.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceFloat.h"
@@ -148,7 +149,7 @@ __device__ float blockMax(float value, float *shared) {
   shared[threadIdx.x] = value;
   __syncthreads();
   for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + width]);
+    if (threadIdx.x < width) shared[threadIdx.x] = maxPropagatingNaN(shared[threadIdx.x], shared[threadIdx.x + width]);
     __syncthreads();
   }
   const float total = shared[0];
@@ -207,7 +208,7 @@ __global__ void softmaxKernel(const typename T::S *x, typename T::S *y, int64_t 
   const int64_t line = blockIdx.x, o = line / inner, in = line % inner;
   const int64_t base = o * L * inner + in;
   float mx = -INFINITY;
-  for (int64_t i = threadIdx.x; i < L; i += blockDim.x) mx = fmaxf(mx, T::load(x[base + i * inner]));
+  for (int64_t i = threadIdx.x; i < L; i += blockDim.x) mx = maxPropagatingNaN(mx, T::load(x[base + i * inner]));
   mx = blockMax(mx, sharedF);
   if (isinf(mx) && mx < 0) mx = 0;
   double sum = 0;
@@ -241,7 +242,7 @@ __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const
       dot = -INFINITY;
     }
     scores[s] = dot;
-    mx = fmaxf(mx, dot);
+    mx = maxPropagatingNaN(mx, dot);
   }
   mx = blockMax(mx, sharedF);
   if (isinf(mx) && mx < 0) mx = 0;
@@ -259,14 +260,20 @@ __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const
   }
 }
 
+/// rope's inverse frequencies by value (the kernel parameter space holds
+/// them; no device buffer or copy): ropeInverseFrequencies on the host.
+constexpr int64_t kMaxRopeHalf = 512;
+struct RopeTable {
+  float invFreq[kMaxRopeHalf];
+};
+
 template <typename T>
 __global__ void ropeKernel(const typename T::S *x, typename T::S *y, int64_t rows, int64_t T_,
-                           int64_t D, float theta) {
+                           int64_t D, RopeTable table) {
   const int64_t half = D / 2, count = rows * half;
   SHARDC_GRID_LOOP(i, count) {
     const int64_t row = i / half, j = i % half, t = row % T_;
-    const float invFreq = 1.0f / powf(theta, static_cast<float>(2 * j) / static_cast<float>(D));
-    const float angle = static_cast<float>(t) * invFreq;
+    const float angle = static_cast<float>(t) * table.invFreq[j];
     const float c = cosf(angle), s = sinf(angle);
     const float a = T::load(x[row * D + j]), b = T::load(x[row * D + j + half]);
     y[row * D + j] = T::store(a * c - b * s);
@@ -488,13 +495,18 @@ void rope(CudaDevice &device, const KTensor &x, double theta, const KTensor &y) 
   checks::rope(x, theta, y);
   const int64_t D = x.shape[3], rows = D == 0 ? 0 : x.numel() / D;
   if (rows == 0 || D == 0) return;
+  if (D / 2 > kMaxRopeHalf)
+    fail(op, "head dimension " + std::to_string(D) + " is over the cuda backend's limit of " +
+                 std::to_string(2 * kMaxRopeHalf));
+  RopeTable table{};
+  const std::vector<float> invFreq = ropeInverseFrequencies(theta, D);
+  std::copy(invFreq.begin(), invFreq.end(), table.invFreq);
   device.makeCurrent();
   dispatchFloat(op, x.dtype, false, [&](auto tag) {
     using T = decltype(tag);
     using S = typename T::S;
     ropeKernel<T><<<gridFor(rows * D / 2), kThreads, 0, device.stream()>>>(
-        static_cast<const S *>(x.data), static_cast<S *>(y.data), rows, x.shape[2], D,
-        static_cast<float>(theta));
+        static_cast<const S *>(x.data), static_cast<S *>(y.data), rows, x.shape[2], D, table);
   });
   checkLaunch("rope kernel launch");
 }

@@ -75,4 +75,13 @@ SHARDC_HOST_DEVICE inline uint16_t doubleToBFloat16BitsHD(double value) {
   return floatToBFloat16BitsHD(roundToOddFloatHD(value));
 }
 
+/// max(a, b) that propagates NaN: a NaN anywhere in a row makes the row's
+/// maximum NaN, so softmax and sdpa rows come out NaN explicitly, as on the
+/// CPU (fmaxf would return the other operand and drop it).
+SHARDC_HOST_DEVICE inline float maxPropagatingNaN(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
 }  // namespace shardc::runtime::cuda

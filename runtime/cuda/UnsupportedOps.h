@@ -11,7 +11,6 @@ namespace shardc::runtime::cuda {
 inline constexpr plan::OpCode kCudaUnsupportedOps[] = {
     plan::OpCode::Orthogonal,    // Householder QR runs on the host only
     plan::OpCode::CrossEntropy,  // no kernel yet
-    plan::OpCode::Load,          // checkpoint reads land in host memory only
 };
 
 }  // namespace shardc::runtime::cuda

@@ -1,22 +1,35 @@
 // shardc-gpu-tests: the CUDA device, init kernels, forward kernels, NCCL
-// communicator and CUDA executor, checked against the CPU runtime.
+// communicator and CUDA executor, checked against the CPU runtime, in
+// sections (--list; --section NAME[,NAME] runs some, so that
+// scripts/gpu/device-check.sh gives each its own timeout):
 //
-//   1. host: DeviceFloat.h's conversions equal HalfFloat.h / DTypeRounding.h
-//      (no GPU needed; runs everywhere);
-//   2. no visible device: prints "SKIPPED: no CUDA device visible (...)" and
-//      exits 77 (CTest: skipped);
-//   3. with a GPU: every init generator x dtype (full and unaligned ranges,
-//      gathers) and every pointwise op x dtype bit-identical to the CPU;
-//      accounted bytes of the seed plan vs MemoryModel and cudaMemGetInfo;
-//      NCCL all_gather / unit all_gather / scatter / barrier on all visible
-//      GPUs and a timeout that aborts instead of hanging; init throughput
-//      next to cudaMemset and one MLP block's forward time; then the backend
-//      suite (test/unit/BackendSuiteTest.cpp) on the CUDA backend: every op
-//      of the table through the executor core against the CPU backend, with
-//      predicted == measured memory, and the unsupported ops' errors.
-// Prints a table (docs/gpu.md); exit status 0 when everything passed.
+//   host     DeviceFloat.h's conversions equal HalfFloat.h / DTypeRounding.h
+//            (no GPU needed; runs everywhere);
+//   then, without a visible device: "SKIPPED: no CUDA device visible (...)"
+//   and exit 77 (CTest: skipped). With a GPU (device 0):
+//   memory   the seed plan's accounted bytes vs MemoryModel, cudaMemGetInfo;
+//   init     every generator x dtype (full, unaligned, tail, gathers) and
+//            every pointwise op x dtype bit-identical to the CPU;
+//   index64  ranges past 2^31 elements, the Philox block counter's high word;
+//   sharded  sharded init at N = 1, 2, 3, 8 (ranks on one GPU) == CPU N = 1;
+//   fixes    regression checks of the bugs found by reading (FixChecks.cpp);
+//   suite    the backend suite (test/unit/BackendSuiteTest.cpp) on the CUDA
+//            backend: every op of the table against the CPU backend, with
+//            predicted == measured memory, the unsupported ops' errors;
+//   local    the device-local communicator: N = 2..8 ranks on one GPU;
+//   nccl1    NCCL at world size 1 (createLocal, createFromUniqueId);
+//   nccl     NCCL collectives on all visible GPUs, a lone rank times out;
+//   timeout  NCCL init of rank 0 of 2 alone times out and aborts;
+//   perf     init throughput next to cudaMemset, one MLP block's time;
+//   gpt2     a GPT-2 124M plan (--plan FILE) through init and timed
+//            forwards; --export DIR writes weights, ids and logits for
+//            scripts/gpu/torch_bench.py.
+// Prints a table (docs/gpu.md), --json FILE writes it as JSON; exit status
+// 0 when everything passed, 1 when a check failed, 77 without a GPU.
 //
 // Options: --throughput-mib N (default 1024), --skip-throughput.
+#include "GpuCheck.h"
+#include "Sections.h"
 #include "SuiteRunner.h"
 #include "TestPlans.h"
 
@@ -26,6 +39,7 @@
 #include "runtime/InitOps.h"
 #include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
+#include "runtime/RopeFrequencies.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaDevice.h"
@@ -45,6 +59,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,27 +67,9 @@
 using namespace shardc;
 using namespace shardc::runtime;
 using plan::DType;
+using namespace shardc::gpucheck;
 
 namespace {
-
-int failures = 0;
-
-void report(const std::string &section, const std::string &item, bool ok,
-            const std::string &detail) {
-  std::printf("| %-10s | %-40s | %-4s | %s\n", section.c_str(), item.c_str(), ok ? "ok" : "FAIL",
-              detail.c_str());
-  std::fflush(stdout);
-  if (!ok) ++failures;
-}
-
-/// Runs `body`; an exception is a failure of `item`.
-void guarded(const std::string &section, const std::string &item, const std::function<void()> &body) {
-  try {
-    body();
-  } catch (const std::exception &e) {
-    report(section, item, false, std::string("exception: ") + e.what());
-  }
-}
 
 const DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 
@@ -107,47 +104,21 @@ void hostConversionChecks() {
   }
   report("host", "DeviceFloat.h == HalfFloat.h/DTypeRounding.h", bad == 0,
          std::to_string(checked) + " inputs, " + std::to_string(bad) + " mismatches");
-}
-
-// ---- helpers -------------------------------------------------------------------
-
-struct DeviceBytes {
-  cuda::CudaBuffer buffer;
-  DeviceBytes(cuda::CudaDevice &device, size_t bytes, const std::string &label)
-      : buffer(device.allocate(static_cast<int64_t>(bytes), plan::Category::Activation, label)) {}
-  std::byte *data() const { return buffer.data(); }
-};
-
-std::vector<std::byte> download(cuda::CudaDevice &device, const void *src, size_t bytes) {
-  std::vector<std::byte> out(bytes);
-  cuda::copyToHost(device, out.data(), src, bytes);
-  return out;
-}
-
-int64_t countMismatches(const std::vector<std::byte> &a, const std::vector<std::byte> &b,
-                        int64_t elementSize) {
-  int64_t bad = 0;
-  for (size_t i = 0; i < a.size(); i += static_cast<size_t>(elementSize))
-    if (std::memcmp(&a[i], &b[i], static_cast<size_t>(elementSize)) != 0) ++bad;
-  return bad;
-}
-
-init::GeneratorSpec specFor(init::GeneratorKind kind, std::vector<int64_t> shape) {
-  init::GeneratorSpec spec;
-  spec.kind = kind;
-  spec.shape = std::move(shape);
-  spec.seed = 0x1234567887654321ull;
-  spec.streamHash = philox::fnv1a32("h.0.attn.weight", 15);
-  spec.position = 3;
-  switch (kind) {
-  case init::GeneratorKind::Fill: spec.value = 0.1; break;
-  case init::GeneratorKind::Uniform: spec.low = -0.25; spec.high = 0.75; break;
-  case init::GeneratorKind::Normal: spec.mean = 0.5; spec.std = 0.02; break;
-  case init::GeneratorKind::TruncNormal: spec.mean = 0; spec.std = 1; spec.low = -2; spec.high = 2; break;
-  case init::GeneratorKind::Eye: break;
-  case init::GeneratorKind::Arange: spec.start = -3.5; spec.step = 0.001; break;
-  }
-  return spec;
+  // The softmax/sdpa maximum keeps a NaN in either operand (fmaxf drops it).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const bool keepsNaN = std::isnan(cuda::maxPropagatingNaN(nan, 1.0f)) &&
+                        std::isnan(cuda::maxPropagatingNaN(1.0f, nan)) &&
+                        std::isnan(cuda::maxPropagatingNaN(-INFINITY, nan)) &&
+                        cuda::maxPropagatingNaN(-INFINITY, 2.0f) == 2.0f &&
+                        cuda::maxPropagatingNaN(3.0f, -1.0f) == 3.0f;
+  report("host", "maxPropagatingNaN keeps NaN, else max", keepsNaN,
+         keepsNaN ? "NaN in either operand wins" : "a NaN was dropped");
+  // rope's table is the CPU's std::pow formula (the CUDA kernel gets it by value).
+  const std::vector<float> invFreq = ropeInverseFrequencies(10000.0, 128);
+  bool tableOk = invFreq.size() == 64 && invFreq[0] == 1.0f;
+  for (size_t j = 0; tableOk && j < invFreq.size(); ++j)
+    tableOk = invFreq[j] == 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / 128.0f);
+  report("host", "ropeInverseFrequencies == 1/std::pow (float)", tableOk, "D = 128, theta = 1e4");
 }
 
 // ---- 3a. init bit equality -----------------------------------------------------
@@ -313,10 +284,12 @@ void ncclChecks(int devices) {
           comm.allGatherMany({{send.data(), chunk / 2, recv.data()}, {send.data(), chunk, recv2.data()}});
           std::vector<std::byte> got2 = download(device, recv2.data(), chunk * n);
           if (got2 != got) throw RuntimeError("all_gather (unit): second part differs");
-          // scatter from the last rank: rank p gets bytes [p*chunk, (p+1)*chunk) of root's recv.
+          // scatter from the last rank: rank p gets bytes [p*chunk, (p+1)*chunk)
+          // of root's recv2, which holds every rank's whole chunk. (Not recv:
+          // allGatherMany's first part overwrote it with half chunks.)
           const int root = n - 1;
           DeviceBytes part(device, chunk, "part");
-          comm.scatter(root, r == root ? recv.data() : nullptr, chunk, part.data());
+          comm.scatter(root, r == root ? recv2.data() : nullptr, chunk, part.data());
           std::vector<std::byte> mineBack = download(device, part.data(), chunk);
           for (size_t i = 0; i < chunk; i += 4099)
             if (static_cast<uint8_t>(mineBack[i]) != static_cast<uint8_t>(i * 31 + r * 7))
@@ -365,22 +338,6 @@ void ncclChecks(int devices) {
 
 // ---- 3f. throughput ----------------------------------------------------------------
 
-double timeMs(cuda::CudaDevice &device, const std::function<void()> &body, int repeats) {
-  cudaEvent_t start, stop;
-  cuda::checkCuda(cudaEventCreate(&start), "cudaEventCreate");
-  cuda::checkCuda(cudaEventCreate(&stop), "cudaEventCreate");
-  body();  // warm-up
-  cuda::checkCuda(cudaEventRecord(start, device.stream()), "cudaEventRecord");
-  for (int i = 0; i < repeats; ++i) body();
-  cuda::checkCuda(cudaEventRecord(stop, device.stream()), "cudaEventRecord");
-  cuda::checkCuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / repeats;
-}
-
 void throughputChecks(cuda::CudaDevice &device, int64_t mib) {
   guarded("perf", "init throughput", [&] {
     const int64_t bytes = mib << 20;
@@ -394,12 +351,12 @@ void throughputChecks(cuda::CudaDevice &device, int64_t mib) {
     report("perf", "cudaMemsetAsync", true, text);
     using K = init::GeneratorKind;
     for (K kind : {K::Fill, K::Uniform, K::Normal, K::TruncNormal})
-      for (DType dtype : {DType::F32, DType::BF16}) {
+      for (DType dtype : kFloatTypes) {
         const int64_t n = bytes / plan::dtypeSize(dtype);
         const init::GeneratorSpec spec = specFor(kind, {n});
         const double ms = timeMs(device, [&] { cuda::generateRange(device, spec, dtype, 0, n, buffer.data()); }, 5);
         const double gbs = static_cast<double>(bytes) / ms / 1e6;
-        std::snprintf(text, sizeof text, "%.1f GB/s = %.0f%% of cudaMemset (target >= 80%%)", gbs,
+        std::snprintf(text, sizeof text, "%.1f GB/s = %.0f%% of cudaMemset (goal >= 85%%)", gbs,
                       100.0 * gbs / memsetGBs);
         // Reported, not asserted: the target is a benchmark goal (issue 9).
         report("perf", std::string("generate ") + init::generatorKindName(kind) + " " + plan::dtypeName(dtype),
@@ -428,43 +385,132 @@ void throughputChecks(cuda::CudaDevice &device, int64_t mib) {
   });
 }
 
+/// One part of the check, runnable alone (--section NAME) so that the
+/// device check gives each its own timeout.
+struct Section {
+  const char *name, *what;
+  std::function<void()> run;
+};
+
+void printUsage(const char *argv0, const std::vector<Section> &sections) {
+  std::fprintf(stderr,
+               "usage: %s [--section NAME[,NAME...]] [--list] [--json FILE]\n"
+               "          [--throughput-mib N] [--skip-throughput] [--plan FILE] [--export DIR]\nsections:\n",
+               argv0);
+  for (const Section &s : sections) std::fprintf(stderr, "  %-9s %s\n", s.name, s.what);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   int64_t throughputMib = 1024;
-  bool throughput = true;
+  bool throughput = true, list = false;
+  std::string only, jsonPath;
+  std::vector<Section> sections;
+  auto withDevice = [](const std::function<void(cuda::CudaDevice &)> &body) {
+    return [body] {
+      cuda::CudaDevice device(0);
+      body(device);
+    };
+  };
+  sections.push_back({"memory", "seed plan init: accounted == predicted, cudaMemGetInfo",
+                      withDevice(memoryChecks)});
+  sections.push_back({"init", "every generator/pointwise op x dtype bit-identical to the CPU",
+                      withDevice(initChecks)});
+  sections.push_back({"index64", "counts past 2^31 elements, Philox block counter high word",
+                      withDevice(index64Checks)});
+  sections.push_back({"sharded", "sharded init N=1,2,3,8 on one GPU == CPU N=1",
+                      [] { shardedInitChecks(); }});
+  sections.push_back({"fixes", "regressions: rope invFreq, NaN max, index maps, frees",
+                      withDevice(fixChecks)});
+  sections.push_back({"suite", "the backend suite (every op) on cuda vs the CPU backend", [&] {
+                        const int suiteFailures = runBackendSuite(argv[0]);
+                        report("suite", "backend suite on cuda", suiteFailures == 0,
+                               std::to_string(suiteFailures) +
+                                   " failed test case(s) (Catch2 output above)");
+                      }});
+  sections.push_back({"local", "device-local communicator: N=2..8 ranks on one GPU",
+                      [] { deviceLocalChecks(); }});
+  sections.push_back({"nccl1", "NCCL at N=1: createLocal and createFromUniqueId",
+                      withDevice(ncclWorldOneChecks)});
+  sections.push_back({"nccl", "NCCL collectives on all visible GPUs, a lone rank times out",
+                      [] { ncclChecks(cuda::visibleDeviceCount()); }});
+  sections.push_back({"timeout", "NCCL init of rank 0 of 2 alone times out and aborts",
+                      withDevice(ncclInitTimeoutCheck)});
+  sections.push_back({"perf", "init throughput per op and dtype vs cudaMemset, one MLP block",
+                      [&] {
+                        if (!throughput) return;
+                        cuda::CudaDevice device(0);
+                        throughputChecks(device, throughputMib);
+                      }});
+  std::string gpt2Plan, gpt2Export;
+  sections.push_back({"gpt2", "GPT-2 124M plan (--plan FILE): init + timed forward, --export DIR",
+                      [&] {
+                        cuda::CudaDevice device(0);
+                        gpt2Bench(device, gpt2Plan, gpt2Export);
+                      }});
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--throughput-mib" && i + 1 < argc) throughputMib = std::stoll(argv[++i]);
     else if (arg == "--skip-throughput") throughput = false;
+    else if (arg == "--section" && i + 1 < argc) only = argv[++i];
+    else if (arg == "--json" && i + 1 < argc) jsonPath = argv[++i];
+    else if (arg == "--list") list = true;
+    else if (arg == "--plan" && i + 1 < argc) gpt2Plan = argv[++i];
+    else if (arg == "--export" && i + 1 < argc) gpt2Export = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--throughput-mib N] [--skip-throughput]\n", argv[0]);
+      printUsage(argv[0], sections);
       return 2;
     }
   }
-  std::printf("| section    | check                                    | ok   | detail\n");
-  hostConversionChecks();
+  if (list) {
+    std::printf("host\n");
+    for (const Section &s : sections) std::printf("%s\n", s.name);
+    return 0;
+  }
+  // --section host,init: a comma-separated list; "host" alone runs only the
+  // host checks. Unknown names are an error, not a silent no-op.
+  std::vector<std::string> wanted;
+  for (size_t at = 0; !only.empty() && at <= only.size();) {
+    const size_t comma = std::min(only.find(',', at), only.size());
+    wanted.push_back(only.substr(at, comma - at));
+    at = comma + 1;
+  }
+  for (const std::string &name : wanted)
+    if (name != "host" && std::none_of(sections.begin(), sections.end(),
+                                       [&](const Section &s) { return name == s.name; })) {
+      std::fprintf(stderr, "shardc-gpu-tests: unknown section '%s'\n", name.c_str());
+      printUsage(argv[0], sections);
+      return 2;
+    }
+  auto selected = [&](const std::string &name) {
+    return wanted.empty() || std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+  };
+  auto finish = [&](int code) {
+    if (!jsonPath.empty()) writeResultsJson(jsonPath);
+    return code;
+  };
+
+  std::printf("| section    | check                                        | ok   | detail\n");
+  if (selected("host")) hostConversionChecks();
   std::string why;
   const int devices = cuda::visibleDeviceCount(&why);
   if (devices == 0) {
     std::printf("SKIPPED: no CUDA device visible (%s)\n", why.c_str());
-    return failures ? 1 : 77;
+    return finish(failures() ? 1 : 77);
   }
   std::printf("devices: %d, cuda:0 = %s\n", devices, cuda::describeDevice(0).c_str());
-  {
-    cuda::CudaDevice device(0);
-    memoryChecks(device);
-    initChecks(device);
-    if (throughput) throughputChecks(device, throughputMib);
-  }
-  // Forward ops and the executor: the backend suite (test/unit/
-  // BackendSuiteTest.cpp, the unit tests' own) on the CUDA backend, each op
-  // against the CPU backend, measured peaks against MemoryModel, the ops in
-  // kCudaUnsupportedOps failing with their name.
-  const int suiteFailures = runBackendSuite(argv[0]);
-  report("suite", "backend suite on cuda", suiteFailures == 0,
-         std::to_string(suiteFailures) + " failed test case(s) (Catch2 output above)");
-  ncclChecks(devices);
-  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  for (const Section &s : sections)
+    if (wanted.empty() && std::string(s.name) == "gpt2" && gpt2Plan.empty()) {
+      // Not asked for and nothing to run: said, not silently skipped.
+      std::printf("section gpt2: not run (needs --plan FILE, e.g. gpu-bundle/gpt2-plan.json)\n");
+    } else if (selected(s.name)) {
+      const auto start = std::chrono::steady_clock::now();
+      guarded(s.name, "(section)", s.run);
+      std::printf("section %s: %.1f s\n", s.name,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::fflush(stdout);
+    }
+  std::printf("%s: %d failure(s)\n", failures() ? "FAILED" : "PASSED", failures());
+  return finish(failures() ? 1 : 0);
 }

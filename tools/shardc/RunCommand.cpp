@@ -9,6 +9,7 @@
 #include "runtime/Safetensors.h"
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
+#include "tools/shardc/CudaRunCommand.h"
 #include "tools/shardc/Diagnostics.h"
 #include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/CheckpointOptions.h"
@@ -33,7 +34,7 @@ const char *const kRunUsage =
     "                  [--backend local|mpi]\n"
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
-    "                  [--threads T]\n"
+    "                  [--threads T] [--device cpu|cuda]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -65,6 +66,8 @@ const char *const kRunUsage =
     "                     0,17,63 (needs --init-only; local backend); with\n"
     "                     --save the file holds only their rows (docs/cli.md)\n"
     "  --threads T        kernel threads per rank (default: cores / ranks run)\n"
+    "  --device cpu|cuda  where the ranks' memory and kernels are (default cpu);\n"
+    "                     cuda: every rank a thread on GPU 0 (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
 
 namespace {
@@ -168,11 +171,12 @@ int runCommand(const std::vector<std::string> &args) {
   std::vector<int64_t> ranks;  // the ranks to run: every one unless --ranks
   int threads = 0;             // kernel threads per rank; 0 = the default
   bool initOnly = false;        // --init-only: no forward
+  std::string device = "cpu";   // --device
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
-                               "--ranks", "--threads"},
+                               "--ranks", "--threads", "--device"},
                               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
@@ -212,6 +216,16 @@ int runCommand(const std::vector<std::string> &args) {
                                    : parsed.has("--outputs") ? "--outputs"
                                                              : "--data-parallel") +
                        " needs forward, which --init-only does not run");
+    device = parsed.get("--device", "cpu");
+    if (device != "cpu" && device != "cuda")
+      throw UsageError("--device must be cpu or cuda, got '" + device + "'");
+    if (device == "cuda")
+      for (const char *option : {"--save", "--save-params", "--ranks", "--threads",
+                                 "--data-parallel", "--init-only"})
+        if (parsed.has(option))
+          throw UsageError(std::string(option) + " is not supported with --device cuda yet (docs/gpu.md)");
+    if (device == "cuda" && backend != "local")
+      throw UsageError("--device cuda runs local ranks; --backend mpi is not supported with it");
     if (parsed.has("--ranks")) {
       try {
         ranks = runtime::parseRankList(parsed.get("--ranks", ""), worldSize);
@@ -323,6 +337,16 @@ int runCommand(const std::vector<std::string> &args) {
 
   if (backend == "mpi")
     return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options);
+  if (device == "cuda") {
+    try {
+      options.seed = seed;
+      options.timeout = std::chrono::duration<double>(timeoutSeconds);
+      return runOnCudaDevice(plan, options, parsed.get("--outputs", ""));
+    } catch (const runtime::RuntimeError &error) {
+      std::cerr << "shardc: error: " << error.what() << "\n";
+      return kRuntimeFailure;
+    }
+  }
   try {
     checkFitsInMemory(plan, ranks);
     options.savePath = parsed.has("--save") ? parsed.get("--save", "")
