@@ -137,12 +137,14 @@ void initRows(const KTensor *b, int64_t co0, int64_t m, int64_t P, float *acc, i
 
 int asInt(int64_t v) { return static_cast<int>(v); }
 
-/// Pixels per im2col block: the block of K rows fits the scratch budget.
+/// Pixels per im2col block: the block of `rowsPerBlock` rows fits the
+/// scratch budget; blocks of equal size (no sliver of a last block).
 int64_t pixelBlock(const Geometry &g, int64_t rowsPerBlock, int64_t fixedFloats) {
   const int64_t budget = std::max<int64_t>(kScratchFloats - fixedFloats, kScratchFloats / 4);
-  int64_t P = budget / std::max<int64_t>(rowsPerBlock, 1);
-  P = std::max<int64_t>(16, P / 16 * 16);
-  return std::min(P, std::max<int64_t>(g.pixels(), 1));
+  const int64_t most = std::max<int64_t>(16, budget / std::max<int64_t>(rowsPerBlock, 1));
+  const int64_t pixels = std::max<int64_t>(g.pixels(), 1);
+  const int64_t blocks = (pixels + most - 1) / most;
+  return (pixels + blocks - 1) / blocks;
 }
 
 // ------------------------------------------------------------- general path --
@@ -213,6 +215,36 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
 
 // ------------------------------------------------------------ depthwise path --
 
+/// acc (one output plane) += wv * the input plane shifted by tap (ki, kj).
+/// Built for AVX-512, AVX2 and the baseline (the build targets the baseline
+/// ISA), without fused multiply-adds: every clone rounds the product and the
+/// sum separately, in the same order per element, so the bytes do not depend
+/// on which clone the CPU runs.
+#if defined(__clang__)
+#define SHARDC_NO_FMA_ATTR
+#define SHARDC_NO_FMA_BODY _Pragma("clang fp contract(off)")
+#else
+#define SHARDC_NO_FMA_ATTR __attribute__((optimize("fp-contract=off")))
+#define SHARDC_NO_FMA_BODY
+#endif
+__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void depthwiseTap(
+    const Geometry &g, int64_t ki, int64_t kj, float wv, const float *xp, float *acc) {
+  SHARDC_NO_FMA_BODY
+  int64_t lo, hi;
+  validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
+  const int64_t shift = kj * g.dw - g.pw;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+    if (ih < 0 || ih >= g.H) continue;
+    const float *line = xp + ih * g.W + shift;
+    float *out = acc + oh * g.OW;
+    if (g.sw == 1)
+      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow];
+    else
+      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow * g.sw];
+  }
+}
+
 /// One input channel per group: per (sample, output channel) plane, the
 /// kernel taps in a fixed order accumulate into float.
 void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
@@ -236,22 +268,8 @@ void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const 
     }
     std::fill(acc, acc + PIX, b ? loadOne(b->dtype, b->data, co) : 0.0f);
     for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        const float wv = loadOne(w.dtype, w.data, co * taps + ki * g.kw + kj);
-        int64_t lo, hi;
-        validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
-        const int64_t shift = kj * g.dw - g.pw;
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-          if (ih < 0 || ih >= g.H) continue;
-          const float *line = xp + ih * g.W + shift;
-          float *out = acc + oh * g.OW;
-          if (g.sw == 1)
-            for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow];
-          else
-            for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow * g.sw];
-        }
-      }
+      for (int64_t kj = 0; kj < g.kw; ++kj)
+        depthwiseTap(g, ki, kj, loadOne(w.dtype, w.data, co * taps + ki * g.kw + kj), xp, acc);
     if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
   });
 }
