@@ -7,6 +7,7 @@
 // sum of |terms| (plus the bias); 16-bit storage adds one rounding of the
 // result (half an ulp relative). The reference reads the stored (already
 // rounded) inputs, so nothing else differs.
+#include "ConvTorchFixture.h"
 #include "FamilyTestSupport.h"
 
 #include "runtime/RuntimeError.h"
@@ -196,4 +197,28 @@ TEST_CASE("conv rejects bad operands with the reason", "[family-kernels]") {
   TT w2 = random(DType::F32, {4, 2, 3, 3}, 2);
   CHECK_THROWS_WITH(convKernel(p, x.k(), w2.k(), nullptr, y5.k(), 1),
                     Catch::Contains("to have 2 channels, but got 3 channels instead"));
+}
+
+TEST_CASE("conv matches torch's F.conv*/F.conv_transpose* outputs (fixture)", "[family-kernels]") {
+  // Inputs ((i * 7 + seed) % 13 - 6) / 8 are exact in float32 and the sums
+  // are of few dyadic terms, so torch's float32 results are exact: 1e-6
+  // covers any summation order.
+  for (const ConvTorchCase &c : convTorchCases()) {
+    INFO(c.name);
+    auto ramp = [](const Shape &shape, int seed) {
+      TT t = zeros(DType::F32, shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, double((i * 7 + seed) % 13 - 6) / 8);
+      return t;
+    };
+    const ConvParams p = params(c.dims, c.stride, c.padding, c.dilation, c.groups, c.transposed,
+                                c.outputPadding);
+    TT x = ramp(c.x, 1), w = ramp(c.w, 2), b = ramp({c.y[1]}, 3), y = zeros(DType::F32, c.y);
+    KTensor bk = b.k();
+    convKernel(p, x.k(), w.k(), &bk, y.k(), 2);
+    REQUIRE(y.numel() == int64_t(c.out.size()));
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      INFO("element " << i);
+      REQUIRE(std::abs(y.at(i) - c.out[size_t(i)]) <= 1e-6);
+    }
+  }
 }
