@@ -3,7 +3,8 @@
 //
 //   - 1-d is 2-d with a height of 1.
 //   - Depthwise (one input channel per group) runs directly: per output
-//     plane, kernel taps in a fixed order, float accumulators.
+//     plane, from a zero-padded copy of the input plane split into column
+//     phases of the stride, kernel taps in a fixed order, float accumulators.
 //   - The others: per (sample, group, block of output pixels), im2col of the
 //     block ([Cin/groups * kh * kw, P] floats, about 1 MiB) then one sgemm
 //     W_g [Cout/groups, K] x col into the output, started from the bias.
@@ -215,11 +216,15 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
 
 // ------------------------------------------------------------ depthwise path --
 
-/// acc (one output plane) += wv * the input plane shifted by tap (ki, kj).
-/// Built for AVX-512, AVX2 and the baseline (the build targets the baseline
-/// ISA), without fused multiply-adds: every clone rounds the product and the
-/// sum separately, in the same order per element, so the bytes do not depend
-/// on which clone the CPU runs.
+/// One output plane from one zero-padded input plane whose rows are split
+/// into `sw` column phases (column c of a padded row at (c % sw) * Wq + c / sw),
+/// so every tap reads consecutive elements for consecutive outputs whatever
+/// the stride. Per output row, the kernel rows in order; within a kernel row
+/// of 3 taps the three products are summed left to right and then added
+/// (other widths add tap by tap). Built for AVX-512, AVX2 and the baseline
+/// (the build targets the baseline ISA), without fused multiply-adds: every
+/// clone rounds each product and sum separately in the same order, so the
+/// bytes do not depend on which clone the CPU runs.
 #if defined(__clang__)
 #define SHARDC_NO_FMA_ATTR
 #define SHARDC_NO_FMA_BODY _Pragma("clang fp contract(off)")
@@ -227,49 +232,72 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
 #define SHARDC_NO_FMA_ATTR __attribute__((optimize("fp-contract=off")))
 #define SHARDC_NO_FMA_BODY
 #endif
-__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void depthwiseTap(
-    const Geometry &g, int64_t ki, int64_t kj, float wv, const float *xp, float *acc) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void
+depthwisePlane(const Geometry &g, const float *taps, float bias, const float *__restrict padded,
+               int64_t rowLen, int64_t Wq, float *__restrict out) {
   SHARDC_NO_FMA_BODY
-  int64_t lo, hi;
-  validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
-  const int64_t shift = kj * g.dw - g.pw;
+  const int64_t OW = g.OW, sw = g.sw, dw = g.dw;
+  auto tap = [&](const float *line, int64_t kj) {
+    const int64_t c = kj * dw;
+    return line + (c % sw) * Wq + c / sw;
+  };
   for (int64_t oh = 0; oh < g.OH; ++oh) {
-    const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-    if (ih < 0 || ih >= g.H) continue;
-    const float *line = xp + ih * g.W + shift;
-    float *out = acc + oh * g.OW;
-    if (g.sw == 1)
-      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow];
-    else
-      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow * g.sw];
+    float *__restrict o = out + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) o[ow] = bias;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const float *line = padded + (oh * g.sh + ki * g.dh) * rowLen;
+      const float *t = taps + ki * g.kw;
+      if (g.kw == 3) {
+        const float w0 = t[0], w1 = t[1], w2 = t[2];
+        const float *__restrict l0 = tap(line, 0), *__restrict l1 = tap(line, 1),
+                                *__restrict l2 = tap(line, 2);
+        for (int64_t ow = 0; ow < OW; ++ow) o[ow] += w0 * l0[ow] + w1 * l1[ow] + w2 * l2[ow];
+        continue;
+      }
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const float wv = t[kj];
+        const float *__restrict l = tap(line, kj);
+        for (int64_t ow = 0; ow < OW; ++ow) o[ow] += wv * l[ow];
+      }
+    }
   }
 }
 
-/// One input channel per group: per (sample, output channel) plane, the
-/// kernel taps in a fixed order accumulate into float.
+/// One input channel per group: per (sample, output channel), the input
+/// plane is copied into a zero-padded, column-phase-split float plane (so
+/// every tap is in range and contiguous) and depthwisePlane accumulates the
+/// output plane in float.
 void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
                    const KTensor &y, int threads) {
   const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw, M = g.coutG();
+  // Rows and columns the windows reach: the output size formula keeps every
+  // tap inside the input plus its padding on both sides.
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
+  const int64_t Wq = (Wp + g.sw - 1) / g.sw, rowLen = Wq * g.sw;
   const bool f32 = x.dtype == DType::F32;
   cpu::parallelTasks(g.N * g.Cout, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
     thread_local std::vector<float> scratch;
     const int64_t n = task / g.Cout, co = task % g.Cout, ci = co / M;
     const int64_t xOff = (n * g.Cin + ci) * HW, yOff = (n * g.Cout + co) * PIX;
-    const float *xp;
-    float *acc;
-    if (f32) {
-      xp = static_cast<const float *>(x.data) + xOff;
-      acc = static_cast<float *>(y.data) + yOff;
-    } else {
-      scratch.resize(static_cast<size_t>(HW + PIX));
-      cpu::loadFloats(x.dtype, x.data, xOff, HW, scratch.data());
-      xp = scratch.data();
-      acc = scratch.data() + HW;
+    scratch.assign(static_cast<size_t>(Hp * rowLen + g.W + taps + (f32 ? 0 : PIX)), 0.0f);
+    float *padded = scratch.data(), *row = padded + Hp * rowLen, *tapv = row + g.W;
+    float *acc = f32 ? static_cast<float *>(y.data) + yOff : tapv + taps;
+    for (int64_t ih = 0; ih < g.H; ++ih) {
+      float *dst = padded + (ih + g.ph) * rowLen;
+      if (g.sw == 1) {
+        cpu::loadFloats(x.dtype, x.data, xOff + ih * g.W, g.W, dst + g.pw);
+        continue;
+      }
+      cpu::loadFloats(x.dtype, x.data, xOff + ih * g.W, g.W, row);
+      // Padded column c = iw + pw goes to phase c % sw, slot c / sw.
+      for (int64_t r = 0; r < g.sw; ++r) {
+        float *phase = dst + r * Wq;
+        for (int64_t c = r, slot = 0; c < Wp; c += g.sw, ++slot)
+          if (c >= g.pw && c < g.pw + g.W) phase[slot] = row[c - g.pw];
+      }
     }
-    std::fill(acc, acc + PIX, b ? loadOne(b->dtype, b->data, co) : 0.0f);
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj)
-        depthwiseTap(g, ki, kj, loadOne(w.dtype, w.data, co * taps + ki * g.kw + kj), xp, acc);
+    cpu::loadFloats(w.dtype, w.data, co * taps, taps, tapv);
+    depthwisePlane(g, tapv, b ? loadOne(b->dtype, b->data, co) : 0.0f, padded, rowLen, Wq, acc);
     if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
   });
 }
