@@ -390,7 +390,11 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
                            " exceeds the BLAS int range (input " + shapeToString(x.shape) +
                            ", weight " + shapeToString(w.shape) + ")");
   if (p.transposed) return convTransposed(g, x, w, b, y, threads);
-  if (g.cinG() == 1) return convDepthwise(g, x, w, b, y, threads);
+  // Depthwise holds one padded input plane per worker: planes beyond about
+  // 4 MiB take the im2col path (bounded blocks), which computes the same sums.
+  const int64_t paddedPlane = (g.H + 2 * g.ph) * (g.W + 2 * g.pw + g.sw) + g.pixels();
+  if (g.cinG() == 1 && paddedPlane <= 4 * kScratchFloats)
+    return convDepthwise(g, x, w, b, y, threads);
   convGemm(g, x, w, b, y, threads);
 }
 

@@ -130,6 +130,8 @@ std::vector<Case> cases() {
       {"transposed 2d stride 2 output_padding", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {2, 4, 5, 6}, {4, 3, 3, 3}},
       {"transposed 2d groups, dilation", params(2, {1, 2}, {0, 1}, {2, 1}, 2, true, {0, 1}), {1, 4, 4, 5}, {4, 3, 2, 3}},
       {"transposed 1d", params(1, {3}, {2}, {2}, 1, true), {2, 5, 7}, {5, 4, 4}},
+      // One channel per group, but a plane over 4 MiB: the im2col path.
+      {"single-channel plane too big for depthwise", params(2, {4, 4}, {1, 1}, {1, 1}, 1), {1, 1, 1030, 1030}, {2, 1, 3, 3}},
   };
 }
 
