@@ -302,6 +302,68 @@ void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const 
   });
 }
 
+/// Depthwise for narrow planes (rows too short to vectorize along): 16
+/// output channels at a time, the input held channels-last ([Hp][Wp][16],
+/// zero-padded), so each tap is one 16-lane multiply-add per output pixel.
+/// Per element: the bias, then the taps in (ki, kj) order, one rounding per
+/// product and per sum (no FMA, as depthwisePlane).
+constexpr int64_t kLanes = 16;
+__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void
+depthwiseLanes(const Geometry &g, const float *__restrict wT, const float *__restrict bias,
+               const float *__restrict in, int64_t Wp, float *__restrict acc) {
+  SHARDC_NO_FMA_BODY
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      float a[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j) a[j] = bias[j];
+      for (int64_t ki = 0; ki < g.kh; ++ki)
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          const float *src = in + ((oh * g.sh + ki * g.dh) * Wp + ow * g.sw + kj * g.dw) * kLanes;
+          const float *wt = wT + (ki * g.kw + kj) * kLanes;
+          for (int64_t j = 0; j < kLanes; ++j) a[j] += wt[j] * src[j];
+        }
+      float *out = acc + (oh * g.OW + ow) * kLanes;
+      for (int64_t j = 0; j < kLanes; ++j) out[j] = a[j];
+    }
+}
+
+void convDepthwiseLanes(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
+                        const KTensor &y, int threads) {
+  const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw, M = g.coutG();
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
+  const int64_t blocks = (g.Cout + kLanes - 1) / kLanes;
+  cpu::parallelTasks(g.N * blocks, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
+    thread_local std::vector<float> scratch;
+    const int64_t n = task / blocks, c0 = (task % blocks) * kLanes;
+    const int64_t cn = std::min(kLanes, g.Cout - c0);
+    const size_t inFloats = static_cast<size_t>(Hp * Wp * kLanes);
+    scratch.resize(inFloats + static_cast<size_t>((PIX + taps + 1) * kLanes + kLanes * std::max(HW, PIX)));
+    std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(inFloats), 0.0f);
+    float *in = scratch.data(), *acc = in + inFloats, *wT = acc + PIX * kLanes;
+    float *bias = wT + taps * kLanes, *planes = bias + kLanes;  // planes: [kLanes][HW]
+    std::fill(wT, wT + (taps + 1) * kLanes, 0.0f);
+    for (int64_t j = 0; j < cn; ++j) {
+      const int64_t co = c0 + j;
+      cpu::loadFloats(x.dtype, x.data, (n * g.Cin + co / M) * HW, HW, planes + j * HW);
+      for (int64_t t = 0; t < taps; ++t) wT[t * kLanes + j] = loadOne(w.dtype, w.data, co * taps + t);
+      bias[j] = b ? loadOne(b->dtype, b->data, co) : 0.0f;
+    }
+    // Channels-last: pixel outer, the block's channels inner (contiguous writes).
+    for (int64_t ih = 0; ih < g.H; ++ih)
+      for (int64_t iw = 0; iw < g.W; ++iw) {
+        float *dst = in + ((ih + g.ph) * Wp + iw + g.pw) * kLanes;
+        const float *src = planes + ih * g.W + iw;
+        for (int64_t j = 0; j < cn; ++j) dst[j] = src[j * HW];
+      }
+    depthwiseLanes(g, wT, bias, in, Wp, acc);
+    for (int64_t j = 0; j < cn; ++j) {
+      float *plane = planes + j * PIX;
+      for (int64_t p = 0; p < PIX; ++p) plane[p] = acc[p * kLanes + j];
+    }
+    cpu::storeFloats(y.dtype, planes, cn * PIX, y.data, (n * g.Cout + c0) * PIX);
+  });
+}
+
 // ----------------------------------------------------------- transposed path --
 
 /// x [N, Cin, H, W], w [Cin, Cout/g, kh, kw], y [N, Cout, OH, OW]: per
@@ -393,8 +455,12 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
   // Depthwise holds one padded input plane per worker: planes beyond about
   // 4 MiB take the im2col path (bounded blocks), which computes the same sums.
   const int64_t paddedPlane = (g.H + 2 * g.ph) * (g.W + 2 * g.pw + g.sw) + g.pixels();
-  if (g.cinG() == 1 && paddedPlane <= 4 * kScratchFloats)
+  if (g.cinG() == 1 && paddedPlane <= 4 * kScratchFloats) {
+    // Rows shorter than 32 outputs vectorize poorly: 16 channels at a time.
+    if (g.OW < 32 && paddedPlane * kLanes <= 4 * kScratchFloats)
+      return convDepthwiseLanes(g, x, w, b, y, threads);
     return convDepthwise(g, x, w, b, y, threads);
+  }
   convGemm(g, x, w, b, y, threads);
 }
 
