@@ -275,13 +275,17 @@ void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const 
   const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
   const int64_t Wq = (Wp + g.sw - 1) / g.sw, rowLen = Wq * g.sw;
   const bool f32 = x.dtype == DType::F32;
-  cpu::parallelTasks(g.N * g.Cout, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
+  // Output channels reading one input channel (M > 1: a channel multiplier
+  // or a single-channel input) share its padded plane, in blocks of 16.
+  constexpr int64_t kPerPlane = 16;
+  const int64_t blocks = (M + kPerPlane - 1) / kPerPlane;
+  cpu::parallelTasks(g.N * g.Cin * blocks, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
     thread_local std::vector<float> scratch;
-    const int64_t n = task / g.Cout, co = task % g.Cout, ci = co / M;
-    const int64_t xOff = (n * g.Cin + ci) * HW, yOff = (n * g.Cout + co) * PIX;
+    const int64_t n = task / (g.Cin * blocks), ci = (task / blocks) % g.Cin;
+    const int64_t m0 = (task % blocks) * kPerPlane, mn = std::min(kPerPlane, M - m0);
+    const int64_t xOff = (n * g.Cin + ci) * HW;
     scratch.assign(static_cast<size_t>(Hp * rowLen + g.W + taps + (f32 ? 0 : PIX)), 0.0f);
     float *padded = scratch.data(), *row = padded + Hp * rowLen, *tapv = row + g.W;
-    float *acc = f32 ? static_cast<float *>(y.data) + yOff : tapv + taps;
     for (int64_t ih = 0; ih < g.H; ++ih) {
       float *dst = padded + (ih + g.ph) * rowLen;
       if (g.sw == 1) {
@@ -296,9 +300,13 @@ void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const 
           if (c >= g.pw && c < g.pw + g.W) phase[slot] = row[c - g.pw];
       }
     }
-    cpu::loadFloats(w.dtype, w.data, co * taps, taps, tapv);
-    depthwisePlane(g, tapv, b ? loadOne(b->dtype, b->data, co) : 0.0f, padded, rowLen, Wq, acc);
-    if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
+    for (int64_t co = ci * M + m0; co < ci * M + m0 + mn; ++co) {
+      const int64_t yOff = (n * g.Cout + co) * PIX;
+      float *acc = f32 ? static_cast<float *>(y.data) + yOff : tapv + taps;
+      cpu::loadFloats(w.dtype, w.data, co * taps, taps, tapv);
+      depthwisePlane(g, tapv, b ? loadOne(b->dtype, b->data, co) : 0.0f, padded, rowLen, Wq, acc);
+      if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
+    }
   });
 }
 
@@ -455,7 +463,9 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
   // Depthwise holds one padded input plane per worker: planes beyond about
   // 4 MiB take the im2col path (bounded blocks), which computes the same sums.
   const int64_t paddedPlane = (g.H + 2 * g.ph) * (g.W + 2 * g.pw + g.sw) + g.pixels();
-  if (g.cinG() == 1 && paddedPlane <= 4 * kScratchFloats) {
+  // Many output channels per input channel (a single-channel input such as
+  // audio's first conv) is a real matrix product: sgemm beats the tap loops.
+  if (g.cinG() == 1 && g.coutG() < 16 && paddedPlane <= 4 * kScratchFloats) {
     // Rows shorter than 32 outputs vectorize poorly: 16 channels at a time.
     if (g.OW < 32 && paddedPlane * kLanes <= 4 * kScratchFloats)
       return convDepthwiseLanes(g, x, w, b, y, threads);

@@ -129,7 +129,8 @@ std::vector<Case> cases() {
       // 16-channel path above.
       {"depthwise wide rows 3x3", params(2, {1, 1}, {1, 1}, {1, 1}, 3), {1, 3, 5, 70}, {3, 1, 3, 3}},
       {"depthwise wide rows 3x5 stride 2", params(2, {1, 2}, {1, 2}, {1, 1}, 2), {1, 2, 4, 81}, {4, 1, 3, 5}},
-      {"conv1d stride 5 (wav2vec2 stem)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
+      {"conv1d stride 5, one input channel, few outputs", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
+      {"conv1d stride 5 (wav2vec2 stem: one input channel, 20 outputs, sgemm)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {20, 1, 10}},
       {"conv1d groups, pad, dilation", params(1, {2}, {3}, {2}, 2), {2, 6, 31}, {4, 3, 5}},
       {"conv1d many channels (K blocks)", params(1, {1}, {1}, {1}, 1), {1, 200, 9}, {5, 200, 3}},
       {"transposed 2d stride 2 output_padding", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {2, 4, 5, 6}, {4, 3, 3, 3}},
