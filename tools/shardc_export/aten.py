@@ -16,6 +16,7 @@ import torch
 
 from .init_recorder import ExportError, to_graph_chain
 from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter
+from . import aten_consts as hf
 
 aten = torch.ops.aten
 
@@ -105,7 +106,7 @@ def trace(model, metas):
             raise ExportError("torch.export could not trace forward: %s: %s"
                               % (type(e).__name__, first))
         table = torch.export.default_decompositions()
-        for op in KEPT_WHOLE:
+        for op in KEPT_WHOLE + hf.KEPT_WHOLE:
             if op in table:
                 del table[op]
         try:
@@ -120,7 +121,8 @@ class AtenLowering(GraphEmitter):
     """ExportedProgram -> graph nodes. Values are G (a graph tensor), Expanded,
     Multi or Python scalars."""
 
-    def __init__(self, model, ep, params, buffers, buffer_chains, input_decls, device):
+    def __init__(self, model, ep, params, buffers, buffer_chains, input_decls, device,
+                 concrete=None):
         self.model, self.ep, self.device = model, ep, device
         self.input_decls = input_decls
         self.by_name = {}  # every (possibly tied) parameter name -> canonical name
@@ -137,6 +139,11 @@ class AtenLowering(GraphEmitter):
         self.high = {}
         self.unbiased_linear = {}  # graph name -> its node dict (fold_bias adds one)
         self.params_shape = {}
+        # constants built in forward, rotary / RMSNorm recognition (aten_consts.py)
+        self.concrete, self.concrete_values = concrete, None
+        self.slice_of = {}  # graph name of a slice -> (source G, dim, start, end)
+        self.rms = hf.rms_norm_groups(ep, lambda n: ep.graph_signature.inputs_to_parameters
+                                      .get(n.name))
 
     # ------------------------------------------------------------ helpers
     def fail(self, node, why):
@@ -151,6 +158,13 @@ class AtenLowering(GraphEmitter):
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
             return v
+        if isinstance(v, hf.Lazy):
+            return v.materialize(self, node)
+        if isinstance(v, hf.Const):
+            return hf.materialize(self, node, v)
+        if isinstance(v, hf.Skipped):
+            self.fail(node, "it reads an intermediate of %s, lowered as one rms_norm node"
+                      % v.module)
         if isinstance(v, Unusable):
             self.fail(node, "its %s is a %s" % (what, v.why))
         if isinstance(v, Expanded):
@@ -186,6 +200,8 @@ class AtenLowering(GraphEmitter):
         outs = []
         for v in out_vals:
             val = self.vals.get(v) if isinstance(v, torch.fx.Node) else v
+            if isinstance(val, hf.Lazy):
+                val = val.materialize(self, v)
             if isinstance(val, Expanded):
                 raise ExportError("forward returns an expanded view; the graph format "
                                   "cannot materialize it yet")
@@ -203,6 +219,9 @@ class AtenLowering(GraphEmitter):
             target = sig.inputs_to_buffers[name]
             bname = self.buffer_names[target]
             t = self.buffer_tensors[target]
+            c = self.buffer_const(target, bname, t)
+            if c is not None:
+                return c
             if t.dtype not in GRAPH_DTYPES or t.dtype == torch.int64:
                 # e.g. BatchNorm's num_batches_tracked: fine as long as forward
                 # does not read it
@@ -220,6 +239,26 @@ class AtenLowering(GraphEmitter):
         raise ExportError("forward reads a tensor constant %s built outside the parameters "
                           "and buffers; the ATen path cannot express it yet" % name)
 
+    def buffer_const(self, target, bname, t):
+        """A buffer folded as a constant (aten_consts.py): integer ones (position
+        / token type ids) and those whose init chain the graph cannot express
+        (rotary inv_freq, Gemma's embed_scale), read from an instance built
+        with its parameters on meta."""
+        if self.concrete is None:
+            return None
+        if t.is_floating_point():
+            try:
+                to_graph_chain(self.buffer_chains.get(bname), list(t.shape), "buffer " + bname)
+                return None
+            except ExportError:
+                pass
+        if self.concrete_values is None:
+            self.concrete_values = self.concrete()
+        v = self.concrete_values.get(target)
+        if v is None or v.numel() > hf.MAX_CONST_ELEMENTS:
+            return None
+        return hf.Const(v)
+
     # ------------------------------------------------------------ ops
     def lower(self, node):
         def arg(a):
@@ -228,8 +267,21 @@ class AtenLowering(GraphEmitter):
             if isinstance(a, (list, tuple)):
                 return type(a)(arg(x) for x in a)
             return a
+        if node.target in hf.NO_VALUE:
+            return None
+        spec = self.rms.get(node)
+        if spec is not None:
+            return hf.Skipped(spec[1]) if spec[0] == "skip" else hf.lower_rms(self, node, spec)
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        folded = hf.try_fold(self, node, args, kwargs)
+        if folded is not None:
+            return folded
+        hf_rule = hf.HF_RULES.get(node.target)
+        if hf_rule is not None:
+            out = hf_rule(self, node, *args, **kwargs)
+            if out is not None:
+                return out
         rule = RULES.get(node.target)
         if rule is None:
             self.fail(node, "no mapping to a shardc graph op (docs/exporter.md lists the "
@@ -298,8 +350,11 @@ def slice_(self, node, x, dim=0, start=None, end=None, step=1):
     start, end = max(0, min(start, n)), max(0, min(end, n))
     if start == 0 and end == n and step == 1:
         return x
-    return self.emit(node, "slice", [x], node.meta["val"], dim=dim, start=start, end=end,
-                     step=step)
+    g = self.emit(node, "slice", [x], node.meta["val"], dim=dim, start=start, end=end,
+                  step=step)
+    if step == 1:
+        self.slice_of[g.name] = (x, dim, start, end)
+    return g
 
 
 def operand(self, node, v, like):
@@ -308,11 +363,14 @@ def operand(self, node, v, like):
         return v.base
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return self.const(v, like)
+    if isinstance(v, hf.Const):
+        return hf.materialize(self, node, v, like)
     return self.tensor(node, v)
 
 
 def elementwise(op):
     def rule(self, node, a, b, alpha=1):
+        a, b = (v.materialize(self, node) if isinstance(v, hf.Lazy) else v for v in (a, b))
         like = a if isinstance(a, G) else (a.base if isinstance(a, Expanded) else
                                           (b.base if isinstance(b, Expanded) else b))
         if not isinstance(like, G):
@@ -461,6 +519,8 @@ def split(self, node, x, sizes, dim=0):
 
 
 def getitem(self, node, seq, i):
+    if isinstance(seq, hf.ConstTuple):
+        return seq.items[i]
     if not isinstance(seq, Multi) or seq.items[i] is None:
         self.fail(node, "result %d of a multi-result op is not mapped" % i)
     return seq.items[i]

@@ -1,0 +1,88 @@
+"""Hugging Face transformers models for the model zoo (bench/zoo.py) and the
+export tests (test/lit/export/aten-hf.test): each architecture built from a
+small config, as a user builds it (AutoModel*.from_config, no downloaded
+weights), in eval mode, with the KV cache off (use_cache=False) so forward
+returns logits / hidden states only."""
+
+import transformers as tf
+
+# Attention through F.scaled_dot_product_attention, the graph's fused op
+# (docs/exporter.md, "Hugging Face models").
+ATTN = "sdpa"
+
+# One small shape for every decoder-only LM: 2 layers, 4 heads of 16.
+LM = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+          num_attention_heads=4, max_position_embeddings=128, use_cache=False,
+          tie_word_embeddings=False)
+
+
+def _build(config, auto=tf.AutoModelForCausalLM):
+    config._attn_implementation = ATTN
+    model = auto.from_config(config, attn_implementation=ATTN)
+    return model.eval()
+
+
+def llama(**kw):
+    return _build(tf.LlamaConfig(**dict(LM, num_key_value_heads=4, **kw)))
+
+
+def mistral(**kw):
+    return _build(tf.MistralConfig(**dict(LM, num_key_value_heads=4, sliding_window=None,
+                                          **kw)))
+
+
+def qwen2(**kw):
+    return _build(tf.Qwen2Config(**dict(LM, num_key_value_heads=4, **kw)))
+
+
+def gemma(**kw):
+    return _build(tf.GemmaConfig(**dict(LM, num_key_value_heads=4, head_dim=16,
+                                        **dict({"tie_word_embeddings": True}, **kw))))
+
+
+def phi(**kw):
+    return _build(tf.PhiConfig(**dict(LM, num_key_value_heads=4, **kw)))
+
+
+def mixtral(**kw):
+    return _build(tf.MixtralConfig(**dict(LM, num_key_value_heads=4, num_local_experts=4,
+                                          num_experts_per_tok=2, **kw)))
+
+
+def gpt2(**kw):
+    return _build(tf.GPT2Config(**dict(dict(vocab_size=256, n_embd=64, n_layer=2, n_head=4,
+                                            n_positions=128, use_cache=False), **kw)))
+
+
+def bert(**kw):
+    cfg = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+               num_attention_heads=4, max_position_embeddings=128)
+    return _build(tf.BertConfig(**dict(cfg, **kw)), tf.AutoModel)
+
+
+def t5(**kw):
+    cfg = dict(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+               use_cache=False)
+    return _build(tf.T5Config(**dict(cfg, **kw)), tf.AutoModelForSeq2SeqLM)
+
+
+def vit(**kw):
+    cfg = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=64,
+               intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+    return _build(tf.ViTConfig(**dict(cfg, **kw)), tf.AutoModel)
+
+
+IDS = {"input_ids": {"shape": [2, 16], "dtype": "int64", "high": 256}}
+ZOO = {
+    "HF GPT-2": ("zoo_hf:gpt2", {}, IDS),
+    "HF Llama": ("zoo_hf:llama", {}, IDS),
+    "HF Mistral": ("zoo_hf:mistral", {}, IDS),
+    "HF Qwen2": ("zoo_hf:qwen2", {}, IDS),
+    "HF Gemma": ("zoo_hf:gemma", {}, IDS),
+    "HF Phi": ("zoo_hf:phi", {}, IDS),
+    "HF Mixtral (MoE)": ("zoo_hf:mixtral", {}, IDS),
+    "HF BERT": ("zoo_hf:bert", {}, IDS),
+    "HF T5": ("zoo_hf:t5", {}, dict(IDS, decoder_input_ids={"shape": [2, 8], "dtype": "int64",
+                                                            "high": 256})),
+    "HF ViT": ("zoo_hf:vit", {}, {"pixel_values": [2, 3, 32, 32]}),
+}
