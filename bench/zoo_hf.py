@@ -35,9 +35,15 @@ def qwen2(**kw):
     return _build(tf.Qwen2Config(**dict(LM, num_key_value_heads=4, **kw)))
 
 
+# nn.Embedding(padding_idx=...) zeroes one row of its weight at init, a write
+# into part of a tensor that the graph's init chains cannot express
+# (docs/exporter.md): BERT and Gemma are built without a padding row.
+NO_PAD = {"pad_token_id": None}
+
+
 def gemma(**kw):
     return _build(tf.GemmaConfig(**dict(LM, num_key_value_heads=4, head_dim=16,
-                                        **dict({"tie_word_embeddings": True}, **kw))))
+                                        **dict(NO_PAD, tie_word_embeddings=True, **kw))))
 
 
 def phi(**kw):
@@ -51,13 +57,18 @@ def mixtral(**kw):
 
 def gpt2(**kw):
     return _build(tf.GPT2Config(**dict(dict(vocab_size=256, n_embd=64, n_layer=2, n_head=4,
-                                            n_positions=128, use_cache=False), **kw)))
+                                            n_positions=128, use_cache=False,
+                                            bos_token_id=0, eos_token_id=0), **kw)))
 
 
 def bert(**kw):
     cfg = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                num_attention_heads=4, max_position_embeddings=128)
-    return _build(tf.BertConfig(**dict(cfg, **kw)), tf.AutoModel)
+    # BertModel without its pooler (a tanh: the unary op family, issue 16);
+    # BertForMaskedLM pads its decoder bias at init (constant_pad_nd).
+    config = tf.BertConfig(**dict(cfg, **dict(NO_PAD, **kw)))
+    config._attn_implementation = ATTN
+    return tf.BertModel(config, add_pooling_layer=False).eval()
 
 
 def t5(**kw):

@@ -61,3 +61,7 @@ ZOO = {
     "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
                                  {"waveforms": [1, 16000]}),
 }
+
+# Hugging Face transformers architectures from small configs (bench/zoo_hf.py).
+import zoo_hf  # noqa: E402
+ZOO.update(zoo_hf.ZOO)

@@ -142,7 +142,7 @@ class AtenLowering(GraphEmitter):
         # constants built in forward, rotary / RMSNorm recognition (aten_consts.py)
         self.concrete, self.concrete_values = concrete, None
         self.slice_of = {}  # graph name of a slice -> (source G, dim, start, end)
-        self.rms = hf.rms_norm_groups(ep, lambda n: ep.graph_signature.inputs_to_parameters
+        self.fused = hf.fused_modules(ep, lambda n: ep.graph_signature.inputs_to_parameters
                                       .get(n.name))
 
     # ------------------------------------------------------------ helpers
@@ -163,8 +163,8 @@ class AtenLowering(GraphEmitter):
         if isinstance(v, hf.Const):
             return hf.materialize(self, node, v)
         if isinstance(v, hf.Skipped):
-            self.fail(node, "it reads an intermediate of %s, lowered as one rms_norm node"
-                      % v.module)
+            self.fail(node, "it reads an intermediate of module %s, lowered as one fused "
+                      "node" % v.module)
         if isinstance(v, Unusable):
             self.fail(node, "its %s is a %s" % (what, v.why))
         if isinstance(v, Expanded):
@@ -269,9 +269,9 @@ class AtenLowering(GraphEmitter):
             return a
         if node.target in hf.NO_VALUE:
             return None
-        spec = self.rms.get(node)
+        spec = self.fused.get(node)
         if spec is not None:
-            return hf.Skipped(spec[1]) if spec[0] == "skip" else hf.lower_rms(self, node, spec)
+            return hf.Skipped(spec[1]) if spec[0] == "skip" else hf.lower_fused(self, node, spec)
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
         folded = hf.try_fold(self, node, args, kwargs)

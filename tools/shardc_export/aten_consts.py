@@ -442,6 +442,55 @@ def rms_norm_groups(ep, param_of):
     return out
 
 
+# transformers.activations classes that write gelu's tanh form out by hand
+# (NewGELUActivation: GPT-2, Phi; GELUTanh; FastGELUActivation with the
+# constant rounded to 0.7978845608, within 1e-9 of sqrt(2/pi)).
+_GELU_TANH_CLASSES = ("NewGELUActivation", "GELUTanh", "FastGELUActivation")
+_GELU_OPS = {aten.mul.Tensor, aten.pow.Tensor_Scalar, aten.add.Tensor, aten.tanh.default}
+
+
+def gelu_tanh_groups(ep):
+    """{node: ("skip", path) | ("gelu", x)} for each call of a tanh-GELU
+    module whose ATen ops are only mul / pow / add / tanh on one input."""
+    groups = {}
+    for n in ep.graph.nodes:
+        if n.op != "call_function":
+            continue
+        path, cls = _module_of(n)
+        if path is not None and cls in _GELU_TANH_CLASSES:
+            groups.setdefault(path, []).append(n)
+    out = {}
+    for path, nodes in groups.items():
+        inside = set(nodes)
+        if any(n.target not in _GELU_OPS for n in nodes) or \
+                sum(n.target is aten.tanh.default for n in nodes) != 1:
+            continue
+        outer = {a for n in nodes for a in n.args
+                 if isinstance(a, torch.fx.Node) and a not in inside}
+        last = nodes[-1]
+        if len(outer) != 1 or any(u not in inside for n in nodes[:-1] for u in n.users):
+            continue
+        for n in nodes:
+            out[n] = ("skip", path)
+        out[last] = ("gelu", outer.pop())
+    return out
+
+
+def lower_fused(low, node, spec):
+    """The last node of a fused module call: its one graph node."""
+    if spec[0] == "gelu":
+        x = low.tensor(node, low.vals[spec[1]])
+        return low.emit(node, "gelu", [x], node.meta["val"], approximate="tanh")
+    return lower_rms(low, node, spec)
+
+
+def fused_modules(ep, param_of):
+    """Every module call lowered as one fused graph node (RMSNorm, tanh-GELU)."""
+    out = rms_norm_groups(ep, param_of)
+    out.update(gelu_tanh_groups(ep))
+    return out
+
+
 def lower_rms(low, node, spec):
     _, x, w, eps, plus_one = spec
     xv, wv = low.tensor(node, low.vals[x]), low.tensor(node, low.vals[w])
