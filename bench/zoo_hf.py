@@ -80,7 +80,10 @@ def t5(**kw):
 def vit(**kw):
     cfg = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=64,
                intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
-    return _build(tf.ViTConfig(**dict(cfg, **kw)), tf.AutoModel)
+    # ViTModel without its pooler (a tanh, as BERT's)
+    config = tf.ViTConfig(**dict(cfg, **kw))
+    config._attn_implementation = ATTN
+    return tf.ViTModel(config, add_pooling_layer=False).eval()
 
 
 IDS = {"input_ids": {"shape": [2, 16], "dtype": "int64", "high": 256}}

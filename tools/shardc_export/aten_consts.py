@@ -283,7 +283,9 @@ def hf_neg(low, node, x):
 
 
 def hf_cat(low, node, tensors, dim=0):
-    if len(tensors) == 2 and isinstance(tensors[0], Neg) and isinstance(tensors[1], G):
+    if len(tensors) != 2 or not isinstance(tensors[0], Neg):
+        return hf_cat_expanded(low, node, tensors, dim)
+    if isinstance(tensors[1], G):
         hi, lo = tensors[0].x, tensors[1]
         src_hi, src_lo = low.slice_of.get(hi.name), low.slice_of.get(lo.name)
         rank = len(lo.shape)
@@ -365,6 +367,63 @@ def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
     return Expanded(rows, list(out_val.shape))
 
 
+def hf_convolution(low, node, x, w, bias, stride, padding, dilation, transposed,
+                   output_padding, groups):
+    """A patchify convolution (kernel == stride, no padding, dilation or groups:
+    ViT's patch embedding) is a matmul over non-overlapping patches:
+    [B, C, h*p, w*q] -> [B*h*w, C*p*q] @ W[O, C*p*q]^T (+ b) -> [B, O, h, w]."""
+    if not (isinstance(x, G) and isinstance(w, G)) or transposed or groups != 1 or \
+            len(x.shape) != 4 or list(stride) != w.shape[2:] or any(padding) or \
+            any(d != 1 for d in dilation) or any(output_padding):
+        return None
+    B, C, H, W = x.shape
+    O, _, p, q = w.shape
+    if H % p or W % q:
+        return None
+    h, wd = H // p, W // q
+    dt = x.val.dtype
+
+    def meta(*shape):
+        return torch.empty(shape, dtype=dt, device="meta")
+    t = low.emit(node, "reshape", [x], meta(B, C, h, p, wd, q), shape=[B, C, h, p, wd, q])
+    t = low.emit(node, "permute", [t], meta(B, h, wd, C, p, q), dims=[0, 2, 4, 1, 3, 5])
+    t = low.emit(node, "reshape", [t], meta(B * h * wd, C * p * q),
+                 shape=[B * h * wd, C * p * q])
+    wm = low.emit(node, "reshape", [w], meta(O, C * p * q), shape=[O, C * p * q])
+    wt = low.emit(node, "permute", [wm], meta(C * p * q, O), dims=[1, 0])
+    t = low.emit(node, "matmul", [t, wt], meta(B * h * wd, O))
+    if bias is not None:
+        t = low.emit(node, "add", [t, low.tensor(node, bias)], t.val)
+    t = low.emit(node, "reshape", [t], meta(B, h, wd, O), shape=[B, h, wd, O])
+    return low.emit(node, "permute", [t], node.meta["val"], dims=[0, 3, 1, 2])
+
+
+def materialize_expand(low, node, e):
+    """An expand read as a plain tensor (cat's operand: ViT's class token
+    broadcast over the batch): copies along each broadcast dim with cat."""
+    x = e.base
+    shape = list(e.shape)
+    if len(x.shape) < len(shape):
+        lead = [1] * (len(shape) - len(x.shape)) + x.shape
+        x = low.emit(node, "reshape", [x], torch.empty(lead, dtype=x.val.dtype, device="meta"),
+                     shape=lead)
+    for d, n in enumerate(shape):
+        if x.shape[d] == 1 and n > 1:
+            out = x.shape[:d] + [n] + x.shape[d + 1:]
+            x = low.emit(node, "cat", [x] * n, torch.empty(out, dtype=x.val.dtype,
+                                                          device="meta"), dim=d)
+    return x
+
+
+def hf_cat_expanded(low, node, tensors, dim=0):
+    from .aten import Expanded
+    if not any(isinstance(t, Expanded) for t in tensors):
+        return None
+    ts = [materialize_expand(low, node, t) if isinstance(t, Expanded) else low.tensor(node, t)
+          for t in tensors]
+    return low.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
+
+
 def noop(low, node, *args, **kw):
     return None
 
@@ -376,6 +435,7 @@ HF_RULES = {
     aten.cat.default: hf_cat,
     aten.scaled_dot_product_attention.default: hf_sdpa,
     aten.embedding.default: hf_embedding,
+    aten.convolution.default: hf_convolution,
 }
 # Ops with no value: checks torch.export leaves in the graph.
 NO_VALUE = {aten._assert_tensor_metadata.default}
