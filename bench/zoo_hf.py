@@ -22,17 +22,22 @@ def _build(config, auto=tf.AutoModelForCausalLM):
     return model.eval()
 
 
+def _lm(config_class, kw, **extra):
+    """A small decoder-only LM (grouped-query attention: 4 heads share 2 key / value
+    heads): LM's shape, then `extra`, then the caller's kw."""
+    return _build(config_class(**dict(dict(LM, num_key_value_heads=2, **extra), **kw)))
+
+
 def llama(**kw):
-    return _build(tf.LlamaConfig(**dict(LM, num_key_value_heads=4, **kw)))
+    return _lm(tf.LlamaConfig, kw)
 
 
 def mistral(**kw):
-    return _build(tf.MistralConfig(**dict(LM, num_key_value_heads=4, sliding_window=None,
-                                          **kw)))
+    return _lm(tf.MistralConfig, kw, sliding_window=None)
 
 
 def qwen2(**kw):
-    return _build(tf.Qwen2Config(**dict(LM, num_key_value_heads=4, **kw)))
+    return _lm(tf.Qwen2Config, kw)
 
 
 # nn.Embedding(padding_idx=...) zeroes one row of its weight at init, a write
@@ -42,17 +47,15 @@ NO_PAD = {"pad_token_id": None}
 
 
 def gemma(**kw):
-    return _build(tf.GemmaConfig(**dict(LM, num_key_value_heads=4, head_dim=16,
-                                        **dict(NO_PAD, tie_word_embeddings=True, **kw))))
+    return _lm(tf.GemmaConfig, kw, head_dim=16, tie_word_embeddings=True, **NO_PAD)
 
 
 def phi(**kw):
-    return _build(tf.PhiConfig(**dict(LM, num_key_value_heads=4, **kw)))
+    return _lm(tf.PhiConfig, kw)
 
 
 def mixtral(**kw):
-    return _build(tf.MixtralConfig(**dict(LM, num_key_value_heads=4, num_local_experts=4,
-                                          num_experts_per_tok=2, **kw)))
+    return _lm(tf.MixtralConfig, kw, num_local_experts=4, num_experts_per_tok=2)
 
 
 def gpt2(**kw):

@@ -424,8 +424,14 @@ def hf_cat_expanded(low, node, tensors, dim=0):
     return low.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
 
 
-def noop(low, node, *args, **kw):
-    return None
+def hf_view_expanded(low, node, x, *rest, **kw):
+    """A reshape of an expand (HF's repeat_kv for grouped-query attention:
+    [B, kv, 1, T, D] expanded to [B, kv, n, T, D], viewed as [B, kv*n, T, D]):
+    the expand copied with cat, then reshaped."""
+    from .aten import Expanded
+    if not isinstance(x, Expanded) or list(node.meta["val"].shape) == x.shape:
+        return None
+    return low.reshape(node, materialize_expand(low, node, x), list(node.meta["val"].shape))
 
 
 HF_RULES = {
@@ -436,6 +442,9 @@ HF_RULES = {
     aten.scaled_dot_product_attention.default: hf_sdpa,
     aten.embedding.default: hf_embedding,
     aten.convolution.default: hf_convolution,
+    aten.view.default: hf_view_expanded,
+    aten._unsafe_view.default: hf_view_expanded,
+    aten.reshape.default: hf_view_expanded,
 }
 # Ops with no value: checks torch.export leaves in the graph.
 NO_VALUE = {aten._assert_tensor_metadata.default}
