@@ -356,12 +356,13 @@ def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
                                                         dtype=weight.val.dtype),
                     dim=0, start=start, end=start + n, step=1)
     from .aten import Expanded
-    lead = [1] * (ids.dim() - 1)
-    shape = lead + ([1] if n == 1 else [n]) + [weight.shape[1]]
+    # [n, C] rows -> the ids' rank (leading 1s), then broadcast to the result
+    shape = [weight.shape[1]] if ids.dim() == 0 else \
+        [1] * (ids.dim() - 1) + [n, weight.shape[1]]
     if list(rows.shape) != shape:
-        rows = low.reshape(node, rows, shape) if shape != list(out_val.shape) else \
-            low.emit(node, "reshape", [rows], out_val, shape=shape)
-        rows = G(rows.name, torch.empty(shape, device="meta", dtype=weight.val.dtype))
+        rows = low.emit(node, "reshape", [rows], torch.empty(shape, device="meta",
+                                                             dtype=weight.val.dtype),
+                        shape=shape)
     if shape == list(out_val.shape):
         return rows
     return Expanded(rows, list(out_val.shape))
