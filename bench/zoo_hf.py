@@ -89,17 +89,26 @@ def vit(**kw):
     return tf.ViTModel(config, add_pooling_layer=False).eval()
 
 
-IDS = {"input_ids": {"shape": [2, 16], "dtype": "int64", "high": 256}}
+# The zoo's sizes: 4 layers of width 256 (4 heads of 64), vocabulary 1024,
+# 2 sequences of 128 tokens: big enough for forward times in milliseconds,
+# small enough to export in seconds. The tests use the factories' defaults.
+WIDE = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4,
+        "vocab_size": 1024, "max_position_embeddings": 256}
+IDS = {"input_ids": {"shape": [2, 128], "dtype": "int64", "high": 1024}}
 ZOO = {
-    "HF GPT-2": ("zoo_hf:gpt2", {}, IDS),
-    "HF Llama": ("zoo_hf:llama", {}, IDS),
-    "HF Mistral": ("zoo_hf:mistral", {}, IDS),
-    "HF Qwen2": ("zoo_hf:qwen2", {}, IDS),
-    "HF Gemma": ("zoo_hf:gemma", {}, IDS),
-    "HF Phi": ("zoo_hf:phi", {}, IDS),
-    "HF Mixtral (MoE)": ("zoo_hf:mixtral", {}, IDS),
-    "HF BERT": ("zoo_hf:bert", {}, IDS),
-    "HF T5": ("zoo_hf:t5", {}, dict(IDS, decoder_input_ids={"shape": [2, 8], "dtype": "int64",
-                                                            "high": 256})),
-    "HF ViT": ("zoo_hf:vit", {}, {"pixel_values": [2, 3, 32, 32]}),
+    "HF GPT-2": ("zoo_hf:gpt2", {"n_embd": 256, "n_layer": 4, "vocab_size": 1024,
+                                 "n_positions": 256}, IDS),
+    "HF Llama": ("zoo_hf:llama", WIDE, IDS),
+    "HF Mistral": ("zoo_hf:mistral", WIDE, IDS),
+    "HF Qwen2": ("zoo_hf:qwen2", WIDE, IDS),
+    "HF Gemma": ("zoo_hf:gemma", dict(WIDE, head_dim=64), IDS),
+    "HF Phi": ("zoo_hf:phi", WIDE, IDS),
+    "HF Mixtral (MoE)": ("zoo_hf:mixtral", WIDE, IDS),
+    "HF BERT": ("zoo_hf:bert", WIDE, IDS),
+    "HF T5": ("zoo_hf:t5", {"d_model": 256, "d_kv": 64, "d_ff": 1024, "num_layers": 4,
+                            "vocab_size": 1024},
+              dict(IDS, decoder_input_ids={"shape": [2, 32], "dtype": "int64", "high": 1024})),
+    "HF ViT": ("zoo_hf:vit", {"image_size": 224, "patch_size": 16, "hidden_size": 192,
+                              "intermediate_size": 768, "num_hidden_layers": 4,
+                              "num_attention_heads": 3}, {"pixel_values": [2, 3, 224, 224]}),
 }
