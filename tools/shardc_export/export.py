@@ -202,7 +202,7 @@ def export(args):
              for d in inputs}
     output_names = args.output_names.split(",") if args.output_names else None
 
-    def concrete():
+    def buffer_values():
         # buffer values (parameters on meta) for constants folded in forward
         from .aten_consts import concrete_buffers
         try:
@@ -218,7 +218,7 @@ def export(args):
         # cross_entropy) still exports, as it did before ATen capture.
         try:
             low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
-                                        inputs, device, output_names, concrete)
+                                        inputs, device, output_names, buffer_values)
             capture = "aten"
         except ExportError as aten_error:
             try:
@@ -229,7 +229,7 @@ def export(args):
                 raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
     elif capture == "aten":
         low, outputs = capture_aten(model, metas, params, buffers, buffer_chains, inputs,
-                                    device, output_names, concrete)
+                                    device, output_names, buffer_values)
     else:
         low, outputs = capture_fx(model, metas, concrete, params, buffers, buffer_chains,
                                   inputs, device, output_names)
