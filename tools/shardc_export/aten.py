@@ -25,8 +25,12 @@ aten = torch.ops.aten
 # hardswish / hardsigmoid are single unary graph ops (the op table's unary
 # family): one pass and one buffer instead of the four elementwise ops and
 # three buffers of their decomposition.
+# Pooling too: the table may rewrite an adaptive pool into as_strided views
+# (convnext at a 2x2 map), which have no graph op, where the pool is one.
 KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
-              aten.hardsigmoid.default)
+              aten.hardsigmoid.default, aten._adaptive_avg_pool2d.default,
+              aten.adaptive_max_pool2d.default, aten.avg_pool2d.default,
+              aten.max_pool2d_with_indices.default)
 
 
 class Expanded:
@@ -281,6 +285,23 @@ def expand(self, node, x, size, **kw):
     if out == list(x.shape):
         return x
     return Expanded(x, out)
+
+
+def as_strided(self, node, x, size, stride, storage_offset=0):
+    """Only the as_strided that re-reads a tensor in its own row-major order
+    (a decomposition's restride of size-1 dims, e.g. a pooled [N, C, 1, 1]):
+    a reshape. Other strides need a strided copy of torch's storage."""
+    x = self.tensor(node, x)
+    size = [int(v) for v in size]
+    contiguous, step = [], 1
+    for n in reversed(size):
+        contiguous.insert(0, step)
+        step *= n
+    same_order = all(n == 1 or int(s) == c for n, s, c in zip(size, stride, contiguous))
+    if storage_offset or not same_order or step != x.val.numel():
+        self.fail(node, "as_strided with strides %s (not the tensor's own order) has no "
+                  "graph op" % list(stride))
+    return self.reshape(node, x, size)
 
 
 def select(self, node, x, dim, index):
@@ -635,6 +656,7 @@ RULES = {
     aten.detach.default: identity,
     aten._to_copy.default: identity,
     aten.permute.default: permute,
+    aten.as_strided.default: as_strided,
     aten.expand.default: expand,
     aten.select.int: select,
     aten.slice.Tensor: slice_,
