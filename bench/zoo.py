@@ -149,7 +149,9 @@ def write_table(rows, path, seconds):
             "model", "params", "export_s", "shardc_s", "torch_s", "peak4", "unsharded",
             "status", "reason")).replace("\n", " "))
     ok = sum(r["status"] == "ok" for r in rows)
-    out += ["", "%d of %d models run." % (ok, len(rows)), ""]
+    out += ["", "%d of %d models run." % (ok, len(rows)), "",
+            "CI runs the fast subset `bench/zoo.py --ci` (test/lit/models/zoo-ci.test): "
+            "%s." % ", ".join(zoo_models.CI), ""]
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(out))
     os.replace(path + ".tmp", path)
