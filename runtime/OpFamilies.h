@@ -44,7 +44,8 @@ enum class PoolKind { Max, Avg };
 /// max_pool{1,2}d / avg_pool{1,2}d as torch: x [N, C, *spatial] or
 /// [C, *spatial]; output size floor or ceil ((in + 2p - d(k-1) - 1) / s) + 1,
 /// with torch's rule that the last window must start inside the input or
-/// left padding when ceil_mode. Padding is at most half the kernel.
+/// left padding when ceil_mode. Padding is at most half the kernel. An empty
+/// stride means stride = kernel (torch's default), an empty dilation all 1.
 struct PoolParams {
   PoolKind kind = PoolKind::Max;
   int spatialDims = 2;

@@ -16,6 +16,12 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
                 const KTensor &y, int threads);
 
 void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads);
+/// adaptive_{avg,max}_pool with outputSize.size() spatial dims (1 or 2).
+void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outputSize, const KTensor &x,
+                        const KTensor &y, int threads);
+/// The same with the spatial dims read from x's rank as aten's
+/// adaptive_*_pool2d does: [N, C, H, W] and [C, H, W] are 2-d, [C, L] 1-d;
+/// a batched 1-d [N, C, L] needs the overload above.
 void adaptivePoolKernel(PoolKind kind, const KTensor &x, const KTensor &y, int threads);
 
 void batchNormKernel(const KTensor &x, const KTensor &mean, const KTensor &var,

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# shardc's CPU convolution next to torch's F.conv2d on convnet layers, same
+# thread count (default 1), median of R runs each: bench/README.md.
+#   bench/conv_bench.sh [THREADS] [REPEATS]
+# Environment: SHARDC_BUILD_DIR (default build), TORCH_PYTHON (default
+# /opt/shardc-venv/bin/python).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-1}
+repeats=${2:-20}
+build=${SHARDC_BUILD_DIR:-build}
+python=${TORCH_PYTHON:-/opt/shardc-venv/bin/python}
+cmake --build "$build" --target shardc-conv-bench >/dev/null
+ours=$("$build/bin/shardc-conv-bench" "$threads" "$repeats")
+theirs=$("$python" bench/conv_bench.py "$threads" "$repeats")
+echo "layer shardc_ms torch_ms shardc/torch (threads $threads, median of $repeats)"
+join <(echo "$ours" | sort) <(echo "$theirs" | sort) |
+  awk '{ printf "%s %s %s %.2f\n", $1, $2, $3, $2 / $3 }'

@@ -1,0 +1,322 @@
+// The shape rules of the op families (runtime/OpFamilies.h): torch's own
+// rules (aten/src/ATen/native/ConvUtils.h, Pool.h, AdaptivePooling.h,
+// Normalization.cpp, ReduceOpsUtils.h), with torch's words where a user may
+// know them, so the compiler and every backend accept and reject the same
+// shapes.
+#include "runtime/OpFamilies.h"
+
+#include "runtime/ForwardChecks.h"
+
+#include <string>
+
+namespace shardc::runtime {
+using checks::fail;
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+/// "(a x b)" as torch prints spatial sizes.
+std::string sizes(const std::vector<int64_t> &v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " x " : "") + str(v[i]);
+  return s + ")";
+}
+
+/// Every per-dimension parameter vector has `dims` entries, each >= `min`.
+void expectParam(const char *op, const char *what, const std::vector<int64_t> &v, int dims,
+                 int64_t min) {
+  if (static_cast<int>(v.size()) != dims)
+    fail(op, std::string(what) + " has " + str(static_cast<int64_t>(v.size())) +
+                 " entries, expected " + str(dims) + " (one per spatial dim)");
+  for (int64_t e : v)
+    if (e < min)
+      fail(op, std::string(what) + " " + shapeToString(v) + " must be " +
+                   (min == 0 ? "non-negative" : "positive"));
+}
+
+void expectSpatialDims(const char *op, int dims) {
+  if (dims != 1 && dims != 2)
+    fail(op, "spatialDims is " + str(dims) + ", only 1 and 2 are supported");
+}
+
+/// Batched ([N, C, *spatial]) or unbatched ([C, *spatial]) pooling input.
+void expectPoolInput(const char *op, const Shape &x, int dims) {
+  const size_t r = x.size();
+  if (r != static_cast<size_t>(dims) + 1 && r != static_cast<size_t>(dims) + 2)
+    fail(op, "expected a " + str(dims + 1) + "-d or " + str(dims + 2) +
+                 "-d input (unbatched or batched), got " + shapeToString(x));
+  for (size_t d = r - dims; d < r; ++d)
+    if (x[d] <= 0)
+      fail(op, "expected input " + shapeToString(x) + " to have non-zero size for spatial dims");
+  // torch allows an empty batch but not empty channels (non-batch dims).
+  if (x[r - dims - 1] <= 0)
+    fail(op, "expected input " + shapeToString(x) + " to have non-zero size for non-batch dims");
+}
+
+/// torch's pooling_output_shape_pad_lr with equal padding on both sides.
+int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil,
+                       bool ceilMode) {
+  const int64_t span = in + 2 * pad - dil * (k - 1) - 1 + (ceilMode ? stride - 1 : 0);
+  // div_rtn: division rounding toward negative infinity.
+  int64_t q = span / stride;
+  if (span % stride != 0 && span < 0) --q;
+  int64_t out = q + 1;
+  // The last window must start inside the input or the left padding.
+  if (ceilMode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+}  // namespace
+
+// ---- convolution -----------------------------------------------------------
+
+Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape *b) {
+  const char *op = p.transposed ? "conv_transpose" : "convolution";
+  expectSpatialDims(op, p.spatialDims);
+  const int dims = p.spatialDims;
+  expectParam(op, "stride", p.stride, dims, 1);
+  expectParam(op, "padding", p.padding, dims, 0);
+  expectParam(op, "dilation", p.dilation, dims, 1);
+  if (p.groups < 1) fail(op, "groups must be positive, got " + str(p.groups));
+  if (p.transposed) {
+    expectParam(op, "output_padding", p.outputPadding, dims, 0);
+    for (int d = 0; d < dims; ++d)
+      if (p.outputPadding[d] >= p.stride[d] && p.outputPadding[d] >= p.dilation[d])
+        fail(op, "output padding must be smaller than either stride or dilation, but got "
+                 "output_padding " + shapeToString(p.outputPadding) + ", stride " +
+                     shapeToString(p.stride) + " and dilation " + shapeToString(p.dilation));
+  } else if (!p.outputPadding.empty()) {
+    for (int64_t e : p.outputPadding)
+      if (e != 0) fail(op, "output_padding is only for transposed convolution");
+  }
+  const size_t rank = static_cast<size_t>(dims) + 2;
+  if (x.size() != rank)
+    fail(op, "expected " + str(static_cast<int64_t>(rank)) + "-d input [N, C, " +
+                 (dims == 1 ? "L" : "H, W") + "], got " + shapeToString(x));
+  if (w.size() != rank)
+    fail(op, "expected " + str(static_cast<int64_t>(rank)) + "-d weight, got " +
+                 shapeToString(w));
+  for (size_t d = 0; d < rank; ++d)
+    if (w[d] <= 0) fail(op, "weight " + shapeToString(w) + " has an empty dim");
+  const int64_t cin = x[1];
+  int64_t cout;
+  if (!p.transposed) {
+    if (w[0] % p.groups != 0)
+      fail(op, "weight " + shapeToString(w) + ": out channels " + str(w[0]) +
+                   " are not divisible by groups=" + str(p.groups));
+    if (w[1] * p.groups != cin)
+      fail(op, "Given groups=" + str(p.groups) + ", weight of size " + shapeToString(w) +
+                   ", expected input" + shapeToString(x) + " to have " + str(w[1] * p.groups) +
+                   " channels, but got " + str(cin) + " channels instead");
+    cout = w[0];
+  } else {
+    if (w[0] != cin)
+      fail(op, "Given transposed=1, weight of size " + shapeToString(w) + ", expected input" +
+                   shapeToString(x) + " to have " + str(w[0]) + " channels, but got " +
+                   str(cin) + " channels instead");
+    if (cin % p.groups != 0)
+      fail(op, "in channels " + str(cin) + " are not divisible by groups=" + str(p.groups));
+    cout = w[1] * p.groups;
+  }
+  if (b && (b->size() != 1 || (*b)[0] != cout))
+    fail(op, "Given weight of size " + shapeToString(w) + ", expected bias to be 1-dimensional "
+             "with " + str(cout) + " elements, but got bias of size " + shapeToString(*b) +
+                 " instead");
+  Shape y = {x[0], cout};
+  std::vector<int64_t> padded, kernel;
+  bool tooSmall = false;
+  for (int d = 0; d < dims; ++d) {
+    const int64_t in = x[2 + d], k = w[2 + d];
+    const int64_t s = p.stride[d], pad = p.padding[d], dil = p.dilation[d];
+    if (in <= 0) fail(op, "input " + shapeToString(x) + " has an empty spatial dim");
+    int64_t out;
+    if (!p.transposed) {
+      padded.push_back(in + 2 * pad);
+      kernel.push_back(dil * (k - 1) + 1);
+      if (in + 2 * pad < dil * (k - 1) + 1) tooSmall = true;
+      out = (in + 2 * pad - dil * (k - 1) - 1) / s + 1;
+    } else {
+      out = (in - 1) * s - 2 * pad + dil * (k - 1) + p.outputPadding[d] + 1;
+      if (out <= 0)
+        fail(op, "output size " + str(out) + " of spatial dim " + str(d) +
+                     " is not positive (input " + shapeToString(x) + ", weight " +
+                     shapeToString(w) + ")");
+    }
+    y.push_back(out);
+  }
+  if (tooSmall)
+    fail(op, "Calculated padded input size per channel: " + sizes(padded) +
+                 ". Kernel size: " + sizes(kernel) +
+                 ". Kernel size can't be greater than actual input size");
+  return y;
+}
+
+// ---- pooling ---------------------------------------------------------------
+
+Shape poolShape(const PoolParams &p, const Shape &x) {
+  const char *op = p.kind == PoolKind::Max ? "max_pool" : "avg_pool";
+  expectSpatialDims(op, p.spatialDims);
+  const int dims = p.spatialDims;
+  expectParam(op, "kernel_size", p.kernel, dims, 1);
+  // torch: an empty stride means stride = kernel_size.
+  const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
+  expectParam(op, "stride", stride, dims, 1);
+  expectParam(op, "padding", p.padding, dims, 0);
+  std::vector<int64_t> dilation = p.dilation.empty() ? std::vector<int64_t>(dims, 1) : p.dilation;
+  expectParam(op, "dilation", dilation, dims, 1);
+  if (p.kind == PoolKind::Avg) {
+    for (int64_t d : dilation)
+      if (d != 1) fail(op, "dilation is only for max pooling");
+    if (p.divisorOverride < 0)
+      fail(op, "divisor_override must be positive, got " + str(p.divisorOverride));
+  }
+  for (int d = 0; d < dims; ++d)
+    if (p.padding[d] > p.kernel[d] / 2)
+      fail(op, "pad should be at most half of effective kernel size, but got pad=" +
+                   str(p.padding[d]) + ", kernel_size=" + str(p.kernel[d]) +
+                   " and dilation=" + str(dilation[d]));
+  expectPoolInput(op, x, dims);
+  Shape y(x.begin(), x.end() - dims);
+  const size_t first = x.size() - dims;
+  bool tooSmall = false;
+  for (int d = 0; d < dims; ++d) {
+    const int64_t out = poolOutputSize(x[first + d], p.kernel[d], p.padding[d], stride[d],
+                                       dilation[d], p.ceilMode);
+    if (out < 1) tooSmall = true;
+    y.push_back(out);
+  }
+  if (tooSmall)
+    fail(op, "Given input size: " + shapeToString(x) + ". Calculated output size: " +
+                 shapeToString(y) + ". Output size is too small");
+  return y;
+}
+
+Shape adaptivePoolShape(PoolKind kind, const std::vector<int64_t> &outputSize, const Shape &x) {
+  const char *op = kind == PoolKind::Max ? "adaptive_max_pool" : "adaptive_avg_pool";
+  const int dims = static_cast<int>(outputSize.size());
+  expectSpatialDims(op, dims);
+  for (int64_t o : outputSize)
+    if (o < 0) fail(op, "output_size " + shapeToString(outputSize) + " must be non-negative");
+  expectPoolInput(op, x, dims);
+  Shape y(x.begin(), x.end() - dims);
+  y.insert(y.end(), outputSize.begin(), outputSize.end());
+  return y;
+}
+
+// ---- normalization over channels -------------------------------------------
+
+Shape batchNormShape(const Shape &x, const Shape &mean, const Shape &var, const Shape *w,
+                     const Shape *b) {
+  const char *op = "batch_norm";
+  if (x.size() < 2) fail(op, "expected input with at least 2 dims [N, C, *], got " + shapeToString(x));
+  const int64_t c = x[1];
+  auto expectC = [&](const char *what, const Shape &s) {
+    if (s.size() != 1 || s[0] != c)
+      fail(op, std::string(what) + " should contain " + str(c) + " elements (channels of " +
+                   shapeToString(x) + "), got shape " + shapeToString(s));
+  };
+  expectC("running_mean", mean);
+  expectC("running_var", var);
+  if (w) expectC("weight", *w);
+  if (b) expectC("bias", *b);
+  return x;
+}
+
+Shape groupNormShape(const Shape &x, int64_t groups, const Shape *w, const Shape *b) {
+  const char *op = "group_norm";
+  if (x.size() < 2) fail(op, "expected input with at least 2 dims [N, C, *], got " + shapeToString(x));
+  if (groups < 1) fail(op, "num_groups must be positive, got " + str(groups));
+  const int64_t c = x[1];
+  if (c % groups != 0)
+    fail(op, "Expected number of channels in input to be divisible by num_groups, but got "
+             "input of shape " + shapeToString(x) + " and num_groups=" + str(groups));
+  for (const Shape *s : {w, b})
+    if (s && (s->size() != 1 || (*s)[0] != c))
+      fail(op, std::string(s == w ? "weight" : "bias") + " should have " + str(c) +
+                   " elements (channels of " + shapeToString(x) + "), got shape " +
+                   shapeToString(*s));
+  return x;
+}
+
+// ---- reductions ------------------------------------------------------------
+
+namespace {
+const char *reduceName(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::Sum: return "sum";
+  case ReduceKind::Mean: return "mean";
+  case ReduceKind::Amax: return "amax";
+  case ReduceKind::Amin: return "amin";
+  case ReduceKind::Var: return "var";
+  case ReduceKind::Argmax: return "argmax";
+  case ReduceKind::Argmin: return "argmin";
+  }
+  return "reduce";
+}
+}  // namespace
+
+Shape reduceShape(ReduceKind kind, const Shape &x, const std::vector<int64_t> &dims,
+                  bool keepdim) {
+  const char *op = reduceName(kind);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+  if (arg && dims.size() > 1)
+    fail(op, "takes one dim or none, got " + str(static_cast<int64_t>(dims.size())));
+  // A 0-d tensor takes dim 0 or -1 (torch wraps scalars as one dim).
+  const int64_t wrapRank = std::max<int64_t>(rank, 1);
+  std::vector<bool> reduced(static_cast<size_t>(rank), dims.empty());
+  for (int64_t d : dims) {
+    if (d < -wrapRank || d >= wrapRank)
+      fail(op, "Dimension out of range (expected to be in range of [" + str(-wrapRank) + ", " +
+                   str(wrapRank - 1) + "], but got " + str(d) + ")");
+    const int64_t pos = d < 0 ? d + wrapRank : d;
+    if (rank == 0) continue;
+    if (reduced[pos]) fail(op, "dim " + str(pos) + " appears multiple times in the list of dims");
+    reduced[pos] = true;
+  }
+  // amax/amin/argmax/argmin have no identity: an empty reduced extent is an error.
+  if (kind != ReduceKind::Sum && kind != ReduceKind::Mean && kind != ReduceKind::Var) {
+    if (dims.empty() && plan::numElements(x) == 0)
+      fail(op, "Expected reduction dim to be specified for input.numel() == 0");
+    for (int64_t d = 0; d < rank; ++d)
+      if (reduced[d] && x[d] == 0)
+        fail(op, "Expected reduction dim " + str(d) + " to have non-zero size");
+  }
+  Shape y;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d]) y.push_back(x[d]);
+    else if (keepdim) y.push_back(1);
+  }
+  return y;
+}
+
+// ---- elementwise -------------------------------------------------------------
+
+const char *unaryOpName(UnaryOp op) {
+  switch (op) {
+  case UnaryOp::Sigmoid: return "sigmoid";
+  case UnaryOp::Tanh: return "tanh";
+  case UnaryOp::Exp: return "exp";
+  case UnaryOp::Log: return "log";
+  case UnaryOp::Sqrt: return "sqrt";
+  case UnaryOp::Rsqrt: return "rsqrt";
+  case UnaryOp::Neg: return "neg";
+  case UnaryOp::Abs: return "abs";
+  case UnaryOp::Erf: return "erf";
+  case UnaryOp::Sin: return "sin";
+  case UnaryOp::Cos: return "cos";
+  case UnaryOp::Reciprocal: return "reciprocal";
+  case UnaryOp::Hardswish: return "hardswish";
+  case UnaryOp::Hardsigmoid: return "hardsigmoid";
+  case UnaryOp::Mish: return "mish";
+  case UnaryOp::Clamp: return "clamp";
+  case UnaryOp::LeakyRelu: return "leaky_relu";
+  case UnaryOp::Elu: return "elu";
+  case UnaryOp::PowScalar: return "pow";
+  case UnaryOp::Softplus: return "softplus";
+  }
+  return "unary";
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,369 @@
+// convKernel (runtime/cpu/FamilyKernels.h): torch's aten.convolution on the
+// CPU for 1 and 2 spatial dims.
+//
+//   - 1-d is 2-d with a height of 1.
+//   - Depthwise (one input channel per group) runs directly: per output
+//     plane, kernel taps in a fixed order, float accumulators.
+//   - The others: per (sample, group, block of output pixels), im2col of the
+//     block ([Cin/groups * kh * kw, P] floats, about 1 MiB) then one sgemm
+//     W_g [Cout/groups, K] x col into the output, started from the bias.
+//     A 1x1, stride 1, unpadded convolution needs no im2col: sgemm reads the
+//     input planes directly. 16-bit storage converts weights and columns in
+//     K blocks of 256 and accumulates in a float tile.
+//   - Transposed: per (sample, group, block of output channels), sgemm
+//     W_g^T x x_g into columns, then col2im adds them into the output planes.
+// Tasks never share an output element and their boundaries depend only on
+// the shapes of one sample, so a sample's bytes do not depend on the batch
+// size or the thread count.
+#include "runtime/cpu/FamilyKernels.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+constexpr int64_t kScratchFloats = int64_t(1) << 18;  // 1 MiB per worker
+constexpr int64_t kTileK16 = 256;   // K block of the 16-bit path
+constexpr int64_t kTileM16 = 128;   // output-channel block of the 16-bit path
+
+/// The 2-d view of a 1-d or 2-d convolution.
+struct Geometry {
+  int64_t N, Cin, H, W;        // input
+  int64_t Cout, kh, kw;        // weight (non-transposed: [Cout, Cin/g, kh, kw])
+  int64_t OH, OW;              // output
+  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t groups;
+  int64_t cinG() const { return Cin / groups; }
+  int64_t coutG() const { return Cout / groups; }
+  int64_t K() const { return cinG() * kh * kw; }   // im2col rows
+  int64_t pixels() const { return OH * OW; }
+};
+
+Geometry geometryOf(const ConvParams &p, const Shape &x, const Shape &w, const Shape &y) {
+  const bool one = p.spatialDims == 1;
+  auto at = [&](const std::vector<int64_t> &v, int d) { return one ? (d == 0 ? 1 : v[0]) : v[d]; };
+  auto pad = [&](int d) { return one ? (d == 0 ? 0 : p.padding[0]) : p.padding[d]; };
+  Geometry g;
+  g.N = x[0];
+  g.Cin = x[1];
+  g.H = one ? 1 : x[2];
+  g.W = x.back();
+  g.Cout = y[1];
+  g.kh = one ? 1 : w[2];
+  g.kw = w.back();
+  g.OH = one ? 1 : y[2];
+  g.OW = y.back();
+  g.sh = at(p.stride, 0);
+  g.sw = at(p.stride, 1);
+  g.ph = pad(0);
+  g.pw = pad(1);
+  g.dh = at(p.dilation, 0);
+  g.dw = at(p.dilation, 1);
+  g.groups = p.groups;
+  return g;
+}
+
+/// [lo, hi): the output columns ow whose input column ow*s - pad + off lies in [0, W).
+void validRange(int64_t OW, int64_t W, int64_t s, int64_t pad, int64_t off, int64_t &lo,
+                int64_t &hi) {
+  const int64_t shift = off - pad;  // iw = ow * s + shift
+  lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
+  hi = W - shift <= 0 ? 0 : (W - shift + s - 1) / s;
+  lo = std::min(lo, OW);
+  hi = std::clamp(hi, lo, OW);
+}
+
+float loadOne(DType dtype, const void *base, int64_t i) {
+  float v = 0;
+  cpu::loadFloats(dtype, base, i, 1, &v);
+  return v;
+}
+
+/// Rows [r0, r1) of the column matrix of the output pixels [p0, p0 + P) of
+/// one sample-group, into col (row r at col + (r - r0) * P):
+/// r = (ci * kh + ki) * kw + kj; zero where the window reads padding.
+/// `plane0` is the element offset of the group's first input channel.
+void im2col(const Geometry &g, DType dtype, const void *x, int64_t plane0, int64_t p0,
+            int64_t P, int64_t r0, int64_t r1, float *col) {
+  const int64_t HW = g.H * g.W;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t ci = r / (g.kh * g.kw), ki = (r / g.kw) % g.kh, kj = r % g.kw;
+    int64_t lo, hi;
+    validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
+    const int64_t shift = kj * g.dw - g.pw;
+    float *dst = col + (r - r0) * P;
+    for (int64_t p = p0; p < p0 + P;) {
+      const int64_t oh = p / g.OW, ow0 = p % g.OW, ow1 = std::min(g.OW, ow0 + (p0 + P - p));
+      float *out = dst + (p - p0);
+      const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(out, out + (ow1 - ow0), 0.0f);
+      } else {
+        const int64_t line = plane0 + ci * HW + ih * g.W;
+        const int64_t a = std::clamp(lo, ow0, ow1), b = std::clamp(hi, a, ow1);
+        std::fill(out, out + (a - ow0), 0.0f);
+        if (g.sw == 1) {
+          cpu::loadFloats(dtype, x, line + a + shift, b - a, out + (a - ow0));
+        } else if (dtype == DType::F32) {
+          const float *src = static_cast<const float *>(x) + line + shift;
+          for (int64_t ow = a; ow < b; ++ow) out[ow - ow0] = src[ow * g.sw];
+        } else {
+          for (int64_t ow = a; ow < b; ++ow)
+            out[ow - ow0] = loadOne(dtype, x, line + ow * g.sw + shift);
+        }
+        std::fill(out + (b - ow0), out + (ow1 - ow0), 0.0f);
+      }
+      p += ow1 - ow0;
+    }
+  }
+}
+
+/// acc rows [m, P) (leading dim ldAcc) start from the bias of channels co0...
+void initRows(const KTensor *b, int64_t co0, int64_t m, int64_t P, float *acc, int64_t ldAcc) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float v = b ? loadOne(b->dtype, b->data, co0 + i) : 0.0f;
+    std::fill(acc + i * ldAcc, acc + i * ldAcc + P, v);
+  }
+}
+
+int asInt(int64_t v) { return static_cast<int>(v); }
+
+/// Pixels per im2col block: the block of `rowsPerBlock` rows fits the
+/// scratch budget; blocks of equal size (no sliver of a last block).
+int64_t pixelBlock(const Geometry &g, int64_t rowsPerBlock, int64_t fixedFloats) {
+  const int64_t budget = std::max<int64_t>(kScratchFloats - fixedFloats, kScratchFloats / 4);
+  const int64_t most = std::max<int64_t>(16, budget / std::max<int64_t>(rowsPerBlock, 1));
+  const int64_t pixels = std::max<int64_t>(g.pixels(), 1);
+  const int64_t blocks = (pixels + most - 1) / most;
+  return (pixels + blocks - 1) / blocks;
+}
+
+// ------------------------------------------------------------- general path --
+
+void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
+              const KTensor &y, int threads) {
+  const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();
+  const bool f32 = x.dtype == DType::F32;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
+                         g.pw == 0 && g.H == g.OH && g.W == g.OW;
+  // f32: the whole K per block. 16-bit: K blocks of kTileK16, weight blocks
+  // of kTileM16 rows, a float accumulator.
+  const int64_t kb16 = std::min(K, kTileK16), mb16 = std::min(M, kTileM16);
+  const int64_t P = f32 ? (pointwise ? std::min<int64_t>(PIX, 1024) : pixelBlock(g, K, 0))
+                        : pixelBlock(g, M + kb16, mb16 * kb16);
+  const int64_t blocks = (PIX + P - 1) / P;
+  const int64_t xSample = g.Cin * g.H * g.W, ySample = g.Cout * PIX;
+  cpu::singleThreadedBlas();
+  cpu::parallelTasks(g.N * g.groups * blocks, threads, g.N * g.Cout * PIX * K, [&](int64_t task) {
+    thread_local std::vector<float> scratch;
+    const int64_t n = task / (g.groups * blocks), grp = (task / blocks) % g.groups;
+    const int64_t p0 = (task % blocks) * P, pb = std::min(P, PIX - p0);
+    const int64_t plane0 = n * xSample + grp * g.cinG() * g.H * g.W;
+    const int64_t yOff = n * ySample + grp * M * PIX + p0;  // (co = grp*M, pixel p0)
+    const int64_t wOff = grp * M * K;
+    if (f32) {
+      float *yp = static_cast<float *>(y.data) + yOff;
+      const float *wp = static_cast<const float *>(w.data) + wOff;
+      initRows(b, grp * M, M, pb, yp, PIX);
+      if (K == 0) return;
+      const float *colp;
+      int64_t ldCol;
+      if (pointwise) {
+        colp = static_cast<const float *>(x.data) + plane0 + p0;
+        ldCol = PIX;
+      } else {
+        scratch.resize(static_cast<size_t>(K * pb));
+        im2col(g, x.dtype, x.data, plane0, p0, pb, 0, K, scratch.data());
+        colp = scratch.data();
+        ldCol = pb;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, asInt(M), asInt(pb), asInt(K), 1.0f,
+                  wp, asInt(K), colp, asInt(ldCol), 1.0f, yp, asInt(PIX));
+      return;
+    }
+    // 16-bit storage: a float accumulator for all M rows, each K block's
+    // columns built once, weights converted in [mb, kb] blocks; one rounding
+    // per output element.
+    scratch.resize(static_cast<size_t>(M * pb + kb16 * pb + mb16 * kb16));
+    float *acc = scratch.data(), *col = acc + M * pb, *wb = col + kb16 * pb;
+    initRows(b, grp * M, M, pb, acc, pb);
+    for (int64_t k0 = 0; k0 < K; k0 += kb16) {
+      const int64_t kb = std::min(kb16, K - k0);
+      im2col(g, x.dtype, x.data, plane0, p0, pb, k0, k0 + kb, col);
+      for (int64_t m0 = 0; m0 < M; m0 += mb16) {
+        const int64_t mb = std::min(mb16, M - m0);
+        for (int64_t i = 0; i < mb; ++i)
+          cpu::loadFloats(w.dtype, w.data, wOff + (m0 + i) * K + k0, kb, wb + i * kb);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, asInt(mb), asInt(pb), asInt(kb),
+                    1.0f, wb, asInt(kb), col, asInt(pb), 1.0f, acc + m0 * pb, asInt(pb));
+      }
+    }
+    for (int64_t i = 0; i < M; ++i)
+      cpu::storeFloats(y.dtype, acc + i * pb, pb, y.data, yOff + i * PIX);
+  });
+}
+
+
+// ------------------------------------------------------------ depthwise path --
+
+/// acc (one output plane) += wv * the input plane shifted by tap (ki, kj).
+/// Built for AVX-512, AVX2 and the baseline (the build targets the baseline
+/// ISA), without fused multiply-adds: every clone rounds the product and the
+/// sum separately, in the same order per element, so the bytes do not depend
+/// on which clone the CPU runs.
+#if defined(__clang__)
+#define SHARDC_NO_FMA_ATTR
+#define SHARDC_NO_FMA_BODY _Pragma("clang fp contract(off)")
+#else
+#define SHARDC_NO_FMA_ATTR __attribute__((optimize("fp-contract=off")))
+#define SHARDC_NO_FMA_BODY
+#endif
+__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void depthwiseTap(
+    const Geometry &g, int64_t ki, int64_t kj, float wv, const float *xp, float *acc) {
+  SHARDC_NO_FMA_BODY
+  int64_t lo, hi;
+  validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
+  const int64_t shift = kj * g.dw - g.pw;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+    if (ih < 0 || ih >= g.H) continue;
+    const float *line = xp + ih * g.W + shift;
+    float *out = acc + oh * g.OW;
+    if (g.sw == 1)
+      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow];
+    else
+      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow * g.sw];
+  }
+}
+
+/// One input channel per group: per (sample, output channel) plane, the
+/// kernel taps in a fixed order accumulate into float.
+void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
+                   const KTensor &y, int threads) {
+  const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw, M = g.coutG();
+  const bool f32 = x.dtype == DType::F32;
+  cpu::parallelTasks(g.N * g.Cout, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
+    thread_local std::vector<float> scratch;
+    const int64_t n = task / g.Cout, co = task % g.Cout, ci = co / M;
+    const int64_t xOff = (n * g.Cin + ci) * HW, yOff = (n * g.Cout + co) * PIX;
+    const float *xp;
+    float *acc;
+    if (f32) {
+      xp = static_cast<const float *>(x.data) + xOff;
+      acc = static_cast<float *>(y.data) + yOff;
+    } else {
+      scratch.resize(static_cast<size_t>(HW + PIX));
+      cpu::loadFloats(x.dtype, x.data, xOff, HW, scratch.data());
+      xp = scratch.data();
+      acc = scratch.data() + HW;
+    }
+    std::fill(acc, acc + PIX, b ? loadOne(b->dtype, b->data, co) : 0.0f);
+    for (int64_t ki = 0; ki < g.kh; ++ki)
+      for (int64_t kj = 0; kj < g.kw; ++kj)
+        depthwiseTap(g, ki, kj, loadOne(w.dtype, w.data, co * taps + ki * g.kw + kj), xp, acc);
+    if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
+  });
+}
+
+// ----------------------------------------------------------- transposed path --
+
+/// x [N, Cin, H, W], w [Cin, Cout/g, kh, kw], y [N, Cout, OH, OW]: per
+/// (sample, group, block of output channels), sgemm W_g^T x_g block into
+/// columns [cb * kh * kw, Q] and col2im adds them into the output planes, in
+/// a fixed order (input pixel blocks, then rows).
+void convTransposed(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
+                    const KTensor &y, int threads) {
+  const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw;
+  const int64_t cinG = g.Cin / g.groups, M = g.coutG();
+  const bool f32 = x.dtype == DType::F32;
+  // Output channels per task: a 16-bit task keeps its planes in float.
+  const int64_t cb = std::min<int64_t>(M, f32 ? 16 : std::max<int64_t>(1, (kScratchFloats / 4) / std::max<int64_t>(PIX, 1)));
+  const int64_t cBlocks = (M + cb - 1) / cb;
+  const int64_t R = cb * taps;
+  const int64_t Q = std::min(std::max<int64_t>(HW, 1),
+                             std::max<int64_t>(16, kScratchFloats / (R + (f32 ? 0 : cinG))));
+  cpu::singleThreadedBlas();
+  cpu::parallelTasks(g.N * g.groups * cBlocks, threads, g.N * g.Cout * HW * taps * cinG,
+                     [&](int64_t task) {
+    thread_local std::vector<float> scratch;
+    const int64_t n = task / (g.groups * cBlocks), grp = (task / cBlocks) % g.groups;
+    const int64_t c0 = (task % cBlocks) * cb, cn = std::min(cb, M - c0), rows = cn * taps;
+    const int64_t xOff = (n * g.Cin + grp * cinG) * HW;
+    const int64_t yOff = (n * g.Cout + grp * M + c0) * PIX;
+    const int64_t wOff = grp * cinG * M * taps + c0 * taps, ldw = M * taps;
+    scratch.resize(static_cast<size_t>(rows * Q + (f32 ? 0 : cn * PIX + cinG * (rows + Q))));
+    float *cols = scratch.data();
+    float *acc = f32 ? static_cast<float *>(y.data) + yOff : cols + rows * Q;
+    float *wb = acc + (f32 ? 0 : cn * PIX), *xb = wb + cinG * rows;
+    for (int64_t c = 0; c < cn; ++c)
+      std::fill(acc + c * PIX, acc + (c + 1) * PIX,
+                b ? loadOne(b->dtype, b->data, grp * M + c0 + c) : 0.0f);
+    const float *wp = f32 ? static_cast<const float *>(w.data) + wOff : wb;
+    if (!f32)
+      for (int64_t i = 0; i < cinG; ++i)
+        cpu::loadFloats(w.dtype, w.data, wOff + i * ldw, rows, wb + i * rows);
+    for (int64_t q0 = 0; q0 < HW && cinG > 0; q0 += Q) {
+      const int64_t qb = std::min(Q, HW - q0);
+      const float *xp;
+      int64_t ldx;
+      if (f32) {
+        xp = static_cast<const float *>(x.data) + xOff + q0;
+        ldx = HW;
+      } else {
+        for (int64_t i = 0; i < cinG; ++i)
+          cpu::loadFloats(x.dtype, x.data, xOff + i * HW + q0, qb, xb + i * qb);
+        xp = xb;
+        ldx = qb;
+      }
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, asInt(rows), asInt(qb), asInt(cinG),
+                  1.0f, wp, asInt(f32 ? ldw : rows), xp, asInt(ldx), 0.0f, cols, asInt(qb));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t c = r / taps, ki = (r / g.kw) % g.kh, kj = r % g.kw;
+        const float *src = cols + r * qb;
+        float *plane = acc + c * PIX;
+        for (int64_t q = q0; q < q0 + qb; ++q) {
+          const int64_t oh = (q / g.W) * g.sh - g.ph + ki * g.dh;
+          const int64_t ow = (q % g.W) * g.sw - g.pw + kj * g.dw;
+          if (oh >= 0 && oh < g.OH && ow >= 0 && ow < g.OW) plane[oh * g.OW + ow] += src[q - q0];
+        }
+      }
+    }
+    if (!f32)
+      for (int64_t c = 0; c < cn; ++c)
+        cpu::storeFloats(y.dtype, acc + c * PIX, PIX, y.data, yOff + c * PIX);
+  });
+}
+
+}  // namespace
+
+void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+                const KTensor &y, int threads) {
+  const char *op = p.transposed ? "conv_transpose" : "convolution";
+  checks::expectFloat(op, "x", x);
+  checks::expectDType(op, "weight", w, x.dtype);
+  if (b) checks::expectDType(op, "bias", *b, x.dtype);
+  checks::expectDType(op, "output", y, x.dtype);
+  checks::expectShape(op, "output", y, convShape(p, x.shape, w.shape, b ? &b->shape : nullptr));
+  const Geometry g = geometryOf(p, x.shape, w.shape, y.shape);
+  if (y.numel() == 0) return;
+  // sgemm takes int sizes and leading dims.
+  for (int64_t v : {g.K(), g.coutG() * g.kh * g.kw, g.pixels(), g.H * g.W, g.Cin})
+    if (v > INT_MAX)
+      checks::fail(op, "a matrix size of " + std::to_string(v) +
+                           " exceeds the BLAS int range (input " + shapeToString(x.shape) +
+                           ", weight " + shapeToString(w.shape) + ")");
+  if (p.transposed) return convTransposed(g, x, w, b, y, threads);
+  if (g.cinG() == 1) return convDepthwise(g, x, w, b, y, threads);
+  convGemm(g, x, w, b, y, threads);
+}
+
+}  // namespace shardc::runtime

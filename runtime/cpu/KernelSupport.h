@@ -1,0 +1,76 @@
+// What the family kernels (runtime/cpu/*Kernels.cpp) share: 16-bit storage
+// conversion, the fixed-split task runner, OpenBLAS in single-threaded mode.
+// The same rules as runtime/ForwardKernels.cpp's helpers (kept private
+// there): each result is rounded to the storage dtype once, and the work is
+// cut into tasks whose boundaries do not depend on the thread count.
+#pragma once
+
+#include "runtime/ForwardKernels.h"
+#include "runtime/HalfFloat.h"
+#include "runtime/init/ParallelFor.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace shardc::runtime::cpu {
+
+/// n values of `dtype` (float32, bfloat16, float16) from element `offset`
+/// of `base`, widened to float.
+inline void loadFloats(plan::DType dtype, const void *base, int64_t offset, int64_t n,
+                       float *dst) {
+  switch (dtype) {
+  case plan::DType::F32:
+    std::memcpy(dst, static_cast<const float *>(base) + offset, static_cast<size_t>(n) * 4);
+    return;
+  case plan::DType::BF16: {
+    const uint16_t *src = static_cast<const uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16BitsToFloat(src[i]);
+    return;
+  }
+  case plan::DType::F16: {
+    const uint16_t *src = static_cast<const uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = halfBitsToFloat(src[i]);
+    return;
+  }
+  default: return;  // rejected by the callers' dtype checks
+  }
+}
+
+/// n floats rounded once into `dtype` at element `offset` of `base`.
+inline void storeFloats(plan::DType dtype, const float *src, int64_t n, void *base,
+                        int64_t offset) {
+  switch (dtype) {
+  case plan::DType::F32:
+    std::memmove(static_cast<float *>(base) + offset, src, static_cast<size_t>(n) * 4);
+    return;
+  case plan::DType::BF16: {
+    uint16_t *dst = static_cast<uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = floatToBFloat16Bits(src[i]);
+    return;
+  }
+  case plan::DType::F16: {
+    uint16_t *dst = static_cast<uint16_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = floatToHalfBits(src[i]);
+    return;
+  }
+  default: return;
+  }
+}
+
+/// Runs task(i) for i in [0, tasks) on up to `threads` threads; one thread
+/// when the whole job is small (work = rough count of element operations).
+/// Results must not depend on which thread runs a task.
+template <typename Task>
+void parallelTasks(int64_t tasks, int threads, int64_t work, const Task &task) {
+  if (tasks <= 0) return;
+  const int used = work < (int64_t(1) << 15) ? 1 : threads;
+  init::parallelFor(tasks, used, [&](int64_t begin, int64_t count) {
+    for (int64_t t = begin; t < begin + count; ++t) task(t);
+  });
+}
+
+/// Puts OpenBLAS in single-threaded mode once: the kernels split the work
+/// themselves and call sgemm from their workers.
+void singleThreadedBlas();
+
+}  // namespace shardc::runtime::cpu

@@ -1,0 +1,160 @@
+// poolKernel and adaptivePoolKernel (runtime/cpu/FamilyKernels.h), as
+// torch's CPU kernels compute them:
+//   max: the largest value of the window (dilated taps inside the input);
+//     NaN wins (torch: `val > max || isnan(val)`).
+//   avg: the window clipped to input + padding gives count_include_pad's
+//     divisor, clipped to the input the other one; divisor_override replaces
+//     both; a window wholly in the padding gives 0. Sums in double.
+//   adaptive: window i of out covers [floor(i*in/out), ceil((i+1)*in/out)).
+// 1-d is 2-d with a height of 1. One task per (sample, channel) plane.
+#include "runtime/cpu/FamilyKernels.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+struct Plane {
+  int64_t planes, H, W, OH, OW;
+};
+
+/// Planes and 2-d sizes of a pooling input x and output y with `dims` spatial dims.
+Plane planeOf(const Shape &x, const Shape &y, int dims) {
+  Plane p;
+  p.H = dims == 2 ? x[x.size() - 2] : 1;
+  p.W = x.back();
+  p.OH = dims == 2 ? y[y.size() - 2] : 1;
+  p.OW = y.back();
+  p.planes = plan::numElements(x) / std::max<int64_t>(p.H * p.W, 1);
+  return p;
+}
+
+/// Runs body(in, out) per plane with the plane in float (converted for 16-bit).
+template <typename Body>
+void perPlane(const KTensor &x, const KTensor &y, const Plane &g, int64_t work, int threads,
+              const Body &body) {
+  cpu::parallelTasks(g.planes, threads, work, [&](int64_t plane) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(g.H * g.W + g.OH * g.OW));
+    float *in = buf.data(), *out = in + g.H * g.W;
+    cpu::loadFloats(x.dtype, x.data, plane * g.H * g.W, g.H * g.W, in);
+    body(in, out);
+    cpu::storeFloats(y.dtype, out, g.OH * g.OW, y.data, plane * g.OH * g.OW);
+  });
+}
+
+float maxOf(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }
+
+}  // namespace
+
+void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads) {
+  const char *op = p.kind == PoolKind::Max ? "max_pool" : "avg_pool";
+  checks::expectFloat(op, "x", x);
+  checks::expectDType(op, "output", y, x.dtype);
+  checks::expectShape(op, "output", y, poolShape(p, x.shape));
+  if (y.numel() == 0) return;
+  const bool two = p.spatialDims == 2;
+  const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
+  auto at = [&](const std::vector<int64_t> &v, int d, int64_t none) {
+    if (v.empty()) return none;
+    return two ? v[d] : (d == 0 ? none : v[0]);
+  };
+  const int64_t kh = two ? p.kernel[0] : 1, kw = p.kernel.back();
+  const int64_t sh = at(stride, 0, 1), sw = at(stride, 1, 1);
+  const int64_t ph = at(p.padding, 0, 0), pw = at(p.padding, 1, 0);
+  const int64_t dh = at(p.dilation, 0, 1), dw = at(p.dilation, 1, 1);
+  const Plane g = planeOf(x.shape, y.shape, p.spatialDims);
+  const int64_t work = y.numel() * kh * kw;
+  if (p.kind == PoolKind::Max) {
+    perPlane(x, y, g, work, threads, [&](const float *in, float *out) {
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t ki = 0; ki < kh; ++ki) {
+            const int64_t ih = oh * sh - ph + ki * dh;
+            if (ih < 0 || ih >= g.H) continue;
+            for (int64_t kj = 0; kj < kw; ++kj) {
+              const int64_t iw = ow * sw - pw + kj * dw;
+              if (iw >= 0 && iw < g.W) best = maxOf(best, in[ih * g.W + iw]);
+            }
+          }
+          out[oh * g.OW + ow] = best;
+        }
+    });
+    return;
+  }
+  perPlane(x, y, g, work, threads, [&](const float *in, float *out) {
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
+        int64_t h1 = std::min(h0 + kh, g.H + ph), w1 = std::min(w0 + kw, g.W + pw);
+        const int64_t padded = (h1 - h0) * (w1 - w0);
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, g.H);
+        w1 = std::min(w1, g.W);
+        if (h0 >= h1 || w0 >= w1) {
+          out[oh * g.OW + ow] = 0;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) sum += in[ih * g.W + iw];
+        const int64_t divisor = p.divisorOverride ? p.divisorOverride
+                                : p.countIncludePad ? padded
+                                                    : (h1 - h0) * (w1 - w0);
+        out[oh * g.OW + ow] = static_cast<float>(sum / static_cast<double>(divisor));
+      }
+  });
+}
+
+void adaptivePoolKernel(PoolKind kind, const KTensor &x, const KTensor &y, int threads) {
+  // Spatial dims from the rank, as aten's adaptive_*_pool2d reads a 3-d
+  // input: 2 for [N, C, H, W] and [C, H, W], 1 for [C, L].
+  const size_t dims = x.shape.size() == 2 ? 1 : 2;
+  std::vector<int64_t> outSize;
+  if (y.shape.size() >= dims) outSize.assign(y.shape.end() - dims, y.shape.end());
+  adaptivePoolKernel(kind, outSize, x, y, threads);
+}
+
+void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outSize, const KTensor &x,
+                        const KTensor &y, int threads) {
+  const char *op = kind == PoolKind::Max ? "adaptive_max_pool" : "adaptive_avg_pool";
+  checks::expectFloat(op, "x", x);
+  checks::expectDType(op, "output", y, x.dtype);
+  const int dims = static_cast<int>(outSize.size());
+  checks::expectShape(op, "output", y, adaptivePoolShape(kind, outSize, x.shape));
+  if (y.numel() == 0) return;
+  const Plane g = planeOf(x.shape, y.shape, dims);
+  auto start = [](int64_t i, int64_t in, int64_t out) { return (i * in) / out; };
+  auto end = [](int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; };
+  perPlane(x, y, g, x.numel() + y.numel(), threads, [&](const float *in, float *out) {
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t h0 = start(oh, g.H, g.OH), h1 = end(oh, g.H, g.OH);
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t w0 = start(ow, g.W, g.OW), w1 = end(ow, g.W, g.OW);
+        if (kind == PoolKind::Max) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) best = maxOf(best, in[ih * g.W + iw]);
+          out[oh * g.OW + ow] = best;
+        } else {
+          double sum = 0;
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) sum += in[ih * g.W + iw];
+          out[oh * g.OW + ow] = static_cast<float>(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,224 @@
+// convKernel against a naive double-precision convolution written here from
+// torch's definition (out[n, co, o] = b[co] + sum over the group's input
+// channels and the taps of w * x at o * stride - padding + k * dilation).
+//
+// Tolerance: the kernel sums the K = Cin/groups * taps products in float32
+// (sgemm or a tap loop), so its error is at most about K * 2^-24 times the
+// sum of |terms| (plus the bias); 16-bit storage adds one rounding of the
+// result (half an ulp relative). The reference reads the stored (already
+// rounded) inputs, so nothing else differs.
+#include "ConvTorchFixture.h"
+#include "FamilyTestSupport.h"
+
+#include "runtime/RuntimeError.h"
+#include "runtime/cpu/FamilyKernels.h"
+
+#include <catch2/catch.hpp>
+
+using namespace shardc::runtime;
+using namespace shardc::runtime::familytest;
+
+namespace {
+
+struct Conv2d {  // every parameter as 2-d (a 1-d case has height 1)
+  int64_t sh, sw, ph, pw, dh, dw, oph = 0, opw = 0;
+};
+
+Conv2d as2d(const ConvParams &p) {
+  if (p.spatialDims == 2)
+    return {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
+            p.transposed ? p.outputPadding[0] : 0, p.transposed ? p.outputPadding[1] : 0};
+  return {1, p.stride[0], 0, p.padding[0], 1, p.dilation[0], 0,
+          p.transposed ? p.outputPadding[0] : 0};
+}
+
+/// want[i] and the bound on |got - want| for each output element.
+struct Expected {
+  std::vector<double> want, tol;
+};
+
+Expected reference(const ConvParams &p, const TT &x, const TT &w, const TT *b, const Shape &yShape) {
+  const Conv2d c = as2d(p);
+  const bool one = p.spatialDims == 1;
+  const int64_t N = x.shape[0], Cin = x.shape[1], H = one ? 1 : x.shape[2], W = x.shape.back();
+  const int64_t kh = one ? 1 : w.shape[2], kw = w.shape.back();
+  const int64_t Cout = yShape[1], OH = one ? 1 : yShape[2], OW = yShape.back();
+  const int64_t G = p.groups, cinG = Cin / G, coutG = Cout / G;
+  const size_t total = size_t(N * Cout * OH * OW);
+  std::vector<double> sum(total, 0), mag(total, 0);
+  int64_t terms = 0;
+  auto X = [&](int64_t n, int64_t ci, int64_t ih, int64_t iw) { return x.at(((n * Cin + ci) * H + ih) * W + iw); };
+  auto Y = [&](int64_t n, int64_t co, int64_t oh, int64_t ow) { return size_t(((n * Cout + co) * OH + oh) * OW + ow); };
+  if (!p.transposed) {
+    terms = cinG * kh * kw;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t co = 0; co < Cout; ++co)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow)
+            for (int64_t cl = 0; cl < cinG; ++cl)
+              for (int64_t ki = 0; ki < kh; ++ki)
+                for (int64_t kj = 0; kj < kw; ++kj) {
+                  const int64_t ih = oh * c.sh - c.ph + ki * c.dh, iw = ow * c.sw - c.pw + kj * c.dw;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  const double t = w.at(((co * cinG + cl) * kh + ki) * kw + kj) *
+                                   X(n, (co / coutG) * cinG + cl, ih, iw);
+                  sum[Y(n, co, oh, ow)] += t;
+                  mag[Y(n, co, oh, ow)] += std::abs(t);
+                }
+  } else {
+    terms = cinG * kh * kw;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t ci = 0; ci < Cin; ++ci)
+        for (int64_t ih = 0; ih < H; ++ih)
+          for (int64_t iw = 0; iw < W; ++iw)
+            for (int64_t cl = 0; cl < coutG; ++cl)
+              for (int64_t ki = 0; ki < kh; ++ki)
+                for (int64_t kj = 0; kj < kw; ++kj) {
+                  const int64_t oh = ih * c.sh - c.ph + ki * c.dh, ow = iw * c.sw - c.pw + kj * c.dw;
+                  if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                  const int64_t co = (ci / cinG) * coutG + cl;
+                  const double t = w.at(((ci * coutG + cl) * kh + ki) * kw + kj) * X(n, ci, ih, iw);
+                  sum[Y(n, co, oh, ow)] += t;
+                  mag[Y(n, co, oh, ow)] += std::abs(t);
+                }
+  }
+  Expected e{std::vector<double>(total), std::vector<double>(total)};
+  for (size_t i = 0; i < total; ++i) {
+    const int64_t co = int64_t(i / size_t(OH * OW)) % Cout;
+    const double bias = b ? b->at(co) : 0;
+    e.want[i] = sum[i] + bias;
+    e.tol[i] = (mag[i] + std::abs(bias)) * double(terms + 2) * std::ldexp(1.0, -24) +
+               std::abs(e.want[i]) * storageRounding(x.dtype) + 1e-30;
+  }
+  return e;
+}
+
+ConvParams params(int dims, std::vector<int64_t> stride, std::vector<int64_t> pad,
+                  std::vector<int64_t> dil, int64_t groups, bool transposed = false,
+                  std::vector<int64_t> outPad = {}) {
+  ConvParams p;
+  p.spatialDims = dims;
+  p.stride = std::move(stride);
+  p.padding = std::move(pad);
+  p.dilation = std::move(dil);
+  p.groups = groups;
+  p.transposed = transposed;
+  p.outputPadding = transposed && outPad.empty() ? std::vector<int64_t>(size_t(dims), 0) : outPad;
+  return p;
+}
+
+struct Case {
+  const char *name;
+  ConvParams p;
+  Shape x, w;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"3x3 pad 1", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 5, 9, 8}, {7, 5, 3, 3}},
+      {"7x7 stride 2 pad 3 (stem)", params(2, {2, 2}, {3, 3}, {1, 1}, 1), {1, 3, 23, 21}, {6, 3, 7, 7}},
+      {"1x1 pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 12, 5, 6}, {9, 12, 1, 1}},
+      {"1x1 stride 2", params(2, {2, 2}, {0, 0}, {1, 1}, 1), {1, 6, 7, 7}, {4, 6, 1, 1}},
+      {"dilation 2, rectangular", params(2, {1, 2}, {2, 1}, {2, 3}, 1), {1, 4, 11, 13}, {3, 4, 3, 2}},
+      {"groups 3", params(2, {1, 1}, {1, 0}, {1, 1}, 3), {2, 6, 6, 7}, {9, 2, 3, 3}},
+      {"depthwise 3x3 stride 2", params(2, {2, 2}, {1, 1}, {1, 1}, 8), {2, 8, 10, 9}, {8, 1, 3, 3}},
+      {"depthwise multiplier 2, dilation", params(2, {1, 1}, {2, 2}, {2, 2}, 4), {1, 4, 8, 8}, {8, 1, 3, 3}},
+      {"single input channel, groups 1", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 1, 6, 6}, {3, 1, 2, 2}},
+      {"conv1d stride 5 (wav2vec2 stem)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
+      {"conv1d groups, pad, dilation", params(1, {2}, {3}, {2}, 2), {2, 6, 31}, {4, 3, 5}},
+      {"conv1d many channels (K blocks)", params(1, {1}, {1}, {1}, 1), {1, 200, 9}, {5, 200, 3}},
+      {"transposed 2d stride 2 output_padding", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {2, 4, 5, 6}, {4, 3, 3, 3}},
+      {"transposed 2d groups, dilation", params(2, {1, 2}, {0, 1}, {2, 1}, 2, true, {0, 1}), {1, 4, 4, 5}, {4, 3, 2, 3}},
+      {"transposed 1d", params(1, {3}, {2}, {2}, 1, true), {2, 5, 7}, {5, 4, 4}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("conv matches a naive convolution (float32, bfloat16, float16)", "[family-kernels]") {
+  for (const Case &c : cases())
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+      for (bool withBias : {true, false}) {
+        INFO(c.name << " " << shardc::plan::dtypeName(dtype) << " bias " << withBias);
+        TT x = random(dtype, c.x, 1), w = random(dtype, c.w, 2);
+        const int64_t cout = c.p.transposed ? c.w[1] * c.p.groups : c.w[0];
+        TT b = random(dtype, {cout}, 3);
+        KTensor bk = b.k();
+        const Shape yShape = convShape(c.p, c.x, c.w, withBias ? &b.shape : nullptr);
+        TT y = zeros(dtype, yShape);
+        convKernel(c.p, x.k(), w.k(), withBias ? &bk : nullptr, y.k(), 2);
+        const Expected e = reference(c.p, x, w, withBias ? &b : nullptr, yShape);
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          INFO("element " << i << " got " << y.at(i) << " want " << e.want[i]);
+          REQUIRE(std::abs(y.at(i) - e.want[i]) <= e.tol[i]);
+        }
+      }
+}
+
+TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread count",
+          "[family-kernels]") {
+  // Big enough for several workers and several pixel blocks per sample
+  // (K = 576 rows: blocks of 448 of the 1024 output pixels).
+  std::vector<Case> big = {
+      {"3x3 64 channels", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 64, 32, 32}, {8, 64, 3, 3}},
+      {"depthwise", params(2, {1, 1}, {1, 1}, {1, 1}, 16), {3, 16, 40, 40}, {16, 1, 3, 3}},
+      {"pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 32, 48, 48}, {16, 32, 1, 1}},
+      {"transposed", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {3, 16, 20, 20}, {16, 24, 3, 3}},
+  };
+  for (const Case &c : big)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO(c.name << " " << shardc::plan::dtypeName(dtype));
+      TT x = random(dtype, c.x, 4), w = random(dtype, c.w, 5);
+      const Shape yShape = convShape(c.p, c.x, c.w, nullptr);
+      TT y3 = zeros(dtype, yShape);
+      convKernel(c.p, x.k(), w.k(), nullptr, y3.k(), 3);
+      TT x1 = firstRows(x, 1), y1 = firstRows(y3, 1);
+      std::fill(y1.bytes.begin(), y1.bytes.end(), std::byte{0});
+      convKernel(c.p, x1.k(), w.k(), nullptr, y1.k(), 1);
+      CHECK(y1.bytes == y3.slice(0, y1.numel()));
+      TT y3again = zeros(dtype, yShape);
+      convKernel(c.p, x.k(), w.k(), nullptr, y3again.k(), 1);
+      CHECK(y3again.bytes == y3.bytes);
+    }
+}
+
+TEST_CASE("conv rejects bad operands with the reason", "[family-kernels]") {
+  const ConvParams p = params(2, {1, 1}, {1, 1}, {1, 1}, 1);
+  TT x = random(DType::F32, {1, 3, 5, 5}, 1), w = random(DType::F32, {4, 3, 3, 3}, 2);
+  TT y = zeros(DType::F32, {1, 4, 4, 4});
+  CHECK_THROWS_WITH(convKernel(p, x.k(), w.k(), nullptr, y.k(), 1),
+                    Catch::Equals("convolution: output has shape [1, 4, 4, 4], expected [1, 4, 5, 5]"));
+  TT wb = random(DType::BF16, {4, 3, 3, 3}, 2), y5 = zeros(DType::F32, {1, 4, 5, 5});
+  CHECK_THROWS_WITH(convKernel(p, x.k(), wb.k(), nullptr, y5.k(), 1),
+                    Catch::Contains("weight is bfloat16, expected float32"));
+  TT xi = zeros(DType::I64, {1, 3, 5, 5});
+  CHECK_THROWS_WITH(convKernel(p, xi.k(), w.k(), nullptr, y5.k(), 1),
+                    Catch::Contains("x is int64"));
+  TT w2 = random(DType::F32, {4, 2, 3, 3}, 2);
+  CHECK_THROWS_WITH(convKernel(p, x.k(), w2.k(), nullptr, y5.k(), 1),
+                    Catch::Contains("to have 2 channels, but got 3 channels instead"));
+}
+
+TEST_CASE("conv matches torch's F.conv*/F.conv_transpose* outputs (fixture)", "[family-kernels]") {
+  // Inputs ((i * 7 + seed) % 13 - 6) / 8 are exact in float32 and the sums
+  // are of few dyadic terms, so torch's float32 results are exact: 1e-6
+  // covers any summation order.
+  for (const ConvTorchCase &c : convTorchCases()) {
+    INFO(c.name);
+    auto ramp = [](const Shape &shape, int seed) {
+      TT t = zeros(DType::F32, shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, double((i * 7 + seed) % 13 - 6) / 8);
+      return t;
+    };
+    const ConvParams p = params(c.dims, c.stride, c.padding, c.dilation, c.groups, c.transposed,
+                                c.outputPadding);
+    TT x = ramp(c.x, 1), w = ramp(c.w, 2), b = ramp({c.y[1]}, 3), y = zeros(DType::F32, c.y);
+    KTensor bk = b.k();
+    convKernel(p, x.k(), w.k(), &bk, y.k(), 2);
+    REQUIRE(y.numel() == int64_t(c.out.size()));
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      INFO("element " << i);
+      REQUIRE(std::abs(y.at(i) - c.out[size_t(i)]) <= 1e-6);
+    }
+  }
+}

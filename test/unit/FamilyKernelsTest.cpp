@@ -1,0 +1,583 @@
+// The unary, normalization, pooling and reduction kernels of the op
+// families (runtime/cpu/FamilyKernels.h) against naive double-precision
+// references written here, against numbers torch 2.15 printed for the same
+// inputs (written down, marked "torch:"), for batch and thread invariance,
+// 16-bit storage and error messages.
+//
+// Tolerances (each check states which):
+//   - float32 math of a few libm calls (unary): within 8 ulps, i.e.
+//     1e-6 * (1 + |want|).
+//   - a double accumulation rounded once (sum, mean, var, avg pool): half an
+//     ulp of the storage dtype, 2^-24 relative for float32 (2^-23 allowed).
+//   - y = x * scale + shift with scale and shift folded in double and
+//     rounded to float (batch/group norm): 8 * 2^-24 times |x * scale| + |shift|.
+//   - 16-bit storage adds the rounding of the result: 2^-8 (bfloat16),
+//     2^-11 (float16) relative.
+//   - max, min, argmax: exact.
+#include "FamilyTestSupport.h"
+
+#include "runtime/RuntimeError.h"
+#include "runtime/cpu/FamilyKernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <limits>
+
+using namespace shardc::runtime;
+using namespace shardc::runtime::familytest;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+TT fromValues(DType dtype, Shape shape, const std::vector<double> &values) {
+  TT t = zeros(dtype, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
+  return t;
+}
+
+/// got equals want exactly, NaN matching NaN.
+void checkExact(const TT &got, const std::vector<double> &want) {
+  REQUIRE(int64_t(want.size()) == got.numel());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    INFO("element " << i << " got " << got.at(i) << " want " << want[i]);
+    if (std::isnan(want[i])) CHECK(std::isnan(got.at(i)));
+    else CHECK(got.at(i) == want[i]);
+  }
+}
+
+void checkWithin(const TT &got, const std::vector<double> &want,
+                 const std::function<double(int64_t)> &tol) {
+  REQUIRE(int64_t(want.size()) == got.numel());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    INFO("element " << i << " got " << got.at(i) << " want " << want[i]);
+    if (std::isnan(want[i])) REQUIRE(std::isnan(got.at(i)));
+    else if (std::isinf(want[i])) REQUIRE(got.at(i) == want[i]);
+    else REQUIRE(std::abs(got.at(i) - want[i]) <= tol(i));
+  }
+}
+
+// ------------------------------------------------------------------ unary --
+
+struct UnaryCase {
+  UnaryOp op;
+  double a, b, lo, hi;  // parameters; input range
+  double (*ref)(double x, double a, double b);
+};
+
+const UnaryCase kUnary[] = {
+    {UnaryOp::Sigmoid, 0, 0, -6, 6, [](double x, double, double) { return 1 / (1 + std::exp(-x)); }},
+    {UnaryOp::Tanh, 0, 0, -4, 4, [](double x, double, double) { return std::tanh(x); }},
+    {UnaryOp::Exp, 0, 0, -4, 4, [](double x, double, double) { return std::exp(x); }},
+    {UnaryOp::Log, 0, 0, 0.05, 5, [](double x, double, double) { return std::log(x); }},
+    {UnaryOp::Sqrt, 0, 0, 0, 5, [](double x, double, double) { return std::sqrt(x); }},
+    {UnaryOp::Rsqrt, 0, 0, 0.05, 5, [](double x, double, double) { return 1 / std::sqrt(x); }},
+    {UnaryOp::Neg, 0, 0, -4, 4, [](double x, double, double) { return -x; }},
+    {UnaryOp::Abs, 0, 0, -4, 4, [](double x, double, double) { return std::fabs(x); }},
+    {UnaryOp::Erf, 0, 0, -3, 3, [](double x, double, double) { return std::erf(x); }},
+    {UnaryOp::Sin, 0, 0, -3, 3, [](double x, double, double) { return std::sin(x); }},
+    {UnaryOp::Cos, 0, 0, -3, 3, [](double x, double, double) { return std::cos(x); }},
+    {UnaryOp::Reciprocal, 0, 0, 0.1, 4, [](double x, double, double) { return 1 / x; }},
+    {UnaryOp::Hardswish, 0, 0, -5, 5,
+     [](double x, double, double) { return x <= -3 ? 0 : x >= 3 ? x : x * (x + 3) / 6; }},
+    {UnaryOp::Hardsigmoid, 0, 0, -5, 5,
+     [](double x, double, double) { return x <= -3 ? 0 : x >= 3 ? 1 : (x + 3) / 6; }},
+    {UnaryOp::Mish, 0, 0, -5, 5,
+     [](double x, double, double) { return x * std::tanh(std::log(1 + std::exp(x))); }},
+    {UnaryOp::Clamp, -0.5, 0.7, -2, 2,
+     [](double x, double a, double b) { return x < a ? a : x > b ? b : x; }},
+    {UnaryOp::LeakyRelu, 0.01, 0, -3, 3, [](double x, double a, double) { return x > 0 ? x : a * x; }},
+    {UnaryOp::Elu, 1.3, 0, -4, 3,
+     [](double x, double a, double) { return x > 0 ? x : a * (std::exp(x) - 1); }},
+    {UnaryOp::PowScalar, 2, 0, -3, 3, [](double x, double a, double) { return std::pow(x, a); }},
+    {UnaryOp::PowScalar, 3, 0, -3, 3, [](double x, double a, double) { return std::pow(x, a); }},
+    {UnaryOp::PowScalar, 0.5, 0, 0, 4, [](double x, double a, double) { return std::pow(x, a); }},
+    {UnaryOp::PowScalar, -1, 0, 0.2, 4, [](double x, double a, double) { return std::pow(x, a); }},
+    {UnaryOp::PowScalar, 1.7, 0, 0, 4, [](double x, double a, double) { return std::pow(x, a); }},
+    {UnaryOp::Softplus, 2, 3, -4, 4,
+     [](double x, double a, double b) { return x * a > b ? x : std::log(1 + std::exp(a * x)) / a; }},
+};
+
+// ------------------------------------------------------------- pool reference --
+
+/// torch's pooling by its definition: window cells inside the input count;
+/// for avg, cells inside input + padding count toward count_include_pad's divisor.
+std::vector<double> poolReference(const PoolParams &p, const TT &x, const Shape &yShape) {
+  const bool two = p.spatialDims == 2;
+  const int64_t H = two ? x.shape[x.shape.size() - 2] : 1, W = x.shape.back();
+  const int64_t OH = two ? yShape[yShape.size() - 2] : 1, OW = yShape.back();
+  const auto s = p.stride.empty() ? p.kernel : p.stride;
+  const int64_t kh = two ? p.kernel[0] : 1, kw = p.kernel.back();
+  const int64_t sh = two ? s[0] : 1, sw = s.back(), ph = two ? p.padding[0] : 0, pw = p.padding.back();
+  const int64_t dh = p.dilation.empty() || !two ? 1 : p.dilation[0];
+  const int64_t dw = p.dilation.empty() ? 1 : p.dilation.back();
+  const int64_t planes = x.numel() / (H * W);
+  std::vector<double> out;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double best = -kInf, sum = 0;
+        int64_t inside = 0, padded = 0;
+        for (int64_t ki = 0; ki < kh; ++ki)
+          for (int64_t kj = 0; kj < kw; ++kj) {
+            const int64_t ih = oh * sh - ph + ki * dh, iw = ow * sw - pw + kj * dw;
+            if (ih >= -ph && ih < H + ph && iw >= -pw && iw < W + pw) ++padded;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            const double v = x.at((pl * H + ih) * W + iw);
+            if (std::isnan(v) || v > best) best = std::isnan(best) ? best : v;
+            sum += v;
+            ++inside;
+          }
+        if (p.kind == PoolKind::Max) out.push_back(best);
+        else if (inside == 0) out.push_back(0);
+        else
+          out.push_back(sum / double(p.divisorOverride ? p.divisorOverride
+                                     : p.countIncludePad ? padded
+                                                         : inside));
+      }
+  return out;
+}
+
+PoolParams pool(PoolKind kind, int dims, std::vector<int64_t> k, std::vector<int64_t> s,
+                std::vector<int64_t> pad, bool ceil = false) {
+  PoolParams p;
+  p.kind = kind;
+  p.spatialDims = dims;
+  p.kernel = std::move(k);
+  p.stride = std::move(s);
+  p.padding = std::move(pad);
+  p.ceilMode = ceil;
+  return p;
+}
+
+// --------------------------------------------------------- reduce reference --
+
+struct ReduceRef {
+  std::vector<double> value;
+  std::vector<double> absSum;  // sum of |x| per output (the rounding scale of sums)
+};
+
+ReduceRef reduceReference(ReduceKind kind, const TT &x, const std::vector<int64_t> &dims,
+                          int64_t correction) {
+  const int64_t rank = int64_t(x.shape.size());
+  std::vector<bool> red(size_t(rank), dims.empty());
+  for (int64_t d : dims) red[size_t(d < 0 ? d + rank : d)] = true;
+  // Group the elements by output index (kept dims, row-major).
+  std::vector<std::vector<double>> groups;
+  std::vector<int64_t> outIndexOf(size_t(x.numel()));
+  Shape keptShape;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!red[size_t(d)]) keptShape.push_back(x.shape[size_t(d)]);
+  groups.resize(size_t(shardc::plan::numElements(keptShape)));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t rest = i, o = 0, mult = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      const int64_t c = rest % x.shape[size_t(d)];
+      rest /= x.shape[size_t(d)];
+      if (!red[size_t(d)]) {
+        o += c * mult;
+        mult *= x.shape[size_t(d)];
+      }
+    }
+    groups[size_t(o)].push_back(x.at(i));
+  }
+  ReduceRef r;
+  for (const auto &g : groups) {
+    double sum = 0, abs = 0;
+    for (double v : g) {
+      sum += v;
+      abs += std::abs(v);
+    }
+    const double n = double(g.size());
+    double value = 0;
+    switch (kind) {
+    case ReduceKind::Sum: value = sum; break;
+    case ReduceKind::Mean: value = sum / n; break;
+    case ReduceKind::Var: {
+      double sq = 0;
+      for (double v : g) sq += (v - sum / n) * (v - sum / n);
+      value = sq / std::max(0.0, n - double(correction));
+      abs = sq;
+      break;
+    }
+    case ReduceKind::Amax:
+    case ReduceKind::Amin:
+    case ReduceKind::Argmax:
+    case ReduceKind::Argmin: {
+      const bool mx = kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
+      size_t best = 0;
+      for (size_t i = 1; i < g.size(); ++i) {
+        if (std::isnan(g[best])) break;
+        if (std::isnan(g[i]) || (mx ? g[i] > g[best] : g[i] < g[best])) best = i;
+      }
+      value = (kind == ReduceKind::Amax || kind == ReduceKind::Amin) ? g[best] : double(best);
+      break;
+    }
+    }
+    r.value.push_back(value);
+    r.absSum.push_back(abs / std::max(1.0, kind == ReduceKind::Sum ? 1.0 : n));
+  }
+  return r;
+}
+
+}  // namespace
+
+// ======================================================================= unary
+
+TEST_CASE("unary ops match their double-precision formulas", "[family-kernels]") {
+  for (const UnaryCase &c : kUnary)
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+      INFO(unaryOpName(c.op) << " a=" << c.a << " " << shardc::plan::dtypeName(dtype));
+      TT x = random(dtype, {7, 33}, 11, c.lo, c.hi), y = zeros(dtype, x.shape);
+      unaryKernel(c.op, c.a, c.b, x.k(), y.k(), 2);
+      std::vector<double> want;
+      for (int64_t i = 0; i < x.numel(); ++i) want.push_back(c.ref(x.at(i), c.a, c.b));
+      const double math = dtype == DType::F64 ? 1e-13 : 1e-6;
+      checkWithin(y, want, [&](int64_t i) {
+        return math * (1 + std::abs(want[i])) + storageRounding(dtype) * std::abs(want[i]);
+      });
+    }
+}
+
+TEST_CASE("unary ops: torch's values, NaN and parameter edge cases", "[family-kernels]") {
+  const std::vector<double> t = {-5, -3, -1, 0, 1, 3, 5, kNaN};
+  auto run = [&](UnaryOp op, double a, double b) {
+    TT x = fromValues(DType::F32, {8}, t), y = zeros(DType::F32, {8});
+    unaryKernel(op, a, b, x.k(), y.k(), 1);
+    return y;
+  };
+  const double ulp8 = 8 * std::ldexp(1.0, -24);
+  auto near = [&](const TT &y, const std::vector<double> &want) {
+    checkWithin(y, want, [&](int64_t i) { return ulp8 * (1 + std::abs(want[i])); });
+  };
+  // torch: F.hardswish, F.hardsigmoid, F.mish, F.softplus(beta=2, threshold=3),
+  // F.elu(alpha=1.3), torch.clamp(min=1, max=-1), F.leaky_relu(0.1) on t.
+  near(run(UnaryOp::Hardswish, 0, 0), {-0.0, -0.0, -0.3333333432674408, 0, 0.6666666865348816, 3, 5, kNaN});
+  near(run(UnaryOp::Hardsigmoid, 0, 0), {0, 0, 0.3333333432674408, 0.5, 0.6666666865348816, 1, 1, kNaN});
+  near(run(UnaryOp::Mish, 0, 0), {-0.03357623517513275, -0.14564746618270874, -0.3034014403820038, 0,
+                                  0.8650983572006226, 2.98653507232666, 4.999552249908447, kNaN});
+  near(run(UnaryOp::Softplus, 2, 3), {2.2699450710206293e-05, 0.0012378426035866141, 0.06346400082111359,
+                                      0.3465735912322998, 1.0634640455245972, 3, 5, kNaN});
+  near(run(UnaryOp::Elu, 1.3, 0), {-1.2912405729293823, -1.2352768182754517, -0.8217566609382629, 0, 1, 3, 5, kNaN});
+  checkExact(run(UnaryOp::Clamp, 1, -1), {-1, -1, -1, -1, -1, -1, -1, kNaN});
+  checkExact(run(UnaryOp::LeakyRelu, 0.1, 0), {-0.5, -0.30000001192092896, -0.10000000149011612, 0, 1, 3, 5, kNaN});
+  // An absent clamp bound is +-inf; a NaN bound gives NaN (torch propagates it).
+  checkExact(run(UnaryOp::Clamp, -kInf, 2), {-5, -3, -1, 0, 1, 2, 2, kNaN});
+  checkExact(run(UnaryOp::Clamp, kNaN, 2), std::vector<double>(8, kNaN));
+  // y may alias x.
+  TT x = fromValues(DType::BF16, {8}, t);
+  unaryKernel(UnaryOp::Neg, 0, 0, x.k(), x.k(), 1);
+  checkExact(x, {5, 3, 1, -0.0, -1, -3, -5, kNaN});
+}
+
+TEST_CASE("unary: thread count does not change bytes; bad operands rejected", "[family-kernels]") {
+  TT x = random(DType::BF16, {5, 70001}, 3, -4, 4);
+  TT y1 = zeros(DType::BF16, x.shape), y3 = zeros(DType::BF16, x.shape);
+  unaryKernel(UnaryOp::Mish, 0, 0, x.k(), y1.k(), 1);
+  unaryKernel(UnaryOp::Mish, 0, 0, x.k(), y3.k(), 3);
+  CHECK(y1.bytes == y3.bytes);
+  TT yf = zeros(DType::F32, x.shape), ys = zeros(DType::BF16, {5, 7}), xi = zeros(DType::I64, {2});
+  CHECK_THROWS_WITH(unaryKernel(UnaryOp::Exp, 0, 0, x.k(), yf.k(), 1),
+                    Catch::Equals("exp: output is float32, expected bfloat16"));
+  CHECK_THROWS_WITH(unaryKernel(UnaryOp::Hardswish, 0, 0, x.k(), ys.k(), 1),
+                    Catch::StartsWith("hardswish: output has shape [5, 7], expected [5, 70001]"));
+  CHECK_THROWS_WITH(unaryKernel(UnaryOp::Sin, 0, 0, xi.k(), xi.k(), 1), Catch::Contains("sin: x is int64"));
+}
+
+// ========================================================== batch/group norm
+
+TEST_CASE("batch_norm (eval) normalizes per channel with running stats", "[family-kernels]") {
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (const Shape &shape : {Shape{2, 3, 4, 5}, Shape{4, 3}, Shape{2, 3, 17}})
+      for (bool affine : {true, false}) {
+        INFO(shardc::plan::dtypeName(dtype) << " " << shapeToString(shape) << " affine " << affine);
+        const int64_t C = 3;
+        TT x = random(dtype, shape, 1, -3, 3), y = zeros(dtype, shape);
+        // Running stats in float32 beside 16-bit activations, as torch keeps them.
+        TT mean = random(DType::F32, {C}, 2), var = random(DType::F32, {C}, 3, 0.2, 2);
+        TT w = random(dtype, {C}, 4), b = random(dtype, {C}, 5);
+        KTensor wk = w.k(), bk = b.k();
+        const double eps = 1e-5;
+        batchNormKernel(x.k(), mean.k(), var.k(), affine ? &wk : nullptr, affine ? &bk : nullptr,
+                        eps, y.k(), 2);
+        const int64_t inner = x.numel() / (shape[0] * C);
+        std::vector<double> want, scale;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const int64_t c = (i / inner) % C;
+          const double a = (affine ? w.at(c) : 1) / std::sqrt(var.at(c) + eps);
+          want.push_back((x.at(i) - mean.at(c)) * a + (affine ? b.at(c) : 0));
+          scale.push_back(std::abs(x.at(i) * a) + std::abs((affine ? b.at(c) : 0) - mean.at(c) * a));
+        }
+        checkWithin(y, want, [&](int64_t i) {
+          return 8 * std::ldexp(1.0, -24) * scale[i] + storageRounding(dtype) * std::abs(want[i]);
+        });
+      }
+}
+
+TEST_CASE("group_norm normalizes per (sample, group)", "[family-kernels]") {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int64_t groups : {1, 2, 6})
+      for (bool affine : {true, false}) {
+        INFO(shardc::plan::dtypeName(dtype) << " groups " << groups << " affine " << affine);
+        const Shape shape{3, 6, 5, 7};
+        const int64_t C = 6, inner = 35, per = C / groups;
+        TT x = random(dtype, shape, 7, -2, 3), y = zeros(dtype, shape);
+        TT w = random(dtype, {C}, 8), b = random(dtype, {C}, 9);
+        KTensor wk = w.k(), bk = b.k();
+        const double eps = 1e-5;
+        groupNormKernel(x.k(), groups, affine ? &wk : nullptr, affine ? &bk : nullptr, eps, y.k(), 3);
+        std::vector<double> want(size_t(x.numel())), scale(size_t(x.numel()));
+        for (int64_t n = 0; n < 3; ++n)
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t base = (n * C + g * per) * inner, count = per * inner;
+            double sum = 0, sq = 0;
+            for (int64_t i = 0; i < count; ++i) sum += x.at(base + i);
+            const double mean = sum / double(count);
+            for (int64_t i = 0; i < count; ++i) sq += (x.at(base + i) - mean) * (x.at(base + i) - mean);
+            const double rstd = 1 / std::sqrt(sq / double(count) + eps);
+            for (int64_t i = 0; i < count; ++i) {
+              const int64_t c = g * per + i / inner;
+              const double wc = affine ? w.at(c) : 1, bc = affine ? b.at(c) : 0;
+              want[size_t(base + i)] = (x.at(base + i) - mean) * rstd * wc + bc;
+              scale[size_t(base + i)] = std::abs(x.at(base + i) * rstd * wc) + std::abs(bc - mean * rstd * wc);
+            }
+          }
+        checkWithin(y, want, [&](int64_t i) {
+          return 8 * std::ldexp(1.0, -24) * scale[size_t(i)] + storageRounding(dtype) * std::abs(want[size_t(i)]);
+        });
+      }
+}
+
+TEST_CASE("norms: a sample's bytes do not depend on batch or threads; bad operands", "[family-kernels]") {
+  TT x = random(DType::BF16, {3, 8, 40, 40}, 1), mean = random(DType::F32, {8}, 2);
+  TT var = random(DType::F32, {8}, 3, 0.5, 2), w = random(DType::BF16, {8}, 4);
+  KTensor wk = w.k();
+  TT x1 = firstRows(x, 1);
+  for (int which = 0; which < 2; ++which) {
+    INFO((which == 0 ? "batch_norm" : "group_norm"));
+    TT y3 = zeros(DType::BF16, x.shape), y1 = zeros(DType::BF16, x1.shape), y3b = zeros(DType::BF16, x.shape);
+    auto run = [&](TT &in, TT &out, int threads) {
+      if (which == 0) batchNormKernel(in.k(), mean.k(), var.k(), &wk, nullptr, 1e-5, out.k(), threads);
+      else groupNormKernel(in.k(), 4, &wk, nullptr, 1e-5, out.k(), threads);
+    };
+    run(x, y3, 3);
+    run(x1, y1, 1);
+    run(x, y3b, 1);
+    CHECK(y1.bytes == y3.slice(0, y1.numel()));
+    CHECK(y3b.bytes == y3.bytes);
+  }
+  TT y = zeros(DType::BF16, x.shape), m5 = zeros(DType::F32, {5});
+  CHECK_THROWS_WITH(batchNormKernel(x.k(), m5.k(), var.k(), nullptr, nullptr, 1e-5, y.k(), 1),
+                    Catch::StartsWith("batch_norm: running_mean should contain 8 elements"));
+  CHECK_THROWS_WITH(groupNormKernel(x.k(), 3, nullptr, nullptr, 1e-5, y.k(), 1),
+                    Catch::Contains("divisible by num_groups"));
+  TT yf = zeros(DType::F32, x.shape);
+  CHECK_THROWS_WITH(groupNormKernel(x.k(), 4, nullptr, nullptr, 1e-5, yf.k(), 1),
+                    Catch::Equals("group_norm: output is float32, expected bfloat16"));
+}
+
+// ==================================================================== pooling
+
+TEST_CASE("pooling matches torch's numbers on a 5x5 ramp", "[family-kernels]") {
+  std::vector<double> ramp;
+  for (int i = 1; i <= 25; ++i) ramp.push_back(i);
+  std::vector<double> alternating;  // x * [1, -1, 1, ...]
+  for (int i = 1; i <= 25; ++i) alternating.push_back(i % 2 ? i : -i);
+  auto run = [&](const PoolParams &p, const std::vector<double> &values) {
+    TT x = fromValues(DType::F32, {1, 1, 5, 5}, values), y = zeros(DType::F32, poolShape(p, x.shape));
+    poolKernel(p, x.k(), y.k(), 1);
+    return y;
+  };
+  // torch: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True, count_include_pad=True / False)
+  PoolParams avg = pool(PoolKind::Avg, 2, {2, 2}, {2, 2}, {1, 1}, true);
+  checkExact(run(avg, ramp), {0.25, 1.25, 2.25, 4.25, 10, 12, 9.25, 20, 22});
+  avg.countIncludePad = false;
+  checkExact(run(avg, ramp), {1, 2.5, 4.5, 8.5, 10, 12, 18.5, 20, 22});
+  // torch: F.avg_pool2d(x, 3, 2, 1, divisor_override=7) (float32 results)
+  PoolParams div = pool(PoolKind::Avg, 2, {3, 3}, {2, 2}, {1, 1});
+  div.divisorOverride = 7;
+  checkExact(run(div, ramp), {2.2857143878936768, 4.714285850524902, 4, 9.857142448425293,
+                              16.714284896850586, 12.428571701049805, 10.857142448425293,
+                              17.571428298950195, 12.571428298950195});
+  // torch: F.avg_pool2d(x, 3, 2, 0, ceil_mode=True): the last windows are clipped
+  checkExact(run(pool(PoolKind::Avg, 2, {3, 3}, {2, 2}, {0, 0}, true), ramp), {7, 9, 17, 19});
+  // torch: F.max_pool2d(-x, 2, 2, 1, ceil_mode=True)
+  std::vector<double> neg;
+  for (double v : ramp) neg.push_back(-v);
+  checkExact(run(pool(PoolKind::Max, 2, {2, 2}, {2, 2}, {1, 1}, true), neg),
+             {-1, -2, -4, -6, -7, -9, -16, -17, -19});
+  // torch: F.max_pool2d(alternating, 2, 1, 0, dilation=2)
+  PoolParams dil = pool(PoolKind::Max, 2, {2, 2}, {1, 1}, {0, 0});
+  dil.dilation = {2, 2};
+  checkExact(run(dil, alternating), {13, -2, 15, -6, 19, -8, 23, -12, 25});
+  // torch: F.adaptive_avg_pool2d(x, 3), F.adaptive_max_pool2d(alternating, (2, 3))
+  TT x = fromValues(DType::F32, {1, 1, 5, 5}, ramp), y = zeros(DType::F32, {1, 1, 3, 3});
+  adaptivePoolKernel(PoolKind::Avg, x.k(), y.k(), 1);
+  checkExact(y, {4, 5.5, 7, 11.5, 13, 14.5, 19, 20.5, 22});
+  TT xa = fromValues(DType::F32, {1, 1, 5, 5}, alternating), ya = zeros(DType::F32, {1, 1, 2, 3});
+  adaptivePoolKernel(PoolKind::Max, {2, 3}, xa.k(), ya.k(), 1);
+  checkExact(ya, {11, 13, 15, 21, 23, 25});
+}
+
+TEST_CASE("pooling matches its definition: 1-d, 2-d, unbatched, bf16, NaN", "[family-kernels]") {
+  struct Case {
+    const char *name;
+    PoolParams p;
+    Shape x;
+  };
+  PoolParams dilated = pool(PoolKind::Max, 2, {3, 2}, {2, 1}, {1, 1}, true);
+  dilated.dilation = {2, 3};
+  PoolParams excl = pool(PoolKind::Avg, 2, {3, 3}, {2, 2}, {1, 1}, true);
+  excl.countIncludePad = false;
+  PoolParams override1d = pool(PoolKind::Avg, 1, {4}, {3}, {2});
+  override1d.divisorOverride = 3;
+  const Case cases[] = {
+      {"max 3x3/2 pad 1 (resnet stem)", pool(PoolKind::Max, 2, {3, 3}, {2, 2}, {1, 1}), {2, 3, 12, 11}},
+      {"max dilated ceil", dilated, {1, 2, 13, 14}},
+      {"max 1d ceil", pool(PoolKind::Max, 1, {3}, {2}, {1}, true), {2, 3, 10}},
+      {"max unbatched", pool(PoolKind::Max, 2, {2, 2}, {}, {0, 0}), {3, 7, 9}},
+      {"avg include pad ceil", pool(PoolKind::Avg, 2, {3, 3}, {2, 2}, {1, 1}, true), {2, 2, 9, 10}},
+      {"avg exclude pad ceil", excl, {2, 2, 9, 10}},
+      {"avg 1d divisor_override", override1d, {2, 3, 17}},
+  };
+  for (const Case &c : cases)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO(c.name << " " << shardc::plan::dtypeName(dtype));
+      TT x = random(dtype, c.x, 5, -3, 3);
+      x.set(7, kNaN);  // one NaN: max pooling propagates it
+      if (c.p.kind == PoolKind::Avg) x.set(7, 0.5);
+      TT y = zeros(dtype, poolShape(c.p, x.shape));
+      poolKernel(c.p, x.k(), y.k(), 2);
+      const std::vector<double> want = poolReference(c.p, x, y.shape);
+      checkWithin(y, want, [&](int64_t i) {
+        return std::ldexp(1.0, -23) * std::abs(want[size_t(i)]) + storageRounding(dtype) * std::abs(want[size_t(i)]);
+      });
+    }
+}
+
+TEST_CASE("adaptive pooling windows, batch and thread invariance, errors", "[family-kernels]") {
+  // window i covers [floor(i*in/out), ceil((i+1)*in/out)): checked by definition.
+  for (PoolKind kind : {PoolKind::Avg, PoolKind::Max})
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{10, 4}, {7, 7}, {5, 1}, {3, 5}}) {
+      INFO("in " << in << " out " << out);
+      TT x = random(DType::F32, {2, 3, in}, 1), y = zeros(DType::F32, {2, 3, out});
+      adaptivePoolKernel(kind, {out}, x.k(), y.k(), 1);
+      std::vector<double> want;
+      for (int64_t pl = 0; pl < 6; ++pl)
+        for (int64_t i = 0; i < out; ++i) {
+          const int64_t a = (i * in) / out, b = ((i + 1) * in + out - 1) / out;
+          double s = 0, m = -kInf;
+          for (int64_t j = a; j < b; ++j) {
+            s += x.at(pl * in + j);
+            m = std::max(m, x.at(pl * in + j));
+          }
+          want.push_back(kind == PoolKind::Avg ? s / double(b - a) : m);
+        }
+      checkWithin(y, want, [&](int64_t i) { return std::ldexp(1.0, -23) * std::abs(want[size_t(i)]); });
+    }
+  TT x = random(DType::BF16, {3, 16, 30, 30}, 2);
+  TT x1 = firstRows(x, 1);
+  PoolParams mp = pool(PoolKind::Max, 2, {3, 3}, {2, 2}, {1, 1});
+  TT y3 = zeros(DType::BF16, poolShape(mp, x.shape)), y1 = zeros(DType::BF16, poolShape(mp, x1.shape));
+  TT y3b = y3;
+  poolKernel(mp, x.k(), y3.k(), 3);
+  poolKernel(mp, x1.k(), y1.k(), 1);
+  poolKernel(mp, x.k(), y3b.k(), 1);
+  CHECK(y1.bytes == y3.slice(0, y1.numel()));
+  CHECK(y3b.bytes == y3.bytes);
+  TT a3 = zeros(DType::BF16, {3, 16, 4, 4}), a1 = zeros(DType::BF16, {1, 16, 4, 4});
+  adaptivePoolKernel(PoolKind::Avg, x.k(), a3.k(), 3);
+  adaptivePoolKernel(PoolKind::Avg, x1.k(), a1.k(), 1);
+  CHECK(a1.bytes == a3.slice(0, a1.numel()));
+  TT bad = zeros(DType::BF16, {3, 16, 14, 14});
+  CHECK_THROWS_WITH(poolKernel(mp, x.k(), bad.k(), 1),
+                    Catch::Equals("max_pool: output has shape [3, 16, 14, 14], expected [3, 16, 15, 15]"));
+  TT badDtype = zeros(DType::F32, {3, 16, 4, 4});
+  CHECK_THROWS_WITH(adaptivePoolKernel(PoolKind::Avg, x.k(), badDtype.k(), 1),
+                    Catch::Equals("adaptive_avg_pool: output is float32, expected bfloat16"));
+}
+
+// ================================================================= reductions
+
+TEST_CASE("reductions match a double reference over any dims", "[family-kernels]") {
+  const std::vector<std::vector<int64_t>> dimSets = {{}, {0}, {-1}, {1}, {0, 2}, {2, 0}, {0, 1, 2}};
+  const ReduceKind kinds[] = {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Amax, ReduceKind::Amin,
+                              ReduceKind::Var, ReduceKind::Argmax, ReduceKind::Argmin};
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64})
+    for (ReduceKind kind : kinds)
+      for (const auto &dims : dimSets)
+        for (bool keepdim : {false, true}) {
+          const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+          if (arg && dims.size() > 1) continue;
+          INFO(shardc::plan::dtypeName(dtype) << " kind " << int(kind) << " dims "
+                                              << shapeToString(dims) << " keepdim " << keepdim);
+          TT x = random(dtype, {3, 4, 5}, 9, -2, 3);
+          TT y = zeros(arg ? DType::I64 : dtype, reduceShape(kind, x.shape, dims, keepdim));
+          reduceKernel(kind, x.k(), dims, 1, y.k(), 2);
+          const ReduceRef r = reduceReference(kind, x, dims, 1);
+          if (arg || kind == ReduceKind::Amax || kind == ReduceKind::Amin) {
+            checkExact(y, r.value);
+            continue;
+          }
+          const double rel = dtype == DType::F64 ? 1e-15 : dtype == DType::F32 ? std::ldexp(1.0, -23) : std::ldexp(1.0, -8);
+          checkWithin(y, r.value, [&](int64_t i) {
+            return rel * std::abs(r.value[size_t(i)]) + 1e-15 * r.absSum[size_t(i)];
+          });
+        }
+}
+
+TEST_CASE("reductions: torch's NaN, tie, correction and empty rules", "[family-kernels]") {
+  auto run = [](ReduceKind kind, const TT &x, std::vector<int64_t> dims, int64_t correction) {
+    const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+    TT y = zeros(arg ? DType::I64 : x.dtype, reduceShape(kind, x.shape, dims, false));
+    reduceKernel(kind, x.k(), dims, correction, y.k(), 1);
+    return y;
+  };
+  // torch: v.argmax(1) -> [1, 1], v.argmin(1) -> [3, 1], v.amax(1) -> [3, nan]
+  TT v = fromValues(DType::F32, {2, 4}, {1, 3, 3, -2, 0.5, kNaN, 7, kNaN});
+  checkExact(run(ReduceKind::Argmax, v, {1}, 0), {1, 1});
+  checkExact(run(ReduceKind::Argmin, v, {1}, 0), {3, 1});
+  checkExact(run(ReduceKind::Amax, v, {1}, 0), {3, kNaN});
+  checkExact(run(ReduceKind::Argmax, v, {}, 0), {5});  // flattened
+  // torch: w.var(1, correction=0) -> [7.1875, 0], correction=1 -> [9.583333, 0],
+  // correction=4 or 5 (count 4) -> [inf, nan]
+  TT w = fromValues(DType::F32, {2, 4}, {1, 2, 4, 8, 3, 3, 3, 3});
+  checkExact(run(ReduceKind::Var, w, {1}, 0), {7.1875, 0});
+  checkExact(run(ReduceKind::Var, w, {1}, 1), {9.583333015441895, 0});
+  checkExact(run(ReduceKind::Var, w, {1}, 4), {kInf, kNaN});
+  checkExact(run(ReduceKind::Var, w, {1}, 5), {kInf, kNaN});
+  // torch: zeros(2, 0).sum(1) -> [0, 0], .mean(1) -> [nan, nan]
+  TT e = zeros(DType::F32, {2, 0});
+  checkExact(run(ReduceKind::Sum, e, {1}, 0), {0, 0});
+  checkExact(run(ReduceKind::Mean, e, {1}, 0), {kNaN, kNaN});
+  // A 0-d tensor reduces to itself.
+  TT s = fromValues(DType::F32, {}, {2.5});
+  checkExact(run(ReduceKind::Sum, s, {0}, 0), {2.5});
+  checkExact(run(ReduceKind::Argmax, s, {}, 0), {0});
+}
+
+TEST_CASE("reductions: batch and thread invariance, bad operands", "[family-kernels]") {
+  for (const std::vector<int64_t> &dims : {std::vector<int64_t>{2}, {1}, {1, 2}}) {
+    INFO("dims " << shapeToString(dims));
+    TT x = random(DType::F32, {3, 64, 700}, 4), x1 = firstRows(x, 1);
+    TT y3 = zeros(DType::F32, reduceShape(ReduceKind::Mean, x.shape, dims, false));
+    TT y1 = zeros(DType::F32, reduceShape(ReduceKind::Mean, x1.shape, dims, false)), y3b = y3;
+    reduceKernel(ReduceKind::Mean, x.k(), dims, 0, y3.k(), 3);
+    reduceKernel(ReduceKind::Mean, x1.k(), dims, 0, y1.k(), 1);
+    reduceKernel(ReduceKind::Mean, x.k(), dims, 0, y3b.k(), 1);
+    CHECK(y1.bytes == y3.slice(0, y1.numel()));
+    CHECK(y3b.bytes == y3.bytes);
+  }
+  TT x = random(DType::F32, {2, 3}, 1), yf = zeros(DType::F32, {2}), y5 = zeros(DType::F32, {5});
+  CHECK_THROWS_WITH(reduceKernel(ReduceKind::Argmax, x.k(), {1}, 0, yf.k(), 1),
+                    Catch::Equals("argmax: output is float32, expected int64"));
+  CHECK_THROWS_WITH(reduceKernel(ReduceKind::Sum, x.k(), {1}, 0, y5.k(), 1),
+                    Catch::Equals("sum: output has shape [5], expected [2] or, with keepdim, [2, 1]"));
+  CHECK_THROWS_WITH(reduceKernel(ReduceKind::Sum, x.k(), {1, -1}, 0, yf.k(), 1),
+                    Catch::Contains("appears multiple times"));
+  TT xi = zeros(DType::I64, {2, 3});
+  CHECK_THROWS_WITH(reduceKernel(ReduceKind::Sum, xi.k(), {1}, 0, yf.k(), 1),
+                    Catch::Contains("sum: x is int64"));
+}
