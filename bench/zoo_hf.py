@@ -67,11 +67,7 @@ def gpt2(**kw):
 def bert(**kw):
     cfg = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                num_attention_heads=4, max_position_embeddings=128)
-    # BertModel without its pooler (a tanh: the unary op family, issue 16);
-    # BertForMaskedLM pads its decoder bias at init (constant_pad_nd).
-    config = tf.BertConfig(**dict(cfg, **dict(NO_PAD, **kw)))
-    config._attn_implementation = ATTN
-    return tf.BertModel(config, add_pooling_layer=False).eval()
+    return _build(tf.BertConfig(**dict(cfg, **dict(NO_PAD, **kw))), tf.AutoModel)
 
 
 def t5(**kw):
@@ -83,10 +79,7 @@ def t5(**kw):
 def vit(**kw):
     cfg = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=64,
                intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
-    # ViTModel without its pooler (a tanh, as BERT's)
-    config = tf.ViTConfig(**dict(cfg, **kw))
-    config._attn_implementation = ATTN
-    return tf.ViTModel(config, add_pooling_layer=False).eval()
+    return _build(tf.ViTConfig(**dict(cfg, **kw)), tf.AutoModel)
 
 
 # The zoo's sizes: 4 layers of width 256 (4 heads of 64), vocabulary 1024,
