@@ -4,7 +4,19 @@ small config, as a user builds it (AutoModel*.from_config, no downloaded
 weights), in eval mode, with the KV cache off (use_cache=False) so forward
 returns logits / hidden states only."""
 
-import transformers as tf
+import importlib
+
+
+class _Lazy:
+    """transformers, imported on first use: bench/zoo_models.py (and every
+    torchvision export of the zoo) reads this module's ZOO table without
+    paying transformers' import."""
+
+    def __getattr__(self, name):
+        return getattr(importlib.import_module("transformers"), name)
+
+
+tf = _Lazy()
 
 # Attention through F.scaled_dot_product_attention, the graph's fused op
 # (docs/exporter.md, "Hugging Face models").
@@ -16,7 +28,8 @@ LM = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_laye
           tie_word_embeddings=False)
 
 
-def _build(config, auto=tf.AutoModelForCausalLM):
+def _build(config, auto=None):
+    auto = auto or tf.AutoModelForCausalLM
     config._attn_implementation = ATTN
     model = auto.from_config(config, attn_implementation=ATTN)
     return model.eval()
