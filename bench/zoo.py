@@ -149,7 +149,9 @@ def write_table(rows, path, seconds):
             "model", "params", "export_s", "shardc_s", "torch_s", "peak4", "unsharded",
             "status", "reason")).replace("\n", " "))
     ok = sum(r["status"] == "ok" for r in rows)
-    out += ["", "%d of %d models run." % (ok, len(rows)), ""]
+    out += ["", "%d of %d models run." % (ok, len(rows)), "",
+            "CI runs the fast subset `bench/zoo.py --ci` (test/lit/models/zoo-ci.test): "
+            "%s." % ", ".join(zoo_models.CI), ""]
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(out))
     os.replace(path + ".tmp", path)
@@ -160,8 +162,10 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
     ap.add_argument("--only", action="append", help="a model name (repeatable)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "models.md"))
+    ap.add_argument("--ci", action="store_true",
+                    help="only the fast subset CI runs (zoo_models.CI); exit 1 if one fails")
     args = ap.parse_args()
-    names = args.only or list(zoo_models.ZOO)
+    names = args.only or (zoo_models.CI if args.ci else list(zoo_models.ZOO))
     unknown = [n for n in names if n not in zoo_models.ZOO]
     if unknown:
         print("zoo.py: error: unknown model(s) %s" % unknown, file=sys.stderr)
@@ -174,7 +178,7 @@ def main():
         print("%-36s %s %s" % (name, r["status"], r["reason"]), flush=True)
         rows.append(r)
     write_table(rows, args.out, time.time() - t0)
-    return 0
+    return 1 if args.ci and any(r["status"] != "ok" for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -58,6 +58,21 @@ ZOO = {
                                        {"name": "mobilenet_v3_small"}, {"x": [1, 3, 64, 64]}),
     "torchvision vit_b_16": ("zoo_models:torchvision_model", {"name": "vit_b_16"},
                              {"x": [1, 3, 224, 224]}),
+}
+# More torchvision classifiers at a small input their layers accept.
+for _name in ("efficientnet_b0", "squeezenet1_0", "alexnet", "densenet121", "convnext_tiny",
+              "resnet50", "shufflenet_v2_x0_5", "mnasnet0_5", "regnet_y_400mf", "googlenet"):
+    ZOO["torchvision " + _name] = ("zoo_models:torchvision_model", {"name": _name},
+                                   {"x": [1, 3, 64, 64]})
+ZOO.update({
     "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
                                  {"waveforms": [1, 16000]}),
-}
+})
+
+# Hugging Face transformers architectures from small configs (bench/zoo_hf.py).
+import zoo_hf  # noqa: E402
+ZOO.update(zoo_hf.ZOO)
+
+# The fast subset CI runs (test/lit/models/zoo-ci.test: bench/zoo.py --ci).
+CI = ["nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
+      "torchvision mobilenet_v3_small"]

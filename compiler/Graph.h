@@ -81,6 +81,10 @@ struct GraphNode {
   std::map<std::string, std::string> strings; // approximate
   bool causal = false;
   std::vector<int64_t> ints; // reshape shape, permute dims, split sizes
+  /// A family op of the op table (runtime/OpTable.def's SHARDC_FAMILY_OP):
+  /// its attributes as the table's kinds, read generically; built as tc.op.
+  bool familyOp = false;
+  std::map<std::string, plan::AttrValue> attrs;
   std::vector<std::vector<int64_t>> shapes; // one per result, inferred
   plan::DType dtype = plan::DType::F32;      // of the results, inferred
   std::string path;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GraphNodes.h"
+#include "runtime/OpRules.h"
 
 #include <cmath>
 #include <functional>
@@ -409,7 +410,99 @@ std::string knownOps() {
   std::string names;
   for (const auto &[name, rule] : rules())
     names += (names.empty() ? "" : ", ") + name;
+  for (const plan::OpInfo &info : plan::allOps())
+    if (info.generic())
+      names += std::string(", ") + info.name;
   return names;
+}
+
+/// A family op's attribute from JSON by the table's kind (integers also
+/// from true/false, for flags such as keepdim), or nullopt.
+std::optional<plan::AttrValue> jsonAttr(const json &value, plan::AttrKind kind) {
+  switch (kind) {
+  case plan::AttrKind::Int:
+    if (value.is_boolean())
+      return int64_t{value.get<bool>() ? 1 : 0};
+    if (value.is_number_integer())
+      return value.get<int64_t>();
+    return std::nullopt;
+  case plan::AttrKind::Float:
+    if (value.is_number())
+      return value.get<double>();
+    return std::nullopt;
+  case plan::AttrKind::String:
+    if (value.is_string())
+      return value.get<std::string>();
+    return std::nullopt;
+  case plan::AttrKind::IntList: {
+    if (!value.is_array())
+      return std::nullopt;
+    std::vector<int64_t> list;
+    for (const json &element : value) {
+      if (!element.is_number_integer())
+        return std::nullopt;
+      list.push_back(element.get<int64_t>());
+    }
+    return list;
+  }
+  }
+  return std::nullopt;
+}
+
+const char *jsonKindText(plan::AttrKind kind) {
+  switch (kind) {
+  case plan::AttrKind::Int: return "an integer (or true/false)";
+  case plan::AttrKind::Float: return "a number";
+  case plan::AttrKind::String: return "a string";
+  case plan::AttrKind::IntList: return "a list of integers";
+  }
+  return "?";
+}
+
+/// A family op of the op table, read from the table alone: its attributes
+/// by their kinds, its result type from the family's rule (runtime/OpRules.h,
+/// the same code the tc verifier and the executor run).
+void readFamilyNode(const GraphReader &reader, const json &value, const plan::OpInfo &info,
+                    const ValueTypes &types, GraphNode &node) {
+  const std::string &path = node.path;
+  node.familyOp = true;
+  for (const auto &[key, attr] : value.items()) {
+    if (key == "op" || key == "name" || key == "inputs")
+      continue;
+    const plan::AttrSpec *spec = info.attr(key);
+    if (!spec) {
+      std::string known;
+      for (const plan::AttrSpec &s : info.attrs)
+        known += (known.empty() ? "" : ", ") + std::string(s.name);
+      reader.fail(path + "." + key, std::string(info.name) + " has no attribute \"" + key +
+                                        "\" (it takes " + (known.empty() ? "none" : known) +
+                                        ")");
+    }
+    std::optional<plan::AttrValue> parsed = jsonAttr(attr, spec->kind);
+    if (!parsed)
+      reader.fail(path + "." + key, std::string("must be ") + jsonKindText(spec->kind) +
+                                        ", got " + attr.dump());
+    node.attrs[key] = std::move(*parsed);
+  }
+  for (const plan::AttrSpec &spec : info.attrs)
+    if (spec.required && !node.attrs.count(spec.name))
+      reader.fail(path + "." + spec.name, std::string(info.name) +
+                                              ": missing required attribute (" +
+                                              jsonKindText(spec.kind) + ")");
+  std::vector<runtime::TensorType> operands;
+  for (const std::string &input : node.inputs)
+    operands.push_back({types.at(input).first, types.at(input).second});
+  runtime::TensorType result;
+  if (std::optional<std::string> reason =
+          runtime::tryResultType(info, operands, node.attrs, result)) {
+    std::string described;
+    for (size_t i = 0; i < operands.size(); ++i)
+      described += std::string(i ? ", " : "") + "'" + node.inputs[i] + "' " +
+                   shapeString(operands[i].shape) + " " + plan::dtypeName(operands[i].dtype);
+    reader.fail(path, *reason + " (operands " + described + ")");
+  }
+  node.shapes = {result.shape};
+  node.dtype = result.dtype;
 }
 
 } // namespace
@@ -421,7 +514,13 @@ GraphNode readNode(const GraphReader &reader, const json &value,
   node.path = path;
   node.op = reader.string(reader.member(value, path, "op"), path + ".op");
   auto rule = rules().find(node.op);
-  if (rule == rules().end())
+  // A family op of the op table; other plan opcodes (fill, strided_copy)
+  // are not graph ops.
+  const plan::OpInfo *family = nullptr;
+  if (std::optional<plan::OpCode> code = plan::parseOpCode(node.op))
+    if (plan::opInfo(*code).generic())
+      family = &plan::opInfo(*code);
+  if (rule == rules().end() && !family)
     reader.fail(path + ".op", "unknown op \"" + node.op + "\"; expected one of " +
                                   knownOps());
   if (node.op == "split") {
@@ -444,6 +543,10 @@ GraphNode readNode(const GraphReader &reader, const json &value,
                       "\" is not a parameter, buffer, input or earlier node "
                       "(nodes must be listed in topological order)");
     node.inputs.push_back(operand);
+  }
+  if (family) {
+    readFamilyNode(reader, value, *family, types, node);
+    return node;
   }
   NodeReader nodeReader(reader, value, path, types, node);
   rule->second(nodeReader);

@@ -162,6 +162,13 @@ SmallVector<Value> buildNode(OpBuilder &builder, Location loc,
   };
   auto i64 = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
   const std::string &op = node.op;
+  if (node.familyOp) {
+    // The op table's family ops: one generic op, attributes as read.
+    auto table = builder.create<tc::TableOp>(loc, type, builder.getStringAttr(op), in);
+    for (const auto &[name, value] : node.attrs)
+      table->setAttr(name, tc::tableAttr(builder, value));
+    return {table};
+  }
   if (op == "add")
     return {builder.create<tc::AddOp>(loc, type, in[0], in[1])};
   if (op == "sub")

@@ -448,6 +448,14 @@ private:
       attrs["dim"] = cat.getDimAttr().getInt();
     } else if (isa<tc::CrossEntropyOp>(op))
       opcode = plan::OpCode::CrossEntropy;
+    else if (auto table = dyn_cast<tc::TableOp>(op)) {
+      // A family op: the opcode of its name, its attributes copied.
+      FailureOr<std::map<std::string, plan::AttrValue>> tableAttrs = tc::tableAttrs(table);
+      if (failed(tableAttrs))
+        return failure();
+      opcode = plan::parseOpCode(table.getOpName().str());
+      attrs = std::move(*tableAttrs);
+    }
     if (!opcode)
       return op.emitOpError() << "has no lowering to the runtime plan";
     std::vector<int32_t> inputs;

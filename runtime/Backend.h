@@ -18,6 +18,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/Device.h"
 #include "runtime/ForwardKernels.h"
+#include "runtime/OpFamilies.h"
 #include "runtime/OpTable.h"
 #include "runtime/Plan.h"
 #include "runtime/checkpoint/SafetensorsIndex.h"
@@ -119,10 +120,27 @@ public:
   virtual void crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                             const KTensor &loss);
 
+  // The op families (SHARDC_FAMILY_OP in OpTable.def; semantics in
+  // runtime/OpFamilies.h): one method per family, the family's parameters
+  // decoded by the core (runtime/OpRules.h). y never aliases an input.
+  virtual void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+                    const KTensor &y);
+  virtual void pool(const PoolParams &p, const KTensor &x, const KTensor &y);
+  virtual void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y);
+  /// Eval mode: running mean and var; weight and bias both or neither.
+  virtual void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,
+                         const KTensor *w, const KTensor *b, double eps, const KTensor &y);
+  virtual void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
+                         double eps, const KTensor &y);
+  virtual void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+                      int64_t correction, const KTensor &y);
+  virtual void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y);
+
 protected:
   /// The base of a method for an op in unsupportedOps(): never reached
   /// through the core; a direct call gets this error.
   [[noreturn]] void noKernel(plan::OpCode op) const;
+  [[noreturn]] void noKernel(plan::OpFamily family) const;
 
 private:
   Device &device_;

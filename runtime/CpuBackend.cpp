@@ -3,6 +3,7 @@
 #include "runtime/Executor.h"
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
+#include "runtime/cpu/FamilyKernels.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/ShardReader.h"
 
@@ -125,6 +126,34 @@ void CpuBackend::cat(const std::vector<KTensor> &inputs, int64_t dim, const KTen
 void CpuBackend::crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                               const KTensor &loss) {
   crossEntropyKernel(logits, targets, ignoreIndex, loss);
+}
+
+// ---- op families (runtime/cpu/FamilyKernels.h) -----------------------------
+
+void CpuBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+                      const KTensor &y) {
+  convKernel(p, x, w, b, y, threads_);
+}
+void CpuBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
+  poolKernel(p, x, y, threads_);
+}
+void CpuBackend::adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) {
+  adaptivePoolKernel(kind, x, y, threads_);
+}
+void CpuBackend::batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,
+                           const KTensor *w, const KTensor *b, double eps, const KTensor &y) {
+  batchNormKernel(x, mean, var, w, b, eps, y, threads_);
+}
+void CpuBackend::groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
+                           double eps, const KTensor &y) {
+  groupNormKernel(x, groups, w, b, eps, y, threads_);
+}
+void CpuBackend::reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+                        int64_t correction, const KTensor &y) {
+  reduceKernel(kind, x, dims, correction, y, threads_);
+}
+void CpuBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) {
+  unaryKernel(op, a, b, x, y, threads_);
 }
 
 // ---- the CPU entry point --------------------------------------------------

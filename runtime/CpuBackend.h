@@ -24,6 +24,19 @@ public:
   void crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                     const KTensor &loss) override;
 
+  // The op families: runtime/cpu/FamilyKernels.h.
+  void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+            const KTensor &y) override;
+  void pool(const PoolParams &p, const KTensor &x, const KTensor &y) override;
+  void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) override;
+  void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,
+                 const KTensor *b, double eps, const KTensor &y) override;
+  void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b, double eps,
+                 const KTensor &y) override;
+  void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+              int64_t correction, const KTensor &y) override;
+  void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) override;
+
 private:
   int threads_;
 };

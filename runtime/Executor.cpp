@@ -2,6 +2,7 @@
 
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
+#include "runtime/OpRules.h"
 #include "runtime/Philox.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
@@ -47,6 +48,35 @@ void Backend::load(const checkpoint::TensorLocation &, const Region &, std::byte
 }
 void Backend::crossEntropy(const KTensor &, const KTensor &, int64_t, const KTensor &) {
   noKernel(OpCode::CrossEntropy);
+}
+void Backend::noKernel(OpFamily family) const {
+  throw RuntimeError(std::string("op family '") + opFamilyName(family) + "' has no kernel on the " +
+                     name() + " backend");
+}
+void Backend::conv(const ConvParams &, const KTensor &, const KTensor &, const KTensor *,
+                   const KTensor &) {
+  noKernel(OpFamily::Conv);
+}
+void Backend::pool(const PoolParams &, const KTensor &, const KTensor &) {
+  noKernel(OpFamily::Pool);
+}
+void Backend::adaptivePool(PoolKind, const KTensor &, const KTensor &) {
+  noKernel(OpFamily::AdaptivePool);
+}
+void Backend::batchNorm(const KTensor &, const KTensor &, const KTensor &, const KTensor *,
+                        const KTensor *, double, const KTensor &) {
+  noKernel(OpFamily::BatchNorm);
+}
+void Backend::groupNorm(const KTensor &, int64_t, const KTensor *, const KTensor *, double,
+                        const KTensor &) {
+  noKernel(OpFamily::GroupNorm);
+}
+void Backend::reduce(ReduceKind, const KTensor &, const std::vector<int64_t> &, int64_t,
+                     const KTensor &) {
+  noKernel(OpFamily::Reduce);
+}
+void Backend::unary(UnaryOp, double, double, const KTensor &, const KTensor &) {
+  noKernel(OpFamily::Unary);
 }
 
 namespace {
@@ -212,6 +242,7 @@ private:
   }
 
   void dispatch(const Instruction &inst) {
+    if (opInfo(inst.op).generic()) return dispatchFamily(inst);
     switch (inst.op) {
     case OpCode::Alloc: return alloc(inst);
     case OpCode::Free: return free(inst);
@@ -291,8 +322,60 @@ private:
       return backend_.crossEntropy(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
                                    attrIntOr(inst, "ignore_index", -100),
                                    tensor(inst.outputs[0]));
+    default: break;  // family ops: dispatchFamily (the table, not a case each)
     }
     fail("opcode " + std::to_string(static_cast<int>(inst.op)) + " is not in the op table");
+  }
+
+  /// A SHARDC_FAMILY_OP: the family's rule decides the output's type (a plan
+  /// whose output buffer disagrees is rejected here, before the kernel), then
+  /// the family's Backend method runs with the decoded parameters.
+  void dispatchFamily(const Instruction &inst) {
+    const OpInfo &info = opInfo(inst.op);
+    std::vector<TensorType> types;
+    std::vector<KTensor> in;
+    for (int32_t id : inst.inputs) {
+      in.push_back(tensor(id));
+      types.push_back({buffer(id).shape, buffer(id).dtype});
+    }
+    const TensorType expected = resultType(info, types, inst.attrs);
+    const Buffer &out = buffer(inst.outputs[0]);
+    if (expected.shape != out.shape || expected.dtype != out.dtype)
+      fail("output '" + out.name + "' is " + dtypeName(out.dtype) + " " +
+           shapeToString(out.shape) + ", the op's rule gives " + dtypeName(expected.dtype) +
+           " " + shapeToString(expected.shape));
+    for (int32_t id : inst.inputs)
+      if (id == inst.outputs[0]) fail("output '" + out.name + "' must not be an input");
+    const KTensor y = tensor(inst.outputs[0]);
+    auto optional = [&](size_t i) { return i < in.size() ? &in[i] : nullptr; };
+    switch (info.family) {
+    case OpFamily::Conv:
+      return backend_.conv(convParams(inst.attrs, in[0].shape.size()), in[0], in[1],
+                           optional(2), y);
+    case OpFamily::Pool:
+      return backend_.pool(poolParams(static_cast<PoolKind>(info.variant), inst.attrs), in[0],
+                           y);
+    case OpFamily::AdaptivePool:
+      return backend_.adaptivePool(static_cast<PoolKind>(info.variant), in[0], y);
+    case OpFamily::BatchNorm:
+      return backend_.batchNorm(in[0], in[1], in[2], optional(3), optional(4),
+                                attrDouble(inst, "eps"), y);
+    case OpFamily::GroupNorm:
+      return backend_.groupNorm(in[0], attrInt(inst, "groups"), optional(1), optional(2),
+                                attrDouble(inst, "eps"), y);
+    case OpFamily::Reduce: {
+      const ReduceArgs args = reduceArgs(info, inst.attrs);
+      return backend_.reduce(static_cast<ReduceKind>(info.variant), in[0], args.dims,
+                             args.correction, y);
+    }
+    case OpFamily::Unary: {
+      const UnaryOp op = static_cast<UnaryOp>(info.variant);
+      const UnaryArgs args = unaryArgs(op, inst.attrs);
+      return backend_.unary(op, args.a, args.b, in[0], y);
+    }
+    case OpFamily::None: break;
+    }
+    fail(std::string("op '") + info.name + "' has no family");
   }
 
   Activation activationKind(const Instruction &inst) const {

@@ -1,6 +1,7 @@
 #include "runtime/OpTable.h"
 
 #include "runtime/InitOps.h"
+#include "runtime/OpFamilies.h"
 #include "runtime/Plan.h"
 
 #include <array>
@@ -25,10 +26,19 @@ Workspace orthogonalWorkspace(const Buffer &output) {
 #include "runtime/OpTable.def"
 #undef SHARDC_OP
 
+using runtime::PoolKind;
+using runtime::ReduceKind;
+using runtime::UnaryOp;
+
 const OpInfo kOps[] = {
 #define SHARDC_OP(code, name, minIn, maxIn, outs, memory, workspace, ...)              \
   OpInfo{OpCode::code,   name, minIn, maxIn, outs, OpMemory::memory, workspace,         \
          std::span<const AttrSpec>(code##Attrs, std::size(code##Attrs) - 1)},
+#define SHARDC_FAMILY_OP(code, name, family, variant, minIn, maxIn, outs, memory, workspace,  \
+                         ...)                                                                 \
+  OpInfo{OpCode::code,   name, minIn, maxIn, outs, OpMemory::memory, workspace,               \
+         std::span<const AttrSpec>(code##Attrs, std::size(code##Attrs) - 1),                  \
+         OpFamily::family, static_cast<int>(variant)},
 #include "runtime/OpTable.def"
 #undef SHARDC_OP
 };
@@ -67,6 +77,20 @@ const char *opMemoryName(OpMemory memory) {
   case OpMemory::WritesOutput: return "writes output";
   case OpMemory::InPlace: return "in place";
   case OpMemory::Collective: return "collective";
+  }
+  return "?";
+}
+
+const char *opFamilyName(OpFamily family) {
+  switch (family) {
+  case OpFamily::None: return "none";
+  case OpFamily::Conv: return "convolution";
+  case OpFamily::Pool: return "pooling";
+  case OpFamily::AdaptivePool: return "adaptive pooling";
+  case OpFamily::BatchNorm: return "batch norm";
+  case OpFamily::GroupNorm: return "group norm";
+  case OpFamily::Reduce: return "reduction";
+  case OpFamily::Unary: return "unary";
   }
   return "?";
 }

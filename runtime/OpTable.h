@@ -53,6 +53,11 @@ struct Workspace {
 };
 using WorkspaceRule = Workspace (*)(const Buffer &output);
 
+/// The op family of a SHARDC_FAMILY_OP (runtime/OpFamilies.h): it names the
+/// op's shape and dtype rule and its Backend method (runtime/OpRules.h).
+enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary };
+const char *opFamilyName(OpFamily family);
+
 inline constexpr int kAny = -1;  // no upper bound on the operand count
 
 struct OpInfo {
@@ -62,7 +67,11 @@ struct OpInfo {
   OpMemory memory;
   WorkspaceRule workspace;  // nullptr: none
   std::span<const AttrSpec> attrs;
+  OpFamily family = OpFamily::None;  // None: a SHARDC_OP
+  int variant = 0;                   // the family's enum value (UnaryOp, PoolKind, ...)
 
+  /// A family op: one generic tc op, read and lowered from this table alone.
+  bool generic() const { return family != OpFamily::None; }
   /// The attribute spec named `name`, or nullptr.
   const AttrSpec *attr(std::string_view name) const;
 };

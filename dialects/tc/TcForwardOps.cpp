@@ -1,6 +1,8 @@
 //===- TcForwardOps.cpp - verifiers of the tc model ops -------------------===//
 #include "dialects/tc/TcOps.h"
 
+#include "runtime/OpRules.h"
+
 #include "mlir/Dialect/Traits.h"
 
 using namespace mlir;
@@ -257,4 +259,163 @@ LogicalResult CrossEntropyOp::verify() {
       failed(requireSameElementType(*this, {getLogits(), getResult()})))
     return failure();
   return requireResultShape(*this, {});
+}
+
+// ---- tc.op: the op table's family ops --------------------------------------
+
+namespace {
+
+/// The table's kind of an MLIR attribute value, or nullopt when it has none.
+std::optional<shardc::plan::AttrValue> planValue(Attribute attr,
+                                                 shardc::plan::AttrKind kind) {
+  using shardc::plan::AttrKind;
+  switch (kind) {
+  case AttrKind::Int:
+    if (auto i = dyn_cast<IntegerAttr>(attr); i && i.getType().isInteger(64))
+      return i.getInt();
+    return std::nullopt;
+  case AttrKind::Float:
+    if (auto f = dyn_cast<FloatAttr>(attr); f && f.getType().isF64())
+      return f.getValueAsDouble();
+    return std::nullopt;
+  case AttrKind::String:
+    if (auto str = dyn_cast<StringAttr>(attr))
+      return str.str();
+    return std::nullopt;
+  case AttrKind::IntList: {
+    auto array = dyn_cast<ArrayAttr>(attr);
+    if (!array)
+      return std::nullopt;
+    std::vector<int64_t> list;
+    for (Attribute element : array) {
+      auto i = dyn_cast<IntegerAttr>(element);
+      if (!i || !i.getType().isInteger(64))
+        return std::nullopt;
+      list.push_back(i.getInt());
+    }
+    return list;
+  }
+  }
+  return std::nullopt;
+}
+
+const char *kindSyntax(shardc::plan::AttrKind kind) {
+  using shardc::plan::AttrKind;
+  switch (kind) {
+  case AttrKind::Int: return "an i64 integer";
+  case AttrKind::Float: return "an f64 float";
+  case AttrKind::String: return "a string";
+  case AttrKind::IntList: return "a list of i64 integers";
+  }
+  return "?";
+}
+
+std::string familyOpNames() {
+  std::string names;
+  for (const shardc::plan::OpInfo &info : shardc::plan::allOps())
+    if (info.generic())
+      names += (names.empty() ? "" : ", ") + std::string(info.name);
+  return names;
+}
+
+FailureOr<shardc::plan::DType> runtimeDType(Operation *op, Type type) {
+  Type element = cast<RankedTensorType>(type).getElementType();
+  if (element.isF32()) return shardc::plan::DType::F32;
+  if (element.isBF16()) return shardc::plan::DType::BF16;
+  if (element.isF16()) return shardc::plan::DType::F16;
+  if (element.isF64()) return shardc::plan::DType::F64;
+  if (element.isInteger(64)) return shardc::plan::DType::I64;
+  return op->emitOpError() << "element type " << element << " has no runtime dtype";
+}
+
+/// The table entry of a tc.op name, or an error.
+FailureOr<const shardc::plan::OpInfo *> tableEntry(TableOp op) {
+  std::optional<shardc::plan::OpCode> code =
+      shardc::plan::parseOpCode(op.getOpName().str());
+  if (!code)
+    return op.emitOpError() << "unknown op \"" << op.getOpName()
+                            << "\"; tc.op takes the op table's family ops: "
+                            << familyOpNames();
+  const shardc::plan::OpInfo &info = shardc::plan::opInfo(*code);
+  if (!info.generic())
+    return op.emitOpError() << "\"" << op.getOpName()
+                            << "\" is not a family op of the op table (it has its "
+                               "own tc op or is not a forward op)";
+  return &info;
+}
+
+} // namespace
+
+FailureOr<std::map<std::string, shardc::plan::AttrValue>> mlir::tc::tableAttrs(TableOp op) {
+  FailureOr<const shardc::plan::OpInfo *> info = tableEntry(op);
+  if (failed(info))
+    return failure();
+  std::map<std::string, shardc::plan::AttrValue> attrs;
+  for (NamedAttribute named : op->getAttrs()) {
+    if (named.getName() == op.getOpNameAttrName())
+      continue;
+    const shardc::plan::AttrSpec *spec = (*info)->attr(named.getName().strref());
+    if (!spec) {
+      InFlightDiagnostic diag = op.emitOpError()
+                                << "\"" << op.getOpName() << "\" has no attribute '"
+                                << named.getName().strref() << "' (it takes";
+      if ((*info)->attrs.empty())
+        diag << " none";
+      for (const shardc::plan::AttrSpec &known : (*info)->attrs)
+        diag << " " << known.name;
+      return diag << ")";
+    }
+    std::optional<shardc::plan::AttrValue> value = planValue(named.getValue(), spec->kind);
+    if (!value)
+      return op.emitOpError() << "attribute '" << spec->name << "' must be "
+                              << kindSyntax(spec->kind) << ", got " << named.getValue();
+    attrs[spec->name] = std::move(*value);
+  }
+  for (const shardc::plan::AttrSpec &spec : (*info)->attrs)
+    if (spec.required && !attrs.count(spec.name))
+      return op.emitOpError() << "\"" << op.getOpName() << "\" needs attribute '"
+                              << spec.name << "' (" << kindSyntax(spec.kind) << ")";
+  return attrs;
+}
+
+Attribute mlir::tc::tableAttr(Builder &builder, const shardc::plan::AttrValue &value) {
+  if (auto *i = std::get_if<int64_t>(&value))
+    return builder.getI64IntegerAttr(*i);
+  if (auto *f = std::get_if<double>(&value))
+    return builder.getF64FloatAttr(*f);
+  if (auto *str = std::get_if<std::string>(&value))
+    return builder.getStringAttr(*str);
+  return builder.getI64ArrayAttr(std::get<std::vector<int64_t>>(value));
+}
+
+LogicalResult TableOp::verify() {
+  FailureOr<std::map<std::string, shardc::plan::AttrValue>> attrs = tableAttrs(*this);
+  if (failed(attrs))
+    return failure();
+  const shardc::plan::OpInfo &info =
+      shardc::plan::opInfo(*shardc::plan::parseOpCode(getOpName().str()));
+  std::vector<shardc::runtime::TensorType> operands;
+  for (Value input : getInputs()) {
+    FailureOr<shardc::plan::DType> dtype = runtimeDType(*this, input.getType());
+    if (failed(dtype))
+      return failure();
+    auto shape = tensorOf(input).getShape();
+    operands.push_back({shardc::runtime::Shape(shape.begin(), shape.end()), *dtype});
+  }
+  shardc::runtime::TensorType expected;
+  if (std::optional<std::string> reason =
+          shardc::runtime::tryResultType(info, operands, *attrs, expected))
+    return emitOpError() << *reason;
+  FailureOr<shardc::plan::DType> dtype = runtimeDType(*this, getType());
+  if (failed(dtype))
+    return failure();
+  auto declared = tensorOf(getResult()).getShape();
+  if (*dtype != expected.dtype ||
+      shardc::runtime::Shape(declared.begin(), declared.end()) != expected.shape) {
+    InFlightDiagnostic diag = emitOpError() << "result type " << getType()
+                                            << " differs from the op table rule's [";
+    llvm::interleave(expected.shape, diag, "x");
+    return diag << "] " << shardc::plan::dtypeName(expected.dtype);
+  }
+  return success();
 }

@@ -151,4 +151,32 @@ def Tc_CrossEntropyOp : Tc_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tc_TableOp : Tc_Op<"op", [Pure]> {
+  let summary = "A family op of the runtime's op table, named by a string";
+  let description = [{
+    One generic op for every SHARDC_FAMILY_OP of runtime/OpTable.def
+    (convolution, pooling, batch/group norm, reductions, the unary family):
+
+    ```mlir
+    %y = tc.op "conv"(%x, %w) {stride = [2, 2], padding = [1, 1],
+                                dilation = [1, 1], groups = 1}
+        : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x4x4xf32>
+    ```
+
+    The verifier asks the runtime's table (the same code the graph reader
+    and the executor run): the name is a family op, the operand count is in
+    its range, every attribute is one of its attributes with the table's kind
+    (integer: i64, float: f64, string, integer list: `[i64, ...]`), the
+    required ones are present, and the family's shape and dtype rule gives
+    exactly the declared result type. The lowering copies the attributes
+    into the plan instruction of the same name.
+  }];
+  let arguments = (ins StrAttr:$op_name, Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $op_name `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SHARDC_TC_FORWARD_OPS

@@ -8,6 +8,10 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "runtime/Plan.h"
+
+#include <map>
+#include <string>
 
 #include "dialects/tc/TcInterfaces.h.inc"
 
@@ -27,5 +31,12 @@ bool isShardableGenerator(Operation *op);
 /// Checks the module-wide rules no single op can see: every tc.param is
 /// materialized exactly once, inside func @init. Linear in the module size.
 LogicalResult verifyProgram(ModuleOp module);
+
+/// tc.op's table attributes (every attribute but op_name) as plan values,
+/// checked against the op table (names, kinds, required ones); emits the
+/// error on `op` and fails otherwise.
+FailureOr<std::map<std::string, shardc::plan::AttrValue>> tableAttrs(TableOp op);
+/// The MLIR attribute of a plan attribute value (tc.op's attribute form).
+Attribute tableAttr(Builder &builder, const shardc::plan::AttrValue &value);
 
 } // namespace mlir::tc

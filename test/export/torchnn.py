@@ -2,6 +2,7 @@
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 def transformer_encoder(d_model=32, nhead=4, dim_feedforward=64, num_layers=2,
@@ -27,14 +28,27 @@ class SelfAttention(nn.Module):
 
 
 class ConvNet(nn.Module):
-    """A convolution: no graph op yet, so the exporter must refuse it by name."""
+    """A cumulative sum after a convolution: cumsum has no graph op yet, so the
+    exporter must refuse it by name."""
 
     def __init__(self):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
 
     def forward(self, x):
-        return self.stem(x).sum(-1, keepdim=True)
+        return self.stem(x).sum(-1, keepdim=True).cumsum(-2)
+
+
+class PoolIndices(nn.Module):
+    """Max pooling whose indices forward reads: only the pooled values map."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y, idx = F.max_pool2d(self.conv(x), 2, return_indices=True)
+        return y + idx.to(y.dtype)
 
 
 def transformer_decoder(d_model=32, nhead=4, dim_feedforward=64, num_layers=1,

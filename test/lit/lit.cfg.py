@@ -47,6 +47,9 @@ python_feature("torch", torch_python, ["torch"])
 venv_python = os.path.join(os.environ.get("SHARDC_VENV", "/opt/shardc-venv"), "bin", "python")
 config.substitutions.append(("%venv_python", venv_python))
 python_feature("venv", venv_python, ["torch", "safetensors", "numpy"])
+python_feature("torchvision", venv_python, ["torchvision"])
+# Hugging Face transformers in the same environment (test/lit/export/aten-hf*.test)
+python_feature("hf", venv_python, ["torch", "safetensors", "numpy", "transformers"])
 # scripts/sanitize.sh's build (it exports ASAN_OPTIONS and builds with
 # -fsanitize=address): the OS's memory figures do not hold under
 # AddressSanitizer (shadow memory, quarantine), and tests that cap the

@@ -12,7 +12,9 @@ import sys
 
 ENVS = [("/usr/bin/python3", ["torch"], "Debian's torch 1.13 (python3-torch)"),
         (os.path.join(os.environ.get("SHARDC_VENV", "/opt/shardc-venv"), "bin", "python"),
-         ["torch", "safetensors", "numpy"], "the pinned environment (docs/python-env.md)")]
+         ["torch", "safetensors", "numpy"], "the pinned environment (docs/python-env.md)"),
+        (os.path.join(os.environ.get("SHARDC_VENV", "/opt/shardc-venv"), "bin", "python"),
+         ["transformers", "timm"], "its Hugging Face packages (docs/python-env.md)")]
 
 missing = []
 for python, modules, what in ENVS:

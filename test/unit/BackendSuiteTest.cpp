@@ -13,6 +13,7 @@
 #include "runtime/HalfFloat.h"
 #include "runtime/InitOps.h"
 #include "runtime/LocalCommunicator.h"
+#include "runtime/OpRules.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
 #include "runtime/checkpoint/LoadPlan.h"
@@ -283,6 +284,57 @@ std::vector<SuiteCase> suiteCases() {
                               {input("logits", DType::F32, {4, 7}),
                                input("targets", DType::I64, {4}, 7)},
                               DType::F32, {}, {{"ignore_index", int64_t{-100}}}));
+  // ---- the op families (SHARDC_FAMILY_OP): one case per op and dtype, the
+  // output type from the family's rule (runtime/OpRules.h) ----
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (const OpInfo &info : allOps()) {
+      if (!info.generic()) continue;
+      std::vector<HostTensor> in;
+      std::map<std::string, AttrValue> attrs;
+      using L = std::vector<int64_t>;
+      switch (info.family) {
+      case OpFamily::Conv:  // grouped, strided, padded, with bias
+        in = {input("x", dt, {2, 4, 7, 7}), input("w", dt, {6, 2, 3, 3}), input("b", dt, {6})};
+        attrs = {{"stride", L{2, 2}}, {"padding", L{1, 1}}, {"dilation", L{1, 1}},
+                 {"groups", int64_t{2}}};
+        break;
+      case OpFamily::Pool:
+        in = {input("x", dt, {2, 3, 7, 7})};
+        attrs = {{"kernel", L{3, 3}}, {"stride", L{2, 2}}, {"padding", L{1, 1}}};
+        break;
+      case OpFamily::AdaptivePool:
+        in = {input("x", dt, {2, 3, 7, 5})};
+        attrs = {{"output_size", L{3, 2}}};
+        break;
+      case OpFamily::BatchNorm:  // eps keeps var + eps positive for these inputs
+        in = {input("x", dt, {2, 3, 4, 5}), input("mean", dt, {3}), input("var", dt, {3}),
+              input("w", dt, {3}), input("b", dt, {3})};
+        attrs = {{"eps", 8.0}};
+        break;
+      case OpFamily::GroupNorm:
+        in = {input("x", dt, {2, 6, 5}), input("w", dt, {6}), input("b", dt, {6})};
+        attrs = {{"groups", int64_t{3}}, {"eps", 1e-5}};
+        break;
+      case OpFamily::Reduce:
+        in = {input("x", dt, {3, 4, 5})};
+        attrs = {{"dims", L{1}}};
+        break;
+      case OpFamily::Unary:
+        in = {input("x", dt, {9, 7})};
+        if (info.attr("min")) attrs = {{"min", -0.5}, {"max", 0.5}};
+        if (info.attr("exponent")) attrs = {{"exponent", 3.0}};
+        if (info.attr("negative_slope")) attrs = {{"negative_slope", 0.2}};
+        break;
+      case OpFamily::None: break;
+      }
+      std::vector<runtime::TensorType> types;
+      for (const HostTensor &t : in) types.push_back({t.shape, t.dtype});
+      const runtime::TensorType out = runtime::resultType(info, types, attrs);
+      cases.push_back(forwardCase(std::string(info.name) + " " + dtypeName(dt), info.code,
+                                  std::move(in), out.dtype, out.shape, std::move(attrs)));
+      if (out.dtype == DType::I64) cases.back().tolerance = 0;  // indices: exact
+    }
+  }
   return cases;
 }
 

@@ -1,6 +1,7 @@
 // The op table (runtime/OpTable.def): names round-trip, every entry is
 // documented in docs/ops.md with its attributes and its CUDA status, and the
 // memory model and executor core act on the table's memory column.
+#include "runtime/OpFamilies.h"
 #include "runtime/OpTable.h"
 #include "runtime/cuda/UnsupportedOps.h"
 
@@ -78,4 +79,36 @@ TEST_CASE("every op in the table is documented in docs/ops.md", "[optable]") {
   for (size_t at = doc.find("\n| `"); at != std::string::npos; at = doc.find("\n| `", at + 1))
     ++documented;
   CHECK(documented == rows);
+}
+
+TEST_CASE("family ops name their family's variant, once each", "[optable]") {
+  using shardc::runtime::PoolKind;
+  using shardc::runtime::UnaryOp;
+  std::set<int> unary;
+  for (const OpInfo &info : allOps()) {
+    INFO("op " << info.name);
+    CHECK(info.generic() == (info.family != OpFamily::None));
+    if (!info.generic()) continue;
+    CHECK(info.outputs == 1);
+    CHECK(info.memory == OpMemory::WritesOutput);
+    const std::string name = info.name;
+    switch (info.family) {
+    case OpFamily::Unary: {
+      // The table name is the kernel's (sqrt_out, clamp_out, pow_scalar:
+      // the kernel's name and a suffix).
+      const std::string kernel = shardc::runtime::unaryOpName(static_cast<UnaryOp>(info.variant));
+      CHECK(name.rfind(kernel, 0) == 0);
+      CHECK(unary.insert(info.variant).second);
+      break;
+    }
+    case OpFamily::Pool:
+    case OpFamily::AdaptivePool:
+      CHECK((name.find("max") != std::string::npos) ==
+            (static_cast<PoolKind>(info.variant) == PoolKind::Max));
+      break;
+    default: break;
+    }
+  }
+  // Every UnaryOp has its table op.
+  CHECK(unary.size() == static_cast<size_t>(UnaryOp::Softplus) + 1);
 }

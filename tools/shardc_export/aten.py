@@ -16,13 +16,22 @@ import torch
 
 from .init_recorder import ExportError, to_graph_chain
 from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter
+from . import aten_consts as hf
 
 aten = torch.ops.aten
 
 # Kept whole rather than decomposed: the graph format has one fused attention
 # op (scaled_dot_product_attention), measurably better than the matmul /
-# softmax / matmul chain it would otherwise decompose into.
-KEPT_WHOLE = (aten.scaled_dot_product_attention.default,)
+# softmax / matmul chain it would otherwise decompose into;
+# hardswish / hardsigmoid are single unary graph ops (the op table's unary
+# family): one pass and one buffer instead of the four elementwise ops and
+# three buffers of their decomposition.
+# Pooling too: the table may rewrite an adaptive pool into as_strided views
+# (convnext at a 2x2 map), which have no graph op, where the pool is one.
+KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
+              aten.hardsigmoid.default, aten._adaptive_avg_pool2d.default,
+              aten.adaptive_max_pool2d.default, aten.avg_pool2d.default,
+              aten.max_pool2d_with_indices.default)
 
 
 class Expanded:
@@ -105,7 +114,7 @@ def trace(model, metas):
             raise ExportError("torch.export could not trace forward: %s: %s"
                               % (type(e).__name__, first))
         table = torch.export.default_decompositions()
-        for op in KEPT_WHOLE:
+        for op in KEPT_WHOLE + hf.KEPT_WHOLE:
             if op in table:
                 del table[op]
         try:
@@ -120,7 +129,8 @@ class AtenLowering(GraphEmitter):
     """ExportedProgram -> graph nodes. Values are G (a graph tensor), Expanded,
     Multi or Python scalars."""
 
-    def __init__(self, model, ep, params, buffers, buffer_chains, input_decls, device):
+    def __init__(self, model, ep, params, buffers, buffer_chains, input_decls, device,
+                 concrete=None):
         self.model, self.ep, self.device = model, ep, device
         self.input_decls = input_decls
         self.by_name = {}  # every (possibly tied) parameter name -> canonical name
@@ -137,6 +147,11 @@ class AtenLowering(GraphEmitter):
         self.high = {}
         self.unbiased_linear = {}  # graph name -> its node dict (fold_bias adds one)
         self.params_shape = {}
+        # constants built in forward, rotary / RMSNorm recognition (aten_consts.py)
+        self.concrete, self.concrete_values = concrete, None
+        self.slice_of = {}  # graph name of a slice -> (source G, dim, start, end)
+        self.fused = hf.fused_modules(ep, lambda n: ep.graph_signature.inputs_to_parameters
+                                      .get(n.name))
 
     # ------------------------------------------------------------ helpers
     def fail(self, node, why):
@@ -151,6 +166,13 @@ class AtenLowering(GraphEmitter):
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
             return v
+        if isinstance(v, hf.Lazy):
+            return v.materialize(self, node)
+        if isinstance(v, hf.Const):
+            return hf.materialize(self, node, v)
+        if isinstance(v, hf.Skipped):
+            self.fail(node, "it reads an intermediate of module %s, lowered as one fused "
+                      "node" % v.module)
         if isinstance(v, Unusable):
             self.fail(node, "its %s is a %s" % (what, v.why))
         if isinstance(v, Expanded):
@@ -186,6 +208,8 @@ class AtenLowering(GraphEmitter):
         outs = []
         for v in out_vals:
             val = self.vals.get(v) if isinstance(v, torch.fx.Node) else v
+            if isinstance(val, hf.Lazy):
+                val = val.materialize(self, v)
             if isinstance(val, Expanded):
                 raise ExportError("forward returns an expanded view; the graph format "
                                   "cannot materialize it yet")
@@ -203,6 +227,9 @@ class AtenLowering(GraphEmitter):
             target = sig.inputs_to_buffers[name]
             bname = self.buffer_names[target]
             t = self.buffer_tensors[target]
+            c = self.buffer_const(target, bname, t)
+            if c is not None:
+                return c
             if t.dtype not in GRAPH_DTYPES or t.dtype == torch.int64:
                 # e.g. BatchNorm's num_batches_tracked: fine as long as forward
                 # does not read it
@@ -220,6 +247,26 @@ class AtenLowering(GraphEmitter):
         raise ExportError("forward reads a tensor constant %s built outside the parameters "
                           "and buffers; the ATen path cannot express it yet" % name)
 
+    def buffer_const(self, target, bname, t):
+        """A buffer folded as a constant (aten_consts.py): integer ones (position
+        / token type ids) and those whose init chain the graph cannot express
+        (rotary inv_freq, Gemma's embed_scale), read from an instance built
+        with its parameters on meta."""
+        if self.concrete is None:
+            return None
+        if t.is_floating_point():
+            try:
+                to_graph_chain(self.buffer_chains.get(bname), list(t.shape), "buffer " + bname)
+                return None
+            except ExportError:
+                pass
+        if self.concrete_values is None:
+            self.concrete_values = self.concrete()
+        v = self.concrete_values.get(target)
+        if v is None or v.numel() > hf.MAX_CONST_ELEMENTS:
+            return None
+        return hf.Const(v)
+
     # ------------------------------------------------------------ ops
     def lower(self, node):
         def arg(a):
@@ -228,8 +275,21 @@ class AtenLowering(GraphEmitter):
             if isinstance(a, (list, tuple)):
                 return type(a)(arg(x) for x in a)
             return a
+        if node.target in hf.NO_VALUE:
+            return None
+        spec = self.fused.get(node)
+        if spec is not None:
+            return hf.Skipped(spec[1]) if spec[0] == "skip" else hf.lower_fused(self, node, spec)
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        folded = hf.try_fold(self, node, args, kwargs)
+        if folded is not None:
+            return folded
+        hf_rule = hf.HF_RULES.get(node.target)
+        if hf_rule is not None:
+            out = hf_rule(self, node, *args, **kwargs)
+            if out is not None:
+                return out
         rule = RULES.get(node.target)
         if rule is None:
             self.fail(node, "no mapping to a shardc graph op (docs/exporter.md lists the "
@@ -279,6 +339,23 @@ def expand(self, node, x, size, **kw):
     return Expanded(x, out)
 
 
+def as_strided(self, node, x, size, stride, storage_offset=0):
+    """Only the as_strided that re-reads a tensor in its own row-major order
+    (a decomposition's restride of size-1 dims, e.g. a pooled [N, C, 1, 1]):
+    a reshape. Other strides need a strided copy of torch's storage."""
+    x = self.tensor(node, x)
+    size = [int(v) for v in size]
+    contiguous, step = [], 1
+    for n in reversed(size):
+        contiguous.insert(0, step)
+        step *= n
+    same_order = all(n == 1 or int(s) == c for n, s, c in zip(size, stride, contiguous))
+    if storage_offset or not same_order or step != x.val.numel():
+        self.fail(node, "as_strided with strides %s (not the tensor's own order) has no "
+                  "graph op" % list(stride))
+    return self.reshape(node, x, size)
+
+
 def select(self, node, x, dim, index):
     x = self.tensor(node, x)
     dim %= len(x.shape)
@@ -298,8 +375,11 @@ def slice_(self, node, x, dim=0, start=None, end=None, step=1):
     start, end = max(0, min(start, n)), max(0, min(end, n))
     if start == 0 and end == n and step == 1:
         return x
-    return self.emit(node, "slice", [x], node.meta["val"], dim=dim, start=start, end=end,
-                     step=step)
+    g = self.emit(node, "slice", [x], node.meta["val"], dim=dim, start=start, end=end,
+                  step=step)
+    if step == 1:
+        self.slice_of[g.name] = (x, dim, start, end)
+    return g
 
 
 def operand(self, node, v, like):
@@ -308,11 +388,14 @@ def operand(self, node, v, like):
         return v.base
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return self.const(v, like)
+    if isinstance(v, hf.Const):
+        return hf.materialize(self, node, v, like)
     return self.tensor(node, v)
 
 
 def elementwise(op):
     def rule(self, node, a, b, alpha=1):
+        a, b = (v.materialize(self, node) if isinstance(v, hf.Lazy) else v for v in (a, b))
         like = a if isinstance(a, G) else (a.base if isinstance(a, Expanded) else
                                           (b.base if isinstance(b, Expanded) else b))
         if not isinstance(like, G):
@@ -461,9 +544,163 @@ def split(self, node, x, sizes, dim=0):
 
 
 def getitem(self, node, seq, i):
+    if isinstance(seq, hf.ConstTuple):
+        return seq.items[i]
     if not isinstance(seq, Multi) or seq.items[i] is None:
         self.fail(node, "result %d of a multi-result op is not mapped" % i)
     return seq.items[i]
+
+
+# ------------------------------------------------- op families (the op table's)
+# Each maps onto one SHARDC_FAMILY_OP of runtime/OpTable.def; the graph reader
+# reads such a node by the table's attribute kinds (docs/graph-format.md).
+def spatial_list(v, n):
+    """torch's int-or-list conv/pool argument as a list of n ints."""
+    if isinstance(v, (list, tuple)):
+        v = [int(x) for x in v]
+        return v * n if len(v) == 1 and n > 1 else v
+    return [int(v)] * n
+
+
+def convolution(self, node, x, w, bias, stride, padding, dilation, transposed,
+                output_padding, groups):
+    x, w = self.tensor(node, x), self.tensor(node, w, "weight")
+    n = len(x.shape) - 2
+    if n not in (1, 2):
+        self.fail(node, "convolution over %d spatial dims (the graph op takes 1 or 2)" % n)
+    ins = [x, w] + ([self.tensor(node, bias, "bias")] if bias is not None else [])
+    attrs = dict(stride=spatial_list(stride, n), padding=spatial_list(padding, n),
+                 dilation=spatial_list(dilation, n), groups=int(groups))
+    if transposed:
+        attrs.update(transposed=1, output_padding=spatial_list(output_padding, n))
+    return self.emit(node, "conv", ins, node.meta["val"], **attrs)
+
+
+def batch_norm_node(self, node, x, weight, bias, mean, var, eps, val):
+    x = self.tensor(node, x)
+    if (weight is None) != (bias is None):
+        self.fail(node, "batch_norm with only one of weight and bias has no graph op")
+    if mean is None or var is None:
+        self.fail(node, "batch_norm without running statistics (training-mode "
+                  "statistics) has no graph op; export the model in eval mode")
+    ins = [x, self.tensor(node, mean, "running_mean"), self.tensor(node, var, "running_var")]
+    if weight is not None:
+        ins += [self.tensor(node, weight, "weight"), self.tensor(node, bias, "bias")]
+    g = self.emit(node, "batch_norm", ins, val, eps=float(eps))
+    return Multi([g, None, None])
+
+
+def batch_norm_no_training(self, node, x, weight, bias, mean, var, momentum, eps):
+    return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
+
+
+def native_batch_norm(self, node, x, weight, bias, mean, var, training, momentum, eps):
+    if training:
+        self.fail(node, "batch_norm in training mode has no graph op; export in eval mode")
+    return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
+
+
+def group_norm(self, node, x, weight, bias, n, c, hw, groups, eps):
+    x = self.tensor(node, x)
+    if (weight is None) != (bias is None):
+        self.fail(node, "group_norm with only one of weight and bias has no graph op")
+    ins = [x] + ([self.tensor(node, weight), self.tensor(node, bias)] if weight is not None
+                 else [])
+    g = self.emit(node, "group_norm", ins, node.meta["val"][0], groups=int(groups),
+                  eps=float(eps))
+    return Multi([g, None, None])
+
+
+INDICES = ("value no graph op produces: the pooling indices (result 1 of %s); only "
+           "the pooled values (result 0) are mapped")
+
+
+def max_pool(self, node, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    x = self.tensor(node, x)
+    n = len(kernel)
+    g = self.emit(node, "max_pool", [x], node.meta["val"][0],
+                  kernel=spatial_list(kernel, n),
+                  stride=spatial_list(stride if stride else kernel, n),
+                  padding=spatial_list(padding, n), dilation=spatial_list(dilation, n),
+                  ceil_mode=int(bool(ceil_mode)))
+    return Multi([g, Unusable(INDICES % node.target)])
+
+
+def avg_pool(self, node, x, kernel, stride=(), padding=0, ceil_mode=False,
+             count_include_pad=True, divisor_override=None):
+    x = self.tensor(node, x)
+    n = len(kernel)
+    attrs = dict(kernel=spatial_list(kernel, n),
+                 stride=spatial_list(stride if stride else kernel, n),
+                 padding=spatial_list(padding, n), ceil_mode=int(bool(ceil_mode)),
+                 count_include_pad=int(bool(count_include_pad)))
+    if divisor_override is not None:
+        attrs["divisor_override"] = int(divisor_override)
+    return self.emit(node, "avg_pool", [x], node.meta["val"], **attrs)
+
+
+def adaptive_avg_pool(self, node, x, output_size):
+    return self.emit(node, "adaptive_avg_pool", [self.tensor(node, x)], node.meta["val"],
+                     output_size=[int(v) for v in output_size])
+
+
+def adaptive_max_pool(self, node, x, output_size):
+    g = self.emit(node, "adaptive_max_pool", [self.tensor(node, x)], node.meta["val"][0],
+                  output_size=[int(v) for v in output_size])
+    return Multi([g, Unusable(INDICES % node.target)])
+
+
+def reduction(op):
+    """sum/mean/amax/amin over `dim` (None or [] = every dim), keepdim."""
+    def rule(self, node, x, dim=None, keepdim=False, dtype=None, **kw):
+        x = self.tensor(node, x)
+        if dtype is not None and dtype != x.val.dtype:
+            self.fail(node, "a reduction into another dtype (%s) has no graph op" % dtype)
+        if isinstance(dim, int):
+            dim = [dim]
+        attrs = {"keepdim": int(bool(keepdim))}
+        if dim:
+            attrs["dims"] = [int(d) for d in dim]
+        return self.emit(node, op, [x], node.meta["val"], **attrs)
+    return rule
+
+
+def var_correction(self, node, x, dim=None, correction=None, keepdim=False):
+    x = self.tensor(node, x)
+    attrs = {"keepdim": int(bool(keepdim))}
+    if dim:
+        attrs["dims"] = [int(d) for d in dim]
+    if correction is not None:
+        if correction != int(correction):
+            self.fail(node, "var with a fractional correction has no graph op")
+        attrs["correction"] = int(correction)
+    return self.emit(node, "var", [x], node.meta["val"], **attrs)
+
+
+def arg_reduction(op):
+    def rule(self, node, x, dim=None, keepdim=False):
+        attrs = {"keepdim": int(bool(keepdim))}
+        if dim is not None:
+            attrs["dims"] = [int(dim)]
+        return self.emit(node, op, [self.tensor(node, x)], node.meta["val"], **attrs)
+    return rule
+
+
+def scalar_attrs(op, names, defaults=()):
+    """A unary family op whose ATen scalars become float attributes (None:
+    absent)."""
+    def rule(self, node, x, *scalars, **kw):
+        values = list(scalars) + [kw.get(n, d) for n, d in
+                                  list(zip(names, defaults))[len(scalars):]]
+        attrs = {n: float(v) for n, v in zip(names, values) if v is not None}
+        return self.emit(node, op, [self.tensor(node, x)], node.meta["val"], **attrs)
+    return rule
+
+
+def elu(self, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if scale != 1 or input_scale != 1:
+        self.fail(node, "elu with scale or input_scale (selu) has no graph op")
+    return self.emit(node, "elu", [self.tensor(node, x)], node.meta["val"], alpha=float(alpha))
 
 
 RULES = {
@@ -479,6 +716,7 @@ RULES = {
     aten.detach.default: identity,
     aten._to_copy.default: identity,
     aten.permute.default: permute,
+    aten.as_strided.default: as_strided,
     aten.expand.default: expand,
     aten.select.int: select,
     aten.slice.Tensor: slice_,
@@ -502,6 +740,46 @@ RULES = {
     aten.embedding.default: embedding,
     aten.cat.default: cat,
     aten.split_with_sizes.default: split,
+    # torch.export's own check of a .to()'s operand: nothing to compute
+    aten._assert_tensor_metadata.default: lambda self, node, *args, **kwargs: None,
+    aten.convolution.default: convolution,
+    aten._native_batch_norm_legit_no_training.default: batch_norm_no_training,
+    aten.native_batch_norm.default: native_batch_norm,
+    aten.native_group_norm.default: group_norm,
+    aten.max_pool2d_with_indices.default: max_pool,
+    aten.avg_pool2d.default: avg_pool,
+    aten._adaptive_avg_pool2d.default: adaptive_avg_pool,
+    aten.adaptive_max_pool2d.default: adaptive_max_pool,
+    aten.sum.dim_IntList: reduction("sum"),
+    aten.sum.default: reduction("sum"),
+    aten.mean.dim: reduction("mean"),
+    aten.mean.default: reduction("mean"),
+    aten.amax.default: reduction("amax"),
+    aten.amin.default: reduction("amin"),
+    aten.var.correction: var_correction,
+    aten.argmax.default: arg_reduction("argmax"),
+    aten.argmin.default: arg_reduction("argmin"),
+    aten.sigmoid.default: unary("sigmoid"),
+    aten.tanh.default: unary("tanh"),
+    aten.exp.default: unary("exp"),
+    aten.log.default: unary("log"),
+    aten.sqrt.default: unary("sqrt_out"),
+    aten.rsqrt.default: unary("rsqrt"),
+    aten.neg.default: unary("neg_out"),
+    aten.abs.default: unary("abs"),
+    aten.erf.default: unary("erf"),
+    aten.sin.default: unary("sin"),
+    aten.cos.default: unary("cos"),
+    aten.reciprocal.default: unary("reciprocal"),
+    aten.hardswish.default: unary("hardswish"),
+    aten.hardsigmoid.default: unary("hardsigmoid"),
+    aten.mish.default: unary("mish"),
+    aten.hardtanh.default: scalar_attrs("clamp_out", ("min", "max"), (-1.0, 1.0)),
+    aten.clamp.default: scalar_attrs("clamp_out", ("min", "max"), (None, None)),
+    aten.leaky_relu.default: scalar_attrs("leaky_relu", ("negative_slope",), (0.01,)),
+    aten.elu.default: elu,
+    aten.pow.Tensor_Scalar: scalar_attrs("pow_scalar", ("exponent",)),
+    aten.softplus.default: scalar_attrs("softplus", ("beta", "threshold"), (1.0, 20.0)),
     operator.getitem: getitem,
 }
 

@@ -134,14 +134,16 @@ def default_capture():
     return "aten" if major >= 2 else "fx"
 
 
-def capture_aten(model, metas, params, buffers, buffer_chains, inputs, device, output_names):
+def capture_aten(model, metas, params, buffers, buffer_chains, inputs, device, output_names,
+                 concrete=None):
     # arguments with defaults keep them (torch.export calls forward as Python does)
     if not hasattr(torch, "export"):
         raise ExportError("--capture aten needs torch >= 2.1 (this is torch %s)"
                           % torch.__version__)
     from . import aten  # torch 2 only: names ATen ops 1.13 lacks
     ep = aten.trace(model, metas)
-    low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device)
+    low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device,
+                            concrete=concrete)
     return low, low.run(output_names)
 
 
@@ -199,6 +201,16 @@ def export(args):
     metas = {d["name"]: torch.empty(d["shape"], dtype=_DTYPE_NAMES[d["dtype"]], device="meta")
              for d in inputs}
     output_names = args.output_names.split(",") if args.output_names else None
+
+    def buffer_values():
+        # buffer values (parameters on meta) for constants folded in forward
+        from .aten_consts import concrete_buffers
+        try:
+            return concrete_buffers(factory, kwargs)
+        except Exception as e:
+            raise ExportError("constructing %s with parameters on meta (to read its "
+                              "buffers' values) failed: %s: %s" % (
+                                  getattr(factory, "__name__", factory), type(e).__name__, e))
     capture = args.capture
     if capture is None and default_capture() == "aten":
         # torch 2: ATen capture first; a model it cannot map yet but the
@@ -206,7 +218,7 @@ def export(args):
         # cross_entropy) still exports, as it did before ATen capture.
         try:
             low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
-                                        inputs, device, output_names)
+                                        inputs, device, output_names, buffer_values)
             capture = "aten"
         except ExportError as aten_error:
             try:
@@ -217,7 +229,7 @@ def export(args):
                 raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
     elif capture == "aten":
         low, outputs = capture_aten(model, metas, params, buffers, buffer_chains, inputs,
-                                    device, output_names)
+                                    device, output_names, buffer_values)
     else:
         low, outputs = capture_fx(model, metas, concrete, params, buffers, buffer_chains,
                                   inputs, device, output_names)

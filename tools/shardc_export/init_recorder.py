@@ -106,6 +106,13 @@ class MetaFactoryMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         name = _FACTORIES.get(func)
+        if name == "tensor" and "device" not in kwargs and len(args) == 1 and \
+                isinstance(args[0], (list, tuple)) and len(args[0]) == 0:
+            # `torch.tensor([]).device` is how Hugging Face asks whether a
+            # meta-device context is active (it then skips _init_weights):
+            # an empty literal holds no data, so it may stay on CPU and HF
+            # runs (and we record) its init as it does eagerly.
+            return func(*args, **kwargs)
         if name is not None:
             kwargs["device"] = "meta"
             kwargs.pop("pin_memory", None)

@@ -1,0 +1,120 @@
+"""Hugging Face transformers models for the model zoo (bench/zoo.py) and the
+export tests (test/lit/export/aten-hf.test): each architecture built from a
+small config, as a user builds it (AutoModel*.from_config, no downloaded
+weights), in eval mode, with the KV cache off (use_cache=False) so forward
+returns logits / hidden states only."""
+
+import importlib
+
+
+class _Lazy:
+    """transformers, imported on first use: bench/zoo_models.py (and every
+    torchvision export of the zoo) reads this module's ZOO table without
+    paying transformers' import."""
+
+    def __getattr__(self, name):
+        return getattr(importlib.import_module("transformers"), name)
+
+
+tf = _Lazy()
+
+# Attention through F.scaled_dot_product_attention, the graph's fused op
+# (docs/exporter.md, "Hugging Face models").
+ATTN = "sdpa"
+
+# One small shape for every decoder-only LM: 2 layers, 4 heads of 16.
+LM = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+          num_attention_heads=4, max_position_embeddings=128, use_cache=False,
+          tie_word_embeddings=False)
+
+
+def _build(config, auto=None):
+    auto = auto or tf.AutoModelForCausalLM
+    config._attn_implementation = ATTN
+    model = auto.from_config(config, attn_implementation=ATTN)
+    return model.eval()
+
+
+def _lm(config_class, kw, **extra):
+    """A small decoder-only LM (grouped-query attention: 4 heads share 2 key / value
+    heads): LM's shape, then `extra`, then the caller's kw."""
+    return _build(config_class(**dict(dict(LM, num_key_value_heads=2, **extra), **kw)))
+
+
+def llama(**kw):
+    return _lm(tf.LlamaConfig, kw)
+
+
+def mistral(**kw):
+    return _lm(tf.MistralConfig, kw, sliding_window=None)
+
+
+def qwen2(**kw):
+    return _lm(tf.Qwen2Config, kw)
+
+
+# nn.Embedding(padding_idx=...) zeroes one row of its weight at init, a write
+# into part of a tensor that the graph's init chains cannot express
+# (docs/exporter.md): BERT and Gemma are built without a padding row.
+NO_PAD = {"pad_token_id": None}
+
+
+def gemma(**kw):
+    return _lm(tf.GemmaConfig, kw, head_dim=16, tie_word_embeddings=True, **NO_PAD)
+
+
+def phi(**kw):
+    return _lm(tf.PhiConfig, kw)
+
+
+def mixtral(**kw):
+    return _lm(tf.MixtralConfig, kw, num_local_experts=4, num_experts_per_tok=2)
+
+
+def gpt2(**kw):
+    return _build(tf.GPT2Config(**dict(dict(vocab_size=256, n_embd=64, n_layer=2, n_head=4,
+                                            n_positions=128, use_cache=False,
+                                            bos_token_id=0, eos_token_id=0), **kw)))
+
+
+def bert(**kw):
+    cfg = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+               num_attention_heads=4, max_position_embeddings=128)
+    return _build(tf.BertConfig(**dict(cfg, **dict(NO_PAD, **kw))), tf.AutoModel)
+
+
+def t5(**kw):
+    cfg = dict(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+               use_cache=False)
+    return _build(tf.T5Config(**dict(cfg, **kw)), tf.AutoModelForSeq2SeqLM)
+
+
+def vit(**kw):
+    cfg = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=64,
+               intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+    return _build(tf.ViTConfig(**dict(cfg, **kw)), tf.AutoModel)
+
+
+# The zoo's sizes: 4 layers of width 256 (4 heads of 64), vocabulary 1024,
+# 2 sequences of 128 tokens: big enough for forward times in milliseconds,
+# small enough to export in seconds. The tests use the factories' defaults.
+WIDE = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4,
+        "vocab_size": 1024, "max_position_embeddings": 256}
+IDS = {"input_ids": {"shape": [2, 128], "dtype": "int64", "high": 1024}}
+ZOO = {
+    "HF GPT-2": ("zoo_hf:gpt2", {"n_embd": 256, "n_layer": 4, "vocab_size": 1024,
+                                 "n_positions": 256}, IDS),
+    "HF Llama": ("zoo_hf:llama", WIDE, IDS),
+    "HF Mistral": ("zoo_hf:mistral", WIDE, IDS),
+    "HF Qwen2": ("zoo_hf:qwen2", WIDE, IDS),
+    "HF Gemma": ("zoo_hf:gemma", dict(WIDE, head_dim=64), IDS),
+    "HF Phi": ("zoo_hf:phi", WIDE, IDS),
+    "HF Mixtral (MoE)": ("zoo_hf:mixtral", WIDE, IDS),
+    "HF BERT": ("zoo_hf:bert", WIDE, IDS),
+    "HF T5": ("zoo_hf:t5", {"d_model": 256, "d_kv": 64, "d_ff": 1024, "num_layers": 4,
+                            "vocab_size": 1024},
+              dict(IDS, decoder_input_ids={"shape": [2, 32], "dtype": "int64", "high": 1024})),
+    "HF ViT": ("zoo_hf:vit", {"image_size": 224, "patch_size": 16, "hidden_size": 192,
+                              "intermediate_size": 768, "num_hidden_layers": 4,
+                              "num_attention_heads": 3}, {"pixel_values": [2, 3, 224, 224]}),
+}

@@ -1,0 +1,197 @@
+#include "runtime/OpRules.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/RuntimeError.h"
+
+#include <cmath>
+#include <limits>
+
+namespace shardc::runtime {
+namespace {
+
+using plan::AttrValue;
+using plan::OpFamily;
+using plan::OpInfo;
+
+// Attribute readers: kinds are checked before (table), absent = fallback.
+int64_t intOr(const AttrMap &attrs, const char *name, int64_t fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : std::get<int64_t>(it->second);
+}
+double floatOr(const AttrMap &attrs, const char *name, double fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : std::get<double>(it->second);
+}
+std::vector<int64_t> listOr(const AttrMap &attrs, const char *name,
+                            std::vector<int64_t> fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : std::get<std::vector<int64_t>>(it->second);
+}
+
+/// A 0/1 flag attribute.
+bool flag(const char *op, const AttrMap &attrs, const char *name, bool fallback) {
+  int64_t value = intOr(attrs, name, fallback ? 1 : 0);
+  if (value != 0 && value != 1)
+    checks::fail(op, std::string(name) + " must be 0 or 1, got " + std::to_string(value));
+  return value == 1;
+}
+
+/// A per-spatial-dim list of `dims` entries.
+std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *name,
+                             size_t dims, std::vector<int64_t> fallback) {
+  std::vector<int64_t> list = listOr(attrs, name, std::move(fallback));
+  if (list.size() != dims)
+    checks::fail(op, std::string(name) + " needs " + std::to_string(dims) +
+                         " entries (one per spatial dim), got " + std::to_string(list.size()));
+  return list;
+}
+
+/// Float operands of one dtype: float32, bfloat16, float16 (the unary ops
+/// and reductions also float64, as their kernels).
+void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
+  const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!checks::isFloatStorage(operands[i].dtype) &&
+        !(f64 && operands[i].dtype == plan::DType::F64))
+      checks::fail(info.name, "operand " + std::to_string(i) + " is " +
+                                  plan::dtypeName(operands[i].dtype) + "; expects float32, " +
+                                  (f64 ? "float64, " : "") + "bfloat16 or float16");
+    if (operands[i].dtype != operands[0].dtype)
+      checks::fail(info.name, std::string("operands differ in dtype: ") +
+                                  plan::dtypeName(operands[0].dtype) + " and " +
+                                  plan::dtypeName(operands[i].dtype));
+  }
+}
+
+Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMap &attrs) {
+  auto optional = [&](size_t i) { return i < in.size() ? &in[i].shape : nullptr; };
+  switch (info.family) {
+  case OpFamily::Conv:
+    return convShape(convParams(attrs, in[0].shape.size()), in[0].shape, in[1].shape,
+                     optional(2));
+  case OpFamily::Pool:
+    return poolShape(poolParams(static_cast<PoolKind>(info.variant), attrs), in[0].shape);
+  case OpFamily::AdaptivePool:
+    return adaptivePoolShape(static_cast<PoolKind>(info.variant),
+                             std::get<std::vector<int64_t>>(attrs.at("output_size")),
+                             in[0].shape);
+  case OpFamily::BatchNorm:
+    // x, mean, var[, weight, bias]: both affine operands or neither.
+    if (in.size() == 4) checks::fail(info.name, "takes weight and bias together (5 operands) or neither (3)");
+    return batchNormShape(in[0].shape, in[1].shape, in[2].shape, optional(3), optional(4));
+  case OpFamily::GroupNorm:
+    return groupNormShape(in[0].shape, std::get<int64_t>(attrs.at("groups")), optional(1),
+                          optional(2));
+  case OpFamily::Reduce: {
+    ReduceArgs args = reduceArgs(info, attrs);
+    return reduceShape(static_cast<ReduceKind>(info.variant), in[0].shape, args.dims,
+                       args.keepdim);
+  }
+  case OpFamily::Unary:
+    unaryArgs(static_cast<UnaryOp>(info.variant), attrs);  // checks the values
+    return in[0].shape;
+  case OpFamily::None: break;
+  }
+  checks::fail(info.name, "is not a family op (no shape rule in the op table)");
+}
+
+}  // namespace
+
+ConvParams convParams(const AttrMap &attrs, size_t inputRank) {
+  if (inputRank != 3 && inputRank != 4)
+    checks::fail("conv", "x must be [N, C, L] or [N, C, H, W], got rank " +
+                             std::to_string(inputRank));
+  ConvParams p;
+  p.spatialDims = static_cast<int>(inputRank) - 2;
+  const size_t dims = static_cast<size_t>(p.spatialDims);
+  p.stride = spatial("conv", attrs, "stride", dims, {});
+  p.padding = spatial("conv", attrs, "padding", dims, {});
+  p.dilation = spatial("conv", attrs, "dilation", dims, {});
+  p.groups = intOr(attrs, "groups", 1);
+  p.transposed = flag("conv", attrs, "transposed", false);
+  p.outputPadding = spatial("conv", attrs, "output_padding", dims,
+                            std::vector<int64_t>(dims, 0));
+  return p;
+}
+
+PoolParams poolParams(PoolKind kind, const AttrMap &attrs) {
+  const char *op = kind == PoolKind::Max ? "max_pool" : "avg_pool";
+  PoolParams p;
+  p.kind = kind;
+  p.kernel = listOr(attrs, "kernel", {});
+  if (p.kernel.size() != 1 && p.kernel.size() != 2)
+    checks::fail(op, "kernel needs 1 or 2 entries, got " + std::to_string(p.kernel.size()));
+  p.spatialDims = static_cast<int>(p.kernel.size());
+  p.stride = spatial(op, attrs, "stride", p.kernel.size(), {});
+  p.padding = spatial(op, attrs, "padding", p.kernel.size(), {});
+  p.dilation = spatial(op, attrs, "dilation", p.kernel.size(),
+                       std::vector<int64_t>(p.kernel.size(), 1));
+  p.ceilMode = flag(op, attrs, "ceil_mode", false);
+  p.countIncludePad = flag(op, attrs, "count_include_pad", true);
+  p.divisorOverride = intOr(attrs, "divisor_override", 0);
+  if (p.divisorOverride < 0)
+    checks::fail(op, "divisor_override must be positive, got " +
+                         std::to_string(p.divisorOverride));
+  return p;
+}
+
+ReduceArgs reduceArgs(const OpInfo &info, const AttrMap &attrs) {
+  ReduceArgs args;
+  args.dims = listOr(attrs, "dims", {});
+  args.keepdim = flag(info.name, attrs, "keepdim", false);
+  args.correction = intOr(attrs, "correction", 1);
+  if (args.correction < 0)
+    checks::fail(info.name, "correction must be non-negative, got " +
+                                std::to_string(args.correction));
+  return args;
+}
+
+UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs) {
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (op) {
+  case UnaryOp::Clamp: {
+    UnaryArgs args{floatOr(attrs, "min", -inf), floatOr(attrs, "max", inf)};
+    if (std::isnan(args.a) || std::isnan(args.b))
+      checks::fail("clamp_out", "min and max must not be NaN");
+    return args;
+  }
+  case UnaryOp::LeakyRelu: return {floatOr(attrs, "negative_slope", 0.01), 0};
+  case UnaryOp::Elu: return {floatOr(attrs, "alpha", 1.0), 0};
+  case UnaryOp::PowScalar: return {floatOr(attrs, "exponent", 1.0), 0};
+  case UnaryOp::Softplus: return {floatOr(attrs, "beta", 1.0), floatOr(attrs, "threshold", 20.0)};
+  default: return {};
+  }
+}
+
+TensorType resultType(const OpInfo &info, std::span<const TensorType> operands,
+                      const AttrMap &attrs) {
+  const int n = static_cast<int>(operands.size());
+  if (n < info.minInputs || (info.maxInputs != plan::kAny && n > info.maxInputs))
+    checks::fail(info.name, "takes " + std::to_string(info.minInputs) +
+                                (info.maxInputs == info.minInputs
+                                     ? ""
+                                     : " to " + std::to_string(info.maxInputs)) +
+                                " operands, got " + std::to_string(n));
+  requireFloat(info, operands);
+  TensorType result{shapeRule(info, operands, attrs), operands[0].dtype};
+  if (info.family == OpFamily::Reduce &&
+      (info.variant == static_cast<int>(ReduceKind::Argmax) ||
+       info.variant == static_cast<int>(ReduceKind::Argmin)))
+    result.dtype = plan::DType::I64;
+  return result;
+}
+
+std::optional<std::string> tryResultType(const OpInfo &info,
+                                         std::span<const TensorType> operands,
+                                         const AttrMap &attrs, TensorType &result) {
+  try {
+    result = resultType(info, operands, attrs);
+    return std::nullopt;
+  } catch (const RuntimeError &e) {
+    return std::string(e.what());
+  } catch (const std::exception &e) {  // std::get on a mis-kinded attribute
+    return std::string(info.name) + ": " + e.what();
+  }
+}
+
+}  // namespace shardc::runtime

@@ -1,0 +1,129 @@
+// RUN: shardc-opt %s -split-input-file -verify-diagnostics
+// Each error of tc.op's verifier, which asks the runtime's op table.
+
+func.func @f(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{unknown op "conv2d"; tc.op takes the op table's family ops: conv, max_pool}}
+  %0 = tc.op "conv2d"(%x) : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{"add" is not a family op of the op table (it has its own tc op or is not a forward op)}}
+  %0 = tc.op "add"(%x, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{"sigmoid" has no attribute 'alpha' (it takes none)}}
+  %0 = tc.op "sigmoid"(%x) {alpha = 1.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{attribute 'stride' must be a list of i64 integers, got 2 : i64}}
+  %0 = tc.op "max_pool"(%x) {kernel = [2, 2], stride = 2, padding = [0, 0]} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'exponent' must be an f64 float, got 2 : i64}}
+  %0 = tc.op "pow_scalar"(%x) {exponent = 2} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{"max_pool" needs attribute 'padding' (a list of i64 integers)}}
+  %0 = tc.op "max_pool"(%x) {kernel = [2, 2], stride = [2, 2]} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{conv: takes 2 to 3 operands, got 1}}
+  %0 = tc.op "conv"(%x) {stride = [1, 1], padding = [0, 0], dilation = [1, 1], groups = 1} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{max_pool: stride needs 2 entries (one per spatial dim), got 1}}
+  %0 = tc.op "max_pool"(%x) {kernel = [2, 2], stride = [2], padding = [0, 0]} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xi64>) {
+  // expected-error @+1 {{sigmoid: operand 0 is int64; expects float32, float64, bfloat16 or float16}}
+  %0 = tc.op "sigmoid"(%x) : (tensor<2x4xi64>) -> tensor<2x4xi64>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xi32>) {
+  // expected-error @+1 {{element type 'i32' has no runtime dtype}}
+  %0 = tc.op "sigmoid"(%x) : (tensor<2x4xi32>) -> tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x6xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x6xf32>' differs from the op table rule's [2x4] float32}}
+  %0 = tc.op "sum"(%x) {dims = [2]} : (tensor<2x4x6xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{result type 'tensor<2xf32>' differs from the op table rule's [2] int64}}
+  %0 = tc.op "argmax"(%x) {dims = [1]} : (tensor<2x4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{keepdim must be 0 or 1, got 2}}
+  %0 = tc.op "sum"(%x) {dims = [1], keepdim = 2} : (tensor<2x4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// The family's shape rule (runtime/OpFamilies.cpp) speaks through the verifier.
+func.func @f(%x: tensor<2x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+1 {{convolution: Given groups=1, weight of size [4, 2, 3, 3], expected input[2, 3, 8, 8] to have 2 channels, but got 3 channels instead}}
+  %0 = tc.op "conv"(%x, %w) {stride = [1, 1], padding = [0, 0], dilation = [1, 1], groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x6x5xf32>) {
+  // expected-error @+1 {{group_norm: Expected number of channels in input to be divisible by num_groups}}
+  %0 = tc.op "group_norm"(%x) {groups = 4, eps = 1.0e-5 : f64} : (tensor<2x6x5xf32>) -> tensor<2x6x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x6xf32>, %m: tensor<4xf32>) {
+  // expected-error @+1 {{batch_norm: takes weight and bias together (5 operands) or neither (3)}}
+  %0 = tc.op "batch_norm"(%x, %m, %m, %m) {eps = 1.0e-5 : f64} : (tensor<2x4x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x6xf32>
+  return
+}

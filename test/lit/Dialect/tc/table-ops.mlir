@@ -1,0 +1,41 @@
+// RUN: shardc-opt %s | FileCheck %s
+// RUN: shardc-opt %s | shardc-opt | FileCheck %s
+// Round trip of tc.op, the generic op of the op table's family ops: the
+// name, the operands, the attributes in the table's kinds and the result
+// type the family's rule gives.
+
+// CHECK-LABEL: func.func @convnet(
+func.func @convnet(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>,
+                   %m: tensor<4xf32>, %v: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2xi64>) {
+  // CHECK: %[[C:.*]] = tc.op "conv"(%{{.*}}, %{{.*}}, %{{.*}}) {dilation = [1, 1], groups = 1 : i64, padding = [1, 1], stride = [2, 2]} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  %c = tc.op "conv"(%x, %w, %b) {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1}
+      : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: %[[N:.*]] = tc.op "batch_norm"(%[[C]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {eps = 1.000000e-05 : f64}
+  %n = tc.op "batch_norm"(%c, %m, %v, %m, %v) {eps = 1.0e-5 : f64}
+      : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: %[[H:.*]] = tc.op "hardswish"(%[[N]]) : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %h = tc.op "hardswish"(%n) : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: %[[K:.*]] = tc.op "clamp_out"(%[[H]]) {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64}
+  %k = tc.op "clamp_out"(%h) {min = 0.0 : f64, max = 6.0 : f64} : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: %[[P:.*]] = tc.op "max_pool"(%[[K]]) {kernel = [3, 3], padding = [1, 1], stride = [2, 2]} : (tensor<2x4x4x4xf32>) -> tensor<2x4x2x2xf32>
+  %p = tc.op "max_pool"(%k) {kernel = [3, 3], stride = [2, 2], padding = [1, 1]}
+      : (tensor<2x4x4x4xf32>) -> tensor<2x4x2x2xf32>
+  // CHECK: %[[A:.*]] = tc.op "adaptive_avg_pool"(%[[P]]) {output_size = [1, 1]} : (tensor<2x4x2x2xf32>) -> tensor<2x4x1x1xf32>
+  %a = tc.op "adaptive_avg_pool"(%p) {output_size = [1, 1]} : (tensor<2x4x2x2xf32>) -> tensor<2x4x1x1xf32>
+  // CHECK: %[[M:.*]] = tc.op "mean"(%[[A]]) {dims = [-1, -2]} : (tensor<2x4x1x1xf32>) -> tensor<2x4xf32>
+  %mean = tc.op "mean"(%a) {dims = [-1, -2]} : (tensor<2x4x1x1xf32>) -> tensor<2x4xf32>
+  // CHECK: tc.op "argmax"(%[[M]]) {dims = [1]} : (tensor<2x4xf32>) -> tensor<2xi64>
+  %i = tc.op "argmax"(%mean) {dims = [1]} : (tensor<2x4xf32>) -> tensor<2xi64>
+  // CHECK: return %[[M]], %{{.*}} : tensor<2x4xf32>, tensor<2xi64>
+  return %mean, %i : tensor<2x4xf32>, tensor<2xi64>
+}
+
+// CHECK-LABEL: func.func @norms_and_reductions(
+func.func @norms_and_reductions(%x: tensor<2x8x5xbf16>, %g: tensor<8xbf16>) -> tensor<2x1x5xbf16> {
+  // CHECK: %[[G:.*]] = tc.op "group_norm"(%{{.*}}, %{{.*}}, %{{.*}}) {eps = 1.000000e-05 : f64, groups = 4 : i64} : (tensor<2x8x5xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8x5xbf16>
+  %n = tc.op "group_norm"(%x, %g, %g) {groups = 4, eps = 1.0e-5 : f64}
+      : (tensor<2x8x5xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8x5xbf16>
+  // CHECK: tc.op "var"(%[[G]]) {correction = 0 : i64, dims = [1], keepdim = 1 : i64} : (tensor<2x8x5xbf16>) -> tensor<2x1x5xbf16>
+  %v = tc.op "var"(%n) {dims = [1], keepdim = 1, correction = 0} : (tensor<2x8x5xbf16>) -> tensor<2x1x5xbf16>
+  return %v : tensor<2x1x5xbf16>
+}

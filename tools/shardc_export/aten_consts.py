@@ -1,0 +1,571 @@
+"""ATen capture: what Hugging Face models (and any model that builds masks,
+position ids or rotary tables in forward) need beyond the op table of aten.py
+(docs/exporter.md, "Constants built in forward").
+
+A value that depends on no forward input and no parameter (aranges, `full`,
+masks, position ids, rotary cos/sin tables, relative-position buckets; and
+the non-persistent or integer buffers they read) is *folded*: the ATen op
+runs on CPU at export time and the lowering carries a `Const` (a concrete
+tensor) instead of a graph tensor. A Const becomes graph data only where a
+graph op reads it, in one of these forms:
+
+- an attention mask given to scaled_dot_product_attention: all-true (or
+  all-zero additive) is no mask, the lower-triangular one is `causal`;
+- ids given to an embedding: one repeated id is a row slice, consecutive ids
+  (position ids) a row range;
+- `cos`/`sin` tables multiplying q/k and their rotate-half, summed (HF's
+  apply_rotary_pos_emb): the graph's `rotary_embedding` op, its `theta`
+  read back from the table and checked against it;
+- a tensor whose elements are all equal: a `fill` buffer.
+
+Anything else is refused, naming the op, module path and source line and
+the constant's shape. Values the specialisation depends on (the shapes)
+are recorded in the graph's "specialized" like every ATen capture.
+
+RMSNorm modules (a class named *RMSNorm or T5LayerNorm whose ops are exactly
+x * rsqrt(mean(x^2, -1) + eps) * w, or * (1 + w) as Gemma's) are lowered to
+the graph's fused `rms_norm` op: one node instead of five with three
+temporaries, as the fx capture does.
+"""
+
+import contextlib
+import math
+
+import torch
+import torch.nn as nn
+
+from .graph_emitter import G
+
+aten = torch.ops.aten
+
+# Kept out of torch's decompositions: the graph has these ops fused.
+KEPT_WHOLE = (aten.silu.default,)
+
+# Never folded (random, or with effects).
+_NOT_FOLDED = {aten.rand.default, aten.randn.default, aten.randint.low,
+               aten.bernoulli.p, aten.native_dropout.default}
+# Creates a tensor from Python numbers only: folded though no operand is a Const.
+_FACTORIES = {aten.arange.default, aten.arange.start, aten.arange.start_step,
+              aten.full.default, aten.zeros.default, aten.ones.default,
+              aten.scalar_tensor.default, aten.empty.memory_format}
+# Elements a folded constant may have when it has to be kept whole (bounded data).
+MAX_CONST_ELEMENTS = 1 << 24
+
+
+class Const:
+    """A concrete tensor (CPU) that depends on no input and no parameter."""
+
+    def __init__(self, t):
+        self.t = t
+
+    @property
+    def shape(self):
+        return list(self.t.shape)
+
+
+class Lazy:
+    """A value whose graph nodes are emitted only if something reads it as a
+    plain tensor (it may instead fold into a fused op)."""
+
+    def materialize(self, low, node):
+        raise NotImplementedError
+
+
+class Neg(Lazy):
+    def __init__(self, x, val):
+        self.x, self.val = x, val
+
+    def materialize(self, low, node):
+        return low.emit(node, "mul", [self.x, low.const(-1.0, self.x)], self.val)
+
+
+class RotateHalf(Lazy):
+    """cat(-x[..., D/2:], x[..., :D/2], -1): HF's rotate_half(x)."""
+
+    def __init__(self, x, neg_hi, lo, val):
+        self.x, self.parts, self.val = x, (neg_hi, lo), val
+
+    def materialize(self, low, node):
+        hi = low.tensor(node, self.parts[0])
+        return low.emit(node, "cat", [hi, self.parts[1]], self.val, dim=len(self.val.shape) - 1)
+
+
+class RotTerm(Lazy):
+    """x * table (a folded cos or sin table) waiting for its rotary partner."""
+
+    def __init__(self, x, table, val):
+        self.x, self.table, self.val = x, table, val
+
+    def materialize(self, low, node):
+        low.fail(node, "it multiplies by a constant table of shape %s built in forward "
+                 "(not a rotary cos/sin pair the graph's rotary_embedding expresses); the "
+                 "graph format cannot embed its data" % list(self.table.shape))
+
+
+class Skipped:
+    """An op inside a module lowered as one fused node (RMSNorm)."""
+
+    def __init__(self, module):
+        self.module = module
+
+
+# ------------------------------------------------------------ concrete buffers
+
+@contextlib.contextmanager
+def parameters_on_meta():
+    """Construct with every parameter moved to meta as it is registered, and
+    buffers left on CPU: buffer values without parameter storage."""
+    orig = nn.Module.register_parameter
+
+    def register(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.detach().to("meta"), requires_grad=param.requires_grad)
+        orig(self, name, param)
+    setattr_orig = nn.Module.__setattr__
+
+    def setattr_(self, name, value):
+        if isinstance(value, nn.Parameter) and value.device.type != "meta":
+            value = nn.Parameter(value.detach().to("meta"), requires_grad=value.requires_grad)
+        setattr_orig(self, name, value)
+    nn.Module.register_parameter = register
+    nn.Module.__setattr__ = setattr_
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = orig
+        nn.Module.__setattr__ = setattr_orig
+
+
+def concrete_buffers(factory, kwargs):
+    """name -> CPU tensor for every buffer of a fresh instance (parameters stay
+    on meta, so this costs the buffers' memory only)."""
+    kw = dict(kwargs)
+    if "device" in kw:
+        kw["device"] = "cpu"
+    torch.manual_seed(0)
+    with parameters_on_meta():
+        model = factory(**kw)
+    return {n: b.detach() for n, b in model.named_buffers(remove_duplicate=False)}
+
+
+# ------------------------------------------------------------ folding
+
+def _flat(v):
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _flat(x)
+    else:
+        yield v
+
+
+def try_fold(low, node, args, kwargs):
+    """The op run on CPU when none of its operands is a graph value and at
+    least one is a Const (or it is a factory); else None."""
+    if node.target in _NOT_FOLDED or not callable(node.target):
+        return None
+    vals = list(_flat(args)) + list(_flat(list(kwargs.values())))
+    if any(isinstance(v, (G, Lazy, Skipped)) or type(v).__name__ in
+           ("Expanded", "Multi", "Unusable") for v in vals):
+        return None
+    if not any(isinstance(v, Const) for v in vals) and node.target not in _FACTORIES:
+        return None
+
+    def real(a):
+        if isinstance(a, Const):
+            return a.t
+        if isinstance(a, (list, tuple)):
+            return type(a)(real(x) for x in a)
+        return a
+    kw = {k: real(v) for k, v in kwargs.items()}
+    if "device" in kw:
+        kw["device"] = torch.device("cpu")
+    try:
+        out = node.target(*[real(a) for a in args], **kw)
+    except Exception as e:
+        low.fail(node, "folding this constant (it depends on no input) failed: %s: %s"
+                 % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+    if isinstance(out, torch.Tensor):
+        return Const(out)
+    if isinstance(out, (tuple, list)):
+        return ConstTuple([Const(o) if isinstance(o, torch.Tensor) else o for o in out])
+    return Const(torch.tensor(0)) if out is None else out
+
+
+class ConstTuple:
+    def __init__(self, items):
+        self.items = items
+
+
+def materialize(low, node, c, like=None):
+    """A Const read as a graph tensor: a fill buffer when all its elements are
+    equal; otherwise refused (the graph format holds no tensor data)."""
+    t = c.t
+    if t.is_floating_point() and t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
+        dtype = like.val.dtype if like is not None else t.dtype
+        return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
+    low.fail(node, "its operand is a constant of shape %s and dtype %s built in forward "
+             "(it depends on no input) whose values are not expressible as graph data "
+             "(only all-equal values, masks, position ids and rotary tables are)"
+             % (list(t.shape), t.dtype))
+
+
+def fill_buffer(low, value, shape, dtype):
+    """A non-persistent buffer of `shape` filled with `value`."""
+    from .graph_emitter import GRAPH_DTYPES
+    if not shape:
+        return low.const(value, G("", torch.empty((), dtype=dtype, device="meta")))
+    name = low.fresh("const.%r.%s" % (value, "x".join(str(s) for s in shape))
+                     if math.isfinite(value) else "const.inf")
+    low.graph_buffers[name] = {"name": name, "shape": shape, "dtype": GRAPH_DTYPES[dtype],
+                               "device": low.device, "init": [{"op": "fill", "value": value}]}
+    return G(name, torch.empty(shape, dtype=dtype, device="meta"))
+
+
+# ------------------------------------------------------------ HF-specific rules
+
+def _rotary_theta(cos, sin, T, D):
+    """theta if cos/sin (broadcastable to [T, D]) are the rotate-half RoPE
+    tables for positions 0..T-1 (the runtime's rotary_embedding), else None."""
+    try:
+        c = cos.float().expand(*cos.shape[:-2], T, D)
+        s = sin.float().expand(*sin.shape[:-2], T, D)
+    except RuntimeError:
+        return None
+    c, s = c.reshape(-1, T, D), s.reshape(-1, T, D)
+    if not (bool((c == c[:1]).all()) and bool((s == s[:1]).all())) or D % 2 or T < 2:
+        return None
+    c, s = c[0].double(), s[0].double()
+    half = D // 2
+    candidates = [10000.0]
+    if half > 1:
+        inv1 = math.atan2(float(s[1, 1]), float(c[1, 1]))
+        if inv1 > 0:
+            est = inv1 ** (-D / 2.0)
+            candidates = [float(round(est)), est, 10000.0]
+    for theta in candidates:
+        inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
+        emb = torch.cat([ang, ang], -1)
+        # torch's float32 angles t * inv_freq are off by up to ~t ulps
+        tol = 1e-5 * max(1.0, T / 64.0)
+        if (emb.cos() - c).abs().max() <= tol and (emb.sin() - s).abs().max() <= tol:
+            return theta
+    return None
+
+
+def hf_mul(low, node, a, b):
+    # x * cos_table / rotate_half(x) * sin_table: deferred (rotary)
+    for x, t in ((a, b), (b, a)):
+        if isinstance(t, Const) and isinstance(x, (G, RotateHalf)) and t.t.is_floating_point() \
+                and t.t.dim() >= 2 and t.t.numel() > 1 and \
+                not bool((t.t == t.t.reshape(-1)[0]).all()):
+            return RotTerm(x, t.t, node.meta["val"])
+    return None
+
+
+def hf_add(low, node, a, b, alpha=1):
+    if isinstance(a, RotTerm) and isinstance(b, RotTerm) and alpha == 1:
+        plain, rot = (a, b) if isinstance(b.x, RotateHalf) else (b, a)
+        if isinstance(plain.x, G) and isinstance(rot.x, RotateHalf) and rot.x.x is plain.x:
+            x = plain.x
+            T, D = x.shape[-2], x.shape[-1]
+            theta = _rotary_theta(plain.table, rot.table, T, D) if len(x.shape) == 4 else None
+            if theta is None:
+                low.fail(node, "q * cos + rotate_half(q) * sin with tables that are not the "
+                         "rotate-half RoPE tables of positions 0..T-1 (the graph's "
+                         "rotary_embedding); the graph format cannot embed them")
+            return low.emit(node, "rotary_embedding", [x], node.meta["val"], theta=theta)
+    return None
+
+
+def hf_neg(low, node, x):
+    if isinstance(x, G):
+        return Neg(x, node.meta["val"])
+    return None
+
+
+def hf_cat(low, node, tensors, dim=0):
+    if len(tensors) != 2 or not isinstance(tensors[0], Neg):
+        return hf_cat_expanded(low, node, tensors, dim)
+    if isinstance(tensors[1], G):
+        hi, lo = tensors[0].x, tensors[1]
+        src_hi, src_lo = low.slice_of.get(hi.name), low.slice_of.get(lo.name)
+        rank = len(lo.shape)
+        if src_hi and src_lo and src_hi[0] is src_lo[0] and dim % rank == rank - 1:
+            x = src_hi[0]
+            D = x.shape[-1]
+            if src_lo[1:] == (rank - 1, 0, D // 2) and src_hi[1:] == (rank - 1, D // 2, D):
+                return RotateHalf(x, tensors[0], lo, node.meta["val"])
+    return None
+
+
+def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+            enable_gqa=False):
+    if not isinstance(attn_mask, Const):
+        return None
+    m = attn_mask.t
+    T, S = node.meta["val"].shape[-2], (k.shape[-2] if hasattr(k, "shape") else None)
+    if m.dtype == torch.bool:
+        allowed = m
+    elif m.is_floating_point():
+        if bool((m > -1e30).logical_and(m != 0).any()):
+            low.fail(node, "its attention mask is an additive float mask with finite "
+                     "nonzero entries (e.g. a position bias); the graph's attention op "
+                     "takes no mask")
+        allowed = m == 0
+    else:
+        allowed = None
+    causal = None
+    if allowed is not None and S is not None:
+        try:
+            full = allowed.expand(*allowed.shape[:-2], T, S)
+        except RuntimeError:
+            full = None
+        if full is not None and bool(full.all()):
+            causal = False
+        elif full is not None and T == S and bool(
+                (full == torch.ones(T, S, dtype=torch.bool).tril()).all()):
+            causal = True
+    if causal is None:
+        low.fail(node, "its attention mask (a constant of shape %s built in forward) is "
+                 "neither all-true nor causal; the graph's attention op takes no mask"
+                 % list(m.shape))
+    from .aten import sdpa
+    return sdpa(low, node, q, k, v, None, dropout_p, bool(is_causal) or causal, scale,
+                enable_gqa)
+
+
+def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
+    if not isinstance(ids, Const):
+        return None
+    weight = low.tensor(node, weight)
+    ids = ids.t
+    flat = ids.reshape(-1, ids.shape[-1]) if ids.dim() else ids.reshape(1, 1)
+    out_val = node.meta["val"]
+    if flat.numel() == 0 or not bool((flat == flat[:1]).all()):
+        low.fail(node, "its ids are a constant of shape %s whose rows differ; only "
+                 "repeated or consecutive ids (position ids) are expressible"
+                 % list(ids.shape))
+    row = flat[0]
+    if bool((row == row[0]).all()):
+        start, n = int(row[0]), 1
+    elif bool((row[1:] - row[:-1] == 1).all()):
+        start, n = int(row[0]), row.numel()
+    else:
+        low.fail(node, "its ids are a constant (shape %s) that is neither one repeated id "
+                 "nor consecutive ids" % list(ids.shape))
+    rows = low.emit(node, "slice", [weight], torch.empty(n, weight.shape[1], device="meta",
+                                                        dtype=weight.val.dtype),
+                    dim=0, start=start, end=start + n, step=1)
+    from .aten import Expanded
+    # [n, C] rows -> the ids' rank (leading 1s), then broadcast to the result
+    shape = [weight.shape[1]] if ids.dim() == 0 else \
+        [1] * (ids.dim() - 1) + [n, weight.shape[1]]
+    if list(rows.shape) != shape:
+        rows = low.emit(node, "reshape", [rows], torch.empty(shape, device="meta",
+                                                             dtype=weight.val.dtype),
+                        shape=shape)
+    if shape == list(out_val.shape):
+        return rows
+    return Expanded(rows, list(out_val.shape))
+
+
+def hf_convolution(low, node, x, w, bias, stride, padding, dilation, transposed,
+                   output_padding, groups):
+    """A patchify convolution (kernel == stride, no padding, dilation or groups:
+    ViT's patch embedding) is a matmul over non-overlapping patches:
+    [B, C, h*p, w*q] -> [B*h*w, C*p*q] @ W[O, C*p*q]^T (+ b) -> [B, O, h, w]."""
+    if not (isinstance(x, G) and isinstance(w, G)) or transposed or groups != 1 or \
+            len(x.shape) != 4 or list(stride) != w.shape[2:] or any(padding) or \
+            any(d != 1 for d in dilation) or any(output_padding):
+        return None
+    B, C, H, W = x.shape
+    O, _, p, q = w.shape
+    if H % p or W % q:
+        return None
+    h, wd = H // p, W // q
+    dt = x.val.dtype
+
+    def meta(*shape):
+        return torch.empty(shape, dtype=dt, device="meta")
+    t = low.emit(node, "reshape", [x], meta(B, C, h, p, wd, q), shape=[B, C, h, p, wd, q])
+    t = low.emit(node, "permute", [t], meta(B, h, wd, C, p, q), dims=[0, 2, 4, 1, 3, 5])
+    t = low.emit(node, "reshape", [t], meta(B * h * wd, C * p * q),
+                 shape=[B * h * wd, C * p * q])
+    wm = low.emit(node, "reshape", [w], meta(O, C * p * q), shape=[O, C * p * q])
+    wt = low.emit(node, "permute", [wm], meta(C * p * q, O), dims=[1, 0])
+    t = low.emit(node, "matmul", [t, wt], meta(B * h * wd, O))
+    if bias is not None:
+        t = low.emit(node, "add", [t, low.tensor(node, bias)], t.val)
+    t = low.emit(node, "reshape", [t], meta(B, h, wd, O), shape=[B, h, wd, O])
+    return low.emit(node, "permute", [t], node.meta["val"], dims=[0, 3, 1, 2])
+
+
+def materialize_expand(low, node, e):
+    """An expand read as a plain tensor (cat's operand: ViT's class token
+    broadcast over the batch): copies along each broadcast dim with cat."""
+    x = e.base
+    shape = list(e.shape)
+    if len(x.shape) < len(shape):
+        lead = [1] * (len(shape) - len(x.shape)) + x.shape
+        x = low.emit(node, "reshape", [x], torch.empty(lead, dtype=x.val.dtype, device="meta"),
+                     shape=lead)
+    for d, n in enumerate(shape):
+        if x.shape[d] == 1 and n > 1:
+            out = x.shape[:d] + [n] + x.shape[d + 1:]
+            x = low.emit(node, "cat", [x] * n, torch.empty(out, dtype=x.val.dtype,
+                                                          device="meta"), dim=d)
+    return x
+
+
+def hf_cat_expanded(low, node, tensors, dim=0):
+    from .aten import Expanded
+    if not any(isinstance(t, Expanded) for t in tensors):
+        return None
+    ts = [materialize_expand(low, node, t) if isinstance(t, Expanded) else low.tensor(node, t)
+          for t in tensors]
+    return low.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
+
+
+def hf_view_expanded(low, node, x, *rest, **kw):
+    """A reshape of an expand (HF's repeat_kv for grouped-query attention:
+    [B, kv, 1, T, D] expanded to [B, kv, n, T, D], viewed as [B, kv*n, T, D]):
+    the expand copied with cat, then reshaped."""
+    from .aten import Expanded
+    if not isinstance(x, Expanded) or list(node.meta["val"].shape) == x.shape:
+        return None
+    return low.reshape(node, materialize_expand(low, node, x), list(node.meta["val"].shape))
+
+
+HF_RULES = {
+    aten.mul.Tensor: hf_mul,
+    aten.add.Tensor: hf_add,
+    aten.neg.default: hf_neg,
+    aten.cat.default: hf_cat,
+    aten.scaled_dot_product_attention.default: hf_sdpa,
+    aten.embedding.default: hf_embedding,
+    aten.convolution.default: hf_convolution,
+    aten.view.default: hf_view_expanded,
+    aten._unsafe_view.default: hf_view_expanded,
+    aten.reshape.default: hf_view_expanded,
+}
+# Ops with no value: checks torch.export leaves in the graph.
+NO_VALUE = {aten._assert_tensor_metadata.default}
+
+
+# ------------------------------------------------------------ RMSNorm modules
+
+_RMS_OPS = {aten.pow.Tensor_Scalar, aten.mean.dim, aten.add.Tensor, aten.rsqrt.default,
+            aten.mul.Tensor, aten._to_copy.default, aten._assert_tensor_metadata.default}
+
+
+def _module_of(node):
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return None, None
+    path, cls = list(stack.values())[-1]
+    name = cls.__name__ if isinstance(cls, type) else str(cls).rsplit(".", 1)[-1]
+    return path, name
+
+
+def rms_norm_groups(ep, param_of):
+    """Nodes of RMSNorm modules: {node: ("skip", path) | ("out", x, weight, eps,
+    plus_one)} for each module call whose ATen ops are exactly RMSNorm's."""
+    groups = {}
+    for n in ep.graph.nodes:
+        if n.op != "call_function":
+            continue
+        path, cls = _module_of(n)
+        if path is not None and (cls.endswith("RMSNorm") or cls == "T5LayerNorm"):
+            groups.setdefault(path, []).append(n)
+    out = {}
+    for path, nodes in groups.items():
+        # one call per module path in HF models (each norm is called once)
+        ops = [n for n in nodes if n.target is not aten._assert_tensor_metadata.default]
+        if any(n.target not in _RMS_OPS for n in ops):
+            continue
+        pows = [n for n in ops if n.target is aten.pow.Tensor_Scalar]
+        means = [n for n in ops if n.target is aten.mean.dim]
+        rs = [n for n in ops if n.target is aten.rsqrt.default]
+        if len(pows) != 1 or len(means) != 1 or len(rs) != 1 or pows[0].args[1] != 2:
+            continue
+        if list(means[0].args[1]) not in ([-1], [len(means[0].args[0].meta["val"].shape) - 1]):
+            continue
+        x = pows[0].args[0]
+        adds = [n for n in ops if n.target is aten.add.Tensor]
+        eps_add = [n for n in adds if n.args[0] is means[0] and
+                   isinstance(n.args[1], (int, float))]
+        w_adds = [n for n in adds if n not in eps_add]
+        weights = [a for n in ops for a in n.args if isinstance(a, torch.fx.Node) and
+                   a.op == "placeholder" and param_of(a) is not None]
+        if len(eps_add) != 1 or len(set(weights)) != 1 or len(w_adds) > 1:
+            continue
+        plus_one = False
+        if w_adds:
+            wa = w_adds[0]
+            if not (wa.args[0] is weights[0] and wa.args[1] == 1) and \
+                    not (wa.args[1] is weights[0] and wa.args[0] == 1):
+                continue
+            plus_one = True
+        last = ops[-1]
+        for n in nodes:
+            out[n] = ("skip", path)
+        out[last] = ("out", x, weights[0], float(eps_add[0].args[1]), plus_one)
+    return out
+
+
+# transformers.activations classes that write gelu's tanh form out by hand
+# (NewGELUActivation: GPT-2, Phi; GELUTanh; FastGELUActivation with the
+# constant rounded to 0.7978845608, within 1e-9 of sqrt(2/pi)).
+_GELU_TANH_CLASSES = ("NewGELUActivation", "GELUTanh", "FastGELUActivation")
+_GELU_OPS = {aten.mul.Tensor, aten.pow.Tensor_Scalar, aten.add.Tensor, aten.tanh.default}
+
+
+def gelu_tanh_groups(ep):
+    """{node: ("skip", path) | ("gelu", x)} for each call of a tanh-GELU
+    module whose ATen ops are only mul / pow / add / tanh on one input."""
+    groups = {}
+    for n in ep.graph.nodes:
+        if n.op != "call_function":
+            continue
+        path, cls = _module_of(n)
+        if path is not None and cls in _GELU_TANH_CLASSES:
+            groups.setdefault(path, []).append(n)
+    out = {}
+    for path, nodes in groups.items():
+        inside = set(nodes)
+        if any(n.target not in _GELU_OPS for n in nodes) or \
+                sum(n.target is aten.tanh.default for n in nodes) != 1:
+            continue
+        outer = {a for n in nodes for a in n.args
+                 if isinstance(a, torch.fx.Node) and a not in inside}
+        last = nodes[-1]
+        if len(outer) != 1 or any(u not in inside for n in nodes[:-1] for u in n.users):
+            continue
+        for n in nodes:
+            out[n] = ("skip", path)
+        out[last] = ("gelu", outer.pop())
+    return out
+
+
+def lower_fused(low, node, spec):
+    """The last node of a fused module call: its one graph node."""
+    if spec[0] == "gelu":
+        x = low.tensor(node, low.vals[spec[1]])
+        return low.emit(node, "gelu", [x], node.meta["val"], approximate="tanh")
+    return lower_rms(low, node, spec)
+
+
+def fused_modules(ep, param_of):
+    """Every module call lowered as one fused graph node (RMSNorm, tanh-GELU)."""
+    out = rms_norm_groups(ep, param_of)
+    out.update(gelu_tanh_groups(ep))
+    return out
+
+
+def lower_rms(low, node, spec):
+    _, x, w, eps, plus_one = spec
+    xv, wv = low.tensor(node, low.vals[x]), low.tensor(node, low.vals[w])
+    if plus_one:
+        wv = low.emit(node, "add", [wv, low.const(1.0, wv)], wv.val)
+    return low.emit(node, "rms_norm", [xv, wv], node.meta["val"], eps=eps)
