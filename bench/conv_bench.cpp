@@ -35,14 +35,17 @@ int main(int argc, char **argv) {
       {"resnet18_layer4_3x3", {1, 512, 7, 7}, {512, 512, 3, 3}, 1, 1, 1},
       {"resnet50_1x1", {1, 256, 56, 56}, {64, 256, 1, 1}, 1, 0, 1},
       {"mobilenet_dw_3x3", {1, 144, 56, 56}, {144, 1, 3, 3}, 1, 1, 144},
+      {"efficientnet_dw_5x5s2", {1, 240, 28, 28}, {240, 1, 5, 5}, 2, 2, 240},
+      {"wav2vec2_conv0_k10s5", {1, 1, 16000}, {512, 1, 10}, 5, 0, 1},  // 1-d
   };
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (const Layer &l : layers) {
     ConvParams p;
-    p.stride = {l.stride, l.stride};
-    p.padding = {l.pad, l.pad};
-    p.dilation = {1, 1};
+    p.spatialDims = static_cast<int>(l.x.size()) - 2;
+    p.stride.assign(size_t(p.spatialDims), l.stride);
+    p.padding.assign(size_t(p.spatialDims), l.pad);
+    p.dilation.assign(size_t(p.spatialDims), 1);
     p.groups = l.groups;
     std::vector<float> x(size_t(shardc::plan::numElements(l.x))),
         w(size_t(shardc::plan::numElements(l.w))), b(size_t(l.w[0]));
@@ -63,6 +66,6 @@ int main(int argc, char **argv) {
       if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("%s %.3f\n", l.name, ms[ms.size() / 2]);
+    std::printf("%s %.3f %.3f\n", l.name, ms[ms.size() / 2], ms.front());
   }
 }

@@ -1,4 +1,4 @@
-"""Times torch's F.conv2d on the layers of bench/conv_bench.cpp (float32,
+"""Times torch's F.conv2d (F.conv1d for 3-d inputs) on the layers of bench/conv_bench.cpp (float32,
 bias, one warm-up, median of R) at a given thread count.
 
     /opt/shardc-venv/bin/python bench/conv_bench.py [THREADS] [REPEATS]
@@ -16,6 +16,8 @@ LAYERS = [  # name, x, w, stride, padding, groups (as bench/conv_bench.cpp)
     ("resnet18_layer4_3x3", (1, 512, 7, 7), (512, 512, 3, 3), 1, 1, 1),
     ("resnet50_1x1", (1, 256, 56, 56), (64, 256, 1, 1), 1, 0, 1),
     ("mobilenet_dw_3x3", (1, 144, 56, 56), (144, 1, 3, 3), 1, 1, 144),
+    ("efficientnet_dw_5x5s2", (1, 240, 28, 28), (240, 1, 5, 5), 2, 2, 240),
+    ("wav2vec2_conv0_k10s5", (1, 1, 16000), (512, 1, 10), 5, 0, 1),  # 1-d
 ]
 
 
@@ -29,12 +31,13 @@ def main():
             times = []
             for r in range(repeats + 1):
                 t0 = time.perf_counter()
-                F.conv2d(x, w, b, stride=stride, padding=pad, groups=groups)
+                conv = F.conv1d if len(xs) == 3 else F.conv2d
+                conv(x, w, b, stride=stride, padding=pad, groups=groups)
                 t1 = time.perf_counter()
                 if r:
                     times.append((t1 - t0) * 1e3)
             times.sort()
-            print(f"{name} {times[len(times) // 2]:.3f}")
+            print(f"{name} {times[len(times) // 2]:.3f} {times[0]:.3f}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 //
 //   - 1-d is 2-d with a height of 1.
 //   - Depthwise (one input channel per group) runs directly: per output
-//     plane, kernel taps in a fixed order, float accumulators.
+//     plane, from a zero-padded copy of the input plane split into column
+//     phases of the stride, kernel taps in a fixed order, float accumulators.
 //   - The others: per (sample, group, block of output pixels), im2col of the
 //     block ([Cin/groups * kh * kw, P] floats, about 1 MiB) then one sgemm
 //     W_g [Cout/groups, K] x col into the output, started from the bias.
@@ -215,11 +216,15 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
 
 // ------------------------------------------------------------ depthwise path --
 
-/// acc (one output plane) += wv * the input plane shifted by tap (ki, kj).
-/// Built for AVX-512, AVX2 and the baseline (the build targets the baseline
-/// ISA), without fused multiply-adds: every clone rounds the product and the
-/// sum separately, in the same order per element, so the bytes do not depend
-/// on which clone the CPU runs.
+/// One output plane from one zero-padded input plane whose rows are split
+/// into `sw` column phases (column c of a padded row at (c % sw) * Wq + c / sw),
+/// so every tap reads consecutive elements for consecutive outputs whatever
+/// the stride. Per output row, the kernel rows in order; within a kernel row
+/// of 3 taps the three products are summed left to right and then added
+/// (other widths add tap by tap). Built for AVX-512, AVX2 and the baseline
+/// (the build targets the baseline ISA), without fused multiply-adds: every
+/// clone rounds each product and sum separately in the same order, so the
+/// bytes do not depend on which clone the CPU runs.
 #if defined(__clang__)
 #define SHARDC_NO_FMA_ATTR
 #define SHARDC_NO_FMA_BODY _Pragma("clang fp contract(off)")
@@ -227,50 +232,143 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
 #define SHARDC_NO_FMA_ATTR __attribute__((optimize("fp-contract=off")))
 #define SHARDC_NO_FMA_BODY
 #endif
-__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void depthwiseTap(
-    const Geometry &g, int64_t ki, int64_t kj, float wv, const float *xp, float *acc) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void
+depthwisePlane(const Geometry &g, const float *taps, float bias, const float *__restrict padded,
+               int64_t rowLen, int64_t Wq, float *__restrict out) {
   SHARDC_NO_FMA_BODY
-  int64_t lo, hi;
-  validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
-  const int64_t shift = kj * g.dw - g.pw;
+  const int64_t OW = g.OW, sw = g.sw, dw = g.dw;
+  auto tap = [&](const float *line, int64_t kj) {
+    const int64_t c = kj * dw;
+    return line + (c % sw) * Wq + c / sw;
+  };
   for (int64_t oh = 0; oh < g.OH; ++oh) {
-    const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-    if (ih < 0 || ih >= g.H) continue;
-    const float *line = xp + ih * g.W + shift;
-    float *out = acc + oh * g.OW;
-    if (g.sw == 1)
-      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow];
-    else
-      for (int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * line[ow * g.sw];
+    float *__restrict o = out + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) o[ow] = bias;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      const float *line = padded + (oh * g.sh + ki * g.dh) * rowLen;
+      const float *t = taps + ki * g.kw;
+      if (g.kw == 3) {
+        const float w0 = t[0], w1 = t[1], w2 = t[2];
+        const float *__restrict l0 = tap(line, 0), *__restrict l1 = tap(line, 1),
+                                *__restrict l2 = tap(line, 2);
+        for (int64_t ow = 0; ow < OW; ++ow) o[ow] += w0 * l0[ow] + w1 * l1[ow] + w2 * l2[ow];
+        continue;
+      }
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const float wv = t[kj];
+        const float *__restrict l = tap(line, kj);
+        for (int64_t ow = 0; ow < OW; ++ow) o[ow] += wv * l[ow];
+      }
+    }
   }
 }
 
-/// One input channel per group: per (sample, output channel) plane, the
-/// kernel taps in a fixed order accumulate into float.
+/// One input channel per group: per (sample, output channel), the input
+/// plane is copied into a zero-padded, column-phase-split float plane (so
+/// every tap is in range and contiguous) and depthwisePlane accumulates the
+/// output plane in float.
 void convDepthwise(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
                    const KTensor &y, int threads) {
   const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw, M = g.coutG();
+  // Rows and columns the windows reach: the output size formula keeps every
+  // tap inside the input plus its padding on both sides.
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
+  const int64_t Wq = (Wp + g.sw - 1) / g.sw, rowLen = Wq * g.sw;
   const bool f32 = x.dtype == DType::F32;
-  cpu::parallelTasks(g.N * g.Cout, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
+  // Output channels reading one input channel (M > 1: a channel multiplier
+  // or a single-channel input) share its padded plane, in blocks of 16.
+  constexpr int64_t kPerPlane = 16;
+  const int64_t blocks = (M + kPerPlane - 1) / kPerPlane;
+  cpu::parallelTasks(g.N * g.Cin * blocks, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
     thread_local std::vector<float> scratch;
-    const int64_t n = task / g.Cout, co = task % g.Cout, ci = co / M;
-    const int64_t xOff = (n * g.Cin + ci) * HW, yOff = (n * g.Cout + co) * PIX;
-    const float *xp;
-    float *acc;
-    if (f32) {
-      xp = static_cast<const float *>(x.data) + xOff;
-      acc = static_cast<float *>(y.data) + yOff;
-    } else {
-      scratch.resize(static_cast<size_t>(HW + PIX));
-      cpu::loadFloats(x.dtype, x.data, xOff, HW, scratch.data());
-      xp = scratch.data();
-      acc = scratch.data() + HW;
+    const int64_t n = task / (g.Cin * blocks), ci = (task / blocks) % g.Cin;
+    const int64_t m0 = (task % blocks) * kPerPlane, mn = std::min(kPerPlane, M - m0);
+    const int64_t xOff = (n * g.Cin + ci) * HW;
+    scratch.assign(static_cast<size_t>(Hp * rowLen + g.W + taps + (f32 ? 0 : PIX)), 0.0f);
+    float *padded = scratch.data(), *row = padded + Hp * rowLen, *tapv = row + g.W;
+    for (int64_t ih = 0; ih < g.H; ++ih) {
+      float *dst = padded + (ih + g.ph) * rowLen;
+      if (g.sw == 1) {
+        cpu::loadFloats(x.dtype, x.data, xOff + ih * g.W, g.W, dst + g.pw);
+        continue;
+      }
+      cpu::loadFloats(x.dtype, x.data, xOff + ih * g.W, g.W, row);
+      // Padded column c = iw + pw goes to phase c % sw, slot c / sw.
+      for (int64_t r = 0; r < g.sw; ++r) {
+        float *phase = dst + r * Wq;
+        for (int64_t c = r, slot = 0; c < Wp; c += g.sw, ++slot)
+          if (c >= g.pw && c < g.pw + g.W) phase[slot] = row[c - g.pw];
+      }
     }
-    std::fill(acc, acc + PIX, b ? loadOne(b->dtype, b->data, co) : 0.0f);
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj)
-        depthwiseTap(g, ki, kj, loadOne(w.dtype, w.data, co * taps + ki * g.kw + kj), xp, acc);
-    if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
+    for (int64_t co = ci * M + m0; co < ci * M + m0 + mn; ++co) {
+      const int64_t yOff = (n * g.Cout + co) * PIX;
+      float *acc = f32 ? static_cast<float *>(y.data) + yOff : tapv + taps;
+      cpu::loadFloats(w.dtype, w.data, co * taps, taps, tapv);
+      depthwisePlane(g, tapv, b ? loadOne(b->dtype, b->data, co) : 0.0f, padded, rowLen, Wq, acc);
+      if (!f32) cpu::storeFloats(y.dtype, acc, PIX, y.data, yOff);
+    }
+  });
+}
+
+/// Depthwise for narrow planes (rows too short to vectorize along): 16
+/// output channels at a time, the input held channels-last ([Hp][Wp][16],
+/// zero-padded), so each tap is one 16-lane multiply-add per output pixel.
+/// Per element: the bias, then the taps in (ki, kj) order, one rounding per
+/// product and per sum (no FMA, as depthwisePlane).
+constexpr int64_t kLanes = 16;
+__attribute__((target_clones("avx512f", "avx2", "default"))) SHARDC_NO_FMA_ATTR void
+depthwiseLanes(const Geometry &g, const float *__restrict wT, const float *__restrict bias,
+               const float *__restrict in, int64_t Wp, float *__restrict acc) {
+  SHARDC_NO_FMA_BODY
+  for (int64_t oh = 0; oh < g.OH; ++oh)
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      float a[kLanes];
+      for (int64_t j = 0; j < kLanes; ++j) a[j] = bias[j];
+      for (int64_t ki = 0; ki < g.kh; ++ki)
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          const float *src = in + ((oh * g.sh + ki * g.dh) * Wp + ow * g.sw + kj * g.dw) * kLanes;
+          const float *wt = wT + (ki * g.kw + kj) * kLanes;
+          for (int64_t j = 0; j < kLanes; ++j) a[j] += wt[j] * src[j];
+        }
+      float *out = acc + (oh * g.OW + ow) * kLanes;
+      for (int64_t j = 0; j < kLanes; ++j) out[j] = a[j];
+    }
+}
+
+void convDepthwiseLanes(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
+                        const KTensor &y, int threads) {
+  const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw, M = g.coutG();
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw;
+  const int64_t blocks = (g.Cout + kLanes - 1) / kLanes;
+  cpu::parallelTasks(g.N * blocks, threads, g.N * g.Cout * PIX * taps, [&](int64_t task) {
+    thread_local std::vector<float> scratch;
+    const int64_t n = task / blocks, c0 = (task % blocks) * kLanes;
+    const int64_t cn = std::min(kLanes, g.Cout - c0);
+    const size_t inFloats = static_cast<size_t>(Hp * Wp * kLanes);
+    scratch.resize(inFloats + static_cast<size_t>((PIX + taps + 1) * kLanes + kLanes * std::max(HW, PIX)));
+    std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(inFloats), 0.0f);
+    float *in = scratch.data(), *acc = in + inFloats, *wT = acc + PIX * kLanes;
+    float *bias = wT + taps * kLanes, *planes = bias + kLanes;  // planes: [kLanes][HW]
+    std::fill(wT, wT + (taps + 1) * kLanes, 0.0f);
+    for (int64_t j = 0; j < cn; ++j) {
+      const int64_t co = c0 + j;
+      cpu::loadFloats(x.dtype, x.data, (n * g.Cin + co / M) * HW, HW, planes + j * HW);
+      for (int64_t t = 0; t < taps; ++t) wT[t * kLanes + j] = loadOne(w.dtype, w.data, co * taps + t);
+      bias[j] = b ? loadOne(b->dtype, b->data, co) : 0.0f;
+    }
+    // Channels-last: pixel outer, the block's channels inner (contiguous writes).
+    for (int64_t ih = 0; ih < g.H; ++ih)
+      for (int64_t iw = 0; iw < g.W; ++iw) {
+        float *dst = in + ((ih + g.ph) * Wp + iw + g.pw) * kLanes;
+        const float *src = planes + ih * g.W + iw;
+        for (int64_t j = 0; j < cn; ++j) dst[j] = src[j * HW];
+      }
+    depthwiseLanes(g, wT, bias, in, Wp, acc);
+    for (int64_t j = 0; j < cn; ++j) {
+      float *plane = planes + j * PIX;
+      for (int64_t p = 0; p < PIX; ++p) plane[p] = acc[p * kLanes + j];
+    }
+    cpu::storeFloats(y.dtype, planes, cn * PIX, y.data, (n * g.Cout + c0) * PIX);
   });
 }
 
@@ -362,7 +460,17 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
                            " exceeds the BLAS int range (input " + shapeToString(x.shape) +
                            ", weight " + shapeToString(w.shape) + ")");
   if (p.transposed) return convTransposed(g, x, w, b, y, threads);
-  if (g.cinG() == 1) return convDepthwise(g, x, w, b, y, threads);
+  // Depthwise holds one padded input plane per worker: planes beyond about
+  // 4 MiB take the im2col path (bounded blocks), which computes the same sums.
+  const int64_t paddedPlane = (g.H + 2 * g.ph) * (g.W + 2 * g.pw + g.sw) + g.pixels();
+  // Many output channels per input channel (a single-channel input such as
+  // audio's first conv) is a real matrix product: sgemm beats the tap loops.
+  if (g.cinG() == 1 && g.coutG() < 16 && paddedPlane <= 4 * kScratchFloats) {
+    // Rows shorter than 32 outputs vectorize poorly: 16 channels at a time.
+    if (g.OW < 32 && paddedPlane * kLanes <= 4 * kScratchFloats)
+      return convDepthwiseLanes(g, x, w, b, y, threads);
+    return convDepthwise(g, x, w, b, y, threads);
+  }
   convGemm(g, x, w, b, y, threads);
 }
 

@@ -20,8 +20,10 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
 void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outputSize, const KTensor &x,
                         const KTensor &y, int threads);
 /// The same with the spatial dims read from x's rank as aten's
-/// adaptive_*_pool2d does: [N, C, H, W] and [C, H, W] are 2-d, [C, L] 1-d;
-/// a batched 1-d [N, C, L] needs the overload above.
+/// adaptive_*_pool2d does: [N, C, H, W] and [C, H, W] are 2-d, [C, L] 1-d.
+/// A batched 1-d [N, C, L] is then pooled as 2-d over (C, L) with y's sizes
+/// (C, out): windows of one channel, so the values are the 1-d ones (the
+/// overload above skips that detour).
 void adaptivePoolKernel(PoolKind kind, const KTensor &x, const KTensor &y, int threads);
 
 void batchNormKernel(const KTensor &x, const KTensor &mean, const KTensor &var,

@@ -69,6 +69,34 @@ void parallelTasks(int64_t tasks, int threads, int64_t work, const Task &task) {
   });
 }
 
+/// Sum of v[0..n) in double: element i goes to partial sum i % 8 and the
+/// eight are combined pairwise, so the loop vectorizes and the result
+/// depends only on the values and n.
+inline double sumLanes(const float *v, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(v[i + j]);
+  for (int j = 0; i < n; ++i, ++j) acc[j] += static_cast<double>(v[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/// Sum of (v[i] - mean)^2 in double, in sumLanes' order.
+inline double sumSquaredDeviationsLanes(const float *v, int64_t n, double mean) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const double d = static_cast<double>(v[i + j]) - mean;
+      acc[j] += d * d;
+    }
+  for (int j = 0; i < n; ++i, ++j) {
+    const double d = static_cast<double>(v[i]) - mean;
+    acc[j] += d * d;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /// Puts OpenBLAS in single-threaded mode once: the kernels split the work
 /// themselves and call sgemm from their workers.
 void singleThreadedBlas();

@@ -5,7 +5,8 @@
 //     parameters may have their own float storage (float32 running stats
 //     beside a bfloat16 model, as torch's autocast leaves them).
 //   group_norm: per (sample, group), mean and biased variance over the
-//     group's C/G * inner elements in double (two passes), y = (x - mean) *
+//     group's C/G * inner elements in double (two passes; chunks of 4096 in
+//     eight partial sums, cpu::sumLanes), y = (x - mean) *
 //     rstd * w[c] + b[c].
 // One task per (sample, channel) or (sample, group): no task depends on
 // another sample, nor on the split.
@@ -104,14 +105,14 @@ void groupNormKernel(const KTensor &x, int64_t groups, const KTensor *w, const K
     for (int64_t i0 = 0; i0 < count; i0 += kChunk) {
       const int64_t n = std::min(kChunk, count - i0);
       cpu::loadFloats(x.dtype, x.data, base + i0, n, buf.data());
-      for (int64_t i = 0; i < n; ++i) sum += buf[i];
+      sum += cpu::sumLanes(buf.data(), n);
     }
     const double mean = count ? sum / static_cast<double>(count) : 0;
     double sq = 0;
     for (int64_t i0 = 0; i0 < count; i0 += kChunk) {
       const int64_t n = std::min(kChunk, count - i0);
       cpu::loadFloats(x.dtype, x.data, base + i0, n, buf.data());
-      for (int64_t i = 0; i < n; ++i) sq += (buf[i] - mean) * (buf[i] - mean);
+      sq += cpu::sumSquaredDeviationsLanes(buf.data(), n, mean);
     }
     const double rstd = 1.0 / std::sqrt((count ? sq / static_cast<double>(count) : 0) + eps);
     // Per channel of the group: y = x * scale + shift, folded in double.

@@ -4,7 +4,8 @@
 // Each output element is reduced by one task, in index order over the
 // reduced dims (an odometer over them, the last one innermost), so the
 // result does not depend on the thread count or on other samples.
-//   sum, mean: double accumulation, one rounding to the storage dtype.
+//   sum, mean: double accumulation (float storage: pieces of 4096 in eight
+//     partial sums, cpu::sumLanes), one rounding to the storage dtype.
 //   var: two passes in double (mean, then squared deviations), divided by
 //     max(0, count - correction) (0 gives inf or NaN, as torch).
 //   amax, amin: NaN propagates. argmax, argmin: the first extreme; a NaN
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace shardc::runtime {
@@ -71,10 +73,10 @@ Layout layoutOf(const Shape &x, const std::vector<int64_t> &dims) {
   return l;
 }
 
-/// Calls visit(value, reducedIndex) for the reduced elements of output o in
-/// index order; `values` is x as C (float or double) through `load`.
-template <typename Load, typename Visit>
-void walk(const Layout &l, int64_t o, const Load &load, const Visit &visit) {
+/// Calls run(offset, count, stride, flatIndex) for the runs of the
+/// innermost reduced dim of output o, in index order over the other reduced
+/// dims (flatIndex: the run's first index in the reduced space).
+template <typename Run> void walkRuns(const Layout &l, int64_t o, const Run &run) {
   int64_t base = 0;
   for (size_t d = l.keptSize.size(); d-- > 0;) {
     base += (o % l.keptSize[d]) * l.keptStride[d];
@@ -83,14 +85,14 @@ void walk(const Layout &l, int64_t o, const Load &load, const Visit &visit) {
   if (l.count == 0) return;
   const size_t r = l.redSize.size();
   if (r == 0) {
-    visit(load(base), 0);
+    run(base, 1, 1, 0);
     return;
   }
   const int64_t inner = l.redSize[r - 1], innerStride = l.redStride[r - 1];
   std::vector<int64_t> index(r, 0);
   int64_t at = base, flat = 0;
   for (;;) {
-    for (int64_t j = 0; j < inner; ++j) visit(load(at + j * innerStride), flat + j);
+    run(at, inner, innerStride, flat);
     flat += inner;
     size_t d = r - 1;
     for (;;) {
@@ -104,28 +106,77 @@ void walk(const Layout &l, int64_t o, const Load &load, const Visit &visit) {
   }
 }
 
-template <typename S, typename C>
+/// Calls visit(value, reducedIndex) for the reduced elements of output o in
+/// index order; `load` reads element i of x as double.
+template <typename Load, typename Visit>
+void walk(const Layout &l, int64_t o, const Load &load, const Visit &visit) {
+  walkRuns(l, o, [&](int64_t at, int64_t n, int64_t stride, int64_t flat) {
+    for (int64_t j = 0; j < n; ++j) visit(load(at + j * stride), flat + j);
+  });
+}
+
+constexpr int64_t kRunChunk = 4096;  // floats per converted piece of a run
+
+/// Sum (or, with `mean`, the squared deviations) of output o's elements in
+/// double: each run in pieces of kRunChunk floats summed by cpu::sumLanes,
+/// the pieces and runs added in order. float32 runs of stride 1 are read in
+/// place; others are converted into `buf` first.
+template <typename S, float (*Widen)(S)>
+double sumRuns(const Layout &l, int64_t o, const S *in, std::vector<float> &buf,
+               const double *mean) {
+  double total = 0;
+  walkRuns(l, o, [&](int64_t at, int64_t n, int64_t stride, int64_t) {
+    for (int64_t j0 = 0; j0 < n; j0 += kRunChunk) {
+      const int64_t m = std::min(kRunChunk, n - j0);
+      const float *v;
+      if (std::is_same_v<S, float> && stride == 1) {
+        v = reinterpret_cast<const float *>(in) + at + j0;
+      } else {
+        buf.resize(static_cast<size_t>(kRunChunk));
+        for (int64_t j = 0; j < m; ++j) buf[j] = Widen(in[at + (j0 + j) * stride]);
+        v = buf.data();
+      }
+      total += mean ? cpu::sumSquaredDeviationsLanes(v, m, *mean) : cpu::sumLanes(v, m);
+    }
+  });
+  return total;
+}
+
+template <typename S, typename C, C (*Widen)(S)> float widenFloat(S v) {
+  return static_cast<float>(Widen(v));
+}
+
+template <typename S, typename C, C (*widen)(S), S (*narrow)(C)>
 void reduceTyped(ReduceKind kind, const KTensor &x, const Layout &l, int64_t correction,
-                 C (*widen)(S), S (*narrow)(C), const KTensor &y, int threads) {
+                 const KTensor &y, int threads) {
   const S *in = static_cast<const S *>(x.data);
   auto load = [&](int64_t i) { return static_cast<double>(widen(in[i])); };
   const int64_t outputs = y.numel();
   constexpr int64_t kPerTask = 64;
   cpu::parallelTasks((outputs + kPerTask - 1) / kPerTask, threads, x.numel() * 2, [&](int64_t t) {
+    thread_local std::vector<float> buf;
     for (int64_t o = t * kPerTask; o < std::min(outputs, (t + 1) * kPerTask); ++o) {
       switch (kind) {
       case ReduceKind::Sum:
       case ReduceKind::Mean:
       case ReduceKind::Var: {
-        double sum = 0;
-        walk(l, o, load, [&](double v, int64_t) { sum += v; });
+        // float storage: eight partial sums per piece (cpu::sumLanes);
+        // float64: one running sum.
+        auto sumOf = [&](const double *mean) {
+          if constexpr (std::is_same_v<C, float>) {
+            return sumRuns<S, widenFloat<S, C, widen>>(l, o, in, buf, mean);
+          } else {
+            double acc = 0;
+            walk(l, o, load, [&](double v, int64_t) { acc += mean ? (v - *mean) * (v - *mean) : v; });
+            return acc;
+          }
+        };
+        const double sum = sumOf(nullptr);
         const double n = static_cast<double>(l.count);
         double result = kind == ReduceKind::Sum ? sum : sum / n;
         if (kind == ReduceKind::Var) {
           const double mean = result;
-          double sq = 0;
-          walk(l, o, load, [&](double v, int64_t) { sq += (v - mean) * (v - mean); });
-          result = sq / std::max(0.0, n - static_cast<double>(correction));
+          result = sumOf(&mean) / std::max(0.0, n - static_cast<double>(correction));
         }
         static_cast<S *>(y.data)[o] = narrow(static_cast<C>(result));
         break;
@@ -181,15 +232,15 @@ void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> 
   const Layout l = layoutOf(x.shape, dims);
   switch (x.dtype) {
   case DType::F64:
-    return reduceTyped<double, double>(kind, x, l, correction, idD, idD, y, threads);
+    return reduceTyped<double, double, idD, idD>(kind, x, l, correction, y, threads);
   case DType::F32:
-    return reduceTyped<float, float>(kind, x, l, correction, idF, idF, y, threads);
+    return reduceTyped<float, float, idF, idF>(kind, x, l, correction, y, threads);
   case DType::BF16:
-    return reduceTyped<uint16_t, float>(kind, x, l, correction, bfloat16BitsToFloat,
-                                        floatToBFloat16Bits, y, threads);
+    return reduceTyped<uint16_t, float, bfloat16BitsToFloat, floatToBFloat16Bits>(
+        kind, x, l, correction, y, threads);
   case DType::F16:
-    return reduceTyped<uint16_t, float>(kind, x, l, correction, halfBitsToFloat,
-                                        floatToHalfBits, y, threads);
+    return reduceTyped<uint16_t, float, halfBitsToFloat, floatToHalfBits>(kind, x, l, correction,
+                                                                         y, threads);
   default: return;
   }
 }

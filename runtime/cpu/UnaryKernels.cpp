@@ -18,8 +18,7 @@ namespace {
 
 /// One element, as torch computes it (aten/src/ATen/native/cpu/UnaryOpsKernel.cpp,
 /// Activation.cpp). C is float or double.
-template <typename C> struct UnaryFn {
-  UnaryOp op;
+template <UnaryOp op, typename C> struct UnaryFn {
   C a, b;
 
   C operator()(C x) const {
@@ -66,9 +65,11 @@ template <typename C> struct UnaryFn {
   }
 };
 
-template <typename S, typename C>
-void unaryTyped(UnaryFn<C> f, C (*load)(S), S (*store)(C), const KTensor &x, const KTensor &y,
-                int threads) {
+/// The loop is instantiated per op and storage type, so the op's formula is
+/// inlined into it (and vectorized where the compiler can).
+template <UnaryOp op, typename S, typename C, C (*load)(S), S (*store)(C)>
+void unaryTyped(C a, C b, const KTensor &x, const KTensor &y, int threads) {
+  const UnaryFn<op, C> f{a, b};
   const S *in = static_cast<const S *>(x.data);
   S *out = static_cast<S *>(y.data);
   const int64_t total = x.numel();
@@ -82,6 +83,22 @@ void unaryTyped(UnaryFn<C> f, C (*load)(S), S (*store)(C), const KTensor &x, con
 float idF(float v) { return v; }
 double idD(double v) { return v; }
 
+template <UnaryOp op>
+void unaryDtype(double a, double b, const KTensor &x, const KTensor &y, int threads) {
+  switch (x.dtype) {
+  case DType::F64: return unaryTyped<op, double, double, idD, idD>(a, b, x, y, threads);
+  case DType::F32:
+    return unaryTyped<op, float, float, idF, idF>(float(a), float(b), x, y, threads);
+  case DType::BF16:
+    return unaryTyped<op, uint16_t, float, bfloat16BitsToFloat, floatToBFloat16Bits>(
+        float(a), float(b), x, y, threads);
+  case DType::F16:
+    return unaryTyped<op, uint16_t, float, halfBitsToFloat, floatToHalfBits>(float(a), float(b),
+                                                                            x, y, threads);
+  default: return;
+  }
+}
+
 }  // namespace
 
 void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,
@@ -90,18 +107,27 @@ void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor
   if (x.dtype != DType::F64) checks::expectFloat(name, "x", x);
   checks::expectDType(name, "output", y, x.dtype);
   checks::expectShape(name, "output", y, x.shape);
-  switch (x.dtype) {
-  case DType::F64:
-    return unaryTyped<double, double>({op, a, b}, idD, idD, x, y, threads);
-  case DType::F32:
-    return unaryTyped<float, float>({op, float(a), float(b)}, idF, idF, x, y, threads);
-  case DType::BF16:
-    return unaryTyped<uint16_t, float>({op, float(a), float(b)}, bfloat16BitsToFloat,
-                                       floatToBFloat16Bits, x, y, threads);
-  case DType::F16:
-    return unaryTyped<uint16_t, float>({op, float(a), float(b)}, halfBitsToFloat,
-                                       floatToHalfBits, x, y, threads);
-  default: return;
+  switch (op) {
+  case UnaryOp::Sigmoid: return unaryDtype<UnaryOp::Sigmoid>(a, b, x, y, threads);
+  case UnaryOp::Tanh: return unaryDtype<UnaryOp::Tanh>(a, b, x, y, threads);
+  case UnaryOp::Exp: return unaryDtype<UnaryOp::Exp>(a, b, x, y, threads);
+  case UnaryOp::Log: return unaryDtype<UnaryOp::Log>(a, b, x, y, threads);
+  case UnaryOp::Sqrt: return unaryDtype<UnaryOp::Sqrt>(a, b, x, y, threads);
+  case UnaryOp::Rsqrt: return unaryDtype<UnaryOp::Rsqrt>(a, b, x, y, threads);
+  case UnaryOp::Neg: return unaryDtype<UnaryOp::Neg>(a, b, x, y, threads);
+  case UnaryOp::Abs: return unaryDtype<UnaryOp::Abs>(a, b, x, y, threads);
+  case UnaryOp::Erf: return unaryDtype<UnaryOp::Erf>(a, b, x, y, threads);
+  case UnaryOp::Sin: return unaryDtype<UnaryOp::Sin>(a, b, x, y, threads);
+  case UnaryOp::Cos: return unaryDtype<UnaryOp::Cos>(a, b, x, y, threads);
+  case UnaryOp::Reciprocal: return unaryDtype<UnaryOp::Reciprocal>(a, b, x, y, threads);
+  case UnaryOp::Hardswish: return unaryDtype<UnaryOp::Hardswish>(a, b, x, y, threads);
+  case UnaryOp::Hardsigmoid: return unaryDtype<UnaryOp::Hardsigmoid>(a, b, x, y, threads);
+  case UnaryOp::Mish: return unaryDtype<UnaryOp::Mish>(a, b, x, y, threads);
+  case UnaryOp::Clamp: return unaryDtype<UnaryOp::Clamp>(a, b, x, y, threads);
+  case UnaryOp::LeakyRelu: return unaryDtype<UnaryOp::LeakyRelu>(a, b, x, y, threads);
+  case UnaryOp::Elu: return unaryDtype<UnaryOp::Elu>(a, b, x, y, threads);
+  case UnaryOp::PowScalar: return unaryDtype<UnaryOp::PowScalar>(a, b, x, y, threads);
+  case UnaryOp::Softplus: return unaryDtype<UnaryOp::Softplus>(a, b, x, y, threads);
   }
 }
 

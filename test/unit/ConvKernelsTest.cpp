@@ -124,12 +124,20 @@ std::vector<Case> cases() {
       {"depthwise 3x3 stride 2", params(2, {2, 2}, {1, 1}, {1, 1}, 8), {2, 8, 10, 9}, {8, 1, 3, 3}},
       {"depthwise multiplier 2, dilation", params(2, {1, 1}, {2, 2}, {2, 2}, 4), {1, 4, 8, 8}, {8, 1, 3, 3}},
       {"single input channel, groups 1", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 1, 6, 6}, {3, 1, 2, 2}},
-      {"conv1d stride 5 (wav2vec2 stem)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
+      // Depthwise rows of >= 32 outputs take the per-plane path (3-tap rows,
+      // other widths with column phases of the stride), narrower ones the
+      // 16-channel path above.
+      {"depthwise wide rows 3x3", params(2, {1, 1}, {1, 1}, {1, 1}, 3), {1, 3, 5, 70}, {3, 1, 3, 3}},
+      {"depthwise wide rows 3x5 stride 2", params(2, {1, 2}, {1, 2}, {1, 1}, 2), {1, 2, 4, 81}, {4, 1, 3, 5}},
+      {"conv1d stride 5, one input channel, few outputs", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
+      {"conv1d stride 5 (wav2vec2 stem: one input channel, 20 outputs, sgemm)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {20, 1, 10}},
       {"conv1d groups, pad, dilation", params(1, {2}, {3}, {2}, 2), {2, 6, 31}, {4, 3, 5}},
       {"conv1d many channels (K blocks)", params(1, {1}, {1}, {1}, 1), {1, 200, 9}, {5, 200, 3}},
       {"transposed 2d stride 2 output_padding", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {2, 4, 5, 6}, {4, 3, 3, 3}},
       {"transposed 2d groups, dilation", params(2, {1, 2}, {0, 1}, {2, 1}, 2, true, {0, 1}), {1, 4, 4, 5}, {4, 3, 2, 3}},
       {"transposed 1d", params(1, {3}, {2}, {2}, 1, true), {2, 5, 7}, {5, 4, 4}},
+      // One channel per group, but a plane over 4 MiB: the im2col path.
+      {"single-channel plane too big for depthwise", params(2, {4, 4}, {1, 1}, {1, 1}, 1), {1, 1, 1030, 1030}, {2, 1, 3, 3}},
   };
 }
 
@@ -162,6 +170,7 @@ TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread coun
   std::vector<Case> big = {
       {"3x3 64 channels", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 64, 32, 32}, {8, 64, 3, 3}},
       {"depthwise", params(2, {1, 1}, {1, 1}, {1, 1}, 16), {3, 16, 40, 40}, {16, 1, 3, 3}},
+      {"depthwise narrow 5x5/2", params(2, {2, 2}, {2, 2}, {1, 1}, 40), {3, 40, 14, 14}, {40, 1, 5, 5}},
       {"pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 32, 48, 48}, {16, 32, 1, 1}},
       {"transposed", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {3, 16, 20, 20}, {16, 24, 3, 3}},
   };

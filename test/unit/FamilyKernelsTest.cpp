@@ -272,7 +272,7 @@ TEST_CASE("unary ops: torch's values, NaN and parameter edge cases", "[family-ke
   checkExact(x, {5, 3, 1, -0.0, -1, -3, -5, kNaN});
 }
 
-TEST_CASE("unary: thread count does not change bytes; bad operands rejected", "[family-kernels]") {
+TEST_CASE("unary: thread count does not change bytes, bad operands rejected", "[family-kernels]") {
   TT x = random(DType::BF16, {5, 70001}, 3, -4, 4);
   TT y1 = zeros(DType::BF16, x.shape), y3 = zeros(DType::BF16, x.shape);
   unaryKernel(UnaryOp::Mish, 0, 0, x.k(), y1.k(), 1);
@@ -350,7 +350,7 @@ TEST_CASE("group_norm normalizes per (sample, group)", "[family-kernels]") {
       }
 }
 
-TEST_CASE("norms: a sample's bytes do not depend on batch or threads; bad operands", "[family-kernels]") {
+TEST_CASE("norms: a sample's bytes do not depend on batch or threads, bad operands", "[family-kernels]") {
   TT x = random(DType::BF16, {3, 8, 40, 40}, 1), mean = random(DType::F32, {8}, 2);
   TT var = random(DType::F32, {8}, 3, 0.5, 2), w = random(DType::BF16, {8}, 4);
   KTensor wk = w.k();
@@ -491,6 +491,12 @@ TEST_CASE("adaptive pooling windows, batch and thread invariance, errors", "[fam
   adaptivePoolKernel(PoolKind::Avg, x.k(), a3.k(), 3);
   adaptivePoolKernel(PoolKind::Avg, x1.k(), a1.k(), 1);
   CHECK(a1.bytes == a3.slice(0, a1.numel()));
+  // A batched 1-d input through the overload without output size (read as
+  // 2-d over (C, L)) gives the 1-d values.
+  TT l = random(DType::F32, {2, 3, 11}, 6), l1 = zeros(DType::F32, {2, 3, 4}), l2 = l1;
+  adaptivePoolKernel(PoolKind::Avg, {4}, l.k(), l1.k(), 1);
+  adaptivePoolKernel(PoolKind::Avg, l.k(), l2.k(), 1);
+  CHECK(l1.bytes == l2.bytes);
   TT bad = zeros(DType::BF16, {3, 16, 14, 14});
   CHECK_THROWS_WITH(poolKernel(mp, x.k(), bad.k(), 1),
                     Catch::Equals("max_pool: output has shape [3, 16, 14, 14], expected [3, 16, 15, 15]"));
