@@ -35,6 +35,13 @@ def torchvision_model(name):
     return torchvision.models.get_model(name, weights=None)
 
 
+def vit_tiny():
+    """torchvision's VisionTransformer class at a CI size (vit_b_16 needs 224)."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    return VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                             hidden_dim=64, mlp_dim=128, num_classes=10)
+
+
 def wav2vec2_base():
     import torchaudio
     return torchaudio.models.wav2vec2_base()
@@ -58,6 +65,7 @@ ZOO = {
                                        {"name": "mobilenet_v3_small"}, {"x": [1, 3, 64, 64]}),
     "torchvision vit_b_16": ("zoo_models:torchvision_model", {"name": "vit_b_16"},
                              {"x": [1, 3, 224, 224]}),
+    "torchvision VisionTransformer tiny": ("zoo_models:vit_tiny", {}, {"x": [2, 3, 32, 32]}),
 }
 # More torchvision classifiers at a small input their layers accept.
 for _name in ("efficientnet_b0", "squeezenet1_0", "alexnet", "densenet121", "convnext_tiny",
@@ -75,4 +83,4 @@ ZOO.update(zoo_hf.ZOO)
 
 # The fast subset CI runs (test/lit/models/zoo-ci.test: bench/zoo.py --ci).
 CI = ["nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
-      "torchvision mobilenet_v3_small"]
+      "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny"]

@@ -525,8 +525,23 @@ def embedding(self, node, weight, ids, padding_idx=-1, *rest):
     return self.emit(node, "embedding", [weight, ids], node.meta["val"])
 
 
+def materialize(self, node, v):
+    """An expanded view as a tensor of its own: base + zeros of the expanded
+    shape (a zero-filled constant buffer), e.g. ViT's class token expanded
+    over the batch before cat. Exact: x + 0 is x."""
+    if not isinstance(v, Expanded):
+        return self.tensor(node, v)
+    dt = GRAPH_DTYPES.get(v.base.val.dtype)
+    name = self.fresh("zeros.%s" % "x".join(str(n) for n in v.shape))
+    self.graph_buffers[name] = {"name": name, "shape": list(v.shape), "dtype": dt,
+                                "device": self.device, "init": [{"op": "zeros"}]}
+    zeros = G(name, torch.empty(v.shape, dtype=v.base.val.dtype, device="meta"))
+    return self.emit(node, "add", [v.base, zeros],
+                     torch.empty(v.shape, dtype=v.base.val.dtype, device="meta"))
+
+
 def cat(self, node, tensors, dim=0):
-    ts = [self.tensor(node, t) for t in tensors]
+    ts = [materialize(self, node, t) for t in tensors]
     return self.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
 
 
