@@ -82,5 +82,10 @@ import zoo_hf  # noqa: E402
 ZOO.update(zoo_hf.ZOO)
 
 # The fast subset CI runs (test/lit/models/zoo-ci.test: bench/zoo.py --ci).
+# Twelve models spanning convnets (plain, depthwise, grouped/shuffled, squeeze-
+# excite), a ViT, torch.nn's transformer modules and Hugging Face decoders and
+# an encoder; each small enough that the whole subset takes a few minutes.
 CI = ["nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
-      "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny"]
+      "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny",
+      "torchvision squeezenet1_0", "torchvision shufflenet_v2_x0_5",
+      "torchvision efficientnet_b0", "HF GPT-2", "HF Llama", "HF Qwen2", "HF BERT"]
