@@ -5,6 +5,7 @@
 
 #include "runtime/HalfFloat.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/cpu/KernelSupport.h"
 #include "runtime/init/ParallelFor.h"
 
 #include <cblas.h>
@@ -26,62 +27,12 @@ namespace {
 using checks::fail;
 
 
-/// n values of `dtype` starting at element `offset` of `base`, as float.
-void loadFloats(DType dtype, const void *base, int64_t offset, int64_t n, float *dst) {
-  switch (dtype) {
-  case DType::F32:
-    std::memcpy(dst, static_cast<const float *>(base) + offset, static_cast<size_t>(n) * 4);
-    return;
-  case DType::BF16: {
-    const uint16_t *src = static_cast<const uint16_t *>(base) + offset;
-    for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16BitsToFloat(src[i]);
-    return;
-  }
-  case DType::F16: {
-    const uint16_t *src = static_cast<const uint16_t *>(base) + offset;
-    for (int64_t i = 0; i < n; ++i) dst[i] = halfBitsToFloat(src[i]);
-    return;
-  }
-  default: return;  // rejected by the callers' dtype checks
-  }
-}
-
-/// n floats rounded (once) into `dtype` at element `offset` of `base`.
-void storeFloats(DType dtype, const float *src, int64_t n, void *base, int64_t offset) {
-  switch (dtype) {
-  case DType::F32:
-    std::memmove(static_cast<float *>(base) + offset, src, static_cast<size_t>(n) * 4);
-    return;
-  case DType::BF16: {
-    uint16_t *dst = static_cast<uint16_t *>(base) + offset;
-    for (int64_t i = 0; i < n; ++i) dst[i] = floatToBFloat16Bits(src[i]);
-    return;
-  }
-  case DType::F16: {
-    uint16_t *dst = static_cast<uint16_t *>(base) + offset;
-    for (int64_t i = 0; i < n; ++i) dst[i] = floatToHalfBits(src[i]);
-    return;
-  }
-  default: return;
-  }
-}
-
-/// Runs task(i) for i in [0, tasks) on up to `threads` threads; one thread
-/// when the whole job is small (work = rough element count).
-template <typename Task>
-void parallelTasks(int64_t tasks, int threads, int64_t work, const Task &task) {
-  if (tasks <= 0) return;
-  const int used = work < (int64_t(1) << 15) ? 1 : threads;
-  init::parallelFor(tasks, used, [&](int64_t begin, int64_t count) {
-    for (int64_t t = begin; t < begin + count; ++t) task(t);
-  });
-}
-
-/// OpenBLAS runs in the calling thread: the kernels parallelize themselves.
-void singleThreadedBlas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
+// 16-bit storage conversion, the fixed-split task runner and OpenBLAS's
+// single-threaded mode are shared with the family kernels.
+using cpu::loadFloats;
+using cpu::parallelTasks;
+using cpu::singleThreadedBlas;
+using cpu::storeFloats;
 
 // -------------------------------------------------------------------- GEMM --
 

@@ -241,8 +241,7 @@ Shape groupNormShape(const Shape &x, int64_t groups, const Shape *w, const Shape
 
 // ---- reductions ------------------------------------------------------------
 
-namespace {
-const char *reduceName(ReduceKind kind) {
+const char *reduceKindName(ReduceKind kind) {
   switch (kind) {
   case ReduceKind::Sum: return "sum";
   case ReduceKind::Mean: return "mean";
@@ -254,11 +253,10 @@ const char *reduceName(ReduceKind kind) {
   }
   return "reduce";
 }
-}  // namespace
 
 Shape reduceShape(ReduceKind kind, const Shape &x, const std::vector<int64_t> &dims,
                   bool keepdim) {
-  const char *op = reduceName(kind);
+  const char *op = reduceKindName(kind);
   const int64_t rank = static_cast<int64_t>(x.size());
   const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
   if (arg && dims.size() > 1)

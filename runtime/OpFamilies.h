@@ -81,6 +81,8 @@ enum class ReduceKind { Sum, Mean, Amax, Amin, Var, Argmax, Argmin };
 /// dtype. Sum/Mean accumulate in double; Amax/Amin propagate NaN as torch.
 Shape reduceShape(ReduceKind kind, const Shape &x, const std::vector<int64_t> &dims,
                   bool keepdim);
+/// "sum", "mean", ...: the op's name in errors.
+const char *reduceKindName(ReduceKind kind);
 
 // ---- elementwise with scalar parameters ---------------------------------------
 

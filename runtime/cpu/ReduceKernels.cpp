@@ -27,19 +27,6 @@ using plan::DType;
 
 namespace {
 
-const char *reduceOpName(ReduceKind kind) {
-  switch (kind) {
-  case ReduceKind::Sum: return "sum";
-  case ReduceKind::Mean: return "mean";
-  case ReduceKind::Amax: return "amax";
-  case ReduceKind::Amin: return "amin";
-  case ReduceKind::Var: return "var";
-  case ReduceKind::Argmax: return "argmax";
-  case ReduceKind::Argmin: return "argmin";
-  }
-  return "reduce";
-}
-
 /// Where output element o reads: kept dims give the base offset, the
 /// reduced dims are walked from it.
 struct Layout {
@@ -220,7 +207,7 @@ double idD(double v) { return v; }
 
 void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
                   int64_t correction, const KTensor &y, int threads) {
-  const char *op = reduceOpName(kind);
+  const char *op = reduceKindName(kind);
   if (x.dtype != DType::F64) checks::expectFloat(op, "x", x);
   const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
   checks::expectDType(op, "output", y, arg ? DType::I64 : x.dtype);

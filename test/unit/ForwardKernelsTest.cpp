@@ -3,6 +3,7 @@
 #include "runtime/ForwardKernels.h"
 #include "runtime/HalfFloat.h"
 #include "runtime/RuntimeError.h"
+#include "FamilyTestSupport.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,47 +17,11 @@ using shardc::plan::DType;
 
 namespace {
 
-/// A tensor in test memory plus the exact double value of each element.
-struct TT {
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<std::byte> bytes;
-  KTensor k() { return {dtype, shape, bytes.data()}; }
-  int64_t numel() const { return shardc::plan::numElements(shape); }
-  double at(int64_t i) const {
-    switch (dtype) {
-    case DType::F32: { float v; std::memcpy(&v, bytes.data() + i * 4, 4); return v; }
-    case DType::F64: { double v; std::memcpy(&v, bytes.data() + i * 8, 8); return v; }
-    case DType::BF16: { uint16_t v; std::memcpy(&v, bytes.data() + i * 2, 2); return bfloat16BitsToFloat(v); }
-    case DType::F16: { uint16_t v; std::memcpy(&v, bytes.data() + i * 2, 2); return halfBitsToFloat(v); }
-    case DType::I64: { int64_t v; std::memcpy(&v, bytes.data() + i * 8, 8); return double(v); }
-    }
-    return 0;
-  }
-  void set(int64_t i, double value) {
-    switch (dtype) {
-    case DType::F32: { float v = float(value); std::memcpy(bytes.data() + i * 4, &v, 4); break; }
-    case DType::F64: std::memcpy(bytes.data() + i * 8, &value, 8); break;
-    case DType::BF16: { uint16_t v = floatToBFloat16Bits(float(value)); std::memcpy(bytes.data() + i * 2, &v, 2); break; }
-    case DType::F16: { uint16_t v = floatToHalfBits(float(value)); std::memcpy(bytes.data() + i * 2, &v, 2); break; }
-    case DType::I64: { int64_t v = int64_t(value); std::memcpy(bytes.data() + i * 8, &v, 8); break; }
-    }
-  }
-};
-
-TT zeros(DType dtype, Shape shape) {
-  TT t{dtype, std::move(shape), {}};
-  t.bytes.assign(size_t(t.numel() * shardc::plan::dtypeSize(dtype)), std::byte{0});
-  return t;
-}
-
-TT random(DType dtype, Shape shape, uint32_t seed, double lo = -1, double hi = 1) {
-  TT t = zeros(dtype, std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, dist(rng));
-  return t;
-}
+// Test tensors (storage + exact double values), zeros and random: shared
+// with the family kernels' tests.
+using familytest::TT;
+using familytest::random;
+using familytest::zeros;
 
 double tolerance(DType dtype) { return dtype == DType::F32 ? 2e-5 : 2e-2; }
 
