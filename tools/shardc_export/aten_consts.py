@@ -370,37 +370,6 @@ def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
     return Expanded(rows, list(out_val.shape))
 
 
-def hf_convolution(low, node, x, w, bias, stride, padding, dilation, transposed,
-                   output_padding, groups):
-    """A patchify convolution (kernel == stride, no padding, dilation or groups:
-    ViT's patch embedding) is a matmul over non-overlapping patches:
-    [B, C, h*p, w*q] -> [B*h*w, C*p*q] @ W[O, C*p*q]^T (+ b) -> [B, O, h, w]."""
-    if not (isinstance(x, G) and isinstance(w, G)) or transposed or groups != 1 or \
-            len(x.shape) != 4 or list(stride) != w.shape[2:] or any(padding) or \
-            any(d != 1 for d in dilation) or any(output_padding):
-        return None
-    B, C, H, W = x.shape
-    O, _, p, q = w.shape
-    if H % p or W % q:
-        return None
-    h, wd = H // p, W // q
-    dt = x.val.dtype
-
-    def meta(*shape):
-        return torch.empty(shape, dtype=dt, device="meta")
-    t = low.emit(node, "reshape", [x], meta(B, C, h, p, wd, q), shape=[B, C, h, p, wd, q])
-    t = low.emit(node, "permute", [t], meta(B, h, wd, C, p, q), dims=[0, 2, 4, 1, 3, 5])
-    t = low.emit(node, "reshape", [t], meta(B * h * wd, C * p * q),
-                 shape=[B * h * wd, C * p * q])
-    wm = low.emit(node, "reshape", [w], meta(O, C * p * q), shape=[O, C * p * q])
-    wt = low.emit(node, "permute", [wm], meta(C * p * q, O), dims=[1, 0])
-    t = low.emit(node, "matmul", [t, wt], meta(B * h * wd, O))
-    if bias is not None:
-        t = low.emit(node, "add", [t, low.tensor(node, bias)], t.val)
-    t = low.emit(node, "reshape", [t], meta(B, h, wd, O), shape=[B, h, wd, O])
-    return low.emit(node, "permute", [t], node.meta["val"], dims=[0, 3, 1, 2])
-
-
 def materialize_expand(low, node, e):
     """An expand read as a plain tensor (cat's operand: ViT's class token
     broadcast over the batch): copies along each broadcast dim with cat."""
@@ -444,7 +413,6 @@ HF_RULES = {
     aten.cat.default: hf_cat,
     aten.scaled_dot_product_attention.default: hf_sdpa,
     aten.embedding.default: hf_embedding,
-    aten.convolution.default: hf_convolution,
     aten.view.default: hf_view_expanded,
     aten._unsafe_view.default: hf_view_expanded,
     aten.reshape.default: hf_view_expanded,
