@@ -54,6 +54,9 @@ const std::vector<InitOpSpec> &initOpSpecs() {
       {"arange", K::Generator, {{"start", 0.0}, {"step", 1.0}}},
       {"orthogonal", K::Generator, {{"gain", 1.0}}},
       {"load", K::Generator, {}},
+      // Derived: the 2-norm of another parameter's initial values over some
+      // of its dims (weight norm's g = ||v||); `of` and `dims` read below.
+      {"norm_of", K::Generator, {}},
       {"mul", K::Pointwise, {{"value", kRequired}}},
       {"add", K::Pointwise, {{"value", kRequired}}},
       {"sub", K::Pointwise, {{"value", kRequired}}},
@@ -220,6 +223,18 @@ std::vector<InitStep> readInitChain(const GraphReader &reader,
         reader.fail(stepPath + ".shape", "a load has the parameter's shape; views after a "
                                          "load are not supported");
     }
+    if (step.op == "norm_of") {
+      step.tensor = reader.string(reader.member(value, stepPath, "of"), stepPath + ".of");
+      const json &dims = reader.array(reader.member(value, stepPath, "dims"), stepPath + ".dims");
+      for (size_t k = 0; k < dims.size(); ++k) {
+        if (!dims[k].is_number_integer())
+          reader.fail(indexed(stepPath + ".dims", k), "must be an integer");
+        step.ints.push_back(dims[k].get<int64_t>());
+      }
+      if (value.contains("shape"))
+        reader.fail(stepPath + ".shape", "a norm_of has the parameter's shape; views after "
+                                         "it are not supported");
+    }
     if (step.op.rfind("kaiming", 0) == 0) {
       if (auto mode = value.find("mode"); mode != value.end())
         step.mode = reader.string(*mode, stepPath + ".mode");
@@ -239,6 +254,9 @@ std::vector<InitStep> readInitChain(const GraphReader &reader,
     } else if (step.kind == InitStepKind::Generator) {
       reader.fail(stepPath + ".op", "generator \"" + step.op +
                                         "\" can only start an init chain");
+    } else if (step.kind == InitStepKind::View && steps.front().op == "norm_of") {
+      reader.fail(stepPath + ".op", "view \"" + step.op + "\" after a norm_of is not "
+                                    "supported (only pointwise ops may follow it)");
     } else if (step.kind == InitStepKind::View && steps.front().op == "load") {
       reader.fail(stepPath + ".op", "view \"" + step.op + "\" after a load is not supported "
                                     "(only pointwise ops may follow a load; reshape the "
@@ -308,6 +326,52 @@ GraphParam readParam(const GraphReader &reader, const json &value,
 }
 
 
+/// A `norm_of` init names another parameter (its source) whose initial
+/// values the runtime regenerates block by block: the source must be a
+/// parameter whose chain is a generator the runtime replays by index
+/// (no views, no load, orthogonal or norm_of), its dims valid and distinct,
+/// and the norm's shape (the source's with the reduced dims 1) the
+/// parameter's (docs/graph-format.md, "Derived parameters").
+void checkDerivedInits(const GraphReader &reader, const std::vector<GraphParam> &params) {
+  for (const GraphParam &param : params) {
+    if (param.init.empty() || param.init.front().op != "norm_of")
+      continue;
+    const InitStep &step = param.init.front();
+    const GraphParam *source = nullptr;
+    for (const GraphParam &candidate : params)
+      if (candidate.name == step.tensor && !candidate.isBuffer)
+        source = &candidate;
+    if (!source)
+      reader.fail(step.path + ".of", "\"" + step.tensor + "\" is not a parameter");
+    if (source == &param)
+      reader.fail(step.path + ".of", "a parameter cannot be the norm of itself");
+    for (const InitStep &s : source->init)
+      if (s.kind == InitStepKind::View || s.op == "load" || s.op == "orthogonal" ||
+          s.op == "norm_of")
+        reader.fail(step.path + ".of", "the source \"" + source->name + "\" has init op \"" +
+                                           s.op + "\" (" + s.path + "); norm_of replays a "
+                                           "generator and pointwise ops only");
+    if (source->dtype != param.dtype)
+      reader.fail(step.path + ".of", "the source \"" + source->name + "\" has another dtype");
+    const int64_t rank = static_cast<int64_t>(source->shape.size());
+    std::vector<int64_t> kept = source->shape;
+    for (size_t k = 0; k < step.ints.size(); ++k) {
+      int64_t d = step.ints[k];
+      if (d < 0 || d >= rank || kept[d] == -1)
+        reader.fail(indexed(step.path + ".dims", k),
+                    "dim " + std::to_string(d) + " is out of range or repeated for the source " +
+                        shapeString(source->shape));
+      kept[d] = -1;
+    }
+    for (int64_t &n : kept)
+      if (n == -1) n = 1;
+    if (kept != param.shape)
+      reader.fail(step.path, "the norm of " + shapeString(source->shape) + " over these dims "
+                             "has shape " + shapeString(kept) + ", the parameter " +
+                             shapeString(param.shape));
+  }
+}
+
 } // namespace
 
 Graph parseGraph(const std::string &text, const std::string &sourceName) {
@@ -357,6 +421,7 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
       graph.params.push_back(std::move(param));
     }
   }
+  checkDerivedInits(reader, graph.params);
   // Tied names are saved beside the tensors' own names: one file namespace.
   std::map<std::string, std::string> tiedAt;
   for (const GraphParam &param : graph.params)

@@ -94,6 +94,10 @@ Value buildInitStep(OpBuilder &builder, Location loc, const InitStep &step,
     return builder.create<tc::LoadOp>(loc, type, builder.getStringAttr(step.file),
                                       builder.getStringAttr(step.tensor), none, none,
                                       noMap);
+  if (op == "norm_of")
+    return builder.create<tc::NormOfOp>(loc, type, builder.getStringAttr(step.tensor),
+                                        builder.getDenseI64ArrayAttr(step.ints), none, none,
+                                        noMap);
   if (op == "orthogonal")
     return builder.create<tc::OrthogonalOp>(loc, type, f64("gain"), pos, none,
                                             none, noMap);

@@ -248,6 +248,12 @@ private:
            {{"file", load.getFile().str()}, {"tensor", load.getTensor().str()}});
       return success();
     }
+    if (auto norm = dyn_cast<tc::NormOfOp>(op)) {
+      emit(plan::OpCode::NormOf, {}, {*out}, &op,
+           {{"source", norm.getSource().str()},
+            {"dims", std::vector<int64_t>(norm.getDims().begin(), norm.getDims().end())}});
+      return success();
+    }
     if (auto fill = dyn_cast<tc::FillOp>(op); fill && !fill.getIndexMap()) {
       emit(plan::OpCode::Fill, {}, {*out}, &op, {{"value", d(fill.getValue())}});
       return success();

@@ -23,6 +23,7 @@
 #include "runtime/Plan.h"
 #include "runtime/checkpoint/SafetensorsIndex.h"
 #include "runtime/init/Generators.h"
+#include "runtime/init/NormOf.h"
 #include "runtime/init/Pointwise.h"
 
 #include <cstddef>
@@ -113,6 +114,11 @@ public:
   /// orthogonalWorkBytes (the op table's workspace).
   virtual void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,
                           int64_t rows, int64_t cols, void *out, void *work);
+  /// A derived parameter's elements [begin, begin + count) of the norm of
+  /// `source` over `dims` (runtime/init/NormOf.h) into `out`; `work` holds
+  /// normOfWorkBytes (the op table's workspace).
+  virtual void normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims,
+                      int64_t begin, int64_t count, plan::DType dtype, void *out, void *work);
   /// A rank's rows of a checkpoint tensor into `target` (its dtype) through
   /// the io buffer `io` (ioBytes).
   virtual void load(const checkpoint::TensorLocation &where, const Region &target,

@@ -47,6 +47,11 @@ void CpuBackend::pointwise(init::PointwiseKind kind, double a, double b, DType d
   init::applyPointwise(kind, a, b, dtype, data, count, threads_);
 }
 
+void CpuBackend::normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims,
+                        int64_t begin, int64_t count, DType dtype, void *out, void *work) {
+  init::normOf(source, dims, begin, count, dtype, out, work);
+}
+
 void CpuBackend::orthogonal(const init::GeneratorSpec &normal, double gain, DType dtype,
                             int64_t rows, int64_t cols, void *outData, void *work) {
   std::byte *out = static_cast<std::byte *>(outData);

@@ -18,6 +18,8 @@ public:
   SHARDC_BACKEND_KERNELS(, override)
   void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype, int64_t rows,
                   int64_t cols, void *out, void *work) override;
+  void normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims, int64_t begin,
+              int64_t count, plan::DType dtype, void *out, void *work) override;
   void load(const checkpoint::TensorLocation &where, const Region &target, std::byte *io,
             int64_t ioBytes) override;
 

@@ -43,6 +43,10 @@ void Backend::orthogonal(const init::GeneratorSpec &, double, DType, int64_t, in
                          void *) {
   noKernel(OpCode::Orthogonal);
 }
+void Backend::normOf(const init::NormOfSource &, const std::vector<int64_t> &, int64_t, int64_t,
+                     DType, void *, void *) {
+  noKernel(OpCode::NormOf);
+}
 void Backend::load(const checkpoint::TensorLocation &, const Region &, std::byte *, int64_t) {
   noKernel(OpCode::Load);
 }
@@ -249,6 +253,7 @@ private:
     case OpCode::Fill: return fill(inst);
     case OpCode::Generate: return generate(inst);
     case OpCode::Orthogonal: return orthogonal(inst);
+    case OpCode::NormOf: return normOf(inst);
     case OpCode::MulScalar:
     case OpCode::AddScalar:
     case OpCode::SubScalar:
@@ -551,7 +556,8 @@ private:
     backend_.fill(b.dtype, out, numElements(b.shape), value);
   }
 
-  void generate(const Instruction &inst) {
+  /// A generate instruction's generator (without its shape).
+  init::GeneratorSpec generatorSpec(const Instruction &inst) const {
     init::GeneratorSpec spec{};
     const std::string &kind = attrString(inst, "kind");
     if (kind == "fill") {
@@ -582,7 +588,11 @@ private:
            "' (fill, uniform, normal, trunc_normal, eye, arange)");
     }
     setStream(inst, spec);
+    return spec;
+  }
 
+  void generate(const Instruction &inst) {
+    init::GeneratorSpec spec = generatorSpec(inst);
     const Region r = region(inst.outputs[0]);
     if (r.dtype == DType::I64) fail("generators write floating dtypes; the output is int64");
     std::vector<int64_t> sourceShape = r.fullShape;
@@ -650,6 +660,68 @@ private:
     if (r.dtype == DType::I64) fail("works on floating dtypes; the buffer is int64");
     // Only the valid rows: padding stays zero.
     backend_.pointwise(kind, a, b, r.dtype, r.data, r.count);
+  }
+
+  /// A derived parameter: the norm of the source parameter's initial values
+  /// (runtime/init/NormOf.h). The source's own init instructions in this
+  /// function (a fill or generate, then in-place pointwise ops on its
+  /// buffer) say how its values are made; the backend replays them block by
+  /// block, so no rank holds the whole source.
+  void normOf(const Instruction &inst) {
+    const std::string &sourceName = attrString(inst, "source");
+    const std::vector<int64_t> &dims = *attrList(inst, "dims");
+    std::optional<int32_t> sourceBuffer;
+    for (const Buffer &b : function_.buffers)
+      if (b.param && plan_.params[*b.param].name == sourceName && !plan_.params[*b.param].isBuffer)
+        sourceBuffer = b.id;
+    if (!sourceBuffer) fail("source '" + sourceName + "' is not a parameter of this function");
+    const Param &sourceParam = plan_.params[*buffer(*sourceBuffer).param];
+    init::NormOfSource source;
+    source.dtype = sourceParam.dtype;
+    bool haveGenerator = false;
+    for (const Instruction &other : function_.body) {
+      if (other.outputs.size() != 1 || other.outputs[0] != *sourceBuffer) continue;
+      if (other.op == OpCode::Alloc) continue;
+      if (other.op == OpCode::Fill) {
+        source.generator = init::GeneratorSpec{};
+        source.generator.kind = init::GeneratorKind::Fill;
+        source.generator.value = attrDouble(other, "value");
+        source.pointwise.clear();
+        haveGenerator = true;
+      } else if (other.op == OpCode::Generate) {
+        if (attr(other, "index_map") || attr(other, "source_shape"))
+          fail("source '" + sourceName + "' is generated through views; norm_of replays a "
+               "generator without views only");
+        source.generator = generatorSpec(other);
+        source.pointwise.clear();
+        haveGenerator = true;
+      } else if (std::optional<init::PointwiseKind> kind = pointwiseKind(other.op)) {
+        init::NormOfSource::Step step{*kind};
+        using K = init::PointwiseKind;
+        if (*kind == K::Mul || *kind == K::Add || *kind == K::Sub || *kind == K::Div) {
+          step.a = attrDouble(other, "value");
+        } else if (*kind == K::Clamp) {
+          step.a = attrDouble(other, "min");
+          step.b = attrDouble(other, "max");
+        }
+        source.pointwise.push_back(step);
+      } else {
+        fail("source '" + sourceName + "' is initialized by '" + opName(other.op) +
+             "'; norm_of replays a fill or generate and pointwise ops only");
+      }
+    }
+    if (!haveGenerator) fail("source '" + sourceName + "' has no generator in this function");
+    source.generator.shape = sourceParam.shape;
+    init::validateGeneratorSpec(source.generator);
+    const int64_t rank = static_cast<int64_t>(sourceParam.shape.size());
+    for (int64_t d : dims)
+      if (d < 0 || d >= rank)
+        fail("dim " + std::to_string(d) + " is out of range for the source " +
+             shapeToString(sourceParam.shape));
+    const Region r = region(inst.outputs[0]);
+    DeviceBuffer work = workspace(inst, buffer(inst.outputs[0]));
+    backend_.normOf(source, dims, r.begin, r.count, r.dtype, r.data, work.data());
+    zeroPadding(r);
   }
 
   void orthogonal(const Instruction &inst) {

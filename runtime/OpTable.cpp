@@ -1,6 +1,7 @@
 #include "runtime/OpTable.h"
 
 #include "runtime/InitOps.h"
+#include "runtime/init/NormOf.h"
 #include "runtime/OpFamilies.h"
 #include "runtime/Plan.h"
 
@@ -15,6 +16,12 @@ Workspace orthogonalWorkspace(const Buffer &output) {
   // A param output is rejected by the executor before any allocation.
   if (output.param) return {};
   return {runtime::orthogonalWorkBytes(output.shape, output.dtype), output.name + ".qr"};
+}
+
+Workspace normOfWorkspace(const Buffer &output) {
+  // A double sum per element this rank stores, and one block of the
+  // regenerated source (runtime/init/NormOf.h).
+  return {runtime::init::normOfWorkBytes(numElements(output.shape)), output.name + ".norm"};
 }
 
 // ---- the table -------------------------------------------------------------

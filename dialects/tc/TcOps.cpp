@@ -222,6 +222,18 @@ LogicalResult LoadOp::verify() {
   return verifyGenerator(*this);
 }
 
+LogicalResult NormOfOp::verify() {
+  if (getIndexMap() || getSourceType())
+    return emitOpError() << "views after a norm_of are not supported (no `from ... map`)";
+  if (getSource().empty())
+    return emitOpError() << "needs a source parameter name";
+  int64_t rank = getFullTensorType().getRank();
+  for (int64_t d : getDims())
+    if (d < 0 || d >= rank)
+      return emitOpError() << "dim " << d << " is out of range for " << getFullTensorType();
+  return verifyGenerator(*this);
+}
+
 LogicalResult UniformOp::verify() {
   if (!(getLow().convertToDouble() <= getHigh().convertToDouble()))
     return emitOpError() << "low " << getLow().convertToDouble() << " exceeds high " << getHigh().convertToDouble();

@@ -231,6 +231,21 @@ def Tc_LoadOp : Tc_GeneratorOp<"load", (ins StrAttr:$file, StrAttr:$tensor),
   }];
 }
 
+def Tc_NormOfOp : Tc_GeneratorOp<"norm_of", (ins StrAttr:$source, DenseI64ArrayAttr:$dims),
+    "`of` $source `dims` $dims"> {
+  let summary = "The 2-norm of another parameter's initial values (a derived parameter)";
+  let description = [{
+    `%g = tc.norm_of of "conv.weight_v" dims [0, 1] : tensor<1x1x128xf32>`:
+    sqrt of the sum of squares of the source parameter's initial values over
+    `dims`, kept as size 1 (weight norm's `g = norm_except_dim(v, 2, dim)`).
+    The runtime regenerates the source's generator and pointwise ops block
+    by block (no rank holds the whole source) and sums in its row-major order
+    in double, so every rank and every world size gets the same bytes.
+    Sharded (`shard of FULL`), rank r writes only its rows. Pointwise ops may
+    follow it; views may not.
+  }];
+}
+
 // The torch.nn.init families, expanded by tc-expand-init into uniform and
 // normal with bounds from torch's fan rules (docs/ir.md).
 def Tc_KaimingUniformOp : Tc_GeneratorOp<"kaiming_uniform",

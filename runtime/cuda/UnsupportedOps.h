@@ -10,6 +10,7 @@ namespace shardc::runtime::cuda {
 
 inline constexpr plan::OpCode kCudaUnsupportedOps[] = {
     plan::OpCode::Orthogonal,    // Householder QR runs on the host only
+    plan::OpCode::NormOf,        // derived init (weight norm): host kernel only
     plan::OpCode::CrossEntropy,  // no kernel yet
     // The op families (OpTable.def's SHARDC_FAMILY_OP): no CUDA kernels yet.
     plan::OpCode::Conv,
