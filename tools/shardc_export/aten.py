@@ -207,6 +207,11 @@ class AtenLowering(GraphEmitter):
                 self.fail(node, "graph node kind %s is not supported" % node.op)
         outs = []
         for v in out_vals:
+            if v is None:
+                # an absent optional output (torchaudio's wav2vec2 returns
+                # (features, None) without lengths): no tensor, no output,
+                # as the eager side's flattening skips it too
+                continue
             val = self.vals.get(v) if isinstance(v, torch.fx.Node) else v
             if isinstance(val, hf.Lazy):
                 val = val.materialize(self, v)

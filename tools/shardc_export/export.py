@@ -155,6 +155,26 @@ def capture_fx(model, metas, concrete, params, buffers, buffer_chains, inputs, d
     return low, low.run(output_names)
 
 
+def param_names_by_storage(model):
+    names = {}
+    for name, p in model.named_parameters():
+        names.setdefault(storage_key(p), name)
+    return names
+
+
+def resolve_derived(init, name, names):
+    """A derived init op (`norm_of`) names its source by storage while
+    recording; the graph names it by parameter."""
+    for op in init:
+        key = op.pop("_source_storage", None)
+        if key is None:
+            continue
+        if key not in names:
+            raise ExportError("parameter %s: init op %s reads a tensor that is not a "
+                              "parameter of the model" % (name, op["op"]))
+        op["of"] = names[key]
+
+
 def export(args):
     factory = load_factory(args.model)
     kwargs, device = build_kwargs(args)
@@ -174,6 +194,7 @@ def export(args):
             raise ExportError("parameter %s is a non-contiguous view" % name)
         init = to_graph_chain(rec.chains.get(storage_key(p)), list(p.shape),
                               "parameter " + name)
+        resolve_derived(init, name, param_names_by_storage(model))
         param_decls.append({"name": name, "shape": list(p.shape),
                             "dtype": GRAPH_DTYPES[p.dtype], "device": device,
                             "init": init})

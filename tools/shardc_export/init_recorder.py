@@ -168,7 +168,7 @@ _NN_INIT = {
 
 GENERATORS = {"empty", "fill", "zeros", "ones", "uniform", "normal", "trunc_normal",
               "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal",
-              "eye", "arange", "orthogonal"}
+              "eye", "arange", "orthogonal", "norm_of"}
 
 
 def _num(v):
@@ -422,6 +422,9 @@ class InitRecorder(TorchDispatchMode):
         sc = self.chains.get(sk)
         if sc is None:
             return
+        if name == "norm":
+            self._record_norm(src, a, kwargs, out, sc)
+            return
         op = self._pointwise(name, a, kwargs) if len(srcs) == 1 or \
             (len(srcs) == 2 and srcs[1].dim() == 0 and srcs[1].device.type != "meta") else None
         if op is not None and list(src.shape) == list(out.shape):
@@ -429,6 +432,47 @@ class InitRecorder(TorchDispatchMode):
         else:
             self.chains[storage_key(out)] = Chain(sc.ops, list(out.shape),
                                                   sc.unsupported or ("aten.%s" % name, self._where()))
+
+    def _record_norm(self, src, a, kwargs, out, sc):
+        """A 2-norm of a whole recorded tensor over some of its dims: weight
+        norm's `g = norm_except_dim(v, 2, dim)` (views v as [-1, k] or
+        [k, -1], then aten.norm over one dim). Recorded as a derived init op
+        `norm_of` on the source tensor (named by storage here, by parameter
+        name at export), its dims counted in the source's own shape."""
+        p = _num(a[1]) if len(a) > 1 else kwargs.get("p", 2)
+        dims = a[2] if len(a) > 2 else kwargs.get("dim")
+        keepdim = a[3] if len(a) > 3 else kwargs.get("keepdim", False)
+        full = list(sc.shape)
+        view = list(src.shape)
+        if p != 2 or sc.unsupported or not self._whole(src) or keepdim:
+            self.chains[storage_key(out)] = Chain([], list(out.shape), sc.unsupported or (
+                "aten.norm (only the 2-norm of a whole tensor is expressible)", self._where()))
+            return
+        if dims is None or len(dims) == 0 or len(dims) == len(view):
+            reduced = list(range(len(full)))
+        elif len(view) == 2 and len(dims) == 1:
+            # [A, B] = full viewed at a dim boundary: find it.
+            cut, prod = None, 1
+            for i in range(len(full) + 1):
+                if prod == view[0]:
+                    cut = i
+                    break
+                if i < len(full):
+                    prod *= full[i]
+            if cut is None:
+                self.set_unsupported(out, "aten.norm of a view that splits a dim")
+                return
+            d = dims[0] % 2
+            reduced = list(range(cut)) if d == 0 else list(range(cut, len(full)))
+        elif view == full:
+            reduced = sorted(d % len(full) for d in dims)
+        else:
+            self.chains[storage_key(out)] = Chain([], list(out.shape), (
+                "aten.norm over dims %s of a view %s" % (list(dims), view), self._where()))
+            return
+        kept = [1 if i in reduced else n for i, n in enumerate(full)]
+        self.chains[storage_key(out)] = Chain(
+            [{"op": "norm_of", "_source_storage": storage_key(src), "dims": reduced}], kept)
 
     @staticmethod
     def _pointwise(name, a, kwargs):
