@@ -47,6 +47,32 @@ def wav2vec2_base():
     return torchaudio.models.wav2vec2_base()
 
 
+def hubert_base():
+    import torchaudio
+    return torchaudio.models.hubert_base()
+
+
+def wav2vec2_tiny():
+    """torchaudio's wav2vec2 at a CI size: the same modules as wav2vec2_base
+    (group-norm feature extractor, weight-normed grouped positional conv,
+    post-norm transformer), two small conv layers and two encoder layers."""
+    import torchaudio
+    return torchaudio.models.wav2vec2_model(
+        extractor_mode="group_norm", extractor_conv_layer_config=[(32, 10, 5), (32, 3, 2)],
+        extractor_conv_bias=False, encoder_embed_dim=64, encoder_projection_dropout=0.0,
+        encoder_pos_conv_kernel=16, encoder_pos_conv_groups=4, encoder_num_layers=2,
+        encoder_num_heads=2, encoder_attention_dropout=0.0, encoder_ff_interm_features=128,
+        encoder_ff_interm_dropout=0.0, encoder_dropout=0.0, encoder_layer_norm_first=False,
+        encoder_layer_drop=0.0, aux_num_out=None)
+
+
+def conformer():
+    """torchaudio's Conformer at a small size; forward(input, lengths)."""
+    import torchaudio
+    return torchaudio.models.Conformer(input_dim=80, num_heads=4, ffn_dim=128, num_layers=2,
+                                       depthwise_conv_kernel_size=31)
+
+
 SEQ = {"src": [2, 64, 256]}
 ZOO = {
     "nn.TransformerEncoder": ("zoo_models:transformer_encoder", {}, SEQ),
@@ -75,6 +101,11 @@ for _name in ("efficientnet_b0", "squeezenet1_0", "alexnet", "densenet121", "con
 ZOO.update({
     "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
                                  {"waveforms": [1, 16000]}),
+    "torchaudio hubert_base": ("zoo_models:hubert_base", {}, {"waveforms": [1, 16000]}),
+    "torchaudio Conformer": ("zoo_models:conformer", {},
+                             {"input": [2, 50, 80], "lengths": {"shape": [2], "dtype": "int64",
+                                                               "high": 51}}),
+    "torchaudio wav2vec2 tiny": ("zoo_models:wav2vec2_tiny", {}, {"waveforms": [2, 1600]}),
 })
 
 # Hugging Face transformers architectures from small configs (bench/zoo_hf.py).
@@ -82,10 +113,12 @@ import zoo_hf  # noqa: E402
 ZOO.update(zoo_hf.ZOO)
 
 # The fast subset CI runs (test/lit/models/zoo-ci.test: bench/zoo.py --ci).
-# Twelve models spanning convnets (plain, depthwise, grouped/shuffled, squeeze-
-# excite), a ViT, torch.nn's transformer modules and Hugging Face decoders and
-# an encoder; each small enough that the whole subset takes a few minutes.
+# Thirteen models spanning convnets (plain, depthwise, grouped/shuffled, squeeze-
+# excite), a ViT, torch.nn's transformer modules, Hugging Face decoders and
+# an encoder, and torchaudio's wav2vec2; each small enough that the whole subset takes a few minutes.
 CI = ["nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
       "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny",
       "torchvision squeezenet1_0", "torchvision shufflenet_v2_x0_5",
-      "torchvision efficientnet_b0", "HF GPT-2", "HF Llama", "HF Qwen2", "HF BERT"]
+      "torchvision efficientnet_b0", "HF GPT-2", "HF Llama", "HF Qwen2", "HF BERT",
+      # torchaudio: wav2vec2's modules (weight-normed grouped conv, group norm)
+      "torchaudio wav2vec2 tiny"]

@@ -48,6 +48,7 @@ venv_python = os.path.join(os.environ.get("SHARDC_VENV", "/opt/shardc-venv"), "b
 config.substitutions.append(("%venv_python", venv_python))
 python_feature("venv", venv_python, ["torch", "safetensors", "numpy"])
 python_feature("torchvision", venv_python, ["torchvision"])
+python_feature("torchaudio", venv_python, ["torchaudio"])
 # Hugging Face transformers in the same environment (test/lit/export/aten-hf*.test)
 python_feature("hf", venv_python, ["torch", "safetensors", "numpy", "transformers"])
 # scripts/sanitize.sh's build (it exports ASAN_OPTIONS and builds with

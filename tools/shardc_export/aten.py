@@ -104,6 +104,19 @@ def where(node):
     return out
 
 
+def _user_frame(error):
+    """The innermost frame of the model's own code in `error`'s traceback:
+    file:line in function (`source line`)."""
+    import traceback
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if "/torch/" not in f.filename and "shardc_export" not in f.filename]
+    if not frames:
+        return "an unknown place"
+    f = frames[-1]
+    path = f.filename.split("/site-packages/")[-1]
+    return "%s:%d in %s (`%s`)" % (path, f.lineno, f.name, (f.line or "").strip())
+
+
 def trace(model, metas):
     """torch.export on meta inputs, then Core ATen decompositions."""
     with no_fused_fast_paths():
@@ -111,6 +124,12 @@ def trace(model, metas):
             ep = torch.export.export(model, (), dict(metas))
         except Exception as e:  # torch raises many types; say which, briefly
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            if type(e).__name__ == "GuardOnDataDependentSymNode":
+                raise ExportError(
+                    "forward's Python control flow depends on an input's values at %s: "
+                    "the ATen capture specialises on input shapes, not on input values "
+                    "(pass what the value decides as a constructor argument, or compute "
+                    "it without .item() / int(tensor))" % _user_frame(e))
             raise ExportError("torch.export could not trace forward: %s: %s"
                               % (type(e).__name__, first))
         table = torch.export.default_decompositions()
