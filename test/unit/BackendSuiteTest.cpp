@@ -226,6 +226,28 @@ std::vector<SuiteCase> suiteCases() {
                              emit(f, OpCode::Scatter, {full}, {p}, {{"root", int64_t{0}}});
                              emit(f, OpCode::Free, {full}, {});
                            }));
+  cases.push_back(initCase("norm_of a generated param float32", DType::F32, {1, 3},
+                           [](Plan &plan, Function &f, int32_t p) {
+                             Param v;
+                             v.name = "v";
+                             v.dtype = DType::F32;
+                             v.shape = {5, 3};
+                             v.device = "cpu";
+                             v.chunkRows = 5;
+                             plan.params.push_back(v);
+                             const int32_t vb = addBuffer(f, "v", DType::F32, {5, 3},
+                                                          Category::Parameter, int32_t{1});
+                             auto attrs = stream("normal");
+                             attrs["stream"] = std::string("v");
+                             attrs.insert({{"mean", 0.0}, {"std", 1.0}});
+                             emit(f, OpCode::Alloc, {}, {vb});
+                             emit(f, OpCode::Generate, {}, {vb}, attrs);
+                             emit(f, OpCode::MulScalar, {vb}, {vb}, {{"value", 2.0}});
+                             emit(f, OpCode::Alloc, {}, {p});
+                             emit(f, OpCode::NormOf, {}, {p},
+                                  {{"source", std::string("v")},
+                                   {"dims", std::vector<int64_t>{0}}});
+                           }));
   cases.push_back(initCase("load float32 into bfloat16", DType::BF16, {5, 3},
                            [](Plan &, Function &f, int32_t p) {
                              const int32_t io = addBuffer(f, runtime::checkpoint::kIoBufferName,

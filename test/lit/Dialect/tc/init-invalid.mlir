@@ -166,3 +166,11 @@ func.func @init() {
   %1 = tc.scatter %0 from 0 : tensor<4x3xf32> -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @init() {
+  // expected-error @+1 {{dim 2 is out of range for 'tensor<1x4xf32>'}}
+  %0 = tc.norm_of of "v" dims [2] : tensor<1x4xf32>
+  return
+}

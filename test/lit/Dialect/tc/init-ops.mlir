@@ -26,6 +26,8 @@ func.func @init() {
   %8 = tc.arange start 1.0 step 0.5 : tensor<4x3xf32>
   // CHECK: tc.orthogonal gain 1.000000e+00 position 0 : tensor<4x3xf32>
   %9 = tc.orthogonal gain 1.0 position 0 : tensor<4x3xf32>
+  // CHECK: tc.norm_of of "v" dims [0] : tensor<1x4xf64>
+  %n = tc.norm_of of "v" dims [0] : tensor<1x4xf64>
   // CHECK: %[[M:.*]] = tc.mul_scalar %{{.*}}, 2.000000e+00 : tensor<4x3xf32>
   // CHECK: %[[A:.*]] = tc.add_scalar %[[M]], 1.000000e+00 : tensor<4x3xf32>
   // CHECK: %[[S:.*]] = tc.sub_scalar %[[A]], 1.000000e+00 : tensor<4x3xf32>
