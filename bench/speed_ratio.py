@@ -49,11 +49,12 @@ def prepare(name, shardc, tmp):
     spec, kwargs, shapes = zoo_models.ZOO[name]
     g, inp = os.path.join(tmp, "g.json"), os.path.join(tmp, "in.st")
     params, outs, eager = (os.path.join(tmp, f) for f in ("p.st", "o.st", "eager.st"))
-    zoo.step("export", [PY, os.path.join(TOOLS, "export_torch.py"), spec, "--capture", "aten",
-                        "--python-path", HERE, "--kwargs", json.dumps(kwargs),
-                        "--input-shapes", json.dumps(shapes), "-o", g])
-    zoo.step("inputs", [PY, os.path.join(TOOLS, "torch_reference.py"), "--make-inputs", g,
-                        "--seed", "4", "--out", inp])
+    if not (os.path.exists(g) and os.path.exists(inp)):  # a --workdir's earlier export
+        zoo.step("export", [PY, os.path.join(TOOLS, "export_torch.py"), spec, "--capture",
+                            "aten", "--python-path", HERE, "--kwargs", json.dumps(kwargs),
+                            "--input-shapes", json.dumps(shapes), "-o", g])
+        zoo.step("inputs", [PY, os.path.join(TOOLS, "torch_reference.py"), "--make-inputs", g,
+                            "--seed", "4", "--out", inp])
     zoo.step("shardc run", [shardc, "run", g, "--seed", "7", "--threads", "1", "--inputs", inp,
                             "--outputs", outs, "--save-params", params])
     zoo.step("torch eager", [PY, os.path.join(TOOLS, "export_torch.py"), spec, "--python-path",
@@ -118,7 +119,8 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(zoo.ROOT, "build", "bin", "shardc"))
     ap.add_argument("--only", action="append", help="a zoo model name (repeatable)")
     ap.add_argument("--runs", type=int, default=7, help="timed rounds per model (7)")
-    ap.add_argument("--workdir", help="keep exports here (default: a temporary directory)")
+    ap.add_argument("--workdir", help="keep exports here and reuse them on the next run "
+                    "(default: a temporary directory)")
     args = ap.parse_args()
     names = args.only or transformer_family()
     unknown = [n for n in names if n not in zoo_models.ZOO]

@@ -188,7 +188,17 @@ void binaryTyped(const KTensor &aT, const KTensor &bT, const KTensor &outT, int 
     }
     for (int64_t r = r0; r < r1; ++r) {
       S *o = out + r * inner;
-      for (int64_t j = 0; j < inner; ++j) o[j] = f(a[aOffset + j * ai], b[bOffset + j * bi]);
+      // The inner dim is contiguous or broadcast on each side: loops the
+      // compiler vectorizes (a bias add, a per-row scale), else the general one.
+      const S *ar = a + aOffset, *br = b + bOffset;
+      if (ai == 1 && bi == 1)
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[j], br[j]);
+      else if (ai == 1 && bi == 0)
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[j], br[0]);
+      else if (ai == 0 && bi == 1)
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[0], br[j]);
+      else
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[j * ai], br[j * bi]);
       for (size_t d = rank - 1; d-- > 0;) {
         aOffset += as[d];
         bOffset += bs[d];
