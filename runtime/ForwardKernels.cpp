@@ -422,11 +422,10 @@ void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bia
     loadFloats(x.dtype, x.data, r * D, D, v);
     if (weight) loadFloats(x.dtype, weight->data, 0, D, w);
     if (bias) loadFloats(x.dtype, bias->data, 0, D, bb);
-    double sum = 0;
-    for (int64_t i = 0; i < D; ++i) sum += v[i];
-    const double mean = sum / static_cast<double>(D);
-    double sq = 0;
-    for (int64_t i = 0; i < D; ++i) sq += (v[i] - mean) * (v[i] - mean);
+    // Eight-lane double sums (KernelSupport.h): they vectorize, and the order
+    // depends only on D.
+    const double mean = cpu::sumLanes(v, D) / static_cast<double>(D);
+    const double sq = cpu::sumSquaredDeviationsLanes(v, D, mean);
     const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(D) + eps);
     for (int64_t i = 0; i < D; ++i) {
       float n = static_cast<float>((v[i] - mean) * rstd);
@@ -448,8 +447,7 @@ void rmsNormKernel(const KTensor &x, const KTensor *weight, double eps, const KT
     float *v = buf.data(), *w = v + D;
     loadFloats(x.dtype, x.data, r * D, D, v);
     if (weight) loadFloats(x.dtype, weight->data, 0, D, w);
-    double sq = 0;
-    for (int64_t i = 0; i < D; ++i) sq += static_cast<double>(v[i]) * v[i];
+    const double sq = cpu::sumSquaredDeviationsLanes(v, D, 0.0);  // sum of squares, 8 lanes
     const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(D) + eps));
     for (int64_t i = 0; i < D; ++i) {
       float n = v[i] * rstd;
