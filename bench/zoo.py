@@ -96,6 +96,9 @@ def run_model(name, shardc, tmp):
             params[world] = os.path.join(tmp, "p%d.st" % world)
             out, _ = step("shardc run N=%d" % world, [
                 shardc, "run", g, "--world-size", str(world), "--seed", "7", "--inputs", inp,
+                # one kernel thread per rank, as torch's one thread (the default is
+                # cores / ranks, which made "one thread" untrue at N = 1)
+                "--threads", "1",
                 "--outputs", outs[world], "--save-params", params[world]])
             if "predicted == measured on every rank: yes" not in out:
                 raise Failed("shardc run N=%d: predicted != measured" % world)

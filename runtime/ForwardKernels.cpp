@@ -6,6 +6,7 @@
 #include "runtime/HalfFloat.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/init/ParallelFor.h"
 
 #include <cblas.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 
 namespace shardc::runtime {
 using plan::DType;
@@ -186,7 +188,17 @@ void binaryTyped(const KTensor &aT, const KTensor &bT, const KTensor &outT, int 
     }
     for (int64_t r = r0; r < r1; ++r) {
       S *o = out + r * inner;
-      for (int64_t j = 0; j < inner; ++j) o[j] = f(a[aOffset + j * ai], b[bOffset + j * bi]);
+      // The inner dim is contiguous or broadcast on each side: loops the
+      // compiler vectorizes (a bias add, a per-row scale), else the general one.
+      const S *ar = a + aOffset, *br = b + bOffset;
+      if (ai == 1 && bi == 1)
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[j], br[j]);
+      else if (ai == 1 && bi == 0)
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[j], br[0]);
+      else if (ai == 0 && bi == 1)
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[0], br[j]);
+      else
+        for (int64_t j = 0; j < inner; ++j) o[j] = f(ar[j * ai], br[j * bi]);
       for (size_t d = rank - 1; d-- > 0;) {
         aOffset += as[d];
         bOffset += bs[d];
@@ -217,36 +229,34 @@ void activationTyped(Activation kind, const KTensor &xT, const KTensor &yT, int 
   S *y = static_cast<S *>(yT.data);
   const int64_t total = xT.numel();
   constexpr int64_t kChunk = 1 << 14;
-  parallelTasks((total + kChunk - 1) / kChunk, threads, total * 8, [&](int64_t task) {
-    const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
-    constexpr float kSqrtHalf = 0.70710678118654752440f;
-    constexpr float kBeta = 0.79788456080286535588f;  // sqrt(2 / pi)
-    switch (kind) {
-    case Activation::GeluErf:
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = St::load(x[i]);
-        y[i] = St::store(v * 0.5f * (1.0f + std::erf(v * kSqrtHalf)));
-      }
-      break;
-    case Activation::GeluTanh:
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = St::load(x[i]);
-        const float inner = kBeta * (v + 0.044715f * v * v * v);
-        y[i] = St::store(0.5f * v * (1.0f + std::tanh(inner)));
-      }
-      break;
-    case Activation::Silu:
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = St::load(x[i]);
-        y[i] = St::store(v / (1.0f + std::exp(-v)));
-      }
-      break;
-    case Activation::Relu:
+  if (kind == Activation::Relu) {
+    parallelTasks((total + kChunk - 1) / kChunk, threads, total * 8, [&](int64_t task) {
+      const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
       for (int64_t i = begin; i < end; ++i) {
         const float v = St::load(x[i]);
         y[i] = St::store(v > 0.0f || std::isnan(v) ? v : 0.0f);
       }
-      break;
+    });
+    return;
+  }
+  // The transcendental ones go through the vectorized formulas
+  // (runtime/cpu/VectorMath.h); 16-bit storage through a float block.
+  const cpu::VecFn fn = kind == Activation::GeluErf    ? cpu::VecFn::GeluErf
+                        : kind == Activation::GeluTanh ? cpu::VecFn::GeluTanh
+                                                       : cpu::VecFn::Silu;
+  parallelTasks((total + kChunk - 1) / kChunk, threads, total * 8, [&](int64_t task) {
+    const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
+    if constexpr (std::is_same_v<S, float>) {
+      cpu::vecApply(fn, x + begin, y + begin, end - begin);
+    } else {
+      constexpr int64_t kBlock = 512;
+      float buf[kBlock];
+      for (int64_t b = begin; b < end; b += kBlock) {
+        const int64_t n = std::min(kBlock, end - b);
+        loadFloats(xT.dtype, xT.data, b, n, buf);
+        cpu::vecApply(fn, buf, buf, n);
+        storeFloats(yT.dtype, buf, n, yT.data, b);
+      }
     }
   });
 }
@@ -412,11 +422,10 @@ void layerNormKernel(const KTensor &x, const KTensor *weight, const KTensor *bia
     loadFloats(x.dtype, x.data, r * D, D, v);
     if (weight) loadFloats(x.dtype, weight->data, 0, D, w);
     if (bias) loadFloats(x.dtype, bias->data, 0, D, bb);
-    double sum = 0;
-    for (int64_t i = 0; i < D; ++i) sum += v[i];
-    const double mean = sum / static_cast<double>(D);
-    double sq = 0;
-    for (int64_t i = 0; i < D; ++i) sq += (v[i] - mean) * (v[i] - mean);
+    // Eight-lane double sums (KernelSupport.h): they vectorize, and the order
+    // depends only on D.
+    const double mean = cpu::sumLanes(v, D) / static_cast<double>(D);
+    const double sq = cpu::sumSquaredDeviationsLanes(v, D, mean);
     const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(D) + eps);
     for (int64_t i = 0; i < D; ++i) {
       float n = static_cast<float>((v[i] - mean) * rstd);
@@ -438,8 +447,7 @@ void rmsNormKernel(const KTensor &x, const KTensor *weight, double eps, const KT
     float *v = buf.data(), *w = v + D;
     loadFloats(x.dtype, x.data, r * D, D, v);
     if (weight) loadFloats(x.dtype, weight->data, 0, D, w);
-    double sq = 0;
-    for (int64_t i = 0; i < D; ++i) sq += static_cast<double>(v[i]) * v[i];
+    const double sq = cpu::sumSquaredDeviationsLanes(v, D, 0.0);  // sum of squares, 8 lanes
     const float rstd = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(D) + eps));
     for (int64_t i = 0; i < D; ++i) {
       float n = v[i] * rstd;
@@ -470,12 +478,8 @@ void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads)
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < L; ++i) mx = std::max(mx, v[i]);
     if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: exp gives 0, 0/0 = NaN as torch
-    double sum = 0;
-    for (int64_t i = 0; i < L; ++i) {
-      v[i] = std::exp(v[i] - mx);
-      sum += v[i];
-    }
-    const double inv = 1.0 / sum;
+    cpu::vecExpShifted(v, mx, v, L);
+    const double inv = 1.0 / cpu::sumLanes(v, L);
     for (int64_t i = 0; i < L; ++i) v[i] = static_cast<float>(v[i] * inv);
     if (inner == 1) storeFloats(y.dtype, v, L, y.data, base);
     else
@@ -536,12 +540,8 @@ void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTen
       const int64_t valid = causal ? std::min(sEnd, t0 + i + 1) : sEnd;
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t s = 0; s < valid; ++s) mx = std::max(mx, row[s]);
-      double sum = 0;
-      for (int64_t s = 0; s < valid; ++s) {
-        row[s] = std::exp(row[s] - mx);
-        sum += row[s];
-      }
-      const double inv = 1.0 / sum;
+      cpu::vecExpShifted(row, mx, row, valid);
+      const double inv = 1.0 / cpu::sumLanes(row, valid);
       for (int64_t s = 0; s < valid; ++s) row[s] = static_cast<float>(row[s] * inv);
       std::fill(row + valid, row + sEnd, 0.0f);
     }

@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/CooperativeWriter.h"
 
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 namespace shardc::runtime {
@@ -75,9 +76,11 @@ void runRank(const Plan &plan, const std::string &forwardName,
     if (plan.function("forward")) {
       device.resetPeak();
       auto forwardStart = std::chrono::steady_clock::now();
+      const double forwardCpuStart = threadCpuSeconds();
       auto views = executeFunction(plan, forwardName, device, comm, state, inputs, context);
       if (!outcome.report.forward) outcome.report.forward.emplace();
       outcome.report.forward->seconds = secondsSince(forwardStart);
+      outcome.report.forward->threadCpuSeconds = threadCpuSeconds() - forwardCpuStart;
       measure(device, *outcome.report.forward);
       for (const TensorView &view : views) outcome.outputs.push_back(view.toHost());
       state.releaseFunctionBuffers();
@@ -328,6 +331,12 @@ std::vector<HostTensor> makeDeterministicInputs(const Plan &plan, uint64_t seed,
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double threadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 void measure(const CpuDevice &device, PhaseReport &report) {

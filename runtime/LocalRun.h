@@ -79,6 +79,11 @@ struct PhaseReport {
   int64_t predictedEndBytes = 0;
   /// Wall time of the function on this rank (collectives' waits included).
   double seconds = 0;
+  /// CPU time of the rank's own thread during the function (forward only):
+  /// all of the forward's CPU time when its kernels run on that thread
+  /// (--threads 1); unlike `seconds`, other processes on the cores do not
+  /// inflate it (bench/speed_ratio.py).
+  double threadCpuSeconds = 0;
   /// Large blocks (HostMemory::kLargeBlock and up) of the function served
   /// from fresh memory vs from blocks an earlier request released, and the
   /// bytes first-touched: what the kernel had to fault in and clear.
@@ -147,6 +152,9 @@ void measure(const CpuDevice &device, PhaseReport &report);
 
 /// Seconds of wall time since `start` (PhaseReport::seconds).
 double secondsSince(std::chrono::steady_clock::time_point start);
+
+/// CPU seconds the calling thread has used (PhaseReport::threadCpuSeconds).
+double threadCpuSeconds();
 
 /// Copies the memory model's prediction for one function into `report`.
 void predict(const MemoryPrediction &prediction, PhaseReport &report);

@@ -1,15 +1,19 @@
 // unaryKernel (runtime/cpu/FamilyKernels.h): torch's CPU formulas, float32
 // math for float32/bfloat16/float16 storage and double math for float64, one
 // rounding into the storage dtype per element. Elementwise, so any split of
-// the work gives the same bytes.
+// the work gives the same bytes. Float sigmoid/tanh/exp/erf use the
+// vectorized formulas of runtime/cpu/VectorMath.h instead of libm.
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <type_traits>
 
 namespace shardc::runtime {
 using plan::DType;
@@ -65,6 +69,18 @@ template <UnaryOp op, typename C> struct UnaryFn {
   }
 };
 
+/// The ops with a vectorized float formula (runtime/cpu/VectorMath.h);
+/// double math keeps libm.
+template <UnaryOp op> constexpr std::optional<cpu::VecFn> vectorFn() {
+  switch (op) {
+  case UnaryOp::Sigmoid: return cpu::VecFn::Sigmoid;
+  case UnaryOp::Tanh: return cpu::VecFn::Tanh;
+  case UnaryOp::Exp: return cpu::VecFn::Exp;
+  case UnaryOp::Erf: return cpu::VecFn::Erf;
+  default: return std::nullopt;
+  }
+}
+
 /// The loop is instantiated per op and storage type, so the op's formula is
 /// inlined into it (and vectorized where the compiler can).
 template <UnaryOp op, typename S, typename C, C (*load)(S), S (*store)(C)>
@@ -76,7 +92,25 @@ void unaryTyped(C a, C b, const KTensor &x, const KTensor &y, int threads) {
   constexpr int64_t kChunk = 1 << 14;
   cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total * 8, [&](int64_t task) {
     const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
-    for (int64_t i = begin; i < end; ++i) out[i] = store(f(load(in[i])));
+    if constexpr (std::is_same_v<C, float> && vectorFn<op>().has_value()) {
+      // float math: the vectorized formulas (runtime/cpu/VectorMath.h),
+      // through a float block for 16-bit storage.
+      constexpr cpu::VecFn fn = *vectorFn<op>();
+      if constexpr (std::is_same_v<S, float>) {
+        cpu::vecApply(fn, in + begin, out + begin, end - begin);
+      } else {
+        constexpr int64_t kBlock = 512;
+        float buf[kBlock];
+        for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+          const int64_t n = std::min(kBlock, end - b0);
+          for (int64_t i = 0; i < n; ++i) buf[i] = load(in[b0 + i]);
+          cpu::vecApply(fn, buf, buf, n);
+          for (int64_t i = 0; i < n; ++i) out[b0 + i] = store(buf[i]);
+        }
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i) out[i] = store(f(load(in[i])));
+    }
   });
 }
 

@@ -137,7 +137,9 @@ TEST_CASE("binary elementwise ops broadcast", "[forward]") {
                             {{2, 3}, {2, 3}},
                             {{}, {4, 3}},
                             {{300, 70}, {70}},
-                            {{5, 1}, {1, 7}}}) {
+                            {{5, 1}, {1, 7}},
+                            {{70}, {30, 70}},
+                            {{2, 3, 1}, {3, 1}}}) {
         INFO(shardc::plan::dtypeName(dtype) << " " << binaryOpName(op) << " "
                                             << shapeToString(as) << " " << shapeToString(bs));
         TT a = random(dtype, as, 9), b = random(dtype, bs, 10, 0.5, 2);

@@ -364,6 +364,7 @@ std::string formatJsonReport(const RunSummary &summary) {
                             {"save_seconds", rank.saveSeconds}};
     if (rank.forward) {
       entry["forward_seconds"] = rank.forward->seconds;
+      entry["forward_thread_cpu_seconds"] = rank.forward->threadCpuSeconds;  // LocalRun.h
       entry["forward"] = phaseJson(*rank.forward);
     }
     ranks.push_back(entry);

@@ -1,0 +1,177 @@
+#!/opt/shardc-venv/bin/python
+"""shardc N = 1 forward against torch eager, one thread each, measured in
+the same run, for the zoo's transformer family (or --only NAME...): issue
+16's speed target (median ratio <= 1.5 over the zoo, <= 1.0 for transformers).
+
+    /opt/shardc-venv/bin/python bench/speed_ratio.py [--only NAME]... [--runs R]
+        [--shardc build/bin/shardc] [--workdir DIR]
+
+Per model (bench/zoo_models.py's definitions): export through ATen capture,
+one `shardc run` to draw the parameters, torch eager on them checked against
+shardc's outputs (max-norm relative 1e-5, as bench/zoo.py), then R rounds,
+each one `shardc run --threads 1` (a fresh process: its one forward, cold)
+and one torch forward (warm: the same module called again) with
+torch.set_num_threads(1). Both sides report wall seconds and the CPU seconds
+of the thread that ran the forward (shardc's `forward_thread_cpu_seconds`,
+torch's time.thread_time()): on a shared machine the CPU figure is the one
+other processes do not inflate. Ratios are medians over the R rounds:
+shardc / torch. `shardc process CPU s` is the whole `shardc run` (compile,
+init, forward, report: user + sys from getrusage), the one CPU figure an
+older shardc without `forward_thread_cpu_seconds` also gives.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import zoo  # noqa: E402  (export steps, environment: one BLAS/OpenMP thread)
+import zoo_models  # noqa: E402
+
+TOOLS, PY = zoo.TOOLS, zoo.PY
+
+
+def transformer_family():
+    return [n for n in zoo_models.ZOO
+            if n.startswith(("nn.Transformer", "nn.MultiheadAttention", "HF "))
+            or "vit" in n.lower() or "swin" in n.lower()]
+
+
+def prepare(name, shardc, tmp):
+    """Exports `name`, draws parameters with shardc, checks eager against it."""
+    spec, kwargs, shapes = zoo_models.ZOO[name]
+    g, inp = os.path.join(tmp, "g.json"), os.path.join(tmp, "in.st")
+    params, outs, eager = (os.path.join(tmp, f) for f in ("p.st", "o.st", "eager.st"))
+    if not (os.path.exists(g) and os.path.exists(inp)):  # a --workdir's earlier export
+        zoo.step("export", [PY, os.path.join(TOOLS, "export_torch.py"), spec, "--capture",
+                            "aten", "--python-path", HERE, "--kwargs", json.dumps(kwargs),
+                            "--input-shapes", json.dumps(shapes), "-o", g])
+        zoo.step("inputs", [PY, os.path.join(TOOLS, "torch_reference.py"), "--make-inputs", g,
+                            "--seed", "4", "--out", inp])
+    zoo.step("shardc run", [shardc, "run", g, "--seed", "7", "--threads", "1", "--inputs", inp,
+                            "--outputs", outs, "--save-params", params])
+    zoo.step("torch eager", [PY, os.path.join(TOOLS, "export_torch.py"), spec, "--python-path",
+                             HERE, "--kwargs", json.dumps(kwargs), "--eager", g, "--params",
+                             params, "--inputs", inp, "--outputs", eager])
+    zoo.step("compare", [PY, os.path.join(TOOLS, "torch_reference.py"), "--compare", outs,
+                         eager, "--rtol", "1e-5"])
+    return g, inp, params
+
+
+def torch_forward(name, graph, params_file, inputs_file):
+    """A closure running one eager forward; returns (wall s, thread CPU s)."""
+    import torch
+    import torch_reference as tr
+    torch.set_num_threads(1)
+    spec, kwargs, _ = zoo_models.ZOO[name]
+    mod, _, attr = spec.partition(":")
+    model = getattr(__import__(mod), attr)(**kwargs).eval()
+    params = tr.read_safetensors(params_file)
+    named = dict(model.named_parameters())
+    with torch.no_grad():
+        for d in graph["parameters"]:
+            named[d["name"]].copy_(params[d["name"]])
+    inputs = tr.read_safetensors(inputs_file)
+    call = {d["name"]: inputs[d["name"]] for d in graph["inputs"]}
+
+    def run():
+        with torch.no_grad():
+            w, c = time.perf_counter(), time.thread_time()
+            model(**call)
+            return time.perf_counter() - w, time.thread_time() - c
+    run(), run()  # warm-up
+    return run
+
+
+def shardc_forward(shardc, g, inp):
+    """(forward wall s, forward thread CPU s or NaN when this shardc does not
+    report it, the whole process's user + sys CPU s)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run([shardc, "run", g, "--seed", "7", "--threads", "1", "--inputs", inp,
+                          "--report", "json"], capture_output=True, text=True, env=zoo.ENV,
+                         check=True).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rank = json.loads(out)["ranks"][0]
+    process = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (rank["forward_seconds"], rank.get("forward_thread_cpu_seconds", float("nan")),
+            process)
+
+
+def blas_core(shardc, g, inp):
+    """The OpenBLAS kernel family shardc's sgemm ran (OPENBLAS_VERBOSE=2)."""
+    p = subprocess.run([shardc, "run", g, "--seed", "7", "--threads", "1", "--inputs", inp],
+                       capture_output=True, text=True, env=dict(zoo.ENV, OPENBLAS_VERBOSE="2"))
+    for line in (p.stdout + p.stderr).splitlines():
+        if line.startswith("Core:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shardc", default=os.path.join(zoo.ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--only", action="append", help="a zoo model name (repeatable)")
+    ap.add_argument("--runs", type=int, default=7, help="timed rounds per model (7)")
+    ap.add_argument("--workdir", help="keep exports here and reuse them on the next run "
+                    "(default: a temporary directory)")
+    args = ap.parse_args()
+    names = args.only or transformer_family()
+    unknown = [n for n in names if n not in zoo_models.ZOO]
+    if unknown:
+        print("speed_ratio.py: error: unknown model(s) %s" % unknown, file=sys.stderr)
+        return 2
+    load0 = os.getloadavg()[0]
+    rows, core = [], None
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in names:
+            tmp = os.path.join(args.workdir or scratch, name.replace(" ", "_").replace("/", "_"))
+            os.makedirs(tmp, exist_ok=True)
+            try:
+                g, inp, params = prepare(name, args.shardc, tmp)
+            except zoo.Failed as e:
+                print("%-32s fails: %s" % (name, e), flush=True)
+                continue
+            core = core or blas_core(args.shardc, g, inp)
+            eager = torch_forward(name, json.load(open(g)), params, inp)
+            s_wall, s_cpu, s_proc, t_wall, t_cpu = [], [], [], [], []
+            for _ in range(args.runs):
+                w, c, p = shardc_forward(args.shardc, g, inp)
+                s_wall.append(w), s_cpu.append(c), s_proc.append(p)
+                w, c = eager()
+                t_wall.append(w), t_cpu.append(c)
+            med = statistics.median
+            row = dict(model=name, s_wall=med(s_wall), s_min=min(s_wall), s_cpu=med(s_cpu),
+                       s_proc=med(s_proc),
+                       t_wall=med(t_wall), t_min=min(t_wall), t_cpu=med(t_cpu))
+            row["r_wall"] = row["s_wall"] / row["t_wall"]
+            row["r_cpu"] = row["s_cpu"] / row["t_cpu"]
+            rows.append(row)
+            print("%-32s wall %.4f / %.4f = %.2f   cpu %.4f / %.4f = %.2f" % (
+                name, row["s_wall"], row["t_wall"], row["r_wall"], row["s_cpu"], row["t_cpu"],
+                row["r_cpu"]), flush=True)
+    print()
+    print("| model | shardc fwd s (median, min) | shardc fwd CPU s | shardc process CPU s "
+          "| torch fwd s (median, min) | torch fwd CPU s | ratio wall | ratio CPU |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %s | %.4f, %.4f | %.4f | %.3f | %.4f, %.4f | %.4f | %.2f | %.2f |" % (
+            r["model"], r["s_wall"], r["s_min"], r["s_cpu"], r["s_proc"], r["t_wall"],
+            r["t_min"], r["t_cpu"], r["r_wall"], r["r_cpu"]))
+    if rows:
+        print("\nmedian ratio over %d models: wall %.2f, CPU %.2f (%d rounds each; load average "
+              "%.1f before, %.1f after, %d cores; OpenBLAS core %s)" % (
+                  len(rows), statistics.median(r["r_wall"] for r in rows),
+                  statistics.median(r["r_cpu"] for r in rows), args.runs, load0,
+                  os.getloadavg()[0], os.cpu_count(), core))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
