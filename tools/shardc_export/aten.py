@@ -389,7 +389,7 @@ def operand(self, node, v, like):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return self.const(v, like)
     if isinstance(v, hf.Const):
-        return hf.materialize(self, node, v, like)
+        return hf.materialize(self, node, v, like, broadcast=True)
     return self.tensor(node, v)
 
 
