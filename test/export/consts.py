@@ -32,3 +32,15 @@ class RampTable(nn.Module):
         table = torch.arange(x.shape[1] * x.shape[2], dtype=x.dtype,
                              device=x.device).reshape(x.shape[1], x.shape[2])
         return self.proj(x) * table
+
+
+class PaddedEmbedding(nn.Module):
+    """nn.Embedding(padding_idx=5): torch's reset_parameters zeroes row 5
+    (weight[5].fill_(0)), recorded as fill_rows."""
+
+    def __init__(self, vocab=12, d=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d, padding_idx=5)
+
+    def forward(self, ids):
+        return self.emb(ids)
