@@ -292,6 +292,9 @@ class AtenLowering(GraphEmitter):
                 return out
         rule = RULES.get(node.target)
         if rule is None:
+            moe = hf.mixture_of_experts(node)
+            if moe:
+                self.fail(node, moe)
             self.fail(node, "no mapping to a shardc graph op (docs/exporter.md lists the "
                       "ATen ops the exporter maps)")
         return rule(self, node, *args, **kwargs)

@@ -522,6 +522,30 @@ HF_RULES = {
     aten._unsafe_view.default: hf_view_expanded,
     aten.reshape.default: hf_view_expanded,
 }
+# Routing ops of a mixture of experts: which experts (and so which weights
+# and how many tokens each) a token uses depends on its values.
+_ROUTING_OPS = ("topk", "sort", "argsort", "nonzero", "histc", "bincount", "index_put",
+                "index_add", "grouped_mm", "_grouped_mm", "scatter_add")
+_MOE_CLASS_WORDS = ("moe", "expert", "router", "topk")
+
+
+def mixture_of_experts(node):
+    """The reason to give for an unmapped op inside a mixture-of-experts block
+    (a module whose class names experts, a router or MoE), else None."""
+    stack = node.meta.get("nn_module_stack") or {}
+    classes = [(path, c.__name__ if isinstance(c, type) else str(c).rsplit(".", 1)[-1])
+               for path, c in stack.values()]
+    moe = [(p, c) for p, c in classes if any(w in c.lower() for w in _MOE_CLASS_WORDS)]
+    op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    if not moe or op not in _ROUTING_OPS:
+        return None
+    path, cls = moe[0]
+    return ("value-dependent routing of a mixture of experts (%s at %s): %s picks each "
+            "token's experts from its router's values, which shardc's static graph does "
+            "not express (no graph op for %s); mixture-of-experts models are not supported "
+            "yet" % (cls, path or "<root>", op, node.target))
+
+
 # Ops with no value: checks torch.export leaves in the graph.
 NO_VALUE = {aten._assert_tensor_metadata.default}
 

@@ -102,7 +102,7 @@ def skew(low, node, r, T, S):
 
 def _check_runs(low, node, rs, what, shape):
     if len(rs) > MAX_RUNS:
-        low.fail(node, "its %s is a constant of shape %s built in forward that takes %d runs "
+        low.fail(node, "its %s: a constant of shape %s built in forward that takes %d runs "
                  "of consecutive or equal values (at most %d are expressed as graph data)"
                  % (what, list(shape), len(rs), MAX_RUNS))
 
