@@ -436,9 +436,8 @@ def hf_where(low, node, cond, a, b):
         summed = low.emit(node, "add", [base, m], torch.empty(both, dtype=dt, device="meta"))
         # a condition broadcast over the batch: the sum stays lazy (an expand)
         return summed if both == out else Expanded(summed, out)
-    low.fail(node, "where with a constant condition is expressed only as x + an additive "
-             "mask (the other operand -inf or the dtype's lowest value, float32 or "
-             "bfloat16)")
+    # any other where: the op table's mapping, if there is one
+    return None
 
 
 def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
