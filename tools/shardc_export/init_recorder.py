@@ -241,7 +241,8 @@ class InitRecorder(TorchDispatchMode):
         for n in shape[1:]:
             row *= n
         try:
-            nbytes = t.untyped_storage().nbytes()
+            nbytes = t.untyped_storage().nbytes() if hasattr(t, "untyped_storage") \
+                else t.storage().nbytes()  # torch 1.13
         except Exception:
             return False
         total = row * (shape[0] if shape else 1)
