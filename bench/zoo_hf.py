@@ -53,14 +53,8 @@ def qwen2(**kw):
     return _lm(tf.Qwen2Config, kw)
 
 
-# nn.Embedding(padding_idx=...) zeroes one row of its weight at init, a write
-# into part of a tensor that the graph's init chains cannot express
-# (docs/exporter.md): BERT and Gemma are built without a padding row.
-NO_PAD = {"pad_token_id": None}
-
-
 def gemma(**kw):
-    return _lm(tf.GemmaConfig, kw, head_dim=16, tie_word_embeddings=True, **NO_PAD)
+    return _lm(tf.GemmaConfig, kw, head_dim=16, tie_word_embeddings=True)
 
 
 def phi(**kw):
@@ -80,7 +74,7 @@ def gpt2(**kw):
 def bert(**kw):
     cfg = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                num_attention_heads=4, max_position_embeddings=128)
-    return _build(tf.BertConfig(**dict(cfg, **dict(NO_PAD, **kw))), tf.AutoModel)
+    return _build(tf.BertConfig(**dict(cfg, **kw)), tf.AutoModel)
 
 
 def t5(**kw):

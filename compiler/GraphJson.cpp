@@ -65,6 +65,9 @@ const std::vector<InitOpSpec> &initOpSpecs() {
       {"erfinv", K::Pointwise, {}},
       {"sqrt", K::Pointwise, {}},
       {"neg", K::Pointwise, {}},
+      // a row range of the final shape (nn.Embedding's padding_idx row)
+      {"fill_rows", K::Pointwise, {{"value", kRequired}, {"start", kRequired},
+                                   {"end", kRequired}}},
       {"reshape", K::View, {}},
       {"transpose", K::View, {{"dim0", kRequired}, {"dim1", kRequired}}},
       {"permute", K::View, {}},
@@ -263,11 +266,26 @@ std::vector<InitStep> readInitChain(const GraphReader &reader,
                                     "checkpoint tensor instead)");
     } else if (step.kind == InitStepKind::Pointwise) {
       step.shape = shape;
+    } else if (!steps.empty() && steps.back().op == "fill_rows") {
+      reader.fail(stepPath + ".op", "view \"" + step.op + "\" after fill_rows; fill_rows "
+                                    "sets rows of the parameter's own shape, after every view");
     } else {
       step.shape = applyView(reader, value, step, shape);
     }
     shape = step.shape;
     steps.push_back(std::move(step));
+  }
+  for (const InitStep &step : steps) {
+    if (step.op != "fill_rows")
+      continue;
+    const double start = step.number("start"), end = step.number("end");
+    const double rows = paramShape.empty() ? 1.0 : static_cast<double>(paramShape[0]);
+    if (start != std::floor(start) || end != std::floor(end) || start < 0 || end < start ||
+        end > rows)
+      reader.fail(step.path, "rows [" + json(start).dump() + ", " + json(end).dump() +
+                                 ") must be integers with 0 <= start "
+                                 "<= end <= " + std::to_string(static_cast<int64_t>(rows)) +
+                                 " (the parameter's dim 0)");
   }
   if (shape != paramShape)
     reader.fail(chainPath, "the init chain produces shape " + shapeString(shape) +

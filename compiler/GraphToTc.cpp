@@ -118,6 +118,10 @@ Value buildInitStep(OpBuilder &builder, Location loc, const InitStep &step,
     return builder.create<tc::SqrtOp>(loc, input);
   if (op == "neg")
     return builder.create<tc::NegOp>(loc, input);
+  if (op == "fill_rows")
+    return builder.create<tc::FillRowsOp>(loc, input, f64("value"),
+                                          i64(static_cast<int64_t>(step.number("start"))),
+                                          i64(static_cast<int64_t>(step.number("end"))));
   // Views.
   auto integer = [&](const char *key) {
     return static_cast<int64_t>(step.number(key));

@@ -358,6 +358,11 @@ private:
       emit(plan::OpCode::Erfinv, {id}, {id}, &op);
     else if (isa<tc::SqrtOp>(op))
       emit(plan::OpCode::Sqrt, {id}, {id}, &op);
+    else if (auto rows = dyn_cast<tc::FillRowsOp>(op))
+      emit(plan::OpCode::FillRows, {id}, {id}, &op,
+           {{"value", d(rows.getValue())},
+            {"start", static_cast<int64_t>(rows.getStart())},
+            {"end", static_cast<int64_t>(rows.getEnd())}});
     else
       emit(plan::OpCode::Neg, {id}, {id}, &op);
     return success();

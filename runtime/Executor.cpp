@@ -263,6 +263,7 @@ private:
     case OpCode::Sqrt:
     case OpCode::Neg: return pointwise(inst, *pointwiseKind(inst.op));
     case OpCode::Load: return load(inst);
+    case OpCode::FillRows: return fillRows(inst);
     case OpCode::AllGather: return allGather(inst);
     case OpCode::Scatter: return scatter(inst);
     case OpCode::Add:
@@ -722,6 +723,25 @@ private:
     DeviceBuffer work = workspace(inst, buffer(inst.outputs[0]));
     backend_.normOf(source, dims, r.begin, r.count, r.dtype, r.data, work.data());
     zeroPadding(r);
+  }
+
+  /// Rows [start, end) of the full tensor's dim 0 = value: the part of them in
+  /// this rank's valid rows (a sharded param's rows are consecutive row-major
+  /// elements starting at Region::begin), padding untouched (zero).
+  void fillRows(const Instruction &inst) {
+    const Region r = region(inst.outputs[0]);
+    if (r.dtype == DType::I64) fail("works on floating dtypes; the buffer is int64");
+    const int64_t start = attrInt(inst, "start"), end = attrInt(inst, "end");
+    const int64_t rows = r.fullShape.empty() ? 1 : r.fullShape[0];
+    if (start < 0 || start > end || end > rows)
+      fail("rows [" + std::to_string(start) + ", " + std::to_string(end) +
+           ") are not within the tensor's " + std::to_string(rows) + " rows");
+    const int64_t rowElements = rows == 0 ? 0 : numElements(r.fullShape) / rows;
+    const int64_t lo = std::max(start * rowElements, r.begin);
+    const int64_t hi = std::min(end * rowElements, r.begin + r.count);
+    if (lo >= hi) return;
+    backend_.fill(r.dtype, r.data + (lo - r.begin) * dtypeSize(r.dtype), hi - lo,
+                  attrDouble(inst, "value"));
   }
 
   void orthogonal(const Instruction &inst) {

@@ -393,6 +393,9 @@ def _init_chain(chain, shape, gen):
             t = torch.sqrt(t)
         elif op == "neg":
             t = -t
+        elif op == "fill_rows":
+            t = t.clone()
+            t[int(p["start"]):int(p["end"])] = p["value"]
         elif op == "reshape":
             t = t.reshape(p["shape"])
         elif op == "transpose":

@@ -318,6 +318,14 @@ LogicalResult ClampOp::verify() {
   return success();
 }
 
+LogicalResult FillRowsOp::verify() {
+  const auto start = static_cast<int64_t>(getStart());
+  const auto end = static_cast<int64_t>(getEnd());
+  if (start < 0 || start > end)
+    return emitOpError() << "rows [" << start << ", " << end << ") need 0 <= start <= end";
+  return success();
+}
+
 /// Views keep the element type and have static shapes.
 static LogicalResult verifyViewTypes(Operation *op, RankedTensorType input,
                                      RankedTensorType result) {

@@ -308,6 +308,20 @@ def Tc_SqrtOp : Tc_PointwiseOp<"sqrt", (ins), ""> {
 def Tc_NegOp : Tc_PointwiseOp<"neg", (ins), ""> {
   let summary = "Negation";
 }
+// Row fill (nn.Embedding's padding_idx row zeroed at init).
+def Tc_FillRowsOp : Tc_PointwiseOp<"fill_rows",
+    (ins F64Attr:$value, I64Attr:$start, I64Attr:$end),
+    "`value` $value `rows` $start `to` $end"> {
+  let summary = "Rows [start, end) of dim 0 of the full tensor set to value";
+  let description = [{
+    The one init op that looks at an element's index: only the last ops of
+    a chain (after every view; the graph reader checks), so the fused chain
+    keeps it after the generator as written. Sharded, each rank sets the
+    part of those rows it holds (the plan's `fill_rows` reads the shard's
+    place in the full tensor).
+  }];
+  let hasVerifier = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Views

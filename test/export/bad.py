@@ -25,7 +25,11 @@ class Uninitialized(nn.Module):
 class PartialInit(nn.Module):
     def __init__(self):
         super().__init__()
-        self.emb = nn.Embedding(10, 4, padding_idx=0)  # zeroes row 0 in place
+        self.emb = nn.Embedding(10, 4)
+        # zeroes column 0 in place: a partial write other than whole rows
+        # (nn.Embedding's padding_idx row is whole rows: fill_rows)
+        with torch.no_grad():
+            self.emb.weight[:, 0].fill_(0)
 
     def forward(self, ids):
         return self.emb(ids)

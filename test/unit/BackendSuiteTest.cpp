@@ -258,6 +258,19 @@ std::vector<SuiteCase> suiteCases() {
                                   {{"file", checkpointFile()}, {"tensor", std::string("w")}});
                              emit(f, OpCode::Free, {io}, {});
                            }));
+  // ---- init: fill_rows (nn.Embedding's padding_idx row) ----
+  for (DType dt : {DType::F32, DType::BF16}) {
+    cases.push_back(initCase(std::string("fill_rows ") + dtypeName(dt), dt, {6, 4},
+                             [](Plan &, Function &f, int32_t p) {
+                               auto attrs = stream("normal");
+                               attrs.insert({{"mean", 0.0}, {"std", 1.0}});
+                               emit(f, OpCode::Alloc, {}, {p});
+                               emit(f, OpCode::Generate, {}, {p}, attrs);
+                               emit(f, OpCode::FillRows, {p}, {p},
+                                    {{"value", -2.5}, {"start", int64_t{2}},
+                                     {"end", int64_t{4}}});
+                             }));
+  }
   // ---- forward ----
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     const std::string d = std::string(" ") + dtypeName(dt);

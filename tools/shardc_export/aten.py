@@ -316,6 +316,9 @@ class AtenLowering(GraphEmitter):
                 return out
         rule = RULES.get(node.target)
         if rule is None:
+            moe = hf.mixture_of_experts(node)
+            if moe:
+                self.fail(node, moe)
             self.fail(node, "no mapping to a shardc graph op (docs/exporter.md lists the "
                       "ATen ops the exporter maps)")
         return rule(self, node, *args, **kwargs)
@@ -413,7 +416,7 @@ def operand(self, node, v, like):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return self.const(v, like)
     if isinstance(v, hf.Const):
-        return hf.materialize(self, node, v, like)
+        return hf.materialize(self, node, v, like, broadcast=True)
     return self.tensor(node, v)
 
 

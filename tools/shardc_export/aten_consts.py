@@ -35,6 +35,7 @@ import torch
 import torch.nn as nn
 
 from .graph_emitter import G
+from . import const_tables
 
 aten = torch.ops.aten
 
@@ -97,9 +98,25 @@ class RotTerm(Lazy):
         self.x, self.table, self.val = x, table, val
 
     def materialize(self, low, node):
-        low.fail(node, "it multiplies by a constant table of shape %s built in forward "
-                 "(not a rotary cos/sin pair the graph's rotary_embedding expresses); the "
-                 "graph format cannot embed its data" % list(self.table.shape))
+        """Not a rotary pair after all: x * the table, the table as runs of
+        fill buffers (const_tables.py) when it has few enough."""
+        x = low.tensor(node, self.x)
+        t = self.table
+        table = const_tables.float_table(
+            low, node, t, x.val.dtype,
+            lambda v, shape: fill_buffer(low, v, shape, x.val.dtype))
+        if table is None:
+            low.fail(node, "it multiplies by a constant table of shape %s built in forward "
+                     "(not a rotary cos/sin pair the graph's rotary_embedding expresses) "
+                     "that takes more than %d runs of equal values; the graph format "
+                     "cannot embed its data" % (list(t.shape), const_tables.MAX_RUNS))
+        from .aten import Expanded
+        table = table.base if isinstance(table, Expanded) else table
+        both = list(torch.broadcast_shapes(tuple(x.shape), tuple(table.shape)))
+        if both != list(self.val.shape):
+            low.fail(node, "x %s times a constant table %s does not give the result's shape"
+                     % (x.shape, table.shape))
+        return low.emit(node, "mul", [x, table], self.val)
 
 
 class Skipped:
@@ -196,17 +213,30 @@ class ConstTuple:
         self.items = items
 
 
-def materialize(low, node, c, like=None):
+def materialize(low, node, c, like=None, broadcast=False):
     """A Const read as a graph tensor: a fill buffer when all its elements are
-    equal; otherwise refused (the graph format holds no tensor data)."""
+    equal, runs of them (const_tables.py) when they are few; otherwise
+    refused (the graph format holds no tensor data). broadcast: the reader
+    broadcasts (an elementwise operand), so leading dims over which the
+    table repeats may stay size 1."""
     t = c.t
+    dtype = like.val.dtype if like is not None else t.dtype
     if t.is_floating_point() and t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
-        dtype = like.val.dtype if like is not None else t.dtype
         return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
+    if t.is_floating_point() and t.numel() > 0:
+        # an additive causal mask, a table in a few runs (const_tables.py)
+        table = const_tables.float_table(
+            low, node, t, dtype, lambda v, shape: fill_buffer(low, v, shape, dtype))
+        if table is not None:
+            from .aten import Expanded
+            if isinstance(table, Expanded):
+                return table.base if broadcast else materialize_expand(low, node, table)
+            return table
     low.fail(node, "its operand is a constant of shape %s and dtype %s built in forward "
              "(it depends on no input) whose values are not expressible as graph data "
-             "(only all-equal values, masks, position ids and rotary tables are)"
-             % (list(t.shape), t.dtype))
+             "(only all-equal values, masks, position ids, rotary tables and tables of "
+             "at most %d runs of equal values are)"
+             % (list(t.shape), t.dtype, const_tables.MAX_RUNS))
 
 
 def fill_buffer(low, value, shape, dtype):
@@ -301,6 +331,9 @@ def hf_cat(low, node, tensors, dim=0):
 
 def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
             enable_gqa=False):
+    if attn_mask is not None and not isinstance(attn_mask, Const):
+        return attention_with_bias(low, node, q, k, v, attn_mask, dropout_p, is_causal,
+                                   scale, enable_gqa)
     if not isinstance(attn_mask, Const):
         return None
     m = attn_mask.t
@@ -335,6 +368,78 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
                 enable_gqa)
 
 
+def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, enable_gqa):
+    """scaled_dot_product_attention whose attn_mask is a graph tensor (T5's
+    learned position bias as an additive mask): the graph's attention op
+    takes no mask, so softmax(q k^T * scale + bias) v op by op."""
+    from .aten import Expanded
+    if dropout_p or is_causal or enable_gqa:
+        low.fail(node, "scaled_dot_product_attention with a tensor attn_mask and dropout, "
+                 "is_causal or GQA has no graph form")
+    q, k, v = (low.tensor(node, t) for t in (q, k, v))
+    bias = bias.base if isinstance(bias, Expanded) else low.tensor(node, bias)
+    rank = len(q.shape)
+    if rank != 4 or len(k.shape) != 4:
+        low.fail(node, "scaled_dot_product_attention on %d-d tensors (expects [B, H, T, E])"
+                 % rank)
+    dt = q.val.dtype
+    kt_shape = k.shape[:2] + [k.shape[3], k.shape[2]]
+    kt = low.emit(node, "transpose", [k], torch.empty(kt_shape, dtype=dt, device="meta"),
+                  dim0=2, dim1=3)
+    s_shape = q.shape[:3] + [k.shape[2]]
+    scores_val = torch.empty(s_shape, dtype=dt, device="meta")
+    scores = low.emit(node, "matmul", [q, kt], scores_val)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if scale != 1.0:
+        scores = low.emit(node, "mul", [scores, low.const(scale, scores)], scores_val)
+    if list(torch.broadcast_shapes(tuple(s_shape), tuple(bias.shape))) != s_shape:
+        low.fail(node, "its attn_mask of shape %s does not broadcast to the scores %s"
+                 % (bias.shape, s_shape))
+    if bias.val.dtype != dt:
+        low.fail(node, "its attn_mask is %s, the scores %s" % (bias.val.dtype, dt))
+    scores = low.emit(node, "add", [scores, bias], scores_val)
+    probs = low.emit(node, "softmax", [scores], scores_val, dim=3)
+    return low.emit(node, "matmul", [probs, v], node.meta["val"])
+
+
+def hf_where(low, node, cond, a, b):
+    """where(constant mask, x, -inf or the dtype's lowest value) (HF's
+    position-bias mask under causality): x + a constant additive mask of 0
+    and that value. Equal to where's result for every finite x of float32
+    or bfloat16 storage with |x| < 2^103 (x + lowest rounds to lowest); the
+    other operand order likewise."""
+    if not isinstance(cond, Const) or cond.t.dtype != torch.bool:
+        return None
+    for x, other, keep_x in ((a, b, True), (b, a, False)):
+        from .aten import Expanded
+        if not isinstance(x, (G, Expanded)):
+            continue
+        base = x.base if isinstance(x, Expanded) else x
+        dt = base.val.dtype
+        if isinstance(other, Const) and other.t.numel() == 1:
+            other = float(other.t.reshape(-1)[0])
+        if not isinstance(other, (int, float)) or dt not in (torch.float32, torch.bfloat16):
+            continue
+        if not (other == -math.inf or other == torch.finfo(dt).min):
+            continue
+        out = list(node.meta["val"].shape)
+        picked = cond.t if keep_x else ~cond.t
+        if bool(picked.all()):
+            # every element is x (T5's encoder: an all-true padding mask)
+            return x if list(base.shape) == out else Expanded(base, out)
+        zero = torch.zeros((), dtype=dt)
+        low_val = torch.tensor(other, dtype=dt)
+        mask = torch.where(cond.t, zero, low_val) if keep_x else torch.where(cond.t, low_val,
+                                                                             zero)
+        m = materialize(low, node, Const(mask), like=base, broadcast=True)
+        both = list(torch.broadcast_shapes(tuple(base.shape), tuple(m.shape)))
+        summed = low.emit(node, "add", [base, m], torch.empty(both, dtype=dt, device="meta"))
+        # a condition broadcast over the batch: the sum stays lazy (an expand)
+        return summed if both == out else Expanded(summed, out)
+    # any other where: the op table's mapping, if there is one
+    return None
+
+
 def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
     if not isinstance(ids, Const):
         return None
@@ -342,18 +447,16 @@ def hf_embedding(low, node, weight, ids, padding_idx=-1, *rest):
     ids = ids.t
     flat = ids.reshape(-1, ids.shape[-1]) if ids.dim() else ids.reshape(1, 1)
     out_val = node.meta["val"]
-    if flat.numel() == 0 or not bool((flat == flat[:1]).all()):
-        low.fail(node, "its ids are a constant of shape %s whose rows differ; only "
-                 "repeated or consecutive ids (position ids) are expressible"
-                 % list(ids.shape))
-    row = flat[0]
+    row = flat[0] if flat.numel() else None
+    if row is None or not bool((flat == flat[:1]).all()):
+        # T5's relative-position buckets and other tables of ids: runs of rows
+        return const_tables.embedding_of_const_ids(low, node, weight, ids)
     if bool((row == row[0]).all()):
         start, n = int(row[0]), 1
     elif bool((row[1:] - row[:-1] == 1).all()):
         start, n = int(row[0]), row.numel()
     else:
-        low.fail(node, "its ids are a constant (shape %s) that is neither one repeated id "
-                 "nor consecutive ids" % list(ids.shape))
+        return const_tables.embedding_of_const_ids(low, node, weight, ids)
     rows = low.emit(node, "slice", [weight], torch.empty(n, weight.shape[1], device="meta",
                                                         dtype=weight.val.dtype),
                     dim=0, start=start, end=start + n, step=1)
@@ -413,10 +516,35 @@ HF_RULES = {
     aten.cat.default: hf_cat,
     aten.scaled_dot_product_attention.default: hf_sdpa,
     aten.embedding.default: hf_embedding,
+    aten.where.self: hf_where,
     aten.view.default: hf_view_expanded,
     aten._unsafe_view.default: hf_view_expanded,
     aten.reshape.default: hf_view_expanded,
 }
+# Routing ops of a mixture of experts: which experts (and so which weights
+# and how many tokens each) a token uses depends on its values.
+_ROUTING_OPS = ("topk", "sort", "argsort", "nonzero", "histc", "bincount", "index_put",
+                "index_add", "grouped_mm", "_grouped_mm", "scatter_add")
+_MOE_CLASS_WORDS = ("moe", "expert", "router", "topk")
+
+
+def mixture_of_experts(node):
+    """The reason to give for an unmapped op inside a mixture-of-experts block
+    (a module whose class names experts, a router or MoE), else None."""
+    stack = node.meta.get("nn_module_stack") or {}
+    classes = [(path, c.__name__ if isinstance(c, type) else str(c).rsplit(".", 1)[-1])
+               for path, c in stack.values()]
+    moe = [(p, c) for p, c in classes if any(w in c.lower() for w in _MOE_CLASS_WORDS)]
+    op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    if not moe or op not in _ROUTING_OPS:
+        return None
+    path, cls = moe[0]
+    return ("value-dependent routing of a mixture of experts (%s at %s): %s picks each "
+            "token's experts from its router's values, which shardc's static graph does "
+            "not express (no graph op for %s); mixture-of-experts models are not supported "
+            "yet" % (cls, path or "<root>", op, node.target))
+
+
 # Ops with no value: checks torch.export leaves in the graph.
 NO_VALUE = {aten._assert_tensor_metadata.default}
 

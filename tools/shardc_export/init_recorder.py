@@ -229,6 +229,33 @@ class InitRecorder(TorchDispatchMode):
             return
         self.chains[key] = c.extended(op)
 
+    def fill_rows(self, t, value):
+        """t (a view) is whole rows [r0, r1) of dim 0 of the tensor that owns
+        its storage (nn.Embedding's weight[padding_idx]): append fill_rows to
+        that tensor's chain and return True; else False."""
+        c = self.chains.get(storage_key(t))
+        if c is None or c.unsupported or value is None or not t.is_contiguous():
+            return False
+        shape = c.shape
+        row = 1
+        for n in shape[1:]:
+            row *= n
+        try:
+            nbytes = t.untyped_storage().nbytes() if hasattr(t, "untyped_storage") \
+                else t.storage().nbytes()  # torch 1.13
+        except Exception:
+            return False
+        total = row * (shape[0] if shape else 1)
+        if not shape or nbytes != total * t.element_size() or row == 0 or \
+                t.storage_offset() % row or t.numel() % row or \
+                any(o["op"] in ("reshape", "transpose", "permute", "slice") for o in c.ops):
+            return False
+        r0 = t.storage_offset() // row
+        self.chains[storage_key(t)] = c.extended(
+            {"op": "fill_rows", "value": float(value), "start": r0,
+             "end": r0 + t.numel() // row})
+        return True
+
     @staticmethod
     def _whole(t):
         """True when t covers its whole storage (no partial writes)."""
@@ -285,8 +312,13 @@ class InitRecorder(TorchDispatchMode):
                             entry[key] = float(v) if not isinstance(v, bool) else float(v)
                     if op in ("kaiming_uniform", "kaiming_normal") and isinstance(vals["a"], int):
                         entry["a"] = float(vals["a"])
+                    fill = {"zeros": 0.0, "ones": 1.0}.get(op, entry.get("value")) \
+                        if op in ("zeros", "ones", "fill") else None
                     if not rec._whole(tensor):
-                        rec.set_unsupported(tensor, "nn.init.%s on a part of a tensor" % fname)
+                        # whole rows (an embedding's padding_idx row): fill_rows
+                        if not rec.fill_rows(tensor, fill):
+                            rec.set_unsupported(tensor, "nn.init.%s on a part of a tensor "
+                                                "other than whole rows" % fname)
                     else:
                         rec.set_generator(tensor, entry)
                     return out
@@ -382,8 +414,12 @@ class InitRecorder(TorchDispatchMode):
             if gen is not None:
                 if whole:
                     self.set_generator(t, gen)
+                elif gen["op"] in ("fill", "zeros") and \
+                        self.fill_rows(t, gen.get("value", 0.0)):
+                    pass  # whole rows of dim 0: nn.Embedding's padding_idx row
                 else:
-                    self.set_unsupported(t, "%s on a part of a tensor" % name)
+                    self.set_unsupported(t, "%s on a part of a tensor other than whole "
+                                         "rows" % name)
                 return
             if name == "copy_":
                 src = a[1]
@@ -540,6 +576,10 @@ def to_graph_chain(chain, shape, what):
                           % what)
     gshape = list(chain.shape)
     if gshape != list(shape):
+        if any(o["op"] == "fill_rows" for o in ops):
+            raise ExportError("%s: rows filled on a tensor of shape %s that is then viewed as "
+                              "%s (fill_rows sets rows of the final shape)"
+                              % (what, gshape, list(shape)))
         ops[0]["shape"] = gshape
         ops.append({"op": "reshape", "shape": list(shape)})
     if ops[0]["op"] == "orthogonal" and any(o["op"] in ("reshape", "transpose", "permute", "slice")

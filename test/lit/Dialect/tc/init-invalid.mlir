@@ -174,3 +174,13 @@ func.func @init() {
   %0 = tc.norm_of of "v" dims [2] : tensor<1x4xf32>
   return
 }
+
+// -----
+
+// tc.fill_rows: rows [start, end) need 0 <= start <= end.
+func.func @init() {
+  %0 = tc.ones : tensor<4x3xf32>
+  // expected-error @+1 {{rows [3, 1) need 0 <= start <= end}}
+  %1 = tc.fill_rows %0 value 0.0 rows 3 to 1 : tensor<4x3xf32>
+  return
+}

@@ -80,3 +80,14 @@ func.func @init() {
   tc.materialize %2 into @o : tensor<3x4xf32>
   return
 }
+
+// -----
+
+// tc.fill_rows (nn.Embedding's padding_idx row) round-trips.
+// CHECK-LABEL: func.func @fill_rows()
+func.func @fill_rows() {
+  %0 = tc.normal mean 0.0 std 1.0 position 0 : tensor<10x4xf32>
+  // CHECK: tc.fill_rows %{{.*}} value 0.000000e+00 rows 3 to 4 : tensor<10x4xf32>
+  %1 = tc.fill_rows %0 value 0.0 rows 3 to 4 : tensor<10x4xf32>
+  return
+}
