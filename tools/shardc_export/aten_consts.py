@@ -203,9 +203,16 @@ def materialize(low, node, c, like=None):
     if t.is_floating_point() and t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
         dtype = like.val.dtype if like is not None else t.dtype
         return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
+    # other values: bounded constant data beside the graph (const_data.py)
+    from .const_data import data_buffer
+    if t.is_floating_point():
+        g = data_buffer(low, t, like.val.dtype if like is not None else t.dtype)
+        if g is not None:
+            return g
     low.fail(node, "its operand is a constant of shape %s and dtype %s built in forward "
              "(it depends on no input) whose values are not expressible as graph data "
-             "(only all-equal values, masks, position ids and rotary tables are)"
+             "(all-equal values, masks, position ids, rotary tables and floating-point "
+             "constants of at most 2^20 elements are)"
              % (list(t.shape), t.dtype))
 
 
