@@ -113,7 +113,7 @@ _TAGGED_METHODS = {
 SHADOW_MAX_ELEMENTS = 1 << 16
 _NO_SHADOW_FACTORIES = ("empty", "empty_strided", "rand", "randn", "randint")
 _VALUE_READS = {"tolist", "item", "__int__", "__float__", "__bool__", "__index__",
-                "numpy", "__format__", "__repr__", "__str__", "__len__", "__iter__"}
+                "numpy", "__format__", "__repr__", "__str__"}
 
 
 def shadow_of(t):
