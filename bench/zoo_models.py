@@ -42,6 +42,19 @@ def vit_tiny():
                              hidden_dim=64, mlp_dim=128, num_classes=10)
 
 
+def swin_tiny(v2=False):
+    """torchvision's SwinTransformer class at a CI size: 32x32 input, patches
+    of 4, windows of 4 (stage 1 at 8x8 has shifted windows and their mask,
+    stage 2 at 4x4 one unshifted window), relative position bias, patch
+    merging. v2: SwinTransformerBlockV2 (cosine attention, logit scale, the
+    continuous position bias MLP)."""
+    from torchvision.models.swin_transformer import (PatchMergingV2, SwinTransformer,
+                                                     SwinTransformerBlockV2)
+    extra = dict(block=SwinTransformerBlockV2, downsample_layer=PatchMergingV2) if v2 else {}
+    return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4],
+                           window_size=[4, 4], num_classes=10, **extra)
+
+
 def wav2vec2_base():
     import torchaudio
     return torchaudio.models.wav2vec2_base()
@@ -92,12 +105,32 @@ ZOO = {
     "torchvision vit_b_16": ("zoo_models:torchvision_model", {"name": "vit_b_16"},
                              {"x": [1, 3, 224, 224]}),
     "torchvision VisionTransformer tiny": ("zoo_models:vit_tiny", {}, {"x": [2, 3, 32, 32]}),
+    "torchvision SwinTransformer tiny": ("zoo_models:swin_tiny", {}, {"x": [2, 3, 32, 32]}),
+    "torchvision SwinTransformer v2 tiny": ("zoo_models:swin_tiny", {"v2": True},
+                                            {"x": [2, 3, 32, 32]}),
 }
-# More torchvision classifiers at a small input their layers accept.
-for _name in ("efficientnet_b0", "squeezenet1_0", "alexnet", "densenet121", "convnext_tiny",
-              "resnet50", "shufflenet_v2_x0_5", "mnasnet0_5", "regnet_y_400mf", "googlenet"):
+# Every torchvision classifier (list_models on torchvision.models itself: no
+# detection, segmentation, video, quantization or optical flow), each at the
+# smallest input its architecture accepts: 64x64 for the convnets (their
+# adaptive pooling takes any map), the fixed image_size (224) for ViT, MaxViT's
+# and Swin's 224 (window partitions of 7 at every stage), Inception v3's 299.
+def classifier_input(name):
+    if name.startswith(("vit_", "swin_", "maxvit_")):
+        return 224
+    if name == "inception_v3":
+        return 299
+    return 64
+
+
+def torchvision_classifiers():
+    import torchvision
+    return torchvision.models.list_models(module=torchvision.models)
+
+
+for _name in torchvision_classifiers():
+    _side = classifier_input(_name)
     ZOO["torchvision " + _name] = ("zoo_models:torchvision_model", {"name": _name},
-                                   {"x": [1, 3, 64, 64]})
+                                   {"x": [1, 3, _side, _side]})
 ZOO.update({
     "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
                                  {"waveforms": [1, 16000]}),
@@ -113,11 +146,14 @@ import zoo_hf  # noqa: E402
 ZOO.update(zoo_hf.ZOO)
 
 # The fast subset CI runs (test/lit/models/zoo-ci.test: bench/zoo.py --ci).
-# Thirteen models spanning convnets (plain, depthwise, grouped/shuffled, squeeze-
-# excite), a ViT, torch.nn's transformer modules, Hugging Face decoders and
-# an encoder, and torchaudio's wav2vec2; each small enough that the whole subset takes a few minutes.
+# Fourteen models spanning convnets (plain, depthwise, grouped/shuffled, squeeze-
+# excite), a ViT and a Swin (shifted windows: roll, window mask as constant
+# data, relative position bias as as_strided), torch.nn's transformer modules,
+# Hugging Face decoders and an encoder, and torchaudio's wav2vec2; each small
+# enough that the whole subset takes a few minutes.
 CI = ["nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
       "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny",
+      "torchvision SwinTransformer tiny",
       "torchvision squeezenet1_0", "torchvision shufflenet_v2_x0_5",
       "torchvision efficientnet_b0", "HF GPT-2", "HF Llama", "HF Qwen2", "HF BERT",
       # torchaudio: wav2vec2's modules (weight-normed grouped conv, group norm)

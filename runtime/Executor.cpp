@@ -379,6 +379,9 @@ private:
       const UnaryArgs args = unaryArgs(op, inst.attrs);
       return backend_.unary(op, args.a, args.b, in[0], y);
     }
+    case OpFamily::View:  // the strided copy every backend has (strided_copy's)
+      return backend_.stridedCopy(in[0], *attrList(inst, "stride"), attrIntOr(inst, "offset", 0),
+                                  y);
     case OpFamily::None: break;
     }
     fail(std::string("op '") + info.name + "' has no family");

@@ -317,4 +317,32 @@ const char *unaryOpName(UnaryOp op) {
   return "unary";
 }
 
+// ---- views and copies ----------------------------------------------------------
+
+Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
+                     const std::vector<int64_t> &stride, int64_t offset) {
+  const char *op = "as_strided";
+  if (size.size() != stride.size())
+    fail(op, "mismatch in length of strides and shape: size " + shapeToString(size) +
+                 ", stride " + shapeToString(stride));
+  for (int64_t n : size)
+    if (n < 0) fail(op, "size " + shapeToString(size) + " must be non-negative");
+  if (offset < 0) fail(op, "negative storage offset " + str(offset));
+  int64_t numel = 1, xNumel = 1;
+  for (int64_t n : size) numel *= n;
+  for (int64_t n : x) xNumel *= n;
+  if (numel == 0) return size;
+  // Lowest and highest element read, in 128 bits (no overflow).
+  __int128 lo = offset, hi = offset;
+  for (size_t d = 0; d < size.size(); ++d) {
+    const __int128 span = static_cast<__int128>(size[d] - 1) * stride[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  if (lo < 0 || hi >= xNumel)
+    fail(op, "size " + shapeToString(size) + ", stride " + shapeToString(stride) +
+                 " and offset " + str(offset) + " read outside the input " + shapeToString(x) +
+                 " (" + str(xNumel) + " elements)");
+  return size;
+}
+
 }  // namespace shardc::runtime

@@ -99,4 +99,12 @@ enum class UnaryOp {
 };
 const char *unaryOpName(UnaryOp op);
 
+// ---- views and copies ------------------------------------------------------------
+
+/// as_strided: y [size] with y[i] = x_flat[offset + sum_k i_k stride[k]]
+/// (torch's as_strided on a contiguous x). One stride per size entry, sizes
+/// >= 0, strides of any sign; every element read lies inside x. Returns size.
+Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
+                     const std::vector<int64_t> &stride, int64_t offset);
+
 }  // namespace shardc::runtime

@@ -49,7 +49,8 @@ std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *n
 /// Float operands of one dtype: float32, bfloat16, float16 (the unary ops
 /// and reductions also float64, as their kernels).
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
-  const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce;
+  const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
+                   info.family == OpFamily::View;
   for (size_t i = 0; i < operands.size(); ++i) {
     if (!checks::isFloatStorage(operands[i].dtype) &&
         !(f64 && operands[i].dtype == plan::DType::F64))
@@ -90,6 +91,10 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   case OpFamily::Unary:
     unaryArgs(static_cast<UnaryOp>(info.variant), attrs);  // checks the values
     return in[0].shape;
+  case OpFamily::View:
+    return asStridedShape(in[0].shape, std::get<std::vector<int64_t>>(attrs.at("size")),
+                          std::get<std::vector<int64_t>>(attrs.at("stride")),
+                          intOr(attrs, "offset", 0));
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");

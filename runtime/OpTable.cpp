@@ -98,6 +98,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::GroupNorm: return "group norm";
   case OpFamily::Reduce: return "reduction";
   case OpFamily::Unary: return "unary";
+  case OpFamily::View: return "view";
   }
   return "?";
 }

@@ -55,7 +55,9 @@ using WorkspaceRule = Workspace (*)(const Buffer &output);
 
 /// The op family of a SHARDC_FAMILY_OP (runtime/OpFamilies.h): it names the
 /// op's shape and dtype rule and its Backend method (runtime/OpRules.h).
-enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary };
+// View (as_strided): a strided read of the input, the views-and-copies family.
+enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
+                                View };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

@@ -360,6 +360,10 @@ std::vector<SuiteCase> suiteCases() {
         if (info.attr("exponent")) attrs = {{"exponent", 3.0}};
         if (info.attr("negative_slope")) attrs = {{"negative_slope", 0.2}};
         break;
+      case OpFamily::View:  // negative and positive strides, an offset
+        in = {input("x", dt, {4, 5})};
+        attrs = {{"size", L{3, 2, 2}}, {"stride", L{-5, 1, 2}}, {"offset", int64_t{12}}};
+        break;
       case OpFamily::None: break;
       }
       std::vector<runtime::TensorType> types;

@@ -587,3 +587,24 @@ TEST_CASE("reductions: batch and thread invariance, bad operands", "[family-kern
   CHECK_THROWS_WITH(reduceKernel(ReduceKind::Sum, xi.k(), {1}, 0, yf.k(), 1),
                     Catch::Contains("sum: x is int64"));
 }
+
+TEST_CASE("as_strided gathers Swin's relative position bias as torch indexes it", "[family-kernels]") {
+  // The executor runs the view family's as_strided with the strided copy
+  // kernel. torch: table = arange(18.).reshape(9, 2) (window 2, 2 heads),
+  // table[relative_position_index] with the index torchvision builds for a
+  // 2x2 window ([4, 3, 1, 0, 5, 4, 2, 1, 7, 6, 4, 3, 8, 7, 5, 4]).
+  const std::vector<double> torchValues = {8, 9, 6, 7, 2, 3, 0, 1, 10, 11, 8, 9, 4, 5, 2, 3,
+                                           14, 15, 12, 13, 8, 9, 6, 7, 16, 17, 14, 15, 10, 11, 8, 9};
+  for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    TT table = zeros(dt, {9, 2});
+    for (int64_t i = 0; i < 18; ++i) table.set(i, double(i));
+    const std::vector<int64_t> size{2, 2, 2, 2, 2}, stride{6, 2, -6, -2, 1};
+    REQUIRE(asStridedShape(table.shape, size, stride, 8) == Shape(size));
+    TT y = zeros(dt, size);
+    stridedCopyKernel(table.k(), stride, 8, y.k());
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      INFO("element " << i);
+      CHECK(y.at(i) == torchValues[size_t(i)]);
+    }
+  }
+}

@@ -214,3 +214,20 @@ TEST_CASE("unary op names", "[op-families]") {
   CHECK(std::string(unaryOpName(UnaryOp::LeakyRelu)) == "leaky_relu");
   CHECK(std::string(unaryOpName(UnaryOp::Softplus)) == "softplus");
 }
+
+TEST_CASE("as_strided shape rule: size, negative strides, bounds", "[op-families]") {
+  // Swin's relative position bias at window 2, 2 heads: [9, 2] read as
+  // [2, 2, 2, 2, 2] (hi, wi, hj, wj, head), strides in elements.
+  CHECK(asStridedShape({9, 2}, {2, 2, 2, 2, 2}, {6, 2, -6, -2, 1}, 8) == Shape{2, 2, 2, 2, 2});
+  CHECK(asStridedShape({3}, {0, 5}, {1, 100}, 0) == Shape{0, 5});  // empty: reads nothing
+  CHECK_THROWS_WITH(asStridedShape({20}, {3, 2}, {1}, 0),
+                    Catch::StartsWith("as_strided: ") &&
+                        Catch::Contains("mismatch in length of strides and shape"));
+  // one past the end, and one before the start (a negative stride)
+  CHECK_THROWS_WITH(asStridedShape({9, 2}, {2, 2, 2, 2, 2}, {6, 2, -6, -2, 1}, 9),
+                    Catch::Contains("read outside the input [9, 2] (18 elements)"));
+  CHECK_THROWS_WITH(asStridedShape({9, 2}, {2, 2, 2, 2, 2}, {6, 2, -6, -2, 1}, 7),
+                    Catch::Contains("read outside the input"));
+  CHECK_THROWS_WITH(asStridedShape({4}, {2}, {1}, -1), Catch::Contains("negative storage offset"));
+  CHECK_THROWS_WITH(asStridedShape({4}, {-2}, {1}, 0), Catch::Contains("must be non-negative"));
+}

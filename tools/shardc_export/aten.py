@@ -829,3 +829,8 @@ RULES = {
 def supported_ops():
     """The ATen ops this file maps (docs/exporter.md lists them)."""
     return sorted(str(op) for op in RULES if op is not operator.getitem)
+
+
+# ---- views and copies (torchvision classifiers: Swin, MaxViT) -----------------
+from . import aten_views  # noqa: E402
+RULES.update(aten_views.rules(aten))

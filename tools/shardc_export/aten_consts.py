@@ -224,7 +224,8 @@ def materialize(low, node, c, like=None, broadcast=False):
     if t.is_floating_point() and t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
         return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
     if t.is_floating_point() and t.numel() > 0:
-        # an additive causal mask, a table in a few runs (const_tables.py)
+        # an additive causal mask, a table in a few runs (const_tables.py):
+        # pure graph ops, no data file
         table = const_tables.float_table(
             low, node, t, dtype, lambda v, shape: fill_buffer(low, v, shape, dtype))
         if table is not None:
@@ -232,11 +233,17 @@ def materialize(low, node, c, like=None, broadcast=False):
             if isinstance(table, Expanded):
                 return table.base if broadcast else materialize_expand(low, node, table)
             return table
+    # other values: bounded constant data beside the graph (const_data.py)
+    from .const_data import data_buffer
+    if t.is_floating_point():
+        g = data_buffer(low, t, dtype)
+        if g is not None:
+            return g
     low.fail(node, "its operand is a constant of shape %s and dtype %s built in forward "
              "(it depends on no input) whose values are not expressible as graph data "
-             "(only all-equal values, masks, position ids, rotary tables and tables of "
-             "at most %d runs of equal values are)"
-             % (list(t.shape), t.dtype, const_tables.MAX_RUNS))
+             "(all-equal values, masks, position ids, rotary tables, tables of at most %d "
+             "runs of equal values and floating-point constants of at most 2^20 elements "
+             "are)" % (list(t.shape), t.dtype, const_tables.MAX_RUNS))
 
 
 def fill_buffer(low, value, shape, dtype):

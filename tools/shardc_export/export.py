@@ -11,7 +11,8 @@ import sys
 import torch
 import torch.nn as nn
 
-from .init_recorder import ExportError, MetaFactoryMode, recording, storage_key, to_graph_chain
+from .init_recorder import (ExportError, MetaFactoryMode, recording, shadow_fill_value,
+                            storage_key, to_graph_chain)
 from .lowering import GRAPH_DTYPES, Lowering, dead_code_eliminate
 from .tracer import trace
 
@@ -192,8 +193,16 @@ def export(args):
             raise ExportError("parameter %s: dtype %s is not supported" % (name, p.dtype))
         if not p.is_contiguous() or p.storage_offset() != 0:
             raise ExportError("parameter %s is a non-contiguous view" % name)
-        init = to_graph_chain(rec.chains.get(storage_key(p)), list(p.shape),
-                              "parameter " + name)
+        try:
+            init = to_graph_chain(rec.chains.get(storage_key(p)), list(p.shape),
+                                  "parameter " + name)
+        except ExportError:
+            # an init op the graph lacks (log, exp...) on a constant whose
+            # values the constructor computed: one fill when all are equal
+            value = shadow_fill_value(p)
+            if value is None:
+                raise
+            init = [{"op": "fill", "value": value}]
         resolve_derived(init, name, param_names_by_storage(model))
         param_decls.append({"name": name, "shape": list(p.shape),
                             "dtype": GRAPH_DTYPES[p.dtype], "device": device,
@@ -294,6 +303,8 @@ def export(args):
              "name": args.name or type(model).__name__,
              "parameters": ordered, "buffers": graph_buffers, "inputs": inputs,
              "nodes": nodes, "outputs": outputs}
+    if getattr(low, "const_tensors", None):
+        graph["_const_data"] = low.const_tensors  # written beside the graph (main)
     if capture == "aten":
         # torch.export specialises shapes (and shape-dependent Python control
         # flow) on the example inputs: say so, with what they were.
@@ -456,6 +467,13 @@ def main(argv=None):
             run_eager(args, factory, kwargs)
             return 0
         graph, factory, kwargs, _ = export(args)
+        const_data = graph.pop("_const_data", None)
+        if const_data:
+            if not args.output:
+                raise ExportError("the graph has constant data (const_data.py) written "
+                                  "beside the graph file: give -o")
+            from .const_data import write_and_attach
+            write_and_attach(graph, const_data, args.output, tr.write_safetensors)
         text = render(graph)
         if args.output:
             write_text(args.output, text)

@@ -100,11 +100,112 @@ _TAGGED_METHODS = {
 }
 
 
+# ------------------------------------------------------------ CPU shadows
+# A constructor may compute its configuration with tensors and read it back
+# as Python numbers: torchvision's RegNet derives its stage widths from
+# `torch.arange(depth) * w_a + w_0` ... `.int().tolist()`. On meta tensors
+# that read fails ("Cannot copy out of meta tensor"). So a small tensor made
+# by a deterministic factory carries a CPU shadow holding its values, every
+# op whose tensor operands all have shadows computes its result's shadow
+# too, and reading a meta tensor's values (tolist, item, int(), ...) reads
+# its shadow. Parameters and anything derived from them have no shadow, so
+# reading their values still fails as before.
+SHADOW_MAX_ELEMENTS = 1 << 16
+_NO_SHADOW_FACTORIES = ("empty", "empty_strided", "rand", "randn", "randint")
+_VALUE_READS = {"tolist", "item", "__int__", "__float__", "__bool__", "__index__",
+                "numpy", "__format__", "__repr__", "__str__"}
+
+
+def shadow_of(t):
+    return getattr(t, "_shardc_cpu", None)
+
+
+def _to_shadow(v):
+    """v with each meta tensor replaced by its CPU shadow; None if one has none."""
+    if isinstance(v, torch.Tensor):
+        if v.device.type != "meta":
+            return v
+        return shadow_of(v)
+    if isinstance(v, (list, tuple)):
+        out = [_to_shadow(x) for x in v]
+        if any(o is None and isinstance(x, torch.Tensor) for o, x in zip(out, v)):
+            return None
+        return type(v)(out)
+    return v
+
+
+def _has_meta(v):
+    if isinstance(v, torch.Tensor):
+        return v.device.type == "meta"
+    if isinstance(v, (list, tuple)):
+        return any(_has_meta(x) for x in v)
+    return False
+
+
+def _shadow_call(func, args, kwargs, meta_out):
+    """func on the shadows; attaches the result to meta_out when it is a small
+    tensor (or a tuple/list of them)."""
+    sargs = [_to_shadow(a) for a in args]
+    skw = {k: _to_shadow(v) for k, v in kwargs.items()}
+    if any(s is None and _has_meta(a) for s, a in zip(sargs, args)) or \
+            any(skw[k] is None and _has_meta(v) for k, v in kwargs.items()):
+        return
+    if "device" in skw:
+        skw["device"] = "cpu"
+    outs = meta_out if isinstance(meta_out, (tuple, list)) else (meta_out,)
+    if not all(isinstance(o, torch.Tensor) and o.numel() <= SHADOW_MAX_ELEMENTS
+               for o in outs):
+        return
+    try:
+        cpu = func(*sargs, **skw)
+    except Exception:
+        return
+    cpus = cpu if isinstance(cpu, (tuple, list)) else (cpu,)
+    for o, c in zip(outs, cpus):
+        if isinstance(c, torch.Tensor) and o.device.type == "meta" and \
+                list(c.shape) == list(o.shape):
+            try:
+                o._shardc_cpu = c
+            except Exception:
+                pass
+            if o.is_contiguous() and o.storage_offset() == 0:
+                # nn.Parameter(t) shares t's storage: found again by storage
+                _SHADOW_BY_STORAGE[storage_key(o)] = (o, c)
+
+
+_SHADOW_BY_STORAGE = {}  # storage key -> (meta tensor kept alive, CPU shadow)
+
+
+def shadow_fill_value(t):
+    """The one value of every element of t when t's storage has a CPU shadow
+    whose elements are all equal (swin_v2's logit_scale = log(10 * ones)),
+    else None: the init chain then is one fill."""
+    entry = _SHADOW_BY_STORAGE.get(storage_key(t))
+    if entry is None or not entry[1].is_floating_point() or entry[1].numel() != t.numel() \
+            or t.numel() == 0:
+        return None
+    flat = entry[1].reshape(-1)
+    return float(flat[0]) if bool((flat == flat[0]).all()) else None
+
+
 class MetaFactoryMode(TorchFunctionMode):
-    """Every tensor factory makes meta tensors; constants get expression tags."""
+    """Every tensor factory makes meta tensors; constants get expression tags;
+    small deterministic constants keep CPU shadows of their values."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        fname = getattr(func, "__name__", "")
+        if fname in _VALUE_READS and args and isinstance(args[0], torch.Tensor) and \
+                args[0].device.type == "meta" and shadow_of(args[0]) is not None:
+            return func(shadow_of(args[0]), *args[1:], **kwargs)
+        out = self._meta_call(func, args, kwargs)
+        name = _FACTORIES.get(func)
+        if name not in _NO_SHADOW_FACTORIES and _has_meta(out) and \
+                (name is not None or _has_meta(list(args) + list(kwargs.values()))):
+            _shadow_call(func, args, kwargs, out)
+        return out
+
+    def _meta_call(self, func, args, kwargs):
         name = _FACTORIES.get(func)
         if name == "tensor" and "device" not in kwargs and len(args) == 1 and \
                 isinstance(args[0], (list, tuple)) and len(args[0]) == 0:
@@ -546,6 +647,7 @@ class InitRecorder(TorchDispatchMode):
 def recording():
     """Construct under this: tensors are meta, init ops are recorded."""
     rec = InitRecorder()
+    _SHADOW_BY_STORAGE.clear()
     restore = rec.wrap_nn_init()
     try:
         with MetaFactoryMode(), rec:

@@ -1,0 +1,36 @@
+"""Constructors that compute with tensors and read the values back
+(test/lit/export/aten-views.test): torchvision's RegNet derives its widths
+as below; swin_v2 initializes logit_scale as log(10 * ones)."""
+
+import math
+
+import torch
+import torch.nn as nn
+
+
+class WidthsFromTensors(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # RegNet's pattern: arange * slope + w0, rounded, read with tolist()
+        widths = (torch.round((torch.arange(3) * 2.5 + 8) / 4) * 4).int().tolist()
+        dims = [4] + widths
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+        self.depth = int(torch.tensor(len(widths)).item())
+        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones((widths[-1],))))
+
+    def forward(self, x):
+        for layer in self.layers[:self.depth]:
+            x = torch.relu(layer(x))
+        return x * self.logit_scale.clamp(max=math.log(100.0)).exp()
+
+
+class ReadsParameter(nn.Module):
+    """Reads a parameter's values in __init__: no shadow, still refused."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+        self.n = int(self.w.sum().item() > 0)
+
+    def forward(self, x):
+        return x * self.w

@@ -1,0 +1,206 @@
+"""ATen capture: views and copies that torchvision's classifiers need beyond
+aten.py's table, lowered onto the op table's `as_strided` (the view family:
+y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
+
+- aten.index.Tensor with one constant index tensor (Swin's and MaxViT's
+  relative position bias: `table[relative_position_index]`, a parameter read
+  at an index built in __init__): the index is factored into an affine
+  multi-index (sizes and strides, found from its values) and read as one
+  strided copy; an index that is not affine is refused with its shape.
+- aten.as_strided on a contiguous tensor: the same op with torch's strides.
+- aten.index_select with a constant index: torch.roll decomposes into one
+  (index (start + i) mod n): a rotation is two slices and a cat; an affine
+  index is as_strided as above.
+- aten.constant_pad_nd (F.pad, Swin's padding to whole windows): zero pads
+  are the tensor itself, others cat a fill buffer on each side; negative
+  pads crop with a slice.
+"""
+
+import torch
+
+from .graph_emitter import G
+from . import aten_consts as hf
+
+
+def row_major_strides(shape):
+    out, step = [], 1
+    for n in reversed(list(shape)):
+        out.insert(0, step)
+        step *= int(n)
+    return out
+
+
+def affine_factors(flat):
+    """flat (1-d int64 tensor, length L >= 1) as offset + sum_k i_k strides[k]
+    over sizes (row-major, product L); None if it is not affine."""
+    sizes, strides = [], []
+    seq = flat
+    while seq.numel() > 1:
+        d = int(seq[1] - seq[0])
+        run = 2
+        while run < seq.numel() and int(seq[run] - seq[run - 1]) == d:
+            run += 1
+        for m in range(run, 1, -1):  # the longest run that tiles seq
+            if seq.numel() % m:
+                continue
+            blocks = seq.reshape(-1, m)
+            if bool((blocks[:, 1:] - blocks[:, :-1] == d).all()):
+                break
+        else:
+            return None
+        sizes.insert(0, m)
+        strides.insert(0, d)
+        seq = seq[::m]
+    return sizes, strides, int(seq[0]) if seq.numel() else 0
+
+
+def as_strided_node(self, node, x, size, stride, offset, val):
+    return self.emit(node, "as_strided", [x], val, size=[int(v) for v in size],
+                     stride=[int(v) for v in stride], offset=int(offset))
+
+
+def index_tensor(self, node, x, indices):
+    """x[..., idx, ...] with one constant integer index tensor."""
+    x = self.tensor(node, x)
+    picked = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(picked) != 1 or not isinstance(picked[0][1], hf.Const):
+        self.fail(node, "indexing with %s: only one constant index tensor (built in "
+                  "__init__ or from constants, e.g. a relative position index) has a "
+                  "graph op" % ("several index tensors" if len(picked) > 1 else
+                                "an index computed from the input or a parameter"))
+    d, idx = picked[0][0], picked[0][1].t
+    if idx.dtype == torch.bool or idx.is_floating_point():
+        self.fail(node, "indexing with a %s mask has no graph op" % idx.dtype)
+    n = x.shape[d]
+    flat = idx.reshape(-1).to(torch.int64)
+    if flat.numel() and (bool((flat < -n).any()) or bool((flat >= n).any())):
+        self.fail(node, "its constant index is out of range for dim %d of size %d" % (d, n))
+    flat = torch.where(flat < 0, flat + n, flat)
+    out_shape = self.out_shape(node)
+    if flat.numel() == 0:
+        self.fail(node, "an empty index has no graph op")
+    factors = affine_factors(flat)
+    if factors is None:
+        self.fail(node, "its constant index (shape %s) is not an affine function of its "
+                  "position (only such an index, e.g. a relative position index, is "
+                  "expressible as one strided read)" % list(idx.shape))
+    sizes, strides, offset = factors
+    xs = row_major_strides(x.shape)
+    size = x.shape[:d] + sizes + x.shape[d + 1:]
+    stride = xs[:d] + [s * xs[d] for s in strides] + xs[d + 1:]
+    val = torch.empty(size, dtype=x.val.dtype, device="meta")
+    g = as_strided_node(self, node, x, size, stride, offset * xs[d], val)
+    return self.reshape(node, g, out_shape)
+
+
+def as_strided_any(self, node, x, size, stride, storage_offset=0):
+    """aten.as_strided on a tensor torch also holds contiguously (offset 0):
+    the graph buffer has torch's storage layout, so torch's strides apply."""
+    from .aten import as_strided
+    xv = self.vals.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+    meta = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    try:
+        return as_strided(self, node, x, size, stride, storage_offset)
+    except Exception:
+        if not isinstance(xv, G) or meta is None or not meta.is_contiguous() or \
+                meta.storage_offset() != 0:
+            raise
+    return as_strided_node(self, node, self.tensor(node, x), size, stride,
+                           storage_offset or 0, node.meta["val"])
+
+
+def slice_node(self, node, x, dim, start, end):
+    if start == 0 and end == x.shape[dim]:
+        return x
+    shape = list(x.shape)
+    shape[dim] = end - start
+    return self.emit(node, "slice", [x], torch.empty(shape, dtype=x.val.dtype, device="meta"),
+                     dim=dim, start=start, end=end, step=1)
+
+
+def cat_node(self, node, parts, dim):
+    parts = [p for p in parts if p.shape[dim] > 0]
+    if len(parts) == 1:
+        return parts[0]
+    shape = list(parts[0].shape)
+    shape[dim] = sum(p.shape[dim] for p in parts)
+    return self.emit(node, "cat", parts, torch.empty(shape, dtype=parts[0].val.dtype,
+                                                     device="meta"), dim=dim)
+
+
+def index_select(self, node, x, dim, index):
+    """x.index_select(dim, constant index): a rotation (torch.roll) is two
+    slices and a cat, an affine index one as_strided."""
+    x = self.tensor(node, x)
+    dim %= len(x.shape)
+    if not isinstance(index, hf.Const):
+        self.fail(node, "index_select with an index computed from the input or a "
+                  "parameter has no graph op (only a constant index)")
+    idx = index.t.reshape(-1).to(torch.int64)
+    n = x.shape[dim]
+    if idx.numel() == n and n > 0:
+        start = int(idx[0]) % n
+        if bool((idx == (torch.arange(n) + start) % n).all()):
+            if start == 0:
+                return x
+            return cat_node(self, node, [slice_node(self, node, x, dim, start, n),
+                                         slice_node(self, node, x, dim, 0, start)], dim)
+    indices = [None] * dim + [index]
+    return index_tensor(self, node, x, indices)
+
+
+def constant_pad_nd(self, node, x, pad, value=0):
+    x = self.tensor(node, x)
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > len(x.shape):
+        self.fail(node, "pad %s does not pair up with the tensor's %d dims"
+                  % (pad, len(x.shape)))
+    for k in range(len(pad) // 2):
+        dim = len(x.shape) - 1 - k
+        left, right = pad[2 * k], pad[2 * k + 1]
+        if left < 0 or right < 0:  # a negative pad crops
+            x = slice_node(self, node, x, dim, max(0, -left), x.shape[dim] - max(0, -right))
+            left, right = max(0, left), max(0, right)
+        parts = []
+        for width in (left, None, right):
+            if width is None:
+                parts.append(x)
+            elif width > 0:
+                shape = list(x.shape)
+                shape[dim] = width
+                parts.append(hf.fill_buffer(self, float(value), shape, x.val.dtype))
+        x = cat_node(self, node, parts, dim)
+    if list(x.shape) != self.out_shape(node):
+        self.fail(node, "padding gave %s, torch %s" % (list(x.shape), self.out_shape(node)))
+    return x
+
+
+def full_like(self, node, x, value, **kw):
+    """A tensor of x's shape filled with value (swin_v2 zeroes the k third of
+    its qkv bias: full_like + slice_scatter): a fill buffer."""
+    val = node.meta["val"]
+    if not val.is_floating_point():
+        self.fail(node, "full_like of dtype %s has no graph op" % val.dtype)
+    return hf.fill_buffer(self, float(value), list(val.shape), val.dtype)
+
+
+def slice_scatter(self, node, base, src, dim=0, start=None, end=None, step=1):
+    """base with base[start:end] along dim replaced by src: a cat of base's
+    slices around src (step 1)."""
+    base, src = self.tensor(node, base), self.tensor(node, src)
+    dim %= len(base.shape)
+    n = base.shape[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    start, end = max(0, min(start, n)), max(0, min(end, n))
+    if step != 1:
+        self.fail(node, "slice_scatter with step %d has no graph op" % step)
+    return cat_node(self, node, [slice_node(self, node, base, dim, 0, start), src,
+                                 slice_node(self, node, base, dim, end, n)], dim)
+
+
+def rules(aten):
+    return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
+            aten.index_select.default: index_select,
+            aten.constant_pad_nd.default: constant_pad_nd,
+            aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter}

@@ -1,0 +1,58 @@
+"""Constants built in __init__ or forward whose values no init op expresses
+(Swin's shifted-window attention mask: 0 / -100 by region) become graph
+buffers with bounded data: a non-persistent buffer whose init is a `load`
+from a safetensors file written next to the graph (`<graph>.consts.safetensors`,
+docs/graph-format.md, "Constant data"). `--save` never writes them."""
+
+import os
+
+import torch
+
+from .graph_emitter import GRAPH_DTYPES, G
+
+# At most this many elements per constant (4 MiB of float32): a mask or a
+# coordinate table, never a weight.
+MAX_DATA_ELEMENTS = 1 << 20
+FILE_SUFFIX = ".consts.safetensors"
+
+
+def data_buffer(low, t, dtype):
+    """A graph buffer holding t's values (converted to dtype), or None when t
+    is too large or of a dtype the graph cannot hold."""
+    if t.numel() > MAX_DATA_ELEMENTS or dtype not in GRAPH_DTYPES or dtype == torch.int64:
+        return None
+    if not hasattr(low, "const_tensors"):
+        low.const_tensors, low.const_by_value = {}, {}
+    shape = list(t.shape)
+    data = t.detach().to(dtype).contiguous().reshape(shape)
+    # equal constants (one per block: swin_v2's coordinate table) share a buffer
+    key = (str(dtype), tuple(shape), data.reshape(-1).view(torch.uint8).numpy().tobytes()
+           if data.numel() else b"")
+    if key in low.const_by_value:
+        return G(low.const_by_value[key], torch.empty(shape, dtype=dtype, device="meta"))
+    name = low.fresh("const.data.%s" % "x".join(str(s) for s in shape))
+    low.const_by_value[key] = name
+    low.const_tensors[name] = data
+    # "file" is set when the graph is written (attach_file)
+    low.graph_buffers[name] = {"name": name, "shape": shape, "dtype": GRAPH_DTYPES[dtype],
+                               "device": low.device,
+                               "init": [{"op": "load", "tensor": name}]}
+    return G(name, torch.empty(shape, dtype=dtype, device="meta"))
+
+
+def write_and_attach(graph, tensors, graph_path, write_safetensors):
+    """Writes the live constants next to graph_path and points their buffers'
+    load at that file (relative: the graph reader resolves it against the
+    graph's directory)."""
+    live = {b["name"] for b in graph["buffers"]}
+    tensors = {n: t for n, t in tensors.items() if n in live}
+    if not tensors:
+        return None
+    path = graph_path + FILE_SUFFIX
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    write_safetensors(tmp, tensors)
+    os.replace(tmp, path)
+    for b in graph["buffers"]:
+        if b["name"] in tensors:
+            b["init"][0]["file"] = os.path.basename(path)
+    return path
