@@ -68,18 +68,8 @@ def prepare(name, shardc, tmp):
 def torch_forward(name, graph, params_file, inputs_file):
     """A closure running one eager forward; returns (wall s, thread CPU s)."""
     import torch
-    import torch_reference as tr
-    torch.set_num_threads(1)
     spec, kwargs, _ = zoo_models.ZOO[name]
-    mod, _, attr = spec.partition(":")
-    model = getattr(__import__(mod), attr)(**kwargs).eval()
-    params = tr.read_safetensors(params_file)
-    named = dict(model.named_parameters())
-    with torch.no_grad():
-        for d in graph["parameters"]:
-            named[d["name"]].copy_(params[d["name"]])
-    inputs = tr.read_safetensors(inputs_file)
-    call = {d["name"]: inputs[d["name"]] for d in graph["inputs"]}
+    model, call = zoo.eager_model(spec, kwargs, graph, params_file, inputs_file)
 
     def run():
         with torch.no_grad():

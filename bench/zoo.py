@@ -59,7 +59,9 @@ def step(what, cmd):
 HUGE_PARAMS = 100_000_000
 
 
-def eager_seconds(spec, kwargs, graph, params_file, inputs_file, repeats=5):
+def eager_model(spec, kwargs, graph, params_file, inputs_file):
+    """The model in eval mode on shardc's parameters, one torch thread, and
+    its forward's keyword arguments read from the inputs file."""
     import torch
     import torch_reference as tr
     torch.set_num_threads(1)
@@ -71,7 +73,12 @@ def eager_seconds(spec, kwargs, graph, params_file, inputs_file, repeats=5):
         for d in graph["parameters"]:
             named[d["name"]].copy_(params[d["name"]])
     inputs = tr.read_safetensors(inputs_file)
-    call = {d["name"]: inputs[d["name"]] for d in graph["inputs"]}
+    return model, {d["name"]: inputs[d["name"]] for d in graph["inputs"]}
+
+
+def eager_seconds(spec, kwargs, graph, params_file, inputs_file, repeats=5):
+    import torch
+    model, call = eager_model(spec, kwargs, graph, params_file, inputs_file)
     times = []
     with torch.no_grad():
         for _ in range(repeats):

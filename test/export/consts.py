@@ -20,9 +20,9 @@ class RampScale(nn.Module):
 
 class RampTable(nn.Module):
     """Multiplies by a [T, D] table of T * D distinct values (torch.arange
-    reshaped, not Toeplitz): with T = D = 24 its 576 runs are more than the
-    graph data a constant may take (const_tables.MAX_RUNS = 512), so the
-    export must refuse it by name and line."""
+    reshaped, not Toeplitz): with T = D = 24 its 576 runs are more than a
+    table of fill buffers may take (const_tables.MAX_RUNS = 512), so it
+    becomes constant data beside the graph (const_data.py; export needs -o)."""
 
     def __init__(self, d=24):
         super().__init__()

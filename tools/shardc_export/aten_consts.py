@@ -99,17 +99,23 @@ class RotTerm(Lazy):
 
     def materialize(self, low, node):
         """Not a rotary pair after all: x * the table, the table as runs of
-        fill buffers (const_tables.py) when it has few enough."""
+        fill buffers (const_tables.py) when it has few enough, else as
+        constant data (const_data.py)."""
         x = low.tensor(node, self.x)
         t = self.table
         table = const_tables.float_table(
             low, node, t, x.val.dtype,
             lambda v, shape: fill_buffer(low, v, shape, x.val.dtype))
         if table is None:
+            # more runs than a table of fills may take: constant data beside
+            # the graph (const_data.py), as for any other elementwise operand
+            from .const_data import data_buffer
+            table = data_buffer(low, t, x.val.dtype) if t.is_floating_point() else None
+        if table is None:
             low.fail(node, "it multiplies by a constant table of shape %s built in forward "
                      "(not a rotary cos/sin pair the graph's rotary_embedding expresses) "
-                     "that takes more than %d runs of equal values; the graph format "
-                     "cannot embed its data" % (list(t.shape), const_tables.MAX_RUNS))
+                     "that takes more than %d runs of equal values and is not floating-point "
+                     "data of at most 2^20 elements" % (list(t.shape), const_tables.MAX_RUNS))
         from .aten import Expanded
         table = table.base if isinstance(table, Expanded) else table
         both = list(torch.broadcast_shapes(tuple(x.shape), tuple(table.shape)))
