@@ -4,6 +4,7 @@
 #include "runtime/checkpoint/SafetensorsIndex.h"
 #include "runtime/checkpoint/ShardReader.h"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/CudaFamilies.h"
 #include "runtime/cuda/CudaForward.h"
 #include "runtime/cuda/CudaInit.h"
 #include "runtime/cuda/NcclCommunicator.h"
@@ -148,6 +149,34 @@ void CudaBackend::stridedCopy(const KTensor &x, const std::vector<int64_t> &stri
 }
 void CudaBackend::cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) {
   cuda::cat(device_, inputs, dim, y);
+}
+
+// ---- the op families ---------------------------------------------------------
+
+void CudaBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+                       const KTensor &y) {
+  cuda::conv(device_, p, x, w, b, y);
+}
+void CudaBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
+  cuda::pool(device_, p, x, y);
+}
+void CudaBackend::adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) {
+  cuda::adaptivePool(device_, kind, x, y);
+}
+void CudaBackend::batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,
+                            const KTensor *w, const KTensor *b, double eps, const KTensor &y) {
+  cuda::batchNorm(device_, x, mean, var, w, b, eps, y);
+}
+void CudaBackend::groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
+                            double eps, const KTensor &y) {
+  cuda::groupNorm(device_, x, groups, w, b, eps, y);
+}
+void CudaBackend::reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+                         int64_t correction, const KTensor &y) {
+  cuda::reduce(device_, kind, x, dims, correction, y);
+}
+void CudaBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) {
+  cuda::unary(device_, op, a, b, x, y);
 }
 
 // ---- the CUDA entry point --------------------------------------------------

@@ -56,6 +56,18 @@ public:
   void beforeCollective(Communicator &comm) override;
   void finish(const std::string &what) override;
   SHARDC_BACKEND_KERNELS(, override)
+  // The op families (runtime/cuda/CudaFamilies.h).
+  void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+            const KTensor &y) override;
+  void pool(const PoolParams &p, const KTensor &x, const KTensor &y) override;
+  void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) override;
+  void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,
+                 const KTensor *b, double eps, const KTensor &y) override;
+  void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b, double eps,
+                 const KTensor &y) override;
+  void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+              int64_t correction, const KTensor &y) override;
+  void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) override;
   /// A rank's rows of a checkpoint tensor: read on the host, copied over.
   void load(const checkpoint::TensorLocation &where, const Region &target, std::byte *io,
             int64_t ioBytes) override;

@@ -6,6 +6,7 @@
 #include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceFloat.h"
+#include "runtime/cuda/DeviceStorage.cuh"
 
 #include <algorithm>
 #include <climits>
@@ -17,65 +18,12 @@ using plan::DType;
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxRank = 8;
-
-unsigned gridFor(int64_t work) {
-  return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 65536));
-}
-
-// ---- storage types --------------------------------------------------------
-
-struct F32 {
-  using S = float;
-  using C = float;
-  __device__ static float load(float v) { return v; }
-  __device__ static float store(float v) { return v; }
-};
-struct F64 {
-  using S = double;
-  using C = double;
-  __device__ static double load(double v) { return v; }
-  __device__ static double store(double v) { return v; }
-};
-struct BF16 {
-  using S = uint16_t;
-  using C = float;
-  __device__ static float load(uint16_t v) { return bfloat16BitsToFloatHD(v); }
-  __device__ static uint16_t store(float v) { return floatToBFloat16BitsHD(v); }
-};
-struct F16 {
-  using S = uint16_t;
-  using C = float;
-  __device__ static float load(uint16_t v) { return halfBitsToFloatHD(v); }
-  __device__ static uint16_t store(float v) { return floatToHalfBitsHD(v); }
-};
+using namespace dev;  // storage types, dispatchFloat, kThreads (DeviceStorage.cuh)
 
 // Shape and dtype rules are the backends' shared ones (ForwardChecks.h);
 // only this backend's own limits (rank <= kMaxRank, 2^31 grid rows, sdpa
 // keys) are checked here.
 using checks::fail;
-
-/// float32, bfloat16, float16 storage (and float64 when allowed).
-template <typename Fn> void dispatchFloat(const char *op, DType dtype, bool allowF64, Fn &&fn) {
-  switch (dtype) {
-  case DType::F32: fn(F32{}); return;
-  case DType::BF16: fn(BF16{}); return;
-  case DType::F16: fn(F16{}); return;
-  case DType::F64:
-    if (allowF64) {
-      fn(F64{});
-      return;
-    }
-    break;
-  default: break;
-  }
-  fail(op, std::string("dtype ") + plan::dtypeName(dtype) + " is not supported");
-}
-
-#define SHARDC_GRID_LOOP(k, count)                                                          \
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < (count); \
-       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // ---- elementwise ----------------------------------------------------------
 
@@ -131,19 +79,6 @@ __global__ void activationKernel(Activation kind, const typename T::S *x, typena
 }
 
 // ---- reductions over rows ---------------------------------------------------
-
-/// Sum of `value` over the block (blockDim.x == kThreads); every thread gets it.
-__device__ double blockSum(double value, double *shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) shared[threadIdx.x] += shared[threadIdx.x + width];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
 
 __device__ float blockMax(float value, float *shared) {
   shared[threadIdx.x] = value;
@@ -314,15 +249,6 @@ template <typename T>
 __global__ void rowBroadcastKernel(const typename T::S *bias, typename T::S *y, int64_t rows,
                                    int64_t N) {
   SHARDC_GRID_LOOP(i, rows * N) { y[i] = bias[i % N]; }
-}
-
-template <typename Fn> void bySize(int64_t size, Fn &&fn) {
-  switch (size) {
-  case 1: fn(static_cast<uint8_t *>(nullptr)); break;
-  case 2: fn(static_cast<uint16_t *>(nullptr)); break;
-  case 4: fn(static_cast<uint32_t *>(nullptr)); break;
-  default: fn(static_cast<uint64_t *>(nullptr)); break;
-  }
 }
 
 cudaDataType_t blasType(DType dtype) {

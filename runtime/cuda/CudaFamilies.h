@@ -1,0 +1,38 @@
+// The op families (runtime/OpFamilies.h) on a CUDA device: the same
+// contract as CudaForward.h (device pointers in KTensor, shapes and dtypes
+// checked on entry with the CPU kernels' words, work enqueued on
+// device.stream()). The numerics follow the CPU kernels
+// (runtime/cpu/FamilyKernels.h): float32 math for 16-bit storage, sums and
+// means in double, one rounding into the storage dtype, NaN propagated where
+// the CPU propagates it; CUDA's libm (expf, tanhf, erff, ...: not the fast
+// intrinsics) stands in for the CPU's vectorized formulas, so results agree
+// within the backend suite's tolerances, not bit for bit. Every output
+// element is computed by one thread in a fixed order (group_norm's
+// statistics by one block in a fixed tree), so results are deterministic.
+#pragma once
+
+#include "runtime/OpFamilies.h"
+#include "runtime/cuda/CudaDevice.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace shardc::runtime::cuda {
+
+/// y may alias x.
+void unary(CudaDevice &device, UnaryOp op, double a, double b, const KTensor &x,
+           const KTensor &y);
+/// One thread per output element walks the reduced elements in index order.
+void reduce(CudaDevice &device, ReduceKind kind, const KTensor &x,
+            const std::vector<int64_t> &dims, int64_t correction, const KTensor &y);
+void batchNorm(CudaDevice &device, const KTensor &x, const KTensor &mean, const KTensor &var,
+               const KTensor *w, const KTensor *b, double eps, const KTensor &y);
+void groupNorm(CudaDevice &device, const KTensor &x, int64_t groups, const KTensor *w,
+               const KTensor *b, double eps, const KTensor &y);
+void pool(CudaDevice &device, const PoolParams &p, const KTensor &x, const KTensor &y);
+/// Spatial dims from x's rank, as the CPU's adaptivePoolKernel(kind, x, y).
+void adaptivePool(CudaDevice &device, PoolKind kind, const KTensor &x, const KTensor &y);
+void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &w,
+          const KTensor *b, const KTensor &y);
+
+}  // namespace shardc::runtime::cuda

@@ -1,0 +1,168 @@
+// reduce (CudaFamilies.h): sum, mean, amax, amin, var, argmax, argmin over
+// any set of dims, the semantics of runtime/cpu/ReduceKernels.cpp. One
+// thread per output element walks its reduced elements in index order (the
+// last reduced dim innermost), so results are deterministic and do not
+// depend on the launch shape:
+//   sum, mean: one running double sum (the CPU adds pieces of eight float
+//     lane sums into a double: a different order, the same double
+//     accumulation, within the suite's tolerance);
+//   var: two passes in double, divided by max(0, count - correction);
+//   amax, amin: NaN propagates; argmax, argmin: the first extreme, a NaN
+//     counting as the extreme (torch), int64 indices into the reduced space.
+// A reduction over a large tensor to few outputs is slow this way (one
+// thread per output); a block-per-output version is future work.
+#include "runtime/cuda/CudaFamilies.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/Kernels.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceStorage.cuh"
+
+#include <cmath>
+
+namespace shardc::runtime::cuda {
+using plan::DType;
+
+namespace {
+using namespace dev;
+
+/// Where output element o reads: kept dims give the base offset, the
+/// reduced dims are walked from it (both outer to inner).
+struct Layout {
+  int kept = 0, red = 0;
+  int64_t keptSize[kMaxRank], keptStride[kMaxRank];
+  int64_t redSize[kMaxRank], redStride[kMaxRank];
+  int64_t count = 1;  // reduced elements per output
+};
+
+Layout layoutOf(const char *op, const Shape &x, const std::vector<int64_t> &dims) {
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank > kMaxRank)
+    checks::fail(op, "x has rank " + std::to_string(rank) + " (the cuda backend supports up to " +
+                         std::to_string(kMaxRank) + ")");
+  bool reduced[kMaxRank];
+  for (int64_t d = 0; d < rank; ++d) reduced[d] = dims.empty();
+  for (int64_t d : dims)
+    if (rank > 0) reduced[d < 0 ? d + rank : d] = true;
+  Layout l;
+  int64_t strides[kMaxRank], stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= x[d];
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      l.redSize[l.red] = x[d];
+      l.redStride[l.red++] = strides[d];
+      l.count *= x[d];
+    } else {
+      l.keptSize[l.kept] = x[d];
+      l.keptStride[l.kept++] = strides[d];
+    }
+  }
+  return l;
+}
+
+/// Calls visit(offset, reducedIndex) for output o's reduced elements in
+/// index order.
+template <typename Visit> __device__ void walk(const Layout &l, int64_t o, Visit &&visit) {
+  int64_t base = 0;
+  for (int d = l.kept - 1; d >= 0; --d) {
+    base += (o % l.keptSize[d]) * l.keptStride[d];
+    o /= l.keptSize[d];
+  }
+  for (int64_t k = 0; k < l.count; ++k) {
+    int64_t rest = k, at = base;
+    for (int d = l.red - 1; d >= 0; --d) {
+      at += (rest % l.redSize[d]) * l.redStride[d];
+      rest /= l.redSize[d];
+    }
+    visit(at, k);
+  }
+}
+
+template <typename T>
+__global__ void reduceKernel(ReduceKind kind, Layout l, int64_t correction,
+                             const typename T::S *x, void *y, int64_t outputs) {
+  using C = typename T::C;
+  SHARDC_GRID_LOOP(o, outputs) {
+    auto load = [&](int64_t at) { return static_cast<double>(T::load(x[at])); };
+    switch (kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Mean:
+    case ReduceKind::Var: {
+      double sum = 0;
+      walk(l, o, [&](int64_t at, int64_t) { sum += load(at); });
+      const double n = static_cast<double>(l.count);
+      double result = kind == ReduceKind::Sum ? sum : sum / n;
+      if (kind == ReduceKind::Var) {
+        const double mean = result;
+        double sq = 0;
+        walk(l, o, [&](int64_t at, int64_t) {
+          const double d = load(at) - mean;
+          sq += d * d;
+        });
+        const double dof = n - static_cast<double>(correction);
+        result = sq / (dof > 0 ? dof : 0.0);
+      }
+      static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(result));
+      break;
+    }
+    case ReduceKind::Amax:
+    case ReduceKind::Amin: {
+      const bool mx = kind == ReduceKind::Amax;
+      double best = mx ? -INFINITY : INFINITY;
+      walk(l, o, [&](int64_t at, int64_t) {
+        if (best != best) return;
+        const double v = load(at);
+        if (v != v || (mx ? v > best : v < best)) best = v;
+      });
+      static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(best));
+      break;
+    }
+    case ReduceKind::Argmax:
+    case ReduceKind::Argmin: {
+      const bool mx = kind == ReduceKind::Argmax;
+      double best = 0;
+      int64_t bestAt = -1;
+      walk(l, o, [&](int64_t at, int64_t i) {
+        if (bestAt >= 0 && best != best) return;
+        const double v = load(at);
+        if (bestAt < 0 || v != v || (mx ? v > best : v < best)) {
+          best = v;
+          bestAt = i;
+        }
+      });
+      static_cast<int64_t *>(y)[o] = bestAt;
+      break;
+    }
+    }
+  }
+}
+
+}  // namespace
+
+void reduce(CudaDevice &device, ReduceKind kind, const KTensor &x,
+            const std::vector<int64_t> &dims, int64_t correction, const KTensor &y) {
+  const char *op = reduceKindName(kind);
+  if (x.dtype != DType::F64) checks::expectFloat(op, "x", x);
+  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+  checks::expectDType(op, "output", y, arg ? DType::I64 : x.dtype);
+  const Shape dropped = reduceShape(kind, x.shape, dims, false);
+  const Shape kept = reduceShape(kind, x.shape, dims, true);
+  if (y.shape != dropped && y.shape != kept)
+    checks::fail(op, "output has shape " + shapeToString(y.shape) + ", expected " +
+                         shapeToString(dropped) + " or, with keepdim, " + shapeToString(kept));
+  const Layout l = layoutOf(op, x.shape, dims);
+  const int64_t outputs = y.numel();
+  if (outputs == 0) return;
+  device.makeCurrent();
+  dispatchFloat(op, x.dtype, true, [&](auto tag) {
+    using T = decltype(tag);
+    reduceKernel<T><<<gridFor(outputs), kThreads, 0, device.stream()>>>(
+        kind, l, correction, static_cast<const typename T::S *>(x.data), y.data, outputs);
+  });
+  checkLaunch(std::string(op) + " kernel launch");
+}
+
+}  // namespace shardc::runtime::cuda
