@@ -374,6 +374,49 @@ std::vector<SuiteCase> suiteCases() {
       if (out.dtype == DType::I64) cases.back().tolerance = 0;  // indices: exact
     }
   }
+  // ---- the families' other paths (a backend may take another kernel for
+  // each: depthwise, transposed, 1-d, all dims, keepdim, ...), float32 ----
+  auto familyCase = [&](std::string name, OpCode op, std::vector<HostTensor> in,
+                        std::map<std::string, AttrValue> attrs) {
+    std::vector<runtime::TensorType> types;
+    for (const HostTensor &t : in) types.push_back({t.shape, t.dtype});
+    const runtime::TensorType out = runtime::resultType(opInfo(op), types, attrs);
+    cases.push_back(forwardCase(std::move(name) + " float32", op, std::move(in), out.dtype,
+                                out.shape, std::move(attrs)));
+    if (out.dtype == DType::I64) cases.back().tolerance = 0;
+  };
+  using L = std::vector<int64_t>;
+  const DType f = DType::F32;
+  familyCase("conv depthwise", OpCode::Conv, {input("x", f, {2, 4, 6, 6}), input("w", f, {4, 1, 3, 3})},
+             {{"stride", L{1, 1}}, {"padding", L{1, 1}}, {"dilation", L{1, 1}}, {"groups", int64_t{4}}});
+  familyCase("conv transposed", OpCode::Conv,
+             {input("x", f, {2, 4, 5, 5}), input("w", f, {4, 3, 3, 3}), input("b", f, {6})},
+             {{"stride", L{2, 2}}, {"padding", L{1, 1}}, {"dilation", L{1, 1}},
+              {"groups", int64_t{2}}, {"transposed", int64_t{1}}, {"output_padding", L{1, 1}}});
+  familyCase("conv 1d dilated", OpCode::Conv, {input("x", f, {2, 3, 10}), input("w", f, {5, 3, 3})},
+             {{"stride", L{1}}, {"padding", L{2}}, {"dilation", L{2}}, {"groups", int64_t{1}}});
+  familyCase("avg_pool ceil_mode without padding count", OpCode::AvgPool,
+             {input("x", f, {2, 3, 7, 6})},
+             {{"kernel", L{3, 2}}, {"stride", L{2, 2}}, {"padding", L{1, 1}},
+              {"ceil_mode", int64_t{1}}, {"count_include_pad", int64_t{0}}});
+  familyCase("max_pool 1d dilated", OpCode::MaxPool, {input("x", f, {2, 3, 11})},
+             {{"kernel", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"dilation", L{2}}});
+  familyCase("adaptive_max_pool 1d", OpCode::AdaptiveMaxPool, {input("x", f, {3, 10})},
+             {{"output_size", L{4}}});
+  familyCase("group_norm 4d", OpCode::GroupNorm, {input("x", f, {2, 4, 3, 5})},
+             {{"groups", int64_t{2}}, {"eps", 1e-5}});
+  familyCase("sum all dims keepdim", OpCode::Sum, {input("x", f, {3, 4, 5})},
+             {{"keepdim", int64_t{1}}});
+  familyCase("var dims 0, 2 correction 0", OpCode::Var, {input("x", f, {3, 4, 5})},
+             {{"dims", L{0, -1}}, {"correction", int64_t{0}}});
+  familyCase("argmin flattened", OpCode::Argmin, {input("x", f, {3, 4, 5})}, {});
+  familyCase("amax dims 0, 1", OpCode::Amax, {input("x", f, {3, 4, 5})}, {{"dims", L{0, 1}}});
+  familyCase("pow_scalar 2.5", OpCode::PowScalar, {input("x", f, {9, 7})}, {{"exponent", 2.5}});
+  familyCase("clamp min only", OpCode::ClampOut, {input("x", f, {9, 7})},
+             {{"min", -0.25}});
+  familyCase("softplus beta 2 threshold 1", OpCode::Softplus, {input("x", f, {9, 7})},
+             {{"beta", 2.0}, {"threshold", 1.0}});
+  familyCase("elu alpha 0.5", OpCode::Elu, {input("x", f, {9, 7})}, {{"alpha", 0.5}});
   return cases;
 }
 
