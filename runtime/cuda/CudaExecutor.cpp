@@ -151,6 +151,11 @@ void CudaBackend::cat(const std::vector<KTensor> &inputs, int64_t dim, const KTe
   cuda::cat(device_, inputs, dim, y);
 }
 
+void CudaBackend::crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
+                               const KTensor &loss) {
+  cuda::crossEntropy(device_, logits, targets, ignoreIndex, loss);
+}
+
 // ---- the op families ---------------------------------------------------------
 
 void CudaBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,

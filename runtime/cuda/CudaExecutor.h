@@ -56,6 +56,8 @@ public:
   void beforeCollective(Communicator &comm) override;
   void finish(const std::string &what) override;
   SHARDC_BACKEND_KERNELS(, override)
+  void crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
+                    const KTensor &loss) override;
   // The op families (runtime/cuda/CudaFamilies.h).
   void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
             const KTensor &y) override;

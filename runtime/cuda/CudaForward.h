@@ -46,5 +46,9 @@ void rope(CudaDevice &device, const KTensor &x, double theta, const KTensor &y);
 void stridedCopy(CudaDevice &device, const KTensor &x, const std::vector<int64_t> &strides,
                  int64_t offset, const KTensor &y);
 void cat(CudaDevice &device, const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y);
+/// Mean cross entropy (CudaLoss.cu): one block, deterministic; waits for
+/// the device to report a target out of range.
+void crossEntropy(CudaDevice &device, const KTensor &logits, const KTensor &targets,
+                  int64_t ignoreIndex, const KTensor &loss);
 
 }  // namespace shardc::runtime::cuda

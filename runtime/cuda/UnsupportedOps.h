@@ -11,7 +11,6 @@ namespace shardc::runtime::cuda {
 inline constexpr plan::OpCode kCudaUnsupportedOps[] = {
     plan::OpCode::Orthogonal,    // Householder QR runs on the host only
     plan::OpCode::NormOf,        // derived init (weight norm): host kernel only
-    plan::OpCode::CrossEntropy,  // no kernel yet
 };
 
 }  // namespace shardc::runtime::cuda
