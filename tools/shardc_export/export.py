@@ -347,6 +347,11 @@ def export(args):
     read = getattr(low, "specialized", None) or {}
     for d in inputs:
         if d["name"] in read:
+            if d["dtype"] != "int64" or any(not isinstance(v, int) for v in d["value"]):
+                raise ExportError(
+                    "forward's Python control flow reads the values of input %s at %s; "
+                    "only int64 inputs with integer example values can be specialised "
+                    "(this one is %s)" % (d["name"], read[d["name"]], d["dtype"]))
             d["value_read_at"] = read[d["name"]]
         elif "value" in d:
             del d["value"]
