@@ -43,6 +43,16 @@ class Expanded:
         self.base, self.shape = base, list(shape)
 
 
+class SpecializedInput(hf.Const):
+    """An input specialised on its example values (specialize.py): a Const
+    wherever ops fold, the graph input itself where a graph op reads it
+    (shardc run checks that it holds these values)."""
+
+    def __init__(self, t, graph_input):
+        hf.Const.__init__(self, t)
+        self.input = graph_input
+
+
 class Unusable:
     """A value the graph cannot hold; an error only if an op reads it."""
 
@@ -198,6 +208,8 @@ class AtenLowering(GraphEmitter):
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
             return v
+        if isinstance(v, SpecializedInput):
+            return v.input  # read as a tensor: the input itself holds these values
         if isinstance(v, hf.Lazy):
             return v.materialize(self, node)
         if isinstance(v, hf.Const):
@@ -245,10 +257,8 @@ class AtenLowering(GraphEmitter):
                 # as the eager side's flattening skips it too
                 continue
             val = self.vals.get(v) if isinstance(v, torch.fx.Node) else v
-            if isinstance(v, torch.fx.Node) and v.op == "placeholder" and \
-                    isinstance(val, hf.Const) and v.name in user_inputs:
-                # a specialised input returned as it came (the Conformer's lengths)
-                val = G(decl_names[user_inputs.index(v.name)], v.meta["val"])
+            if isinstance(val, SpecializedInput):
+                val = val.input  # returned as it came (the Conformer's lengths)
             if isinstance(val, hf.Lazy):
                 val = val.materialize(self, v)
             if isinstance(val, Expanded):
@@ -286,8 +296,9 @@ class AtenLowering(GraphEmitter):
         if name in user_inputs:
             decl = self.input_decls[user_inputs.index(name)]
             if decl["name"] in self.specialized:
-                return hf.Const(torch.tensor(decl["value"], dtype=node.meta["val"].dtype)
-                                .reshape(decl["shape"]))
+                return SpecializedInput(
+                    torch.tensor(decl["value"], dtype=node.meta["val"].dtype)
+                    .reshape(decl["shape"]), G(decl["name"], node.meta["val"]))
             return G(decl["name"], node.meta["val"])
         raise ExportError("forward reads a tensor constant %s built outside the parameters "
                           "and buffers; the ATen path cannot express it yet" % name)
