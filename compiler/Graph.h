@@ -70,6 +70,11 @@ struct GraphInput {
   plan::DType dtype = plan::DType::F32;
   std::string path;
   int64_t high = 0; // int64 inputs: generated values lie in [0, high)
+  // Specialised (int64 inputs only): forward's Python control flow read this
+  // input's values at export, so the graph holds for exactly these values
+  // (row-major); valueReadAt names the source line. Empty: any values.
+  std::vector<int64_t> value;
+  std::string valueReadAt;
 };
 
 /// A forward op with its results' inferred shapes (docs/graph-format.md).

@@ -344,6 +344,34 @@ GraphParam readParam(const GraphReader &reader, const json &value,
 }
 
 
+/// An input's recorded example values ("value", with "value_read_at"): the
+/// exporter specialised forward on them because its Python control flow read
+/// them (docs/graph-format.md, "Specialised inputs"). int64 inputs only, as
+/// many integers as the shape holds.
+void readSpecializedValue(const GraphReader &reader, const json &object,
+                          const std::string &path, GraphInput &input) {
+  auto value = object.find("value");
+  if (value == object.end()) {
+    if (object.contains("value_read_at"))
+      reader.fail(path + ".value_read_at", "given without \"value\"");
+    return;
+  }
+  if (input.dtype != plan::DType::I64)
+    reader.fail(path + ".value", "only an int64 input takes recorded values");
+  const json &list = reader.array(*value, path + ".value");
+  if (static_cast<int64_t>(list.size()) != plan::numElements(input.shape))
+    reader.fail(path + ".value", "holds " + std::to_string(list.size()) +
+                                     " values, the input's shape " +
+                                     std::to_string(plan::numElements(input.shape)));
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (!list[k].is_number_integer())
+      reader.fail(path + ".value[" + std::to_string(k) + "]", "must be an integer");
+    input.value.push_back(list[k].get<int64_t>());
+  }
+  if (auto at = object.find("value_read_at"); at != object.end())
+    input.valueReadAt = reader.string(*at, path + ".value_read_at");
+}
+
 /// A `norm_of` init names another parameter (its source) whose initial
 /// values the runtime regenerates block by block: the source must be a
 /// parameter whose chain is a generator the runtime replays by index
@@ -458,8 +486,11 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string path = indexed("inputs", i);
     reader.requireObject(inputs[i], path);
-    GraphInput input{reader.name(inputs[i], path), reader.shape(inputs[i], path),
-                     reader.dtype(inputs[i], path), path};
+    GraphInput input;
+    input.name = reader.name(inputs[i], path);
+    input.shape = reader.shape(inputs[i], path);
+    input.dtype = reader.dtype(inputs[i], path);
+    input.path = path;
     if (auto high = inputs[i].find("high"); high != inputs[i].end()) {
       if (input.dtype != plan::DType::I64 || !high->is_number_integer() ||
           high->get<int64_t>() < 1)
@@ -467,6 +498,7 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
                                     "positive integer bound");
       input.high = high->get<int64_t>();
     }
+    readSpecializedValue(reader, inputs[i], path, input);
     define(input.name, path, input.shape, input.dtype);
     graph.inputs.push_back(std::move(input));
   }

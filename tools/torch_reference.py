@@ -24,6 +24,7 @@ Helpers for tests and benchmarks:
 
     --make-inputs MODEL.json --seed S --out INPUTS.safetensors
         int64 inputs uniform in [0, high) ("high" from the graph, else 2),
+        an input with a recorded "value" (specialised) those values,
         float inputs uniform in [-1, 1), from torch.Generator(seed).
     --make-params MODEL.json --seed S --out PARAMS.safetensors
         parameters drawn with torch from their init chains (same
@@ -333,7 +334,10 @@ def make_inputs(graph, seed):
     for d in graph.get("inputs", []):
         gen = torch.Generator().manual_seed(_seed_for(seed, d["name"]))
         dt = _GRAPH_DTYPES[d["dtype"]]
-        if dt == torch.int64:
+        if "value" in d:
+            # an input the graph is specialised on: only its recorded values run
+            out[d["name"]] = torch.tensor(d["value"], dtype=dt).reshape(d["shape"])
+        elif dt == torch.int64:
             out[d["name"]] = torch.randint(0, int(d.get("high", 2)), d["shape"],
                                            generator=gen, dtype=torch.int64)
         else:

@@ -104,6 +104,44 @@ void checkInputs(const plan::Plan &plan, const std::vector<runtime::HostTensor> 
   }
 }
 
+/// An input the graph is specialised on (its recorded "value": forward's
+/// Python control flow read it at export) runs with those values only:
+/// generated inputs get them, and --inputs must hold them, else exit 2
+/// naming the input and the source line that read it.
+void applySpecializedInputs(const compiler::Graph &graph,
+                            std::vector<runtime::HostTensor> &inputs, bool given,
+                            const std::string &file) {
+  for (const compiler::GraphInput &input : graph.inputs) {
+    if (input.value.empty())
+      continue;
+    for (runtime::HostTensor &tensor : inputs) {
+      if (tensor.name != input.name)
+        continue;
+      bool same = tensor.dtype == plan::DType::I64 &&
+                  tensor.numElements() == static_cast<int64_t>(input.value.size()) &&
+                  static_cast<int64_t>(tensor.data.size()) == tensor.expectedBytes();
+      if (!given && same) {
+        std::copy(input.value.begin(), input.value.end(), tensor.as<int64_t>());
+        continue;
+      }
+      for (size_t k = 0; same && k < input.value.size(); ++k)
+        same = tensor.as<int64_t>()[k] == input.value[k];
+      if (same)
+        continue;
+      std::ostringstream recorded;
+      for (size_t k = 0; k < input.value.size() && k < 16; ++k)
+        recorded << (k ? ", " : "") << input.value[k];
+      if (input.value.size() > 16)
+        recorded << ", ...";
+      throw compiler::GraphError(
+          file + ": input '" + input.name + "' differs from the values [" + recorded.str() +
+          "] the graph was specialised on (forward's Python control flow read them at " +
+          (input.valueReadAt.empty() ? std::string("export") : input.valueReadAt) +
+          "); re-export with these values as the example");
+    }
+  }
+}
+
 /// Local ranks share this machine's memory. A plan that cannot fit is
 /// refused before anything is allocated, with what it would need: a
 /// 10^12-element parameter is planned fine, and refused here only if the
@@ -326,6 +364,8 @@ int runCommand(const std::vector<std::string> &args) {
       options.inputs =
           runtime::makeDeterministicInputs(plan, seed, compiler::inputBounds(graph));
     }
+    applySpecializedInputs(graph, options.inputs, parsed.has("--inputs"),
+                           parsed.get("--inputs", ""));
   } catch (const compiler::GraphError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";
     return kBadInput;

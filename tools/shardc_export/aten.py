@@ -43,6 +43,16 @@ class Expanded:
         self.base, self.shape = base, list(shape)
 
 
+class SpecializedInput(hf.Const):
+    """An input specialised on its example values (specialize.py): a Const
+    wherever ops fold, the graph input itself where a graph op reads it
+    (shardc run checks that it holds these values)."""
+
+    def __init__(self, t, graph_input):
+        hf.Const.__init__(self, t)
+        self.input = graph_input
+
+
 class Unusable:
     """A value the graph cannot hold; an error only if an op reads it."""
 
@@ -117,19 +127,29 @@ def _user_frame(error):
     return "%s:%d in %s (`%s`)" % (path, f.lineno, f.name, (f.line or "").strip())
 
 
-def trace(model, metas):
-    """torch.export on meta inputs, then Core ATen decompositions."""
-    with no_fused_fast_paths():
+def trace(model, metas, values=None):
+    """torch.export on meta inputs, then Core ATen decompositions. `values`
+    ({input name: CPU tensor}): example values of inputs that forward's
+    control flow may read (specialize.py). Returns the program and
+    {input name: source line} of the inputs whose values were read."""
+    from .specialize import shadowed_forward
+    with no_fused_fast_paths(), shadowed_forward(model, values or {}) as shadows:
         try:
             ep = torch.export.export(model, (), dict(metas))
         except Exception as e:  # torch raises many types; say which, briefly
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             if type(e).__name__ == "GuardOnDataDependentSymNode":
                 raise ExportError(
-                    "forward's Python control flow depends on an input's values at %s: "
-                    "the ATen capture specialises on input shapes, not on input values "
-                    "(pass what the value decides as a constructor argument, or compute "
-                    "it without .item() / int(tensor))" % _user_frame(e))
+                    "forward's Python control flow depends on values at %s that the "
+                    "ATen capture cannot specialise on: %s" % (
+                        _user_frame(e),
+                        "they are computed from tensors other than inputs with example "
+                        "values (e.g. activations: a data-dependent shape)" if values else
+                        "give the input it reads example values, "
+                        "--input-shapes '{\"NAME\": {\"shape\": [...], \"dtype\": ..., "
+                        "\"value\": [...]}}', to specialise on them (or pass what the value "
+                        "decides as a constructor argument, or compute it without .item() / "
+                        "int(tensor))"))
             raise ExportError("torch.export could not trace forward: %s: %s"
                               % (type(e).__name__, first))
         table = torch.export.default_decompositions()
@@ -137,7 +157,7 @@ def trace(model, metas):
             if op in table:
                 del table[op]
         try:
-            return ep.run_decompositions(table)
+            return ep.run_decompositions(table), dict(shadows.read)
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise ExportError("decomposing to Core ATen failed: %s: %s"
@@ -149,8 +169,11 @@ class AtenLowering(GraphEmitter):
     Multi or Python scalars."""
 
     def __init__(self, model, ep, params, buffers, buffer_chains, input_decls, device,
-                 concrete=None):
+                 concrete=None, specialized=None):
         self.model, self.ep, self.device = model, ep, device
+        # inputs whose values control flow read: constants of their example
+        # values here (their ops fold), still graph inputs (shardc checks them)
+        self.specialized = dict(specialized or {})
         self.input_decls = input_decls
         self.by_name = {}  # every (possibly tied) parameter name -> canonical name
         for name, p in model.named_parameters(remove_duplicate=False):
@@ -185,6 +208,8 @@ class AtenLowering(GraphEmitter):
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
             return v
+        if isinstance(v, SpecializedInput):
+            return v.input  # read as a tensor: the input itself holds these values
         if isinstance(v, hf.Lazy):
             return v.materialize(self, node)
         if isinstance(v, hf.Const):
@@ -232,6 +257,8 @@ class AtenLowering(GraphEmitter):
                 # as the eager side's flattening skips it too
                 continue
             val = self.vals.get(v) if isinstance(v, torch.fx.Node) else v
+            if isinstance(val, SpecializedInput):
+                val = val.input  # returned as it came (the Conformer's lengths)
             if isinstance(val, hf.Lazy):
                 val = val.materialize(self, v)
             if isinstance(val, Expanded):
@@ -267,7 +294,12 @@ class AtenLowering(GraphEmitter):
                                              "device": self.device, "init": init}
             return G(bname, node.meta["val"])
         if name in user_inputs:
-            return G(decl_names[user_inputs.index(name)], node.meta["val"])
+            decl = self.input_decls[user_inputs.index(name)]
+            if decl["name"] in self.specialized:
+                return SpecializedInput(
+                    torch.tensor(decl["value"], dtype=node.meta["val"].dtype)
+                    .reshape(decl["shape"]), G(decl["name"], node.meta["val"]))
+            return G(decl["name"], node.meta["val"])
         raise ExportError("forward reads a tensor constant %s built outside the parameters "
                           "and buffers; the ATen path cannot express it yet" % name)
 

@@ -354,11 +354,9 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
     if m.dtype == torch.bool:
         allowed = m
     elif m.is_floating_point():
-        if bool((m > -1e30).logical_and(m != 0).any()):
-            low.fail(node, "its attention mask is an additive float mask with finite "
-                     "nonzero entries (e.g. a position bias); the graph's attention op "
-                     "takes no mask")
-        allowed = m == 0
+        # finite nonzero entries (a position bias): no all-true / causal form,
+        # added to the scores below
+        allowed = None if bool((m > -1e30).logical_and(m != 0).any()) else m == 0
     else:
         allowed = None
     causal = None
@@ -373,9 +371,22 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
                 (full == torch.ones(T, S, dtype=torch.bool).tril()).all()):
             causal = True
     if causal is None:
-        low.fail(node, "its attention mask (a constant of shape %s built in forward) is "
-                 "neither all-true nor causal; the graph's attention op takes no mask"
-                 % list(m.shape))
+        # any other constant mask (a padding mask from specialised lengths,
+        # torchaudio's Conformer): an additive one, 0 where allowed and the
+        # dtype's lowest value elsewhere (JSON has no -inf; exp of it underflows
+        # to 0 in softmax as exp(-inf) does), added to the scores op by op
+        dt = q.val.dtype if isinstance(q, G) else torch.float32
+        lowest = torch.finfo(dt).min
+        if m.dtype == torch.bool:
+            bias = torch.zeros(m.shape, dtype=dt).masked_fill(~m, lowest)
+        elif m.is_floating_point():
+            bias = m.to(dt).clamp(min=lowest)
+        else:
+            low.fail(node, "its attention mask is a constant of dtype %s (bool or floating "
+                     "point expected)" % m.dtype)
+        return attention_with_bias(low, node, q, k, v,
+                                   materialize(low, node, Const(bias), broadcast=True),
+                                   dropout_p, is_causal, scale, enable_gqa)
     from .aten import sdpa
     return sdpa(low, node, q, k, v, None, dropout_p, bool(is_causal) or causal, scale,
                 enable_gqa)

@@ -86,6 +86,33 @@ def canonical_params(model):
     return out
 
 
+def example_value(name, value, shape):
+    """An input's example values (--input-shapes {"x": {"value": [...]}}),
+    flat in row-major order, as many as its shape holds: what the ATen
+    capture specialises on if forward's control flow reads them."""
+    if not isinstance(value, list):
+        raise ExportError("--input-shapes: input %s: \"value\" must be a list" % name)
+    flat = []
+
+    def walk(v):
+        for x in v:
+            if isinstance(x, list):
+                walk(x)
+            elif isinstance(x, (int, float)) and not isinstance(x, bool):
+                flat.append(x)
+            else:
+                raise ExportError("--input-shapes: input %s: \"value\" holds %r, not a "
+                                  "number" % (name, x))
+    walk(value)
+    count = 1
+    for n in shape:
+        count *= n
+    if len(flat) != count:
+        raise ExportError("--input-shapes: input %s: \"value\" has %d numbers, its shape "
+                          "%s holds %d" % (name, len(flat), shape, count))
+    return flat
+
+
 def input_specs(model, args):
     sig = inspect.signature(model.forward)
     try:
@@ -105,6 +132,8 @@ def input_specs(model, args):
                      "dtype": s.get("dtype", "float32")}
                 if "high" in s:
                     d["high"] = int(s["high"])
+                if "value" in s:
+                    d["value"] = example_value(pname, s["value"], d["shape"])
             else:
                 d = {"name": pname, "shape": [int(x) for x in s], "dtype": "float32"}
             inputs.append(d)
@@ -142,9 +171,10 @@ def capture_aten(model, metas, params, buffers, buffer_chains, inputs, device, o
         raise ExportError("--capture aten needs torch >= 2.1 (this is torch %s)"
                           % torch.__version__)
     from . import aten  # torch 2 only: names ATen ops 1.13 lacks
-    ep = aten.trace(model, metas)
+    from .specialize import example_values
+    ep, read = aten.trace(model, metas, example_values(inputs))
     low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device,
-                            concrete=concrete)
+                            concrete=concrete, specialized=read)
     return low, low.run(output_names)
 
 
@@ -310,6 +340,21 @@ def export(args):
         # flow) on the example inputs: say so, with what they were.
         graph["specialized"] = {"capture": "aten", "torch": torch.__version__.split("+")[0],
                                 "inputs": {d["name"]: d["shape"] for d in inputs}}
+    # Inputs whose values forward's control flow read keep them ("value") and
+    # where they were read ("value_read_at"): the graph holds for these values
+    # only, and shardc run refuses others. An example value nothing read is
+    # dropped: an ordinary input.
+    read = getattr(low, "specialized", None) or {}
+    for d in inputs:
+        if d["name"] in read:
+            if d["dtype"] != "int64" or any(not isinstance(v, int) for v in d["value"]):
+                raise ExportError(
+                    "forward's Python control flow reads the values of input %s at %s; "
+                    "only int64 inputs with integer example values can be specialised "
+                    "(this one is %s)" % (d["name"], read[d["name"]], d["dtype"]))
+            d["value_read_at"] = read[d["name"]]
+        elif "value" in d:
+            del d["value"]
     return graph, factory, kwargs, model
 
 
