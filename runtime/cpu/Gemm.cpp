@@ -212,8 +212,7 @@ void packTransposedB(const GemmOperand &B, int64_t k0, int64_t kb, int64_t n0, i
 /// The kb x nb slice of op(B) at (k0, n0) as panels of kPanel columns:
 /// panel p holds column n0 + p * kPanel + j of row k at [p][k][j]; columns
 /// past nb are zero.
-void packB(const GemmArgs &g, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float *out,
-           std::vector<float> &row) {
+void packB(const GemmArgs &g, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float *out) {
   if (g.transB) {
     switch (g.B.dtype) {
     case DType::BF16: return packTransposedB<DType::BF16>(g.B, k0, kb, n0, nb, out);
@@ -223,28 +222,47 @@ void packB(const GemmArgs &g, int64_t k0, int64_t kb, int64_t n0, int64_t nb, fl
   }
   const int64_t panels = (nb + kPanel - 1) / kPanel;
   if (nb % kPanel) std::fill_n(out + (panels - 1) * kb * kPanel, kb * kPanel, 0.0f);
-  row.resize(static_cast<size_t>(nb));
   for (int64_t k = 0; k < kb; ++k) {
-    loadFloats(g.B.dtype, g.B.data, g.B.offset + (k0 + k) * g.B.ld + n0, nb, row.data());
+    const int64_t first = g.B.offset + (k0 + k) * g.B.ld + n0;
     for (int64_t p = 0; p < panels; ++p)
-      std::copy_n(row.data() + p * kPanel, std::min(kPanel, nb - p * kPanel),
-                  out + (p * kb + k) * kPanel);
+      loadFloats(g.B.dtype, g.B.data, first + p * kPanel, std::min(kPanel, nb - p * kPanel),
+                 out + (p * kb + k) * kPanel);
   }
 }
 
-/// The mb x kb slice of A at (m0, k0) as micro-tiles of up to maxRows rows:
-/// tile t (rows r0 = t * maxRows ..) holds A[r0 + r][k] at
-/// [r0 * kb + k * rows + r], rows being the tile's height.
-void packA(const GemmArgs &g, int64_t m0, int64_t mb, int64_t k0, int64_t kb, int maxRows,
-           float *out, std::vector<float> &row) {
-  row.resize(static_cast<size_t>(kb));
-  for (int64_t r0 = 0; r0 < mb; r0 += maxRows) {
-    const int64_t rows = std::min<int64_t>(maxRows, mb - r0);
+/// Height of micro-tile rows [r0, ..) of an mb-row block: the rows are cut
+/// into ceil(mb / maxRows) tiles of near-equal height (64 rows = 11 x 4 +
+/// 10 x 2 rather than 12 x 5 + 4), since short tiles run the FMA units
+/// below capacity. Heights change no bits: each row is its own chain.
+int64_t tileRows(int64_t mb, int64_t r0, int maxRows) {
+  const int64_t tiles = (mb + maxRows - 1) / maxRows, base = mb / tiles, tall = mb % tiles;
+  // The first `tall` tiles hold base + 1 rows, the others base.
+  return r0 < tall * (base + 1) ? base + 1 : base;
+}
+
+/// The mb x kb slice of A at (m0, k0) as micro-tiles (tileRows): the tile
+/// starting at row r0 holds A[r0 + r][k] at [r0 * kb + k * rows + r], rows
+/// being the tile's height.
+template <DType D>
+void packATyped(const GemmOperand &A, int64_t m0, int64_t mb, int64_t k0, int64_t kb,
+                int maxRows, float *out) {
+  for (int64_t r0 = 0; r0 < mb;) {
+    const int64_t rows = tileRows(mb, r0, maxRows);
     float *tile = out + r0 * kb;
     for (int64_t r = 0; r < rows; ++r) {
-      loadFloats(g.A.dtype, g.A.data, g.A.offset + (m0 + r0 + r) * g.A.ld + k0, kb, row.data());
-      for (int64_t k = 0; k < kb; ++k) tile[k * rows + r] = row[k];
+      const int64_t first = A.offset + (m0 + r0 + r) * A.ld + k0;
+      for (int64_t k = 0; k < kb; ++k) tile[k * rows + r] = loadAt<D>(A.data, first + k);
     }
+    r0 += rows;
+  }
+}
+
+void packA(const GemmArgs &g, int64_t m0, int64_t mb, int64_t k0, int64_t kb, int maxRows,
+           float *out) {
+  switch (g.A.dtype) {
+  case DType::BF16: return packATyped<DType::BF16>(g.A, m0, mb, k0, kb, maxRows, out);
+  case DType::F16: return packATyped<DType::F16>(g.A, m0, mb, k0, kb, maxRows, out);
+  default: return packATyped<DType::F32>(g.A, m0, mb, k0, kb, maxRows, out);
   }
 }
 
@@ -279,7 +297,7 @@ void gemmTask(const GemmArgs &g, int64_t task, GemmIsa isa) {
   const int64_t m0 = (task / colBlocks) * kBlockM, n0 = (task % colBlocks) * kBlockN;
   const int64_t mb = std::min(kBlockM, g.M - m0), nb = std::min(kBlockN, g.N - n0);
   const int64_t panels = (nb + kPanel - 1) / kPanel, ldTile = panels * kPanel;
-  thread_local std::vector<float> cTile, aPack, bPack, row;
+  thread_local std::vector<float> cTile, aPack, bPack;
   cTile.resize(static_cast<size_t>(mb * ldTile));
   // Each element's chain starts from its bias (torch's addmm, beta = 1).
   for (int64_t r = 0; r < mb; ++r) {
@@ -292,11 +310,11 @@ void gemmTask(const GemmArgs &g, int64_t task, GemmIsa isa) {
     const int64_t kb = std::min(kBlockK, g.K - k0);
     bPack.resize(static_cast<size_t>(panels * kb * kPanel));
     aPack.resize(static_cast<size_t>(mb * kb));
-    packB(g, k0, kb, n0, nb, bPack.data(), row);
-    packA(g, m0, mb, k0, kb, kernels.maxRows, aPack.data(), row);
+    packB(g, k0, kb, n0, nb, bPack.data());
+    packA(g, m0, mb, k0, kb, kernels.maxRows, aPack.data());
     for (int64_t p = 0; p < panels; ++p)
-      for (int64_t r0 = 0; r0 < mb; r0 += kernels.maxRows) {
-        const int64_t rows = std::min<int64_t>(kernels.maxRows, mb - r0);
+      for (int64_t r0 = 0, rows; r0 < mb; r0 += rows) {
+        rows = tileRows(mb, r0, kernels.maxRows);
         kernels.byRows[rows](aPack.data() + r0 * kb, bPack.data() + p * kb * kPanel, kb,
                              cTile.data() + r0 * ldTile + p * kPanel, ldTile);
       }
