@@ -250,6 +250,16 @@ void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int thre
   };
   const std::vector<int64_t> as = stridesFor(aBatch), bs = stridesFor(bBatch);
   const int64_t batches = plan::numElements(*batch);
+  // One B for every batch (a 2-D weight) and an unbroadcast a: the batches
+  // are just more rows of one GEMM, B packed once rather than per batch.
+  // Same bits either way: a row's result does not depend on its call.
+  if (std::all_of(bs.begin(), bs.end(), [](int64_t s) { return s == 0; }) &&
+      plan::numElements(aBatch) == batches) {
+    cpu::gemm({batches * M, N, K, {a.dtype, a.data, 0, K}, {b.dtype, b.data, 0, N},
+               /*transB=*/false, nullptr, a.dtype, 0, c.data, c.dtype, 0, N},
+              threads);
+    return;
+  }
   cpu::gemmBatched(batches, threads, [&](int64_t bi) {
     int64_t aMat = 0, bMat = 0, rest = bi;
     for (size_t d = rank; d-- > 0;) {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -222,11 +223,17 @@ void packB(const GemmArgs &g, int64_t k0, int64_t kb, int64_t n0, int64_t nb, fl
   }
   const int64_t panels = (nb + kPanel - 1) / kPanel;
   if (nb % kPanel) std::fill_n(out + (panels - 1) * kb * kPanel, kb * kPanel, 0.0f);
+  const bool f32 = g.B.dtype == DType::F32;
   for (int64_t k = 0; k < kb; ++k) {
     const int64_t first = g.B.offset + (k0 + k) * g.B.ld + n0;
-    for (int64_t p = 0; p < panels; ++p)
-      loadFloats(g.B.dtype, g.B.data, first + p * kPanel, std::min(kPanel, nb - p * kPanel),
-                 out + (p * kb + k) * kPanel);
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t cols = std::min(kPanel, nb - p * kPanel);
+      float *dst = out + (p * kb + k) * kPanel;
+      if (f32 && cols == kPanel)  // a fixed-size copy the compiler inlines
+        std::memcpy(dst, static_cast<const float *>(g.B.data) + first + p * kPanel,
+                    kPanel * sizeof(float));
+      else loadFloats(g.B.dtype, g.B.data, first + p * kPanel, cols, dst);
+    }
   }
 }
 
