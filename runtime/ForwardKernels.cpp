@@ -5,6 +5,7 @@
 
 #include "runtime/HalfFloat.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/init/ParallelFor.h"
@@ -35,74 +36,6 @@ using cpu::loadFloats;
 using cpu::parallelTasks;
 using cpu::singleThreadedBlas;
 using cpu::storeFloats;
-
-// -------------------------------------------------------------------- GEMM --
-
-constexpr int64_t kTileM = 64, kTileN = 256, kTileK = 256;
-
-/// A read-only matrix operand: element (i, j) at data[offset + i * ld + j].
-struct MatRef {
-  DType dtype;
-  const void *data;
-  int64_t offset, ld;
-};
-
-/// C tile [mb x nb] (float32 math) = A[mb x K] * op(B) (+ bias[nb]), written
-/// into C (dtype cDtype, element offset cOffset, leading dim ldc).
-/// transB: B holds op(B)^T as nb rows of K; else B is K rows of nb.
-/// float32 operands go to sgemm directly; 16-bit ones are converted in
-/// kTileK-wide blocks into `scratch` and accumulated in a float tile.
-void gemmTile(const MatRef &A, const MatRef &B, bool transB, const void *bias, DType biasDtype,
-              int64_t biasOffset, void *C, DType cDtype, int64_t cOffset, int64_t ldc,
-              int64_t mb, int64_t nb, int64_t K, std::vector<float> &scratch) {
-  const bool direct = A.dtype == DType::F32 && B.dtype == DType::F32 && cDtype == DType::F32;
-  float *acc;
-  int64_t ldAcc;
-  if (direct) {
-    acc = static_cast<float *>(C) + cOffset;
-    ldAcc = ldc;
-  } else {
-    scratch.resize(static_cast<size_t>(mb * nb + mb * kTileK + nb * kTileK));
-    acc = scratch.data();
-    ldAcc = nb;
-  }
-  // Initialize with the bias (torch's addmm: beta = 1 on the broadcast bias).
-  for (int64_t i = 0; i < mb; ++i) {
-    if (bias) loadFloats(biasDtype, bias, biasOffset, nb, acc + i * ldAcc);
-    else std::fill_n(acc + i * ldAcc, nb, 0.0f);
-  }
-  if (K > 0 && mb > 0 && nb > 0) {
-    if (direct) {
-      const float *a = static_cast<const float *>(A.data) + A.offset;
-      const float *b = static_cast<const float *>(B.data) + B.offset;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                  static_cast<int>(mb), static_cast<int>(nb), static_cast<int>(K), 1.0f, a,
-                  static_cast<int>(A.ld), b, static_cast<int>(B.ld), 1.0f, acc,
-                  static_cast<int>(ldAcc));
-    } else {
-      float *aBlock = scratch.data() + mb * nb;
-      float *bBlock = aBlock + mb * kTileK;
-      for (int64_t k0 = 0; k0 < K; k0 += kTileK) {
-        const int64_t kb = std::min(kTileK, K - k0);
-        for (int64_t i = 0; i < mb; ++i)
-          loadFloats(A.dtype, A.data, A.offset + i * A.ld + k0, kb, aBlock + i * kb);
-        if (transB)
-          for (int64_t j = 0; j < nb; ++j)
-            loadFloats(B.dtype, B.data, B.offset + j * B.ld + k0, kb, bBlock + j * kb);
-        else
-          for (int64_t k = 0; k < kb; ++k)
-            loadFloats(B.dtype, B.data, B.offset + (k0 + k) * B.ld, nb, bBlock + k * nb);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                    static_cast<int>(mb), static_cast<int>(nb), static_cast<int>(kb), 1.0f,
-                    aBlock, static_cast<int>(kb), bBlock, static_cast<int>(transB ? kb : nb),
-                    1.0f, acc, static_cast<int>(ldAcc));
-      }
-    }
-  }
-  if (!direct)
-    for (int64_t i = 0; i < mb; ++i)
-      storeFloats(cDtype, acc + i * ldAcc, nb, C, cOffset + i * ldc);
-}
 
 void checkBlasDims(const char *op, std::initializer_list<int64_t> dims) {
   for (int64_t d : dims)
@@ -286,60 +219,23 @@ void embeddingKernel(const KTensor &weight, const KTensor &ids, const KTensor &o
 
 void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y,
                   int threads) {
-  const char *op = "linear";
   // Plain copies: clang 14 (the fuzz build) cannot capture structured bindings.
   const auto [rowsDim, nDim, kDim] = checks::linear(x, w, b, y);
   const int64_t rows = rowsDim, N = nDim, K = kDim;
-  checkBlasDims(op, {rows, N, K});
-  singleThreadedBlas();
-  const int64_t mTiles = (rows + kTileM - 1) / kTileM, nTiles = (N + kTileN - 1) / kTileN;
-  parallelTasks(mTiles * nTiles, threads, rows * N * std::max<int64_t>(K, 1) / 8,
-                [&](int64_t task) {
-                  thread_local std::vector<float> scratch;
-                  const int64_t mt = task / nTiles, nt = task % nTiles;
-                  const int64_t m0 = mt * kTileM, n0 = nt * kTileN;
-                  const int64_t mb = std::min(kTileM, rows - m0), nb = std::min(kTileN, N - n0);
-                  if (mb == kTileM) {
-                    gemmTile({x.dtype, x.data, m0 * K, K}, {w.dtype, w.data, n0 * K, K}, true,
-                             b ? b->data : nullptr, x.dtype, n0, y.data, y.dtype, m0 * N + n0,
-                             N, mb, nb, K, scratch);
-                    return;
-                  }
-                  // A partial row tile goes through zero-padded full tiles:
-                  // sgemm's rounding of a row depends on M (its kernels for
-                  // a tail of rows sum differently), and a row's result
-                  // must not depend on how many rows share its call, so a
-                  // data-parallel micro-batch computes its rows bit for bit
-                  // as the global batch does (docs/cli.md, --data-parallel).
-                  thread_local std::vector<std::byte> padX, padY;
-                  const size_t size = static_cast<size_t>(plan::dtypeSize(x.dtype));
-                  padX.assign(static_cast<size_t>(kTileM * K) * size, std::byte{0});
-                  padY.resize(static_cast<size_t>(kTileM * nb) * size);
-                  if (K > 0)  // K = 0: x may have no storage at all (memcpy needs a pointer)
-                    std::memcpy(padX.data(), static_cast<const std::byte *>(x.data) +
-                                                 static_cast<size_t>(m0 * K) * size,
-                                static_cast<size_t>(mb * K) * size);
-                  gemmTile({x.dtype, padX.data(), 0, K}, {w.dtype, w.data, n0 * K, K}, true,
-                           b ? b->data : nullptr, x.dtype, n0, padY.data(), y.dtype, 0, nb,
-                           kTileM, nb, K, scratch);
-                  for (int64_t i = 0; i < mb; ++i)
-                    std::memcpy(static_cast<std::byte *>(y.data) +
-                                    static_cast<size_t>((m0 + i) * N + n0) * size,
-                                padY.data() + static_cast<size_t>(i * nb) * size,
-                                static_cast<size_t>(nb) * size);
-                });
+  // Every row goes through the same fma chain whatever the row count
+  // (cpu/Gemm.h), so a micro-batch's rows match the global batch's bits.
+  cpu::gemm({rows, N, K, {x.dtype, x.data, 0, K}, {w.dtype, w.data, 0, K}, /*transB=*/true,
+             b ? b->data : nullptr, x.dtype, 0, y.data, y.dtype, 0, N},
+            threads);
 }
 
 // ------------------------------------------------------------------- matmul --
 
 void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int threads) {
-  const char *op = "matmul";
   const checks::MatmulDims dims = checks::matmul(a, b, c);
   const Shape &aBatch = dims.aBatch, &bBatch = dims.bBatch;
   const Shape *batch = &dims.batch;
   const int64_t M = dims.M, N = dims.N, K = dims.K;
-  checkBlasDims(op, {M, N, K});
-  singleThreadedBlas();
   // Batch offsets (in matrices) of a and b for each output batch index.
   const size_t rank = batch->size();
   auto stridesFor = [&](const Shape &shape) {
@@ -354,25 +250,27 @@ void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int thre
   };
   const std::vector<int64_t> as = stridesFor(aBatch), bs = stridesFor(bBatch);
   const int64_t batches = plan::numElements(*batch);
-  const int64_t mTiles = (M + kTileM - 1) / kTileM, nTiles = (N + kTileN - 1) / kTileN;
-  const int64_t perBatch = mTiles * nTiles;
-  parallelTasks(batches * perBatch, threads, batches * M * N * std::max<int64_t>(K, 1) / 8,
-                [&](int64_t task) {
-                  thread_local std::vector<float> scratch;
-                  const int64_t bi = task / perBatch, tile = task % perBatch;
-                  int64_t aMat = 0, bMat = 0, rest = bi;
-                  for (size_t d = rank; d-- > 0;) {
-                    const int64_t i = rest % (*batch)[d];
-                    rest /= (*batch)[d];
-                    aMat += i * as[d];
-                    bMat += i * bs[d];
-                  }
-                  const int64_t m0 = (tile / nTiles) * kTileM, n0 = (tile % nTiles) * kTileN;
-                  const int64_t mb = std::min(kTileM, M - m0), nb = std::min(kTileN, N - n0);
-                  gemmTile({a.dtype, a.data, aMat * M * K + m0 * K, K},
-                           {b.dtype, b.data, bMat * K * N + n0, N}, false, nullptr, a.dtype, 0,
-                           c.data, c.dtype, bi * M * N + m0 * N + n0, N, mb, nb, K, scratch);
-                });
+  // One B for every batch (a 2-D weight) and an unbroadcast a: the batches
+  // are just more rows of one GEMM, B packed once rather than per batch.
+  // Same bits either way: a row's result does not depend on its call.
+  if (std::all_of(bs.begin(), bs.end(), [](int64_t s) { return s == 0; }) &&
+      plan::numElements(aBatch) == batches) {
+    cpu::gemm({batches * M, N, K, {a.dtype, a.data, 0, K}, {b.dtype, b.data, 0, N},
+               /*transB=*/false, nullptr, a.dtype, 0, c.data, c.dtype, 0, N},
+              threads);
+    return;
+  }
+  cpu::gemmBatched(batches, threads, [&](int64_t bi) {
+    int64_t aMat = 0, bMat = 0, rest = bi;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t i = rest % (*batch)[d];
+      rest /= (*batch)[d];
+      aMat += i * as[d];
+      bMat += i * bs[d];
+    }
+    return cpu::GemmArgs{M, N, K, {a.dtype, a.data, aMat * M * K, K}, {b.dtype, b.data, bMat * K * N, N},
+                         /*transB=*/false, nullptr, a.dtype, 0, c.data, c.dtype, bi * M * N, N};
+  });
 }
 
 // ------------------------------------------------------- binary elementwise --

@@ -1,0 +1,102 @@
+// shardc's own float32 GEMM: C = A * op(B) (+ bias), the kernel behind
+// linear and matmul (runtime/ForwardKernels.cpp).
+//
+// Why not OpenBLAS's sgemm: its rounding of a row depends on M (its
+// kernels for a tail of rows sum in another order), and a row's result must
+// not depend on how many rows share its call, so that a data-parallel
+// micro-batch computes its rows bit for bit as the global batch does
+// (docs/cli.md, --data-parallel). Working around that meant zero-padding
+// every partial row tile to 64 rows (4x the work for 16 token rows) and
+// repacking the weight in every tile call.
+//
+// The invariant this kernel keeps instead: every output element is
+//   C[i][j] = fma(A[i][K-1], B[K-1][j], ... fma(A[i][0], B[0][j], bias[j]))
+// in float32, k in order, starting from the bias (or +0). Its bits depend
+// only on row i of A and column j of op(B): never on M, on the tile or
+// block sizes, on the thread count, on which rows share a call or on the
+// instruction set (the AVX-512, AVX2+FMA and portable std::fma paths give
+// the same bits; test/unit/GemmTest.cpp checks all of it).
+#pragma once
+
+#include "runtime/Plan.h"
+
+#include <cstdint>
+
+namespace shardc::runtime::cpu {
+
+/// A row-major matrix operand: element (i, j) at data[offset + i * ld + j],
+/// stored as float32, bfloat16 or float16 (16-bit values are widened to
+/// float when packed; the math is float32 either way).
+struct GemmOperand {
+  plan::DType dtype;
+  const void *data;
+  int64_t offset, ld;
+};
+
+/// One GEMM call. A is M x K. transB: B holds op(B)^T, N rows of K (a
+/// linear's weight); else B is K rows of N. bias (optional, may be null) is
+/// N values of biasDtype from element biasOffset. C is M x N of cDtype at
+/// element cOffset with leading dimension ldc; each element is rounded to
+/// cDtype once.
+struct GemmArgs {
+  int64_t M, N, K;
+  GemmOperand A, B;
+  bool transB;
+  const void *bias = nullptr;
+  plan::DType biasDtype = plan::DType::F32;
+  int64_t biasOffset = 0;
+  void *C;
+  plan::DType cDtype;
+  int64_t cOffset, ldc;
+};
+
+/// The micro-kernel's instruction set. All give the same bits.
+enum class GemmIsa { Portable, Avx2, Avx512 };
+
+/// The fastest path this CPU allows (honours SHARDC_NO_AVX2 / _AVX512 and
+/// the runtime/init/CpuDispatch.h switches).
+GemmIsa bestGemmIsa();
+
+/// Whether this CPU can run `isa`.
+bool gemmIsaSupported(GemmIsa isa);
+
+/// C = A * op(B) (+ bias) on up to `threads` threads (bestGemmIsa()).
+void gemm(const GemmArgs &args, int threads);
+
+/// Several GEMMs of the same shape (a batched matmul), split into tasks
+/// together. args(b) gives call b.
+template <typename ArgsFor> void gemmBatched(int64_t batches, int threads, const ArgsFor &args);
+
+/// gemm on a chosen path (tests; `isa` must be supported).
+void gemmWithIsa(const GemmArgs &args, int threads, GemmIsa isa);
+
+namespace detail {
+/// Tasks of one call: row blocks x column blocks.
+int64_t gemmTasks(const GemmArgs &args);
+/// Runs task t of gemmTasks(args) on `isa`.
+void gemmTask(const GemmArgs &args, int64_t task, GemmIsa isa);
+/// Splits `tasks` tasks of `work` fma's over the threads (parallelTasks).
+void gemmRun(int64_t tasks, int threads, int64_t work, void (*fn)(const void *, int64_t),
+             const void *context);
+}  // namespace detail
+
+template <typename ArgsFor> void gemmBatched(int64_t batches, int threads, const ArgsFor &args) {
+  if (batches <= 0) return;
+  const GemmArgs first = args(0);
+  const int64_t perBatch = detail::gemmTasks(first);
+  const GemmIsa isa = bestGemmIsa();
+  struct Context {
+    const ArgsFor *args;
+    int64_t perBatch;
+    GemmIsa isa;
+  } context{&args, perBatch, isa};
+  const int64_t work = batches * first.M * first.N * (first.K > 0 ? first.K : 1);
+  detail::gemmRun(batches * perBatch, threads, work,
+                  [](const void *c, int64_t t) {
+                    const Context &ctx = *static_cast<const Context *>(c);
+                    detail::gemmTask((*ctx.args)(t / ctx.perBatch), t % ctx.perBatch, ctx.isa);
+                  },
+                  &context);
+}
+
+}  // namespace shardc::runtime::cpu
