@@ -216,4 +216,58 @@ void crossEntropy(const KTensor &logits, const KTensor &targets, const KTensor &
   expectShape(op, "loss", loss, {});
 }
 
+namespace {
+void expectFloatParam(const char *op, const char *what, const KTensor *t) {
+  if (t) expectFloat(op, what, *t);
+}
+}  // namespace
+
+void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+          const KTensor &y) {
+  const char *op = p.transposed ? "conv_transpose" : "convolution";
+  expectFloat(op, "x", x);
+  expectDType(op, "weight", w, x.dtype);
+  if (b) expectDType(op, "bias", *b, x.dtype);
+  expectDType(op, "output", y, x.dtype);
+  expectShape(op, "output", y, convShape(p, x.shape, w.shape, b ? &b->shape : nullptr));
+}
+
+void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,
+               const KTensor *b, const KTensor &y) {
+  const char *op = "batch_norm";
+  expectFloat(op, "x", x);
+  expectDType(op, "output", y, x.dtype);
+  expectFloatParam(op, "running_mean", &mean);
+  expectFloatParam(op, "running_var", &var);
+  expectFloatParam(op, "weight", w);
+  expectFloatParam(op, "bias", b);
+  expectShape(op, "output", y,
+              batchNormShape(x.shape, mean.shape, var.shape, w ? &w->shape : nullptr,
+                             b ? &b->shape : nullptr));
+}
+
+void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
+               const KTensor &y) {
+  const char *op = "group_norm";
+  expectFloat(op, "x", x);
+  expectDType(op, "output", y, x.dtype);
+  expectFloatParam(op, "weight", w);
+  expectFloatParam(op, "bias", b);
+  expectShape(op, "output", y,
+              groupNormShape(x.shape, groups, w ? &w->shape : nullptr, b ? &b->shape : nullptr));
+}
+
+void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+            const KTensor &y) {
+  const char *op = reduceKindName(kind);
+  if (x.dtype != plan::DType::F64) expectFloat(op, "x", x);
+  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+  expectDType(op, "output", y, arg ? plan::DType::I64 : x.dtype);
+  const Shape dropped = reduceShape(kind, x.shape, dims, false);
+  const Shape kept = reduceShape(kind, x.shape, dims, true);
+  if (y.shape != dropped && y.shape != kept)
+    fail(op, "output has shape " + shapeToString(y.shape) + ", expected " +
+                 shapeToString(dropped) + " or, with keepdim, " + shapeToString(kept));
+}
+
 }  // namespace shardc::runtime::checks

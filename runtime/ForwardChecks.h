@@ -8,6 +8,7 @@
 #pragma once
 
 #include "runtime/ForwardKernels.h"
+#include "runtime/OpFamilies.h"
 
 #include <cstdint>
 #include <string>
@@ -55,5 +56,21 @@ void stridedCopy(const KTensor &x, const std::vector<int64_t> &strides, int64_t 
                  const KTensor &y);
 void cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y);
 void crossEntropy(const KTensor &logits, const KTensor &targets, const KTensor &loss);
+
+// The op families' operand checks, one place for every backend.
+/// conv / conv_transpose: x, weight, bias and y of one float dtype, y of convShape.
+void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
+          const KTensor &y);
+/// batch_norm (eval): x, statistics and affine parameters in float storage
+/// (each its own), y of x's dtype and batchNormShape.
+void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,
+               const KTensor *b, const KTensor &y);
+/// group_norm: x, w, b in float storage, y of x's dtype and groupNormShape.
+void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
+               const KTensor &y);
+/// A reduction over `dims`: float x (or float64), y of x's dtype (int64 for
+/// argmax/argmin) with the reduced shape, keepdim or not.
+void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
+            const KTensor &y);
 
 }  // namespace shardc::runtime::checks

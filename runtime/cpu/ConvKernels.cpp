@@ -18,6 +18,7 @@
 // size or the thread count.
 #include "runtime/cpu/FamilyKernels.h"
 
+#include "runtime/ConvGeometry.h"
 #include "runtime/ForwardChecks.h"
 #include "runtime/cpu/KernelSupport.h"
 
@@ -36,42 +37,8 @@ constexpr int64_t kScratchFloats = int64_t(1) << 18;  // 1 MiB per worker
 constexpr int64_t kTileK16 = 256;   // K block of the 16-bit path
 constexpr int64_t kTileM16 = 128;   // output-channel block of the 16-bit path
 
-/// The 2-d view of a 1-d or 2-d convolution.
-struct Geometry {
-  int64_t N, Cin, H, W;        // input
-  int64_t Cout, kh, kw;        // weight (non-transposed: [Cout, Cin/g, kh, kw])
-  int64_t OH, OW;              // output
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t groups;
-  int64_t cinG() const { return Cin / groups; }
-  int64_t coutG() const { return Cout / groups; }
-  int64_t K() const { return cinG() * kh * kw; }   // im2col rows
-  int64_t pixels() const { return OH * OW; }
-};
-
-Geometry geometryOf(const ConvParams &p, const Shape &x, const Shape &w, const Shape &y) {
-  const bool one = p.spatialDims == 1;
-  auto at = [&](const std::vector<int64_t> &v, int d) { return one ? (d == 0 ? 1 : v[0]) : v[d]; };
-  auto pad = [&](int d) { return one ? (d == 0 ? 0 : p.padding[0]) : p.padding[d]; };
-  Geometry g;
-  g.N = x[0];
-  g.Cin = x[1];
-  g.H = one ? 1 : x[2];
-  g.W = x.back();
-  g.Cout = y[1];
-  g.kh = one ? 1 : w[2];
-  g.kw = w.back();
-  g.OH = one ? 1 : y[2];
-  g.OW = y.back();
-  g.sh = at(p.stride, 0);
-  g.sw = at(p.stride, 1);
-  g.ph = pad(0);
-  g.pw = pad(1);
-  g.dh = at(p.dilation, 0);
-  g.dw = at(p.dilation, 1);
-  g.groups = p.groups;
-  return g;
-}
+/// The 2-d view of a 1-d or 2-d convolution (shared with the CUDA kernels).
+using Geometry = ConvGeometry;
 
 /// [lo, hi): the output columns ow whose input column ow*s - pad + off lies in [0, W).
 void validRange(int64_t OW, int64_t W, int64_t s, int64_t pad, int64_t off, int64_t &lo,
@@ -446,12 +413,8 @@ void convTransposed(const Geometry &g, const KTensor &x, const KTensor &w, const
 void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
                 const KTensor &y, int threads) {
   const char *op = p.transposed ? "conv_transpose" : "convolution";
-  checks::expectFloat(op, "x", x);
-  checks::expectDType(op, "weight", w, x.dtype);
-  if (b) checks::expectDType(op, "bias", *b, x.dtype);
-  checks::expectDType(op, "output", y, x.dtype);
-  checks::expectShape(op, "output", y, convShape(p, x.shape, w.shape, b ? &b->shape : nullptr));
-  const Geometry g = geometryOf(p, x.shape, w.shape, y.shape);
+  checks::conv(p, x, w, b, y);
+  const Geometry g = convGeometryOf(p, x.shape, w.shape, y.shape);
   if (y.numel() == 0) return;
   // sgemm takes int sizes and leading dims.
   for (int64_t v : {g.K(), g.coutG() * g.kh * g.kw, g.pixels(), g.H * g.W, g.Cin})

@@ -43,25 +43,13 @@ std::vector<double> channelValues(const KTensor *t, int64_t C, double fill) {
   return v;
 }
 
-void expectFloatParam(const char *op, const char *what, const KTensor *t) {
-  if (t) checks::expectFloat(op, what, *t);
-}
 
 }  // namespace
 
 void batchNormKernel(const KTensor &x, const KTensor &mean, const KTensor &var,
                      const KTensor *w, const KTensor *b, double eps, const KTensor &y,
                      int threads) {
-  const char *op = "batch_norm";
-  checks::expectFloat(op, "x", x);
-  checks::expectDType(op, "output", y, x.dtype);
-  expectFloatParam(op, "running_mean", &mean);
-  expectFloatParam(op, "running_var", &var);
-  expectFloatParam(op, "weight", w);
-  expectFloatParam(op, "bias", b);
-  checks::expectShape(op, "output", y,
-                      batchNormShape(x.shape, mean.shape, var.shape, w ? &w->shape : nullptr,
-                                     b ? &b->shape : nullptr));
+  checks::batchNorm(x, mean, var, w, b, y);
   const int64_t N = x.shape[0], C = x.shape[1], inner = innerSize(x.shape);
   const std::vector<double> m = channelValues(&mean, C, 0), v = channelValues(&var, C, 0),
                             wv = channelValues(w, C, 1), bv = channelValues(b, C, 0);
@@ -86,14 +74,7 @@ void batchNormKernel(const KTensor &x, const KTensor &mean, const KTensor &var,
 
 void groupNormKernel(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
                      double eps, const KTensor &y, int threads) {
-  const char *op = "group_norm";
-  checks::expectFloat(op, "x", x);
-  checks::expectDType(op, "output", y, x.dtype);
-  expectFloatParam(op, "weight", w);
-  expectFloatParam(op, "bias", b);
-  checks::expectShape(op, "output", y,
-                      groupNormShape(x.shape, groups, w ? &w->shape : nullptr,
-                                     b ? &b->shape : nullptr));
+  checks::groupNorm(x, groups, w, b, y);
   const int64_t N = x.shape[0], C = x.shape[1], inner = innerSize(x.shape);
   const int64_t perGroup = C / groups, count = perGroup * inner;
   const std::vector<double> wv = channelValues(w, C, 1), bv = channelValues(b, C, 0);

@@ -207,15 +207,7 @@ double idD(double v) { return v; }
 
 void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
                   int64_t correction, const KTensor &y, int threads) {
-  const char *op = reduceKindName(kind);
-  if (x.dtype != DType::F64) checks::expectFloat(op, "x", x);
-  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
-  checks::expectDType(op, "output", y, arg ? DType::I64 : x.dtype);
-  const Shape dropped = reduceShape(kind, x.shape, dims, false);
-  const Shape kept = reduceShape(kind, x.shape, dims, true);
-  if (y.shape != dropped && y.shape != kept)
-    checks::fail(op, "output has shape " + shapeToString(y.shape) + ", expected " +
-                         shapeToString(dropped) + " or, with keepdim, " + shapeToString(kept));
+  checks::reduce(kind, x, dims, y);
   const Layout l = layoutOf(x.shape, dims);
   switch (x.dtype) {
   case DType::F64:

@@ -13,6 +13,7 @@
 // library the GPU bundle must find on the GPU machine (docs/gpu.md).
 #include "runtime/cuda/CudaFamilies.h"
 
+#include "runtime/ConvGeometry.h"
 #include "runtime/ForwardChecks.h"
 #include "runtime/Kernels.h"
 #include "runtime/cuda/CudaCheck.h"
@@ -27,42 +28,8 @@ using plan::DType;
 namespace {
 using namespace dev;
 
-/// The 2-d view of a 1-d or 2-d convolution (ConvKernels.cpp's Geometry).
-struct Geometry {
-  int64_t N, Cin, H, W;  // input
-  int64_t Cout, kh, kw;  // output channels, kernel
-  int64_t OH, OW;        // output
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t groups;
-  __host__ __device__ int64_t cinG() const { return Cin / groups; }
-  __host__ __device__ int64_t coutG() const { return Cout / groups; }
-  __host__ __device__ int64_t K() const { return cinG() * kh * kw; }
-  __host__ __device__ int64_t pixels() const { return OH * OW; }
-};
-
-Geometry geometryOf(const ConvParams &p, const Shape &x, const Shape &w, const Shape &y) {
-  const bool one = p.spatialDims == 1;
-  auto at = [&](const std::vector<int64_t> &v, int d) { return one ? (d == 0 ? 1 : v[0]) : v[d]; };
-  auto pad = [&](int d) { return one ? (d == 0 ? 0 : p.padding[0]) : p.padding[d]; };
-  Geometry g;
-  g.N = x[0];
-  g.Cin = x[1];
-  g.H = one ? 1 : x[2];
-  g.W = x.back();
-  g.Cout = y[1];
-  g.kh = one ? 1 : w[2];
-  g.kw = w.back();
-  g.OH = one ? 1 : y[2];
-  g.OW = y.back();
-  g.sh = at(p.stride, 0);
-  g.sw = at(p.stride, 1);
-  g.ph = pad(0);
-  g.pw = pad(1);
-  g.dh = at(p.dilation, 0);
-  g.dw = at(p.dilation, 1);
-  g.groups = p.groups;
-  return g;
-}
+/// The 2-d view of a 1-d or 2-d convolution (runtime/ConvGeometry.h).
+using Geometry = ConvGeometry;
 
 /// y[n, co, pixel] = b[co] or 0, before the GEMMs accumulate onto it.
 template <typename T>
@@ -191,12 +158,8 @@ void convGemm(CudaDevice &device, const char *op, const Geometry &g, const KTens
 void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &w,
           const KTensor *b, const KTensor &y) {
   const char *op = p.transposed ? "conv_transpose" : "convolution";
-  checks::expectFloat(op, "x", x);
-  checks::expectDType(op, "weight", w, x.dtype);
-  if (b) checks::expectDType(op, "bias", *b, x.dtype);
-  checks::expectDType(op, "output", y, x.dtype);
-  checks::expectShape(op, "output", y, convShape(p, x.shape, w.shape, b ? &b->shape : nullptr));
-  const Geometry g = geometryOf(p, x.shape, w.shape, y.shape);
+  checks::conv(p, x, w, b, y);
+  const Geometry g = convGeometryOf(p, x.shape, w.shape, y.shape);
   const int64_t count = y.numel();
   if (count == 0) return;
   // cuBLAS takes int sizes and leading dims.

@@ -41,9 +41,6 @@ int64_t innerSize(const Shape &x) {
   return inner;
 }
 
-void expectFloatParam(const char *op, const char *what, const KTensor *t) {
-  if (t) checks::expectFloat(op, what, *t);
-}
 
 template <typename T>
 __global__ void batchNormKernel(const typename T::S *x, Channel mean, Channel var, Channel w,
@@ -89,15 +86,7 @@ __global__ void groupNormKernel(const typename T::S *x, Channel w, Channel b, do
 void batchNorm(CudaDevice &device, const KTensor &x, const KTensor &mean, const KTensor &var,
                const KTensor *w, const KTensor *b, double eps, const KTensor &y) {
   const char *op = "batch_norm";
-  checks::expectFloat(op, "x", x);
-  checks::expectDType(op, "output", y, x.dtype);
-  expectFloatParam(op, "running_mean", &mean);
-  expectFloatParam(op, "running_var", &var);
-  expectFloatParam(op, "weight", w);
-  expectFloatParam(op, "bias", b);
-  checks::expectShape(op, "output", y,
-                      batchNormShape(x.shape, mean.shape, var.shape, w ? &w->shape : nullptr,
-                                     b ? &b->shape : nullptr));
+  checks::batchNorm(x, mean, var, w, b, y);
   const int64_t count = x.numel();
   if (count == 0) return;
   const int64_t C = x.shape[1], inner = innerSize(x.shape);
@@ -114,13 +103,7 @@ void batchNorm(CudaDevice &device, const KTensor &x, const KTensor &mean, const 
 void groupNorm(CudaDevice &device, const KTensor &x, int64_t groups, const KTensor *w,
                const KTensor *b, double eps, const KTensor &y) {
   const char *op = "group_norm";
-  checks::expectFloat(op, "x", x);
-  checks::expectDType(op, "output", y, x.dtype);
-  expectFloatParam(op, "weight", w);
-  expectFloatParam(op, "bias", b);
-  checks::expectShape(op, "output", y,
-                      groupNormShape(x.shape, groups, w ? &w->shape : nullptr,
-                                     b ? &b->shape : nullptr));
+  checks::groupNorm(x, groups, w, b, y);
   const int64_t N = x.shape[0], C = x.shape[1], inner = innerSize(x.shape);
   const int64_t tasks = N * groups;
   if (tasks == 0 || x.numel() == 0) return;

@@ -145,14 +145,7 @@ __global__ void reduceKernel(ReduceKind kind, Layout l, int64_t correction,
 void reduce(CudaDevice &device, ReduceKind kind, const KTensor &x,
             const std::vector<int64_t> &dims, int64_t correction, const KTensor &y) {
   const char *op = reduceKindName(kind);
-  if (x.dtype != DType::F64) checks::expectFloat(op, "x", x);
-  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
-  checks::expectDType(op, "output", y, arg ? DType::I64 : x.dtype);
-  const Shape dropped = reduceShape(kind, x.shape, dims, false);
-  const Shape kept = reduceShape(kind, x.shape, dims, true);
-  if (y.shape != dropped && y.shape != kept)
-    checks::fail(op, "output has shape " + shapeToString(y.shape) + ", expected " +
-                         shapeToString(dropped) + " or, with keepdim, " + shapeToString(kept));
+  checks::reduce(kind, x, dims, y);
   const Layout l = layoutOf(op, x.shape, dims);
   const int64_t outputs = y.numel();
   if (outputs == 0) return;
