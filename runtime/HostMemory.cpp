@@ -31,7 +31,7 @@ size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 }  // namespace
 
 HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
-  if (bytes < kLargeBlock)
+  if (bytes < kKeptBlock)
     return {::operator new(bytes, std::align_val_t{alignment}, std::nothrow), bytes, bytes,
             bytes};
 
@@ -61,8 +61,9 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
   }
 
   residentBytes_ += bytes;
+  const bool large = bytes >= kLargeBlock;
   void *memory = nullptr;
-  if (posix_memalign(&memory, kHugePage, bytes) != 0) {
+  if (posix_memalign(&memory, large ? kHugePage : kPage, bytes) != 0) {
     liveBytes_ -= bytes;
     residentBytes_ -= bytes;
     return {nullptr, 0, 0, 0};
@@ -71,8 +72,9 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
   // Only whole 2 MiB pages inside the block become huge; the tail stays on
   // 4 KiB pages, so nothing beyond `bytes` is ever touched. A hint: failure
   // only costs speed.
-  madvise(memory, bytes / kHugePage * kHugePage,
-          policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  if (large)
+    madvise(memory, bytes / kHugePage * kHugePage,
+            policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
   Block block{memory, bytes, bytes, bytes};
   ++stats_.freshBlocks;

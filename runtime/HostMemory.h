@@ -36,6 +36,14 @@ public:
   /// (MADV_POPULATE_WRITE: one call instead of a trap per page; callers
   /// write every byte they ask for, so no figure changes).
   static constexpr size_t kLargeBlock = size_t(2) << 20;
+  /// Blocks from this size up to kLargeBlock are page aligned, kept and
+  /// reused like large ones (prefaulted as the policy says, no huge-page
+  /// advice). Why: glibc serves such sizes from mmap or the top of its heap
+  /// and hands them back to the kernel on free (its dynamic mmap and trim
+  /// thresholds), so every forward's activations of 128 KiB-2 MiB were
+  /// faulted in and cleared again; on HF Llama (CI size) that churn was a
+  /// tenth of the forward. Smaller blocks stay with operator new.
+  static constexpr size_t kKeptBlock = size_t(64) << 10;
 
   explicit HostMemory(const PagePolicy &policy = systemPagePolicy()) : policy_(policy) {}
   HostMemory(const HostMemory &) = delete;
@@ -52,7 +60,7 @@ public:
   /// `bytes` (already a multiple of `alignment`, > 0) of uninitialized
   /// memory; data == nullptr when the system has none.
   Block allocate(size_t bytes, size_t alignment);
-  /// Keeps large blocks for reuse; frees small ones. Takes back the Block
+  /// Keeps blocks of kKeptBlock and more for reuse; frees smaller ones. Takes back the Block
   /// that allocate() returned.
   void release(const Block &block);
   /// Returns every kept block to the system, restarts the high-water mark
@@ -65,7 +73,7 @@ public:
   /// False in AddressSanitizer builds, where every release frees.
   static bool reusesBlocks();
 
-  /// Where large requests were served from since construction or the last
+  /// Where kept-size requests (kKeptBlock and more) were served from since construction or the last
   /// trim(): a kept block (no first touch, up to what it held before) or
   /// fresh memory (first-touched: faulted in and cleared by the kernel).
   /// Runners trim after each function, so figures read before that trim

@@ -42,11 +42,29 @@ struct RankOutcome {
 /// `comm` is the plan's world; `peers` the ranks actually run (the same
 /// group unless `subset` names them: a --ranks run). `forwardName` is this
 /// rank's forward function (its own micro-batch's with --data-parallel).
+/// A repeated forward must reproduce the first one: the same bytes in
+/// every output and the same ledger peak (the plan is the same program).
+void checkRepeat(int repeat, const std::vector<TensorView> &outputs,
+                 const std::vector<HostTensor> &first, int64_t peakBytes, int64_t firstPeakBytes) {
+  const std::string place = "forward repeat " + std::to_string(repeat);
+  for (size_t i = 0; i < outputs.size() && i < first.size(); ++i) {
+    const TensorView &view = outputs[i];
+    if (static_cast<size_t>(view.logicalBytes()) != first[i].data.size() ||
+        std::memcmp(view.data, first[i].data.data(), first[i].data.size()) != 0)
+      throw RuntimeError(place + ": output '" + view.name +
+                         "' differs from the first forward's (a kernel that is not "
+                         "deterministic, or one reading memory it did not write)");
+  }
+  if (peakBytes != firstPeakBytes)
+    throw RuntimeError(place + ": ledger peak " + std::to_string(peakBytes) +
+                       " bytes, the first forward's was " + std::to_string(firstPeakBytes));
+}
+
 void runRank(const Plan &plan, const std::string &forwardName,
              const std::vector<HostTensor> &inputs, bool gatherParams,
-             const std::string &savePath, bool keepShards, const ExecutionContext &context,
-             Communicator &comm, Communicator &peers, const std::vector<int64_t> &subset,
-             RankOutcome &outcome) {
+             const std::string &savePath, bool keepShards, int repeats,
+             const ExecutionContext &context, Communicator &comm, Communicator &peers,
+             const std::vector<int64_t> &subset, RankOutcome &outcome) {
   const int64_t rank = comm.rank();
   CpuDevice device;           // declared first: destroyed after everything on it
   RankState state(rank);
@@ -84,6 +102,17 @@ void runRank(const Plan &plan, const std::string &forwardName,
       measure(device, *outcome.report.forward);
       for (const TensorView &view : views) outcome.outputs.push_back(view.toHost());
       state.releaseFunctionBuffers();
+      // Repeats keep the reuse cache: the trim comes after the last one.
+      for (int repeat = 1; repeat <= repeats; ++repeat) {
+        device.resetPeak();
+        const auto start = std::chrono::steady_clock::now();
+        const double cpuStart = threadCpuSeconds();
+        auto again = executeFunction(plan, forwardName, device, comm, state, inputs, context);
+        outcome.report.repeats.push_back({secondsSince(start), threadCpuSeconds() - cpuStart});
+        checkRepeat(repeat, again, outcome.outputs, device.peakBytes(),
+                    outcome.report.forward->peakBytes);
+        state.releaseFunctionBuffers();
+      }
       device.trimReuseCache();
     }
 
@@ -255,7 +284,7 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
         if (!subset.empty()) partial.emplace(peers, subset, plan.worldSize);
         runRank(plan, rankForwards[r].function,
                 options.dataParallel ? rankForwards[r].inputs : inputs, options.gatherParams,
-                options.savePath, options.keepShards, context,
+                options.savePath, options.keepShards, options.forwardRepeats, context,
                 partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
                 outcomes[r]);
       } catch (const RankError &e) {  // names the rank it happened on

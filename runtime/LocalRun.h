@@ -56,6 +56,13 @@ struct RunOptions {
   /// rank's outputs concatenated in rank order. The plan must come from
   /// compiler::compileDataParallel for that batch.
   bool dataParallel = false;
+  /// Runs forward this many more times after the measured one, on the same
+  /// inputs, keeping the reuse cache between them (a serving or training
+  /// loop's steady state: RankReport::repeats). Every repeat's outputs must
+  /// equal the first forward's byte for byte, and its ledger peak the first
+  /// forward's (a RuntimeError says which differs). The first forward's
+  /// report and the outputs are unchanged by it.
+  int forwardRepeats = 0;
 };
 
 /// What the OS saw of this process while the ranks ran (ResidentMemory.h;
@@ -100,6 +107,13 @@ struct RankReport {
   /// Wall time of writing this rank's rows with RunOptions::savePath (0
   /// without), the collectives' waits included; outside every peak window.
   double saveSeconds = 0;
+  /// One entry per RunOptions::forwardRepeats: wall and thread CPU seconds
+  /// of each repeated forward (warm: blocks and caches the first one left).
+  struct Repeat {
+    double seconds = 0;
+    double threadCpuSeconds = 0;
+  };
+  std::vector<Repeat> repeats;
 };
 
 struct RunResult {

@@ -11,7 +11,8 @@ uint64_t MemoryLedger::record(LiveAllocation allocation) {
   if (current_ > peak_) {
     peak_ = current_;
     peakByCategory_ = currentByCategory_;
-    liveAtPeak_ = live();
+    peakSerial_ = serial;
+    releasedSincePeak_.clear();
   }
   return serial;
 }
@@ -21,7 +22,25 @@ void MemoryLedger::release(uint64_t serial) {
   if (it == live_.end()) return;
   current_ -= it->second.bytes;
   currentByCategory_[static_cast<size_t>(it->second.category)] -= it->second.bytes;
-  live_.erase(it);
+  if (serial <= peakSerial_) releasedSincePeak_.insert(live_.extract(it));
+  else live_.erase(it);
+}
+
+const std::vector<LiveAllocation> &MemoryLedger::liveAtPeak() const {
+  // Both maps are in serial order and disjoint: merge them.
+  liveAtPeak_.clear();
+  auto live = live_.begin();
+  auto released = releasedSincePeak_.begin();
+  while (true) {
+    const bool liveLeft = live != live_.end() && live->first <= peakSerial_;
+    const bool releasedLeft = released != releasedSincePeak_.end();
+    if (!liveLeft && !releasedLeft) break;
+    if (!releasedLeft || (liveLeft && live->first < released->first))
+      liveAtPeak_.push_back((live++)->second);
+    else
+      liveAtPeak_.push_back((released++)->second);
+  }
+  return liveAtPeak_;
 }
 
 std::vector<LiveAllocation> MemoryLedger::live() const {
@@ -34,7 +53,8 @@ std::vector<LiveAllocation> MemoryLedger::live() const {
 void MemoryLedger::resetPeak() {
   peak_ = current_;
   peakByCategory_ = currentByCategory_;
-  liveAtPeak_ = live();
+  peakSerial_ = nextSerial_ - 1;
+  releasedSincePeak_.clear();
 }
 
 }  // namespace shardc::runtime

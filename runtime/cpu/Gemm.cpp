@@ -30,7 +30,7 @@ namespace {
 using plan::DType;
 
 constexpr int64_t kPanel = 32;    // columns per packed B panel (2 zmm / 4 ymm)
-constexpr int64_t kBlockM = 192;  // rows per task: B is packed once per 192 rows
+constexpr int64_t kBlockM = 384;  // rows per task: B is packed once per 384 rows
 constexpr int64_t kBlockN = 256;  // columns per task
 constexpr int64_t kBlockK = 128;  // k per slice: a 16 KiB B panel stays in L1
 constexpr int kMaxRows = 12;      // tallest micro-tile (the AVX-512 one)
@@ -181,6 +181,17 @@ __attribute__((target("avx2"))) void transposeBlocks(const float *src, int64_t l
     for (int64_t k = 0; k < kb8; k += 8)
       transpose8x8(src + j * ld + k, ld, panel + k * kPanel + j, kPanel);
 }
+
+/// An A micro-tile of 8 <= rows <= 12 (rows ld apart) for k in [0, kb8):
+/// tile[k * rows + r] = src[r][k], as 8 x 8 blocks for rows [0, 8) and
+/// [rows - 8, rows) (the overlap writes the same values twice).
+__attribute__((target("avx2"))) void transposeTile(const float *src, int64_t ld, int64_t rows,
+                                                   int64_t kb8, float *tile) {
+  for (int64_t k = 0; k < kb8; k += 8) {
+    transpose8x8(src + k, ld, tile + k * rows, rows);
+    if (rows > 8) transpose8x8(src + (rows - 8) * ld + k, ld, tile + k * rows + rows - 8, rows);
+  }
+}
 #endif
 
 /// packB for op(B) stored as N rows of K (a linear's weight): a transpose,
@@ -256,10 +267,21 @@ void packATyped(const GemmOperand &A, int64_t m0, int64_t mb, int64_t k0, int64_
   for (int64_t r0 = 0; r0 < mb;) {
     const int64_t rows = tileRows(mb, r0, maxRows);
     float *tile = out + r0 * kb;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t first = A.offset + (m0 + r0 + r) * A.ld + k0;
-      for (int64_t k = 0; k < kb; ++k) tile[k * rows + r] = loadAt<D>(A.data, first + k);
-    }
+    const int64_t first = A.offset + (m0 + r0) * A.ld + k0;
+    int64_t kDone = 0;
+#if defined(__x86_64__)
+    // A tile of 8 to 12 rows in 8 x 8 AVX blocks (transposeTile), the k
+    // tail element by element. It was all a scalar loop storing `rows`
+    // floats apart: an eighth of a transformer's forward.
+    if constexpr (D == DType::F32)
+      if (rows >= 8 && init::cpuHasAvx2Fma()) {
+        kDone = kb / 8 * 8;
+        transposeTile(static_cast<const float *>(A.data) + first, A.ld, rows, kDone, tile);
+      }
+#endif
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = kDone; k < kb; ++k)
+        tile[k * rows + r] = loadAt<D>(A.data, first + r * A.ld + k);
     r0 += rows;
   }
 }

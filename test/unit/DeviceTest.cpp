@@ -1,4 +1,5 @@
 #include "runtime/Device.h"
+#include "runtime/MemoryLedger.h"
 
 #include <catch2/catch.hpp>
 
@@ -34,4 +35,35 @@ TEST_CASE("CpuDevice counts exact bytes, peak and live-at-peak", "[device]") {
   CHECK(device.currentBytes() == 0);
   CHECK(device.live().empty());
   CHECK_THROWS(device.allocate(-1, Category::IO, "neg"));
+}
+
+TEST_CASE("the peak snapshot survives releases after the peak and moves with a new one",
+          "[device]") {
+  // The ledger keeps the snapshot without copying the live set at each new
+  // peak: what was released after the peak must still be in it, in
+  // allocation order, and a later, higher peak must replace it.
+  MemoryLedger ledger;
+  const uint64_t a = ledger.record({"a", Category::Parameter, 10});
+  const uint64_t b = ledger.record({"b", Category::Activation, 20});
+  const uint64_t c = ledger.record({"c", Category::Activation, 30});  // peak 60
+  ledger.release(a);
+  ledger.release(c);
+  const uint64_t d = ledger.record({"d", Category::Activation, 25});  // 45: no new peak
+  CHECK(ledger.peakBytes() == 60);
+  CHECK(ledger.liveAtPeak() == std::vector<LiveAllocation>{{"a", Category::Parameter, 10},
+                                                           {"b", Category::Activation, 20},
+                                                           {"c", Category::Activation, 30}});
+  const uint64_t e = ledger.record({"e", Category::Gathered, 40});  // 85: a new peak
+  ledger.release(b);
+  CHECK(ledger.peakBytes() == 85);
+  CHECK(ledger.liveAtPeak() == std::vector<LiveAllocation>{{"b", Category::Activation, 20},
+                                                           {"d", Category::Activation, 25},
+                                                           {"e", Category::Gathered, 40}});
+  ledger.resetPeak();  // the window restarts at what is live now: d and e
+  ledger.release(d);
+  CHECK(ledger.peakBytes() == 65);
+  CHECK(ledger.liveAtPeak() == std::vector<LiveAllocation>{{"d", Category::Activation, 25},
+                                                           {"e", Category::Gathered, 40}});
+  ledger.release(e);
+  CHECK(ledger.empty());
 }

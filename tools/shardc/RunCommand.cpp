@@ -34,7 +34,7 @@ const char *const kRunUsage =
     "                  [--backend local|mpi]\n"
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
-    "                  [--threads T] [--device cpu|cuda]\n"
+    "                  [--threads T] [--device cpu|cuda] [--repeat R]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -66,6 +66,10 @@ const char *const kRunUsage =
     "                     0,17,63 (needs --init-only; local backend); with\n"
     "                     --save the file holds only their rows (docs/cli.md)\n"
     "  --threads T        kernel threads per rank (default: cores / ranks run)\n"
+    "  --repeat R         after the measured forward, run it R more times on\n"
+    "                     the same inputs (warm: the loop's steady state); the\n"
+    "                     report gives each repeat's seconds; every repeat's\n"
+    "                     outputs must equal the first's (local backend, cpu)\n"
     "  --device cpu|cuda  where the ranks' memory and kernels are (default cpu);\n"
     "                     cuda: every rank a thread on GPU 0 (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
@@ -197,6 +201,11 @@ int64_t globalBatchRows(const compiler::Graph &graph,
 
 } // namespace
 
+/// --backend mpi and --device cuda run elsewhere than runLocal.
+bool runsOutsideLocalCpu(const ParsedArgs &parsed) {
+  return parsed.get("--backend", "local") != "local" || parsed.get("--device", "cpu") != "cpu";
+}
+
 int runCommand(const std::vector<std::string> &args) {
   ParsedArgs parsed;
   int64_t worldSize = 1;
@@ -209,12 +218,13 @@ int runCommand(const std::vector<std::string> &args) {
   std::vector<int64_t> ranks;  // the ranks to run: every one unless --ranks
   int threads = 0;             // kernel threads per rank; 0 = the default
   bool initOnly = false;        // --init-only: no forward
+  int repeats = 0;              // --repeat: warm forwards after the measured one
   std::string device = "cpu";   // --device
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
-                               "--ranks", "--threads", "--device"},
+                               "--ranks", "--threads", "--device", "--repeat"},
                               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
@@ -231,6 +241,10 @@ int runCommand(const std::vector<std::string> &args) {
     ioBufferBytes = parsed.getInt("--io-buffer-mib", 64, 1, 1 << 20) << 20;
     threads = static_cast<int>(parsed.getInt("--threads", 0, 1, 1024));
     initOnly = parsed.has("--init-only");
+    repeats = static_cast<int>(parsed.getInt("--repeat", 0, 0, 100000));
+    if (parsed.has("--repeat") && (initOnly || runsOutsideLocalCpu(parsed)))
+      throw UsageError(initOnly ? "--repeat repeats forward, which --init-only does not run"
+                                : "--repeat is for the local backend on the cpu device");
     for (const std::string &rule : parsed.all("--rename"))
       renames.push_back(parseRenameRule(rule));
     if (!renames.empty() && !parsed.has("--load"))
@@ -393,6 +407,7 @@ int runCommand(const std::vector<std::string> &args) {
                                             : parsed.get("--save-params", "");
     options.ranks = ranks;
     options.threads = threads;
+    options.forwardRepeats = repeats;
     options.measureResident = true;  // the report shows the OS's view
     if (!options.savePath.empty() && static_cast<int64_t>(ranks.size()) < worldSize)
       std::cerr << "shardc: note: " << options.savePath << " holds the rows of ranks "

@@ -335,6 +335,20 @@ std::string formatTextReport(const RunSummary &summary) {
     out << timing;
   }
   out << "\n";
+  // --repeat: the median over repeats of the slowest rank's warm forward.
+  if (!result.ranks.empty() && !result.ranks[0].repeats.empty()) {
+    std::vector<double> warm(result.ranks[0].repeats.size(), 0.0);
+    for (const runtime::RankReport &rank : result.ranks)
+      for (size_t i = 0; i < rank.repeats.size() && i < warm.size(); ++i)
+        warm[i] = std::max(warm[i], rank.repeats[i].seconds);
+    std::sort(warm.begin(), warm.end());
+    const size_t n = warm.size();
+    const double median = n % 2 ? warm[n / 2] : (warm[n / 2 - 1] + warm[n / 2]) / 2;
+    std::snprintf(timing, sizeof timing,
+                  "forward repeated %zu times, outputs identical: median %.4f s, min %.4f s\n",
+                  n, median, warm.front());
+    out << timing;
+  }
 
   explainPhase(out, "init", result, /*forward=*/false);
   if (!result.ranks.empty() && result.ranks[0].forward) {
@@ -366,6 +380,13 @@ std::string formatJsonReport(const RunSummary &summary) {
       entry["forward_seconds"] = rank.forward->seconds;
       entry["forward_thread_cpu_seconds"] = rank.forward->threadCpuSeconds;  // LocalRun.h
       entry["forward"] = phaseJson(*rank.forward);
+    }
+    if (!rank.repeats.empty()) {  // --repeat: the warm forwards after the measured one
+      nlohmann::json repeats = nlohmann::json::array();
+      for (const runtime::RankReport::Repeat &repeat : rank.repeats)
+        repeats.push_back(
+            {{"seconds", repeat.seconds}, {"thread_cpu_seconds", repeat.threadCpuSeconds}});
+      entry["forward_repeats"] = repeats;
     }
     ranks.push_back(entry);
   }
