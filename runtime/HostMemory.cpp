@@ -56,7 +56,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
       block.resident = bytes;
     }
     live_[block.data] = block;
-    shrinkToHighWater();
+    shrinkToBound();
     return live_[block.data];
   }
 
@@ -81,7 +81,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
   stats_.freshBytes += bytes;
   prefault(block, 0, bytes);
   live_[memory] = block;
-  shrinkToHighWater();
+  shrinkToBound();
   return block;
 }
 
@@ -130,17 +130,22 @@ void HostMemory::trimTail(Block &block) {
   block.resident = remaining;
 }
 
-void HostMemory::shrinkToHighWater() {
-  while (residentBytes_ > highWater_ && !kept_.empty()) {
+size_t HostMemory::residentBound() const {
+  return highWater_ + std::min(highWater_ / kReuseSlackDivisor, kReuseSlackCap);
+}
+
+void HostMemory::shrinkToBound() {
+  const size_t bound = residentBound();
+  while (residentBytes_ > bound && !kept_.empty()) {
     size_t largest = 0;
     for (size_t i = 1; i < kept_.size(); ++i)
       if (kept_[i].resident > kept_[largest].resident) largest = i;
     freeKept(largest);
   }
-  if (residentBytes_ <= highWater_) return;
+  if (residentBytes_ <= bound) return;
   for (auto &[address, block] : live_) {
     trimTail(block);
-    if (residentBytes_ <= highWater_) return;
+    if (residentBytes_ <= bound) return;
   }
 }
 

@@ -7,15 +7,24 @@
 // first touch; measured on GPT-2 at N = 4 that was two thirds of the
 // forward. Reusing the previous unit's block avoids both.
 //
-// The bound: the resident bytes of large blocks (live and kept) never exceed
-// the high-water mark of the live large bytes requested since the last
-// trim() (the accounted peak, which the memory plan predicts), up to 2 MiB
-// of rounding per block. Kept blocks are returned to the system, largest
-// first, whenever a fresh allocation or the reuse of a block beyond what it
-// held before would cross that mark; if that is not enough, the unused tails
-// of live reused blocks are handed back to the kernel (MADV_DONTNEED) while
-// their address ranges are kept. trim() returns every kept block and restarts the
-// mark; runners call it after each function.
+// The bound: the resident bytes of kept-size blocks (live and kept) never
+// exceed the high-water mark of the live bytes requested since the last
+// trim() (the accounted peak, which the memory plan predicts) plus the reuse
+// slack, min(mark / 16, 64 MiB), up to 2 MiB of rounding per block. Kept
+// blocks are returned to the system, largest first, whenever a fresh
+// allocation or the reuse of a block beyond what it held before would cross
+// that bound; if that is not enough, the unused tails of live reused blocks
+// are handed back to the kernel (MADV_DONTNEED) while their address ranges
+// are kept. trim() returns every kept block and restarts the mark; runners
+// call it after each function.
+//
+// Why the slack: a forward's buffers come in a few sizes, and a freed block
+// serves a smaller request whole, so with the bound at the mark exactly the
+// pool was always a little short and freed blocks that the same forward
+// (and the next one) needed again: on HF Llama, GPT-2 and Swin (CI size)
+// every repeated forward first-touched 5-6 MiB in a dozen fresh blocks, up
+// to a tenth of its time. With a sixteenth more no repeat first-touches
+// anything (bench/README.md, "Warm forwards").
 #pragma once
 
 #include "runtime/PagePolicy.h"
@@ -44,6 +53,9 @@ public:
   /// faulted in and cleared again; on HF Llama (CI size) that churn was a
   /// tenth of the forward. Smaller blocks stay with operator new.
   static constexpr size_t kKeptBlock = size_t(64) << 10;
+  /// The reuse slack above the high-water mark (see the top of this file).
+  static constexpr size_t kReuseSlackDivisor = 16;
+  static constexpr size_t kReuseSlackCap = size_t(64) << 20;
 
   explicit HostMemory(const PagePolicy &policy = systemPagePolicy()) : policy_(policy) {}
   HostMemory(const HostMemory &) = delete;
@@ -70,6 +82,8 @@ public:
   /// What the bound is about (see the top of this file).
   size_t residentBytes() const { return residentBytes_; }
   size_t highWater() const { return highWater_; }
+  /// What residentBytes() stays under: highWater() plus the reuse slack.
+  size_t residentBound() const;
   /// False in AddressSanitizer builds, where every release frees.
   static bool reusesBlocks();
 
@@ -87,8 +101,8 @@ public:
 
 private:
   /// Frees kept blocks, largest first, then trims live blocks' unused
-  /// tails, until resident <= high water (or nothing is left to give).
-  void shrinkToHighWater();
+  /// tails, until resident <= residentBound() (or nothing is left to give).
+  void shrinkToBound();
   void freeKept(size_t index);
   /// Gives back the pages of `block` beyond its request, rounded to 2 MiB.
   void trimTail(Block &block);

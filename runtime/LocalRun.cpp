@@ -105,10 +105,15 @@ void runRank(const Plan &plan, const std::string &forwardName,
       // Repeats keep the reuse cache: the trim comes after the last one.
       for (int repeat = 1; repeat <= repeats; ++repeat) {
         device.resetPeak();
+        const HostMemory::Stats blocksBefore = device.largeBlockStats();
         const auto start = std::chrono::steady_clock::now();
         const double cpuStart = threadCpuSeconds();
         auto again = executeFunction(plan, forwardName, device, comm, state, inputs, context);
-        outcome.report.repeats.push_back({secondsSince(start), threadCpuSeconds() - cpuStart});
+        const HostMemory::Stats &blocks = device.largeBlockStats();
+        outcome.report.repeats.push_back(
+            {secondsSince(start), threadCpuSeconds() - cpuStart,
+             static_cast<int64_t>(blocks.freshBlocks - blocksBefore.freshBlocks),
+             static_cast<int64_t>(blocks.freshBytes - blocksBefore.freshBytes)});
         checkRepeat(repeat, again, outcome.outputs, device.peakBytes(),
                     outcome.report.forward->peakBytes);
         state.releaseFunctionBuffers();

@@ -91,7 +91,7 @@ struct PhaseReport {
   /// (--threads 1); unlike `seconds`, other processes on the cores do not
   /// inflate it (bench/speed_ratio.py).
   double threadCpuSeconds = 0;
-  /// Large blocks (HostMemory::kLargeBlock and up) of the function served
+  /// Blocks of HostMemory::kKeptBlock and up of the function served
   /// from fresh memory vs from blocks an earlier request released, and the
   /// bytes first-touched: what the kernel had to fault in and clear.
   int64_t freshLargeBlocks = 0;
@@ -112,6 +112,9 @@ struct RankReport {
   struct Repeat {
     double seconds = 0;
     double threadCpuSeconds = 0;
+    /// As PhaseReport's: blocks served from fresh memory, bytes first-touched.
+    int64_t freshLargeBlocks = 0;
+    int64_t firstTouchBytes = 0;
   };
   std::vector<Repeat> repeats;
 };

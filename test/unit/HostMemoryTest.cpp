@@ -1,11 +1,13 @@
-// HostMemory: large blocks are reused, and the resident bytes never exceed
-// the high-water mark of the live bytes (the accounted peak) by more than
-// the 2 MiB rounding per block; live blocks keep their contents throughout;
+// HostMemory: blocks of 64 KiB and more are reused, and the resident bytes
+// never exceed the high-water mark of the live bytes (the accounted peak)
+// by more than the reuse slack (a sixteenth, at most 64 MiB) and the 2 MiB
+// rounding per block; live blocks keep their contents throughout;
 // the page policy (huge-page advice, prefault) is applied to large blocks.
 #include "runtime/HostMemory.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -67,7 +69,8 @@ TEST_CASE("small blocks are not kept", "[hostmemory]") {
   CHECK(memory.residentBytes() == 0);
 }
 
-TEST_CASE("resident bytes stay under the high-water mark of live bytes", "[hostmemory]") {
+TEST_CASE("resident bytes stay under the high-water mark of live bytes plus the slack",
+          "[hostmemory]") {
   std::mt19937 random(7);
   HostMemory memory;
   struct Live {
@@ -94,7 +97,9 @@ TEST_CASE("resident bytes stay under the high-water mark of live bytes", "[hostm
     size_t blocks = live.size() + memory.keptBytes() / (2 * MiB) + 1;
     INFO("step " << step << ": resident " << memory.residentBytes() << ", high water "
                  << memory.highWater());
-    REQUIRE(memory.residentBytes() <= memory.highWater() + blocks * 2 * MiB);
+    REQUIRE(memory.residentBound() ==
+            memory.highWater() + std::min(memory.highWater() / 16, 64 * MiB));
+    REQUIRE(memory.residentBytes() <= memory.residentBound() + blocks * 2 * MiB);
     if (step % 97 == 96) {
       memory.trim();
       REQUIRE(memory.keptBytes() == 0);
@@ -248,5 +253,68 @@ TEST_CASE("the gathered-unit pattern first-touches each size once", "[hostmemory
   } else {
     CHECK(stats.freshBlocks == 8 * 3);
   }
+  memory.trim();
+}
+
+TEST_CASE("a repeated transformer forward first-touches nothing after the first",
+          "[hostmemory]") {
+  // The blocks of a Llama-shaped forward at 256 tokens, hidden 256, ffn 1024
+  // (HF Llama at the zoo's CI size): buffers of 128 KiB, 256 KiB and 1 MiB
+  // next to parameters that stay live. Freed blocks serve smaller requests
+  // whole, so with the bound at the high-water mark exactly, every forward
+  // freed and first-touched blocks again (measured: 12 per forward); the
+  // reuse slack must make the second and third forwards all reuse.
+  HostMemory memory(PagePolicy{false, false, "test"});
+  constexpr size_t KiB = 1024;
+  std::vector<HostMemory::Block> params;
+  for (int i = 0; i < 16; ++i) params.push_back(memory.allocate(i % 4 ? 256 * KiB : MiB, 64));
+  auto forward = [&] {
+    auto get = [&](size_t bytes) {
+      HostMemory::Block b = memory.allocate(bytes, 64);
+      REQUIRE(b.data);
+      std::memset(b.data, 1, b.used);
+      return b;
+    };
+    HostMemory::Block x = get(256 * KiB);
+    for (int layer = 0; layer < 4; ++layer) {
+      HostMemory::Block h = get(256 * KiB);
+      HostMemory::Block q = get(256 * KiB), k = get(128 * KiB), v = get(128 * KiB);
+      memory.release(h);
+      HostMemory::Block attention = get(256 * KiB);
+      memory.release(q), memory.release(k), memory.release(v);
+      HostMemory::Block o = get(256 * KiB);
+      memory.release(attention);
+      HostMemory::Block x2 = get(256 * KiB);
+      memory.release(o), memory.release(x);
+      HostMemory::Block h2 = get(256 * KiB);
+      HostMemory::Block gate = get(MiB), up = get(MiB);
+      memory.release(h2);
+      HostMemory::Block silu = get(MiB);
+      memory.release(gate);
+      HostMemory::Block product = get(MiB);
+      memory.release(silu), memory.release(up);
+      HostMemory::Block down = get(256 * KiB);
+      memory.release(product);
+      x = get(256 * KiB);
+      memory.release(down), memory.release(x2);
+    }
+    HostMemory::Block logits = get(MiB);
+    memory.release(x);
+    memory.release(logits);
+  };
+  forward();
+  const HostMemory::Stats first = memory.stats();
+  forward();
+  forward();
+  const HostMemory::Stats &after = memory.stats();
+  INFO("first forward: fresh " << first.freshBlocks << "; after three: fresh "
+                               << after.freshBlocks << ", resident " << memory.residentBytes()
+                               << ", bound " << memory.residentBound());
+  if (HostMemory::reusesBlocks()) {
+    CHECK(after.freshBlocks == first.freshBlocks);
+    CHECK(after.freshBytes == first.freshBytes);
+  }
+  CHECK(memory.residentBytes() <= memory.residentBound());
+  for (const HostMemory::Block &p : params) memory.release(p);
   memory.trim();
 }

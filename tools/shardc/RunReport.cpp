@@ -384,8 +384,10 @@ std::string formatJsonReport(const RunSummary &summary) {
     if (!rank.repeats.empty()) {  // --repeat: the warm forwards after the measured one
       nlohmann::json repeats = nlohmann::json::array();
       for (const runtime::RankReport::Repeat &repeat : rank.repeats)
-        repeats.push_back(
-            {{"seconds", repeat.seconds}, {"thread_cpu_seconds", repeat.threadCpuSeconds}});
+        repeats.push_back({{"seconds", repeat.seconds},
+                           {"thread_cpu_seconds", repeat.threadCpuSeconds},
+                           {"fresh_blocks", repeat.freshLargeBlocks},
+                           {"first_touch_bytes", repeat.firstTouchBytes}});
       entry["forward_repeats"] = repeats;
     }
     ranks.push_back(entry);
