@@ -4,20 +4,27 @@ the same run, for the zoo's transformer family (or --only NAME...): issue
 16's speed target (median ratio <= 1.5 over the zoo, <= 1.0 for transformers).
 
     /opt/shardc-venv/bin/python bench/speed_ratio.py [--only NAME]... [--runs R]
-        [--shardc build/bin/shardc] [--workdir DIR]
+        [--repeat W] [--shardc build/bin/shardc] [--workdir DIR]
 
 Per model (bench/zoo_models.py's definitions): export through ATen capture,
 one `shardc run` to draw the parameters, torch eager on them checked against
-shardc's outputs (max-norm relative 1e-5, as bench/zoo.py), then R rounds,
-each one `shardc run --threads 1` (a fresh process: its one forward, cold)
-and one torch forward (warm: the same module called again) with
-torch.set_num_threads(1). Both sides report wall seconds and the CPU seconds
-of the thread that ran the forward (shardc's `forward_thread_cpu_seconds`,
-torch's time.thread_time()): on a shared machine the CPU figure is the one
-other processes do not inflate. Ratios are medians over the R rounds:
-shardc / torch. `shardc process CPU s` is the whole `shardc run` (compile,
-init, forward, report: user + sys from getrusage), the one CPU figure an
-older shardc without `forward_thread_cpu_seconds` also gives.
+shardc's outputs (max-norm relative 1e-5, as bench/zoo.py), then R rounds.
+Each round is one `shardc run --threads 1 --repeat W` (a fresh process: its
+first forward is cold, the W repeats after it warm) and W torch forwards
+(the same module called again, after two warm-up calls) with
+torch.set_num_threads(1). A round's warm figure is the median of its W
+forwards on each side. Both sides report wall seconds and the CPU seconds
+of the thread that ran the forward (shardc's thread_cpu_seconds, torch's
+time.thread_time()): on a shared machine the CPU figure is the one other
+processes do not inflate. Ratios are medians over the R rounds:
+  ratio warm = shardc warm / torch warm: the steady state of a loop, like
+               for like (the target's figure);
+  ratio cold = shardc's first forward / torch warm: what one forward in a
+               fresh process costs (activations first-touched, caches
+               cold) against torch's steady state (torch's own first call
+               is not timed).
+`shardc process CPU s` is the whole `shardc run` (compile, init, the
+forwards, report: user + sys from getrusage).
 """
 
 import argparse
@@ -65,33 +72,39 @@ def prepare(name, shardc, tmp):
     return g, inp, params
 
 
-def torch_forward(name, graph, params_file, inputs_file):
-    """A closure running one eager forward; returns (wall s, thread CPU s)."""
+def torch_forward(name, graph, params_file, inputs_file, calls):
+    """A closure timing `calls` eager forwards; returns the medians of
+    (wall s, thread CPU s)."""
     import torch
     spec, kwargs, _ = zoo_models.ZOO[name]
     model, call = zoo.eager_model(spec, kwargs, graph, params_file, inputs_file)
 
-    def run():
+    def once():
         with torch.no_grad():
             w, c = time.perf_counter(), time.thread_time()
             model(**call)
             return time.perf_counter() - w, time.thread_time() - c
-    run(), run()  # warm-up
+
+    def run():
+        times = [once() for _ in range(calls)]
+        return (statistics.median(t[0] for t in times), statistics.median(t[1] for t in times))
+    once(), once()  # warm-up
     return run
 
 
-def shardc_forward(shardc, g, inp):
-    """(forward wall s, forward thread CPU s or NaN when this shardc does not
-    report it, the whole process's user + sys CPU s)."""
+def shardc_forward(shardc, g, inp, repeats):
+    """(cold forward wall s, median warm wall s, median warm thread CPU s,
+    the whole process's user + sys CPU s) of one `shardc run --repeat`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([shardc, "run", g, "--seed", "7", "--threads", "1", "--inputs", inp,
-                          "--report", "json"], capture_output=True, text=True, env=zoo.ENV,
-                         check=True).stdout
+                          "--repeat", str(repeats), "--report", "json"], capture_output=True,
+                         text=True, env=zoo.ENV, check=True).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rank = json.loads(out)["ranks"][0]
     process = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return (rank["forward_seconds"], rank.get("forward_thread_cpu_seconds", float("nan")),
-            process)
+    warm = rank["forward_repeats"]
+    return (rank["forward_seconds"], statistics.median(r["seconds"] for r in warm),
+            statistics.median(r["thread_cpu_seconds"] for r in warm), process)
 
 
 def blas_core(shardc, g, inp):
@@ -109,6 +122,8 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(zoo.ROOT, "build", "bin", "shardc"))
     ap.add_argument("--only", action="append", help="a zoo model name (repeatable)")
     ap.add_argument("--runs", type=int, default=7, help="timed rounds per model (7)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="warm forwards per round on each side (5)")
     ap.add_argument("--workdir", help="keep exports here and reuse them on the next run "
                     "(default: a temporary directory)")
     args = ap.parse_args()
@@ -129,36 +144,40 @@ def main():
                 print("%-32s fails: %s" % (name, e), flush=True)
                 continue
             core = core or blas_core(args.shardc, g, inp)
-            eager = torch_forward(name, json.load(open(g)), params, inp)
-            s_wall, s_cpu, s_proc, t_wall, t_cpu = [], [], [], [], []
+            eager = torch_forward(name, json.load(open(g)), params, inp, args.repeat)
+            cold, s_wall, s_cpu, s_proc, t_wall, t_cpu = [], [], [], [], [], []
             for _ in range(args.runs):
-                w, c, p = shardc_forward(args.shardc, g, inp)
-                s_wall.append(w), s_cpu.append(c), s_proc.append(p)
+                c0, w, c, p = shardc_forward(args.shardc, g, inp, args.repeat)
+                cold.append(c0), s_wall.append(w), s_cpu.append(c), s_proc.append(p)
                 w, c = eager()
                 t_wall.append(w), t_cpu.append(c)
             med = statistics.median
-            row = dict(model=name, s_wall=med(s_wall), s_min=min(s_wall), s_cpu=med(s_cpu),
-                       s_proc=med(s_proc),
+            row = dict(model=name, cold=med(cold), s_wall=med(s_wall), s_min=min(s_wall),
+                       s_cpu=med(s_cpu), s_proc=med(s_proc),
                        t_wall=med(t_wall), t_min=min(t_wall), t_cpu=med(t_cpu))
             row["r_wall"] = row["s_wall"] / row["t_wall"]
             row["r_cpu"] = row["s_cpu"] / row["t_cpu"]
+            row["r_cold"] = row["cold"] / row["t_wall"]
             rows.append(row)
-            print("%-32s wall %.4f / %.4f = %.2f   cpu %.4f / %.4f = %.2f" % (
-                name, row["s_wall"], row["t_wall"], row["r_wall"], row["s_cpu"], row["t_cpu"],
-                row["r_cpu"]), flush=True)
+            print("%-32s warm wall %.4f / %.4f = %.2f   cpu %.4f / %.4f = %.2f   cold %.4f = %.2f"
+                  % (name, row["s_wall"], row["t_wall"], row["r_wall"], row["s_cpu"],
+                     row["t_cpu"], row["r_cpu"], row["cold"], row["r_cold"]), flush=True)
     print()
-    print("| model | shardc fwd s (median, min) | shardc fwd CPU s | shardc process CPU s "
-          "| torch fwd s (median, min) | torch fwd CPU s | ratio wall | ratio CPU |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | shardc cold fwd s | shardc warm fwd s (median, min) | shardc warm CPU s "
+          "| shardc process CPU s | torch warm fwd s (median, min) | torch warm CPU s "
+          "| ratio warm wall | ratio warm CPU | ratio cold wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %.4f, %.4f | %.4f | %.3f | %.4f, %.4f | %.4f | %.2f | %.2f |" % (
-            r["model"], r["s_wall"], r["s_min"], r["s_cpu"], r["s_proc"], r["t_wall"],
-            r["t_min"], r["t_cpu"], r["r_wall"], r["r_cpu"]))
+        print("| %s | %.4f | %.4f, %.4f | %.4f | %.3f | %.4f, %.4f | %.4f | %.2f | %.2f | %.2f |"
+              % (r["model"], r["cold"], r["s_wall"], r["s_min"], r["s_cpu"], r["s_proc"],
+                 r["t_wall"], r["t_min"], r["t_cpu"], r["r_wall"], r["r_cpu"], r["r_cold"]))
     if rows:
-        print("\nmedian ratio over %d models: wall %.2f, CPU %.2f (%d rounds each; load average "
-              "%.1f before, %.1f after, %d cores; OpenBLAS core %s)" % (
+        print("\nmedian ratio over %d models: warm wall %.2f, warm CPU %.2f, cold wall %.2f "
+              "(%d rounds of %d warm forwards each; load average %.1f before, %.1f after, "
+              "%d cores; OpenBLAS core %s)" % (
                   len(rows), statistics.median(r["r_wall"] for r in rows),
-                  statistics.median(r["r_cpu"] for r in rows), args.runs, load0,
+                  statistics.median(r["r_cpu"] for r in rows),
+                  statistics.median(r["r_cold"] for r in rows), args.runs, args.repeat, load0,
                   os.getloadavg()[0], os.cpu_count(), core))
     return 0
 
