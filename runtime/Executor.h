@@ -13,6 +13,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Communicator.h"
 #include "runtime/Device.h"
+#include "runtime/OpProfile.h"
 #include "runtime/HostTensor.h"
 #include "runtime/Plan.h"
 
@@ -63,6 +64,10 @@ public:
     params_.emplace(index, std::move(buffer));
     return true;
   }
+
+  /// When set, the functions run on this rank add each instruction's wall
+  /// time to it (OpProfile.h); null (the default) times nothing.
+  OpProfile *profile = nullptr;
 
   /// Releases what the last function left allocated; invalidates its views.
   void releaseFunctionBuffers() { retained_.clear(); }

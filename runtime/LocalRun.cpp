@@ -62,7 +62,7 @@ void checkRepeat(int repeat, const std::vector<TensorView> &outputs,
 
 void runRank(const Plan &plan, const std::string &forwardName,
              const std::vector<HostTensor> &inputs, bool gatherParams,
-             const std::string &savePath, bool keepShards, int repeats,
+             const std::string &savePath, bool keepShards, int repeats, bool profile,
              const ExecutionContext &context, Communicator &comm, Communicator &peers,
              const std::vector<int64_t> &subset, RankOutcome &outcome) {
   const int64_t rank = comm.rank();
@@ -92,6 +92,7 @@ void runRank(const Plan &plan, const std::string &forwardName,
     }
 
     if (plan.function("forward")) {
+      if (profile) state.profile = &outcome.report.forwardProfile.emplace();
       device.resetPeak();
       auto forwardStart = std::chrono::steady_clock::now();
       const double forwardCpuStart = threadCpuSeconds();
@@ -118,6 +119,7 @@ void runRank(const Plan &plan, const std::string &forwardName,
                     outcome.report.forward->peakBytes);
         state.releaseFunctionBuffers();
       }
+      state.profile = nullptr;
       device.trimReuseCache();
     }
 
@@ -289,7 +291,8 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
         if (!subset.empty()) partial.emplace(peers, subset, plan.worldSize);
         runRank(plan, rankForwards[r].function,
                 options.dataParallel ? rankForwards[r].inputs : inputs, options.gatherParams,
-                options.savePath, options.keepShards, options.forwardRepeats, context,
+                options.savePath, options.keepShards, options.forwardRepeats,
+                options.profileForward, context,
                 partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
                 outcomes[r]);
       } catch (const RankError &e) {  // names the rank it happened on

@@ -4,6 +4,7 @@
 
 #include "runtime/Device.h"
 #include "runtime/HostTensor.h"
+#include "runtime/OpProfile.h"
 #include "runtime/Plan.h"
 
 #include <chrono>
@@ -63,6 +64,9 @@ struct RunOptions {
   /// forward's (a RuntimeError says which differs). The first forward's
   /// report and the outputs are unchanged by it.
   int forwardRepeats = 0;
+  /// Times every op of the forwards (the measured one and the repeats) on
+  /// each rank: RankReport::forwardProfile (OpProfile.h).
+  bool profileForward = false;
 };
 
 /// What the OS saw of this process while the ranks ran (ResidentMemory.h;
@@ -117,6 +121,8 @@ struct RankReport {
     int64_t firstTouchBytes = 0;
   };
   std::vector<Repeat> repeats;
+  /// RunOptions::profileForward: op times summed over the forwards run.
+  std::optional<OpProfile> forwardProfile;
 };
 
 struct RunResult {

@@ -34,7 +34,7 @@ const char *const kRunUsage =
     "                  [--backend local|mpi]\n"
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
-    "                  [--threads T] [--device cpu|cuda] [--repeat R]\n"
+    "                  [--threads T] [--device cpu|cuda] [--repeat R] [--profile]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -70,6 +70,9 @@ const char *const kRunUsage =
     "                     the same inputs (warm: the loop's steady state); the\n"
     "                     report gives each repeat's seconds; every repeat's\n"
     "                     outputs must equal the first's (local backend, cpu)\n"
+    "  --profile          time every op of the forwards; the report gives each\n"
+    "                     op kind's calls and seconds per forward (rank 0 in\n"
+    "                     text, every rank in json; local backend, cpu)\n"
     "  --device cpu|cuda  where the ranks' memory and kernels are (default cpu);\n"
     "                     cuda: every rank a thread on GPU 0 (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
@@ -225,7 +228,8 @@ int runCommand(const std::vector<std::string> &args) {
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
                                "--ranks", "--threads", "--device", "--repeat"},
-                              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel"}});
+                              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
+                               "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
       return kSuccess;
@@ -242,9 +246,11 @@ int runCommand(const std::vector<std::string> &args) {
     threads = static_cast<int>(parsed.getInt("--threads", 0, 1, 1024));
     initOnly = parsed.has("--init-only");
     repeats = static_cast<int>(parsed.getInt("--repeat", 0, 0, 100000));
-    if (parsed.has("--repeat") && (initOnly || runsOutsideLocalCpu(parsed)))
-      throw UsageError(initOnly ? "--repeat repeats forward, which --init-only does not run"
-                                : "--repeat is for the local backend on the cpu device");
+    for (const char *option : {"--repeat", "--profile"})
+      if (parsed.has(option) && (initOnly || runsOutsideLocalCpu(parsed)))
+        throw UsageError(std::string(option) +
+                         (initOnly ? " is about forward, which --init-only does not run"
+                                   : " is for the local backend on the cpu device"));
     for (const std::string &rule : parsed.all("--rename"))
       renames.push_back(parseRenameRule(rule));
     if (!renames.empty() && !parsed.has("--load"))
@@ -408,6 +414,7 @@ int runCommand(const std::vector<std::string> &args) {
     options.ranks = ranks;
     options.threads = threads;
     options.forwardRepeats = repeats;
+    options.profileForward = parsed.has("--profile");
     options.measureResident = true;  // the report shows the OS's view
     if (!options.savePath.empty() && static_cast<int64_t>(ranks.size()) < worldSize)
       std::cerr << "shardc: note: " << options.savePath << " holds the rows of ranks "

@@ -142,6 +142,46 @@ nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
             {"first_touch_bytes", phase.firstTouchBytes}}}};
 }
 
+/// --profile: each op kind's calls and seconds, per forward.
+nlohmann::json profileJson(const runtime::OpProfile &profile) {
+  const double forwards = static_cast<double>(std::max<int64_t>(profile.functions, 1));
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto &[op, time] : profile.byOp)
+    ops.push_back({{"op", op},
+                   {"calls", static_cast<double>(time.calls) / forwards},
+                   {"seconds", time.seconds / forwards}});
+  return {{"forwards", profile.functions}, {"ops", ops}};
+}
+
+/// --profile: rank 0's op kinds, slowest first, per forward.
+std::string formatProfile(const runtime::RankReport &rank) {
+  const runtime::OpProfile &profile = *rank.forwardProfile;
+  const double forwards = static_cast<double>(std::max<int64_t>(profile.functions, 1));
+  std::vector<std::pair<std::string, runtime::OpTime>> ops(profile.byOp.begin(),
+                                                           profile.byOp.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto &a, const auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  const double total = profile.totalSeconds() / forwards;
+  std::ostringstream out;
+  out << "\nforward op times on rank " << rank.rank << " (per forward, over "
+      << profile.functions << (profile.functions == 1 ? " forward" : " forwards")
+      << "; each op timed to its end):\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-20s %8s %10s %6s\n", "op", "calls", "seconds", "%");
+  out << line;
+  for (const auto &[op, time] : ops) {
+    const double seconds = time.seconds / forwards;
+    std::snprintf(line, sizeof line, "  %-20s %8.0f %10.4f %6.1f\n", op.c_str(),
+                  static_cast<double>(time.calls) / forwards, seconds,
+                  total > 0 ? 100.0 * seconds / total : 0.0);
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "  %-20s %8s %10.4f\n", "total", "", total);
+  out << line;
+  return out.str();
+}
+
 std::vector<int64_t> ranksRun(const runtime::RunResult &result) {
   std::vector<int64_t> ranks;
   for (const runtime::RankReport &rank : result.ranks)
@@ -350,6 +390,9 @@ std::string formatTextReport(const RunSummary &summary) {
     out << timing;
   }
 
+  if (!result.ranks.empty() && result.ranks[0].forwardProfile)
+    out << formatProfile(result.ranks[0]);
+
   explainPhase(out, "init", result, /*forward=*/false);
   if (!result.ranks.empty() && result.ranks[0].forward) {
     explainPhase(out, "forward", result, /*forward=*/true);
@@ -390,6 +433,7 @@ std::string formatJsonReport(const RunSummary &summary) {
                            {"first_touch_bytes", repeat.firstTouchBytes}});
       entry["forward_repeats"] = repeats;
     }
+    if (rank.forwardProfile) entry["forward_profile"] = profileJson(*rank.forwardProfile);
     ranks.push_back(entry);
   }
   nlohmann::json nonShardable = nlohmann::json::array();
