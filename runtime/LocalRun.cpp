@@ -376,15 +376,15 @@ double threadCpuSeconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-void measure(const CpuDevice &device, PhaseReport &report) {
+void measure(const CpuDevice &device, PhaseReport &report, const HostMemory::Stats &since) {
   report.peakBytes = device.peakBytes();
   report.liveAtPeak = device.liveAtPeak();
   report.peakByCategory = device.peakByCategory();
   report.endBytes = device.currentBytes();
   const HostMemory::Stats &blocks = device.largeBlockStats();
-  report.freshLargeBlocks = static_cast<int64_t>(blocks.freshBlocks);
-  report.reusedLargeBlocks = static_cast<int64_t>(blocks.reusedBlocks);
-  report.firstTouchBytes = static_cast<int64_t>(blocks.freshBytes);
+  report.freshLargeBlocks = static_cast<int64_t>(blocks.freshBlocks - since.freshBlocks);
+  report.reusedLargeBlocks = static_cast<int64_t>(blocks.reusedBlocks - since.reusedBlocks);
+  report.firstTouchBytes = static_cast<int64_t>(blocks.freshBytes - since.freshBytes);
 }
 
 void predict(const MemoryPrediction &prediction, PhaseReport &report) {

@@ -171,7 +171,9 @@ struct MemoryPrediction;
 
 /// Copies what `device` measured for one function into `report` (shared by
 /// the local and MPI runners).
-void measure(const CpuDevice &device, PhaseReport &report);
+/// The device's peak and live figures into `report`, and its block
+/// statistics since `since` (the device's trim when defaulted).
+void measure(const CpuDevice &device, PhaseReport &report, const HostMemory::Stats &since = {});
 
 /// Seconds of wall time since `start` (PhaseReport::seconds).
 double secondsSince(std::chrono::steady_clock::time_point start);
