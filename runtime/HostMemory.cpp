@@ -131,7 +131,8 @@ void HostMemory::trimTail(Block &block) {
 }
 
 size_t HostMemory::residentBound() const {
-  return highWater_ + std::min(highWater_ / kReuseSlackDivisor, kReuseSlackCap);
+  return highWater_ +
+         std::min(std::max(highWater_ / kReuseSlackDivisor, kReuseSlackFloor), kReuseSlackCap);
 }
 
 void HostMemory::shrinkToBound() {

@@ -10,7 +10,8 @@
 // The bound: the resident bytes of kept-size blocks (live and kept) never
 // exceed the high-water mark of the live bytes requested since the last
 // trim() (the accounted peak, which the memory plan predicts) plus the reuse
-// slack, min(mark / 16, 64 MiB), up to 2 MiB of rounding per block. Kept
+// slack, a sixteenth of the mark but at least 1 MiB and at most 64 MiB, up
+// to 2 MiB of rounding per block. Kept
 // blocks are returned to the system, largest first, whenever a fresh
 // allocation or the reuse of a block beyond what it held before would cross
 // that bound; if that is not enough, the unused tails of live reused blocks
@@ -24,7 +25,9 @@
 // (and the next one) needed again: on HF Llama, GPT-2 and Swin (CI size)
 // every repeated forward first-touched 5-6 MiB in a dozen fresh blocks, up
 // to a tenth of its time. With a sixteenth more no repeat first-touches
-// anything (bench/README.md, "Warm forwards").
+// anything (bench/README.md, "Warm forwards"); the 1 MiB floor is for small
+// forwards (nn.MultiheadAttention at 2 MiB: three fresh blocks per repeat
+// with a sixteenth alone).
 #pragma once
 
 #include "runtime/PagePolicy.h"
@@ -55,6 +58,7 @@ public:
   static constexpr size_t kKeptBlock = size_t(64) << 10;
   /// The reuse slack above the high-water mark (see the top of this file).
   static constexpr size_t kReuseSlackDivisor = 16;
+  static constexpr size_t kReuseSlackFloor = size_t(1) << 20;
   static constexpr size_t kReuseSlackCap = size_t(64) << 20;
 
   explicit HostMemory(const PagePolicy &policy = systemPagePolicy()) : policy_(policy) {}
