@@ -90,7 +90,9 @@ for model in $MODELS; do
         save=(); [ -f "$params" ] || save=(--save-params "$params")
         echo "== $model $backend N=$n run $((rep + 1))/$REPEATS (load $(cut -d' ' -f1 /proc/loadavg))" >&2
         if [ "$backend" = mpi ]; then
-          rusage_run "$report" mpirun --allow-run-as-root --oversubscribe -np "$n" "$SHARDC" run \
+          # --bind-to none: OpenMPI binds a lone process to one core, which
+          # would give N = 1 half the cores the other rows get.
+          rusage_run "$report" mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" "$SHARDC" run \
             "$json" --backend mpi --data-parallel --inputs "$inputs" --outputs "$out" \
             --report json ${save[@]+"${save[@]}"} 2> "$report.err"
         else
