@@ -29,8 +29,10 @@ TEST_CASE("LocalSession: forwards after the first first-touch nothing", "[pipeli
                    << " blocks");
       CHECK(first[r].firstTouchBytes > 0);  // the model has kept-size buffers
       CHECK(later[r].peakBytes == first[r].peakBytes);
-      CHECK(later[r].reusedLargeBlocks == first[r].reusedLargeBlocks + first[r].freshLargeBlocks);
+      // Under AddressSanitizer every release frees: nothing is reused.
       if (runtime::HostMemory::reusesBlocks()) {
+        CHECK(later[r].reusedLargeBlocks ==
+              first[r].reusedLargeBlocks + first[r].freshLargeBlocks);
         CHECK(later[r].freshLargeBlocks == 0);
         CHECK(later[r].firstTouchBytes == 0);
       }
