@@ -141,6 +141,9 @@ public:
   virtual void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
                       int64_t correction, const KTensor &y);
   virtual void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y);
+  /// topk (index == nullptr; y int64) or gather (index int64).
+  virtual void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
+                     const KTensor &y);
 
 protected:
   /// The base of a method for an op in unsupportedOps(): never reached

@@ -38,6 +38,8 @@ public:
   void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
               int64_t correction, const KTensor &y) override;
   void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) override;
+  void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
+             const KTensor &y) override;
 
 private:
   int threads_;

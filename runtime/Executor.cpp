@@ -83,6 +83,10 @@ void Backend::reduce(ReduceKind, const KTensor &, const std::vector<int64_t> &, 
 void Backend::unary(UnaryOp, double, double, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Unary);
 }
+void Backend::index(IndexKind, const IndexParams &, const KTensor &, const KTensor *,
+                    const KTensor &) {
+  noKernel(OpFamily::Index);
+}
 
 namespace {
 
@@ -392,6 +396,10 @@ private:
       const UnaryOp op = static_cast<UnaryOp>(info.variant);
       const UnaryArgs args = unaryArgs(op, inst.attrs);
       return backend_.unary(op, args.a, args.b, in[0], y);
+    }
+    case OpFamily::Index: {
+      const IndexKind kind = static_cast<IndexKind>(info.variant);
+      return backend_.index(kind, indexParams(kind, inst.attrs), in[0], optional(1), y);
     }
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)
       return backend_.stridedCopy(in[0], *attrList(inst, "stride"), attrIntOr(inst, "offset", 0),

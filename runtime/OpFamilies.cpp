@@ -345,4 +345,41 @@ Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
   return size;
 }
 
+// ---- indexing by values and by computed indices --------------------------------
+
+int64_t wrapDim(const char *op, int64_t dim, size_t rank) {
+  const int64_t wrapRank = std::max<int64_t>(static_cast<int64_t>(rank), 1);
+  if (dim < -wrapRank || dim >= wrapRank)
+    fail(op, "Dimension out of range (expected to be in range of [" + str(-wrapRank) + ", " +
+                 str(wrapRank - 1) + "], but got " + str(dim) + ")");
+  return dim < 0 ? dim + wrapRank : dim;
+}
+
+Shape topkShape(const Shape &x, const IndexParams &p) {
+  const int64_t d = wrapDim("topk", p.dim, x.size());
+  const int64_t extent = x.empty() ? 1 : x[static_cast<size_t>(d)];
+  if (p.k < 0 || p.k > extent)
+    fail("topk", "k (" + str(p.k) + ") is out of range for dim " + str(d) + " of size " +
+                     str(extent));
+  Shape y = x;
+  if (!y.empty()) y[static_cast<size_t>(d)] = p.k;
+  return y;
+}
+
+Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p) {
+  const int64_t d = wrapDim("gather", p.dim, x.size());
+  if (index.size() != x.size())
+    fail("gather", "Index tensor must have the same number of dimensions as input tensor "
+                   "(index " + shapeToString(index) + ", input " + shapeToString(x) + ")");
+  for (size_t i = 0; i < x.size(); ++i)
+    if (static_cast<int64_t>(i) != d && index[i] > x[i])
+      fail("gather", "Size does not match at dimension " + str(static_cast<int64_t>(i)) +
+                         " expected index " + shapeToString(index) +
+                         " to be no larger than self " + shapeToString(x) +
+                         " apart from dimension " + str(d));
+  if (!x.empty() && x[static_cast<size_t>(d)] == 0 && plan::numElements(index) > 0)
+    fail("gather", "cannot gather from an empty dim " + str(d) + " of " + shapeToString(x));
+  return index;
+}
+
 }  // namespace shardc::runtime

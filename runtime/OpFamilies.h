@@ -107,4 +107,28 @@ const char *unaryOpName(UnaryOp op);
 Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
                      const std::vector<int64_t> &stride, int64_t offset);
 
+// ---- indexing by values and by computed indices --------------------------------
+
+/// TopK: the int64 indices of the k largest (or smallest) values of x along
+/// `dim`, in order (largest first; smallest first when !largest); NaN counts
+/// as larger than every number, and among equal values the kernel picks the
+/// index torch.topk's CPU kernel picks (the same selection algorithm; the CPU
+/// kernel's comment). y is x's shape with dim's size k (0 <= k <= size).
+/// Gather: torch.gather: y[i] = x[i with i_dim replaced by index[i]], index
+/// int64 of x's rank, index.size(d) <= x.size(d) for d != dim; y has
+/// index's shape and x's dtype. An index outside [-size, size) of x's dim
+/// is an error naming it (the kernel's check: values are data).
+/// Together they are torch.topk's (values, indices): the values are
+/// gather(x, dim, topk(x)), bit for bit.
+enum class IndexKind { TopK, Gather };
+struct IndexParams {
+  int64_t dim = -1;      // as given: [-rank, rank)
+  int64_t k = 0;         // TopK only
+  bool largest = true;   // TopK only
+};
+Shape topkShape(const Shape &x, const IndexParams &p);
+Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p);
+/// dim in [-rank, rank) (a 0-d tensor takes 0 or -1) as a position; fails naming op.
+int64_t wrapDim(const char *op, int64_t dim, size_t rank);
+
 }  // namespace shardc::runtime

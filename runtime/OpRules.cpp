@@ -50,7 +50,14 @@ std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *n
 /// and reductions also float64, as their kernels).
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
-                   info.family == OpFamily::View;
+                   info.family == OpFamily::View || info.family == OpFamily::Index;
+  // gather's operand 1 is its int64 index: the float rule covers operand 0.
+  if (info.family == OpFamily::Index && operands.size() > 1) {
+    if (operands[1].dtype != plan::DType::I64)
+      checks::fail(info.name, std::string("index (operand 1) is ") +
+                                  plan::dtypeName(operands[1].dtype) + "; expects int64");
+    operands = operands.first(1);
+  }
   for (size_t i = 0; i < operands.size(); ++i) {
     if (!checks::isFloatStorage(operands[i].dtype) &&
         !(f64 && operands[i].dtype == plan::DType::F64))
@@ -95,6 +102,12 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     return asStridedShape(in[0].shape, std::get<std::vector<int64_t>>(attrs.at("size")),
                           std::get<std::vector<int64_t>>(attrs.at("stride")),
                           intOr(attrs, "offset", 0));
+  case OpFamily::Index: {
+    const IndexParams p = indexParams(static_cast<IndexKind>(info.variant), attrs);
+    return static_cast<IndexKind>(info.variant) == IndexKind::TopK
+               ? topkShape(in[0].shape, p)
+               : gatherShape(in[0].shape, in[1].shape, p);
+  }
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");
@@ -151,6 +164,16 @@ ReduceArgs reduceArgs(const OpInfo &info, const AttrMap &attrs) {
   return args;
 }
 
+IndexParams indexParams(IndexKind kind, const AttrMap &attrs) {
+  IndexParams p;
+  p.dim = intOr(attrs, "dim", -1);
+  if (kind == IndexKind::TopK) {
+    p.k = intOr(attrs, "k", 0);
+    p.largest = flag("topk", attrs, "largest", true);
+  }
+  return p;
+}
+
 UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs) {
   const double inf = std::numeric_limits<double>::infinity();
   switch (op) {
@@ -182,6 +205,8 @@ TensorType resultType(const OpInfo &info, std::span<const TensorType> operands,
   if (info.family == OpFamily::Reduce &&
       (info.variant == static_cast<int>(ReduceKind::Argmax) ||
        info.variant == static_cast<int>(ReduceKind::Argmin)))
+    result.dtype = plan::DType::I64;
+  if (info.family == OpFamily::Index && info.variant == static_cast<int>(IndexKind::TopK))
     result.dtype = plan::DType::I64;
   return result;
 }

@@ -36,6 +36,7 @@ Workspace normOfWorkspace(const Buffer &output) {
 using runtime::PoolKind;
 using runtime::ReduceKind;
 using runtime::UnaryOp;
+using runtime::IndexKind;
 
 const OpInfo kOps[] = {
 #define SHARDC_OP(code, name, minIn, maxIn, outs, memory, workspace, ...)              \
@@ -99,6 +100,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Reduce: return "reduction";
   case OpFamily::Unary: return "unary";
   case OpFamily::View: return "view";
+  case OpFamily::Index: return "index";
   }
   return "?";
 }

@@ -56,8 +56,9 @@ using WorkspaceRule = Workspace (*)(const Buffer &output);
 /// The op family of a SHARDC_FAMILY_OP (runtime/OpFamilies.h): it names the
 /// op's shape and dtype rule and its Backend method (runtime/OpRules.h).
 // View (as_strided): a strided read of the input, the views-and-copies family.
+// Index (topk, gather): indices chosen by values, and reads at computed indices.
 enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
-                                View };
+                                View, Index };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

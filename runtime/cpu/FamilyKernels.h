@@ -37,6 +37,12 @@ void groupNormKernel(const KTensor &x, int64_t groups, const KTensor *w, const K
 void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
                   int64_t correction, const KTensor &y, int threads);
 
+/// topk: y int64 [x with dim's size k] (topkShape); gather: y [index] in x's
+/// dtype. Byte copies and comparisons only: exact for every float dtype.
+void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int threads);
+void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
+                  int threads);
+
 /// y may alias x.
 void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,
                  int threads);

@@ -11,6 +11,8 @@ namespace shardc::runtime::cuda {
 inline constexpr plan::OpCode kCudaUnsupportedOps[] = {
     plan::OpCode::Orthogonal,    // Householder QR runs on the host only
     plan::OpCode::NormOf,        // derived init (weight norm): host kernel only
+    plan::OpCode::TopK,          // mixture-of-experts routing: host kernels only so far
+    plan::OpCode::Gather,
 };
 
 }  // namespace shardc::runtime::cuda

@@ -364,6 +364,15 @@ std::vector<SuiteCase> suiteCases() {
         in = {input("x", dt, {4, 5})};
         attrs = {{"size", L{3, 2, 2}}, {"stride", L{-5, 1, 2}}, {"offset", int64_t{12}}};
         break;
+      case OpFamily::Index:  // topk along the last dim; gather along dim 0, index smaller
+        if (info.code == OpCode::TopK) {
+          in = {input("x", dt, {4, 9})};
+          attrs = {{"k", int64_t{3}}, {"dim", int64_t{-1}}};
+        } else {
+          in = {input("x", dt, {4, 5}), input("i", DType::I64, {6, 3}, 4)};
+          attrs = {{"dim", int64_t{0}}};
+        }
+        break;
       case OpFamily::None: break;
       }
       std::vector<runtime::TensorType> types;
@@ -417,6 +426,11 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("softplus beta 2 threshold 1", OpCode::Softplus, {input("x", f, {9, 7})},
              {{"beta", 2.0}, {"threshold", 1.0}});
   familyCase("elu alpha 0.5", OpCode::Elu, {input("x", f, {9, 7})}, {{"alpha", 0.5}});
+  familyCase("topk smallest dim 0", OpCode::TopK, {input("x", f, {6, 4, 3})},
+             {{"k", int64_t{2}}, {"dim", int64_t{0}}, {"largest", int64_t{0}}});
+  familyCase("gather last dim", OpCode::Gather,
+             {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
+             {{"dim", int64_t{-1}}});
   return cases;
 }
 

@@ -608,3 +608,69 @@ TEST_CASE("as_strided gathers Swin's relative position bias as torch indexes it"
     }
   }
 }
+
+TEST_CASE("topk picks torch.topk's indices: NaN largest, ties as torch, smallest first", "[family-kernels]") {
+  // torch 2.15 (CPU, every float dtype): x = [[1, 3, 3, nan, -inf], [0, 0, 2, 0, -1]];
+  // torch.topk(x, 3).indices = [[3, 1, 2], [2, 1, 3]];
+  // torch.topk(x, 2, largest=False).indices = [[4, 0], [4, 1]].
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    INFO(shardc::plan::dtypeName(dt));
+    TT x = fromValues(dt, {2, 5}, {1, 3, 3, kNaN, -kInf, 0, 0, 2, 0, -1});
+    IndexParams largest{-1, 3, true};
+    TT top = zeros(DType::I64, topkShape(x.shape, largest));
+    topkKernel(largest, x.k(), top.k(), 1);
+    checkExact(top, {3, 1, 2, 2, 1, 3});
+    IndexParams smallest{1, 2, false};
+    TT low = zeros(DType::I64, topkShape(x.shape, smallest));
+    topkKernel(smallest, x.k(), low.k(), 1);
+    checkExact(low, {4, 0, 4, 1});
+  }
+  // k * 64 <= n takes the partial-sort path: x = arange(130) % 5 gives
+  // torch.topk(x, 2).indices = [9, 4], largest=False [5, 0].
+  TT ramp = zeros(DType::F32, {130});
+  for (int64_t i = 0; i < 130; ++i) ramp.set(i, double(i % 5));
+  for (bool largest : {true, false}) {
+    IndexParams p{0, 2, largest};
+    TT top = zeros(DType::I64, {2});
+    topkKernel(p, ramp.k(), top.k(), 1);
+    checkExact(top, largest ? std::vector<double>{9, 4} : std::vector<double>{5, 0});
+  }
+  // Along dim 0 of [3, 2]: per column.
+  TT x = fromValues(DType::F32, {3, 2}, {5, -1, 7, -3, 6, -2});
+  IndexParams p{0, 2, true};
+  TT top = zeros(DType::I64, topkShape(x.shape, p));
+  topkKernel(p, x.k(), top.k(), 1);
+  checkExact(top, {1, 0, 2, 2});
+}
+
+TEST_CASE("gather reads torch.gather's elements, exactly, and checks its indices", "[family-kernels]") {
+  // torch.gather(x, 1, [[2, 0], [1, 1]]) and along dim 0 with a smaller index.
+  TT x = fromValues(DType::BF16, {2, 3}, {10, 11, 12, 20, 21, 22});
+  TT i1 = fromValues(DType::I64, {2, 2}, {2, 0, 1, 1});
+  TT y1 = zeros(DType::BF16, {2, 2});
+  gatherKernel({1}, x.k(), i1.k(), y1.k(), 1);
+  checkExact(y1, {12, 10, 21, 21});
+  TT i0 = fromValues(DType::I64, {3, 2}, {1, 0, 0, 0, 1, 1});
+  TT y0 = zeros(DType::BF16, {3, 2});
+  gatherKernel({0}, x.k(), i0.k(), y0.k(), 2);
+  checkExact(y0, {20, 11, 10, 11, 20, 21});
+  // topk's indices gathered give the values in order (torch.topk's values).
+  TT r = random(DType::F32, {7, 33}, 5);
+  IndexParams p{-1, 4, true};
+  TT idx = zeros(DType::I64, topkShape(r.shape, p));
+  topkKernel(p, r.k(), idx.k(), 2);
+  TT v = zeros(DType::F32, idx.shape);
+  gatherKernel(p, r.k(), idx.k(), v.k(), 2);
+  for (int64_t row = 0; row < 7; ++row) {
+    double rowMax = -kInf;
+    for (int64_t j = 0; j < 33; ++j) rowMax = std::max(rowMax, r.at(row * 33 + j));
+    CHECK(v.at(row * 4) == rowMax);
+    for (int64_t j = 1; j < 4; ++j) CHECK(v.at(row * 4 + j - 1) >= v.at(row * 4 + j));
+  }
+  TT bad = fromValues(DType::I64, {2, 2}, {0, 3, 1, 1});
+  CHECK_THROWS_WITH(gatherKernel({1}, x.k(), bad.k(), y1.k(), 1),
+                    "gather: index 3 at element 1 is out of bounds for dimension 1 with size 3");
+  TT negative = fromValues(DType::I64, {2, 2}, {0, -1, 1, 1});
+  CHECK_THROWS_WITH(gatherKernel({1}, x.k(), negative.k(), y1.k(), 1),
+                    "gather: index -1 at element 1 is out of bounds for dimension 1 with size 3");
+}

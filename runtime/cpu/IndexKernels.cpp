@@ -1,0 +1,135 @@
+// CPU kernels of the index family (runtime/OpFamilies.h): topk and gather.
+// Both only compare and copy elements, so they are exact for every float
+// dtype and their results do not depend on the thread count: each task is
+// one row along `dim`, and no row reads another's output.
+#include "runtime/cpu/FamilyKernels.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/HalfFloat.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <string>
+#include <vector>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+/// The extent of `dim` and the products of the dims before (outer) and after
+/// (inner) it: element (o, j, i) of a row-major tensor is at (o*n + j)*inner + i.
+struct RowGeometry {
+  int64_t outer = 1, extent = 1, inner = 1;
+};
+RowGeometry rowsAlong(const Shape &shape, int64_t dim) {
+  RowGeometry g;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim) g.outer *= shape[d];
+    else if (d == dim) g.extent = shape[d];
+    else g.inner *= shape[d];
+  }
+  return g;
+}
+
+double valueAt(DType dtype, const void *base, int64_t i) {
+  switch (dtype) {
+  case DType::F64: return static_cast<const double *>(base)[i];
+  case DType::F32: return static_cast<const float *>(base)[i];
+  case DType::BF16: return bfloat16BitsToFloat(static_cast<const uint16_t *>(base)[i]);
+  case DType::F16: return halfBitsToFloat(static_cast<const uint16_t *>(base)[i]);
+  default: return 0;  // rejected by the rule's dtype check
+  }
+}
+
+void expectResult(const char *op, const KTensor &y, const Shape &shape, DType dtype) {
+  if (y.shape != shape || y.dtype != dtype)
+    checks::fail(op, "output is " + std::string(plan::dtypeName(y.dtype)) + " " +
+                         shapeToString(y.shape) + ", expected " + plan::dtypeName(dtype) + " " +
+                         shapeToString(shape));
+}
+
+}  // namespace
+
+void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int threads) {
+  expectResult("topk", y, topkShape(x.shape, p), DType::I64);
+  const int64_t dim = wrapDim("topk", p.dim, x.shape.size());
+  const RowGeometry g = rowsAlong(x.shape, x.shape.empty() ? 0 : dim);
+  const int64_t k = p.k, n = g.extent;
+  if (k == 0 || y.numel() == 0) return;
+  int64_t *out = static_cast<int64_t *>(y.data);
+  const bool largest = p.largest;
+  const int64_t logK = 64 - __builtin_clzll(static_cast<unsigned long long>(k) | 1);
+  cpu::parallelTasks(g.outer * g.inner, threads, x.numel() * logK, [&](int64_t row) {
+    const int64_t o = row / g.inner, i = row % g.inner;
+    const int64_t first = o * n * g.inner + i;
+    // (value, index) pairs in index order, compared by value only, with the
+    // selection torch's CPU kernel uses (a partial sort when k is at most
+    // 1/64 of the row, else nth_element and a sort of the k-1 before it):
+    // the same standard-library algorithms on the same sequence choose the
+    // same index among equal values as torch does. NaN is the largest value.
+    std::vector<std::pair<double, int64_t>> queue(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) queue[j] = {valueAt(x.dtype, x.data, first + j * g.inner), j};
+    auto before = [largest](const std::pair<double, int64_t> &a,
+                            const std::pair<double, int64_t> &b) {
+      const bool nanA = std::isnan(a.first), nanB = std::isnan(b.first);
+      return largest ? (nanA && !nanB) || a.first > b.first
+                     : (!nanA && nanB) || a.first < b.first;
+    };
+    if (k * 64 <= n) {
+      std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), before);
+    } else {
+      std::nth_element(queue.begin(), queue.begin() + (k - 1), queue.end(), before);
+      std::sort(queue.begin(), queue.begin() + (k - 1), before);
+    }
+    for (int64_t j = 0; j < k; ++j) out[(o * k + j) * g.inner + i] = queue[j].second;
+  });
+}
+
+void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
+                  int threads) {
+  if (index.dtype != DType::I64)
+    checks::fail("gather", std::string("index is ") + plan::dtypeName(index.dtype) +
+                               "; expects int64");
+  expectResult("gather", y, gatherShape(x.shape, index.shape, p), x.dtype);
+  const int64_t dim = wrapDim("gather", p.dim, x.shape.size());
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t extent = rank == 0 ? 1 : x.shape[dim];
+  const int64_t *idx = static_cast<const int64_t *>(index.data);
+  const int64_t count = index.numel();
+  // Indices are data: checked here, before any worker runs.
+  for (int64_t e = 0; e < count; ++e)
+    if (idx[e] < 0 || idx[e] >= extent)
+      checks::fail("gather", "index " + std::to_string(idx[e]) + " at element " +
+                                 std::to_string(e) + " is out of bounds for dimension " +
+                                 std::to_string(dim) + " with size " + std::to_string(extent));
+  // Element e of index (coordinates c) reads x at c with c[dim] = idx[e];
+  // x's strides are row-major over x's own shape (index may be smaller).
+  std::vector<int64_t> xStride(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) xStride[d] = xStride[d + 1] * x.shape[d + 1];
+  const size_t size = plan::dtypeSize(x.dtype);
+  const char *src = static_cast<const char *>(x.data);
+  char *dst = static_cast<char *>(y.data);
+  const int64_t last = rank == 0 ? 1 : index.shape.back();
+  const int64_t rows = last == 0 ? 0 : count / last;
+  cpu::parallelTasks(rows, threads, count, [&](int64_t row) {
+    // Coordinates of the row's first element in index's shape.
+    int64_t rest = row, base = 0, dimCoordStride = rank == 0 ? 0 : xStride[dim];
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      const int64_t c = rest % index.shape[d];
+      rest /= index.shape[d];
+      if (d != dim) base += c * xStride[d];
+    }
+    for (int64_t j = 0; j < last; ++j) {
+      const int64_t e = row * last + j;
+      int64_t at = base + idx[e] * dimCoordStride;
+      if (rank > 0 && dim != rank - 1) at += j;  // the last dim's coordinate (stride 1)
+      std::memcpy(dst + static_cast<size_t>(e) * size, src + static_cast<size_t>(at) * size, size);
+    }
+  });
+}
+
+}  // namespace shardc::runtime
