@@ -127,13 +127,37 @@ def _user_frame(error):
     return "%s:%d in %s (`%s`)" % (path, f.lineno, f.name, (f.line or "").strip())
 
 
+@contextlib.contextmanager
+def static_experts(model):
+    """Hugging Face mixture-of-experts models (transformers 5: Mixtral, Qwen-MoE,
+    ...) choose their experts' forward by config._experts_implementation. The
+    default ("eager") loops over experts and picks each one's tokens with
+    torch.where, a shape that depends on the router's values, which a static
+    graph cannot hold; "batched_mm" gathers every token's k expert matrices
+    by index and runs one batched matmul: the same sums, static shapes (and
+    k full expert matrices per token in memory: docs/exporter.md). The
+    model's own setting is restored afterwards."""
+    config = getattr(model, "config", None)
+    before = getattr(config, "_experts_implementation", None)
+    switch = hasattr(model, "set_experts_implementation") and isinstance(before, str) \
+        and before != "batched_mm"
+    if switch:
+        model.set_experts_implementation("batched_mm")
+    try:
+        yield
+    finally:
+        if switch:
+            model.set_experts_implementation(before)
+
+
 def trace(model, metas, values=None):
     """torch.export on meta inputs, then Core ATen decompositions. `values`
     ({input name: CPU tensor}): example values of inputs that forward's
     control flow may read (specialize.py). Returns the program and
     {input name: source line} of the inputs whose values were read."""
     from .specialize import shadowed_forward
-    with no_fused_fast_paths(), shadowed_forward(model, values or {}) as shadows:
+    with no_fused_fast_paths(), static_experts(model), \
+            shadowed_forward(model, values or {}) as shadows:
         try:
             ep = torch.export.export(model, (), dict(metas))
         except Exception as e:  # torch raises many types; say which, briefly
@@ -751,6 +775,24 @@ def var_correction(self, node, x, dim=None, correction=None, keepdim=False):
     return self.emit(node, "var", [x], node.meta["val"], **attrs)
 
 
+def topk(self, node, x, k, dim=-1, largest=True, sorted=True):
+    """torch.topk as two graph ops: `topk` gives the indices (torch's CPU
+    selection among equal values), `gather` reads the values at them, so
+    the values are x's own bits. sorted=False allows any order; the graph's
+    is sorted."""
+    x = self.tensor(node, x)
+    values_val, indices_val = node.meta["val"]
+    indices = self.emit(node, "topk", [x], indices_val, k=int(k), dim=int(dim),
+                        largest=int(bool(largest)))
+    values = self.emit(node, "gather", [x, indices], values_val, dim=int(dim))
+    return Multi([values, indices])
+
+
+def gather(self, node, x, dim, index, sparse_grad=False):
+    return self.emit(node, "gather", [self.tensor(node, x), self.tensor(node, index)],
+                     node.meta["val"], dim=int(dim))
+
+
 def arg_reduction(op):
     def rule(self, node, x, dim=None, keepdim=False):
         attrs = {"keepdim": int(bool(keepdim))}
@@ -831,6 +873,8 @@ RULES = {
     aten.amax.default: reduction("amax"),
     aten.amin.default: reduction("amin"),
     aten.var.correction: var_correction,
+    aten.topk.default: topk,
+    aten.gather.default: gather,
     aten.argmax.default: arg_reduction("argmax"),
     aten.argmin.default: arg_reduction("argmin"),
     aten.sigmoid.default: unary("sigmoid"),

@@ -545,28 +545,47 @@ HF_RULES = {
     aten._unsafe_view.default: hf_view_expanded,
     aten.reshape.default: hf_view_expanded,
 }
-# Routing ops of a mixture of experts: which experts (and so which weights
-# and how many tokens each) a token uses depends on its values.
-_ROUTING_OPS = ("topk", "sort", "argsort", "nonzero", "histc", "bincount", "index_put",
+# Ops of a mixture of experts whose results' shapes or placement depend on
+# the router's values (which tokens an expert gets, how many). The router's
+# topk itself is static (graph ops topk and gather); so is Hugging Face's
+# "batched_mm" experts forward, which the exporter selects (aten.py).
+_ROUTING_OPS = ("sort", "argsort", "nonzero", "histc", "bincount", "index_put",
                 "index_add", "grouped_mm", "_grouped_mm", "scatter_add")
 _MOE_CLASS_WORDS = ("moe", "expert", "router", "topk")
 
 
+def _op_name(node):
+    return getattr(node.target, "__name__", str(node.target)).split(".")[0]
+
+
 def mixture_of_experts(node):
     """The reason to give for an unmapped op inside a mixture-of-experts block
-    (a module whose class names experts, a router or MoE), else None."""
+    (a module whose class names experts, a router or MoE) that routes tokens
+    by value: the op itself, or a later op of the same block, is a routing op.
+    Else None."""
     stack = node.meta.get("nn_module_stack") or {}
     classes = [(path, c.__name__ if isinstance(c, type) else str(c).rsplit(".", 1)[-1])
                for path, c in stack.values()]
     moe = [(p, c) for p, c in classes if any(w in c.lower() for w in _MOE_CLASS_WORDS)]
-    op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-    if not moe or op not in _ROUTING_OPS:
+    if not moe:
         return None
     path, cls = moe[0]
-    return ("value-dependent routing of a mixture of experts (%s at %s): %s picks each "
-            "token's experts from its router's values, which shardc's static graph does "
-            "not express (no graph op for %s); mixture-of-experts models are not supported "
-            "yet" % (cls, path or "<root>", op, node.target))
+    routing = node if _op_name(node) in _ROUTING_OPS else None
+    later = node.next
+    while routing is None and later is not None and later.op != "output":
+        later_stack = later.meta.get("nn_module_stack") or {}
+        if later.op == "call_function" and _op_name(later) in _ROUTING_OPS and \
+                any(p == path for p, _ in later_stack.values()):
+            routing = later
+        later = later.next
+    if routing is None:
+        return None
+    return ("value-dependent routing of a mixture of experts (%s at %s): %s sends each "
+            "token to the experts its router's values pick, so how many tokens an expert "
+            "gets is data, which shardc's static graph does not express (no graph op for "
+            "%s); Hugging Face experts are exported through their static \"batched_mm\" "
+            "forward (docs/exporter.md), a hand-written loop over experts is not "
+            "supported" % (cls, path or "<root>", _op_name(routing), routing.target))
 
 
 # Ops with no value: checks torch.export leaves in the graph.

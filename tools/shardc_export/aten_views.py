@@ -63,6 +63,8 @@ def index_tensor(self, node, x, indices):
     """x[..., idx, ...] with one constant integer index tensor."""
     x = self.tensor(node, x)
     picked = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(picked) == 1 and picked[0][0] == 0 and isinstance(picked[0][1], G):
+        return rows_at(self, node, x, picked[0][1])
     if len(picked) != 1 or not isinstance(picked[0][1], hf.Const):
         self.fail(node, "indexing with %s: only one constant index tensor (built in "
                   "__init__ or from constants, e.g. a relative position index) has a "
@@ -91,6 +93,28 @@ def index_tensor(self, node, x, indices):
     val = torch.empty(size, dtype=x.val.dtype, device="meta")
     g = as_strided_node(self, node, x, size, stride, offset * xs[d], val)
     return self.reshape(node, g, out_shape)
+
+
+def rows_at(self, node, x, ids):
+    """x[ids] with a computed int64 index on dim 0 (a mixture of experts'
+    expert weights picked per token): the rows of x seen as [rows, rest] by
+    the graph's `embedding`, then the result's shape."""
+    if ids.val.dtype != torch.int64:
+        self.fail(node, "indexing with a computed %s index: only int64 indices on dim 0 "
+                  "have a graph op" % ids.val.dtype)
+    rest = 1
+    for n in x.shape[1:]:
+        rest *= n
+    def view(v, shape):
+        if list(v.shape) == list(shape):
+            return v
+        return self.emit(node, "reshape", [v], torch.empty(shape, dtype=v.val.dtype,
+                                                              device="meta"), shape=list(shape))
+    table = view(x, [x.shape[0], rest])
+    flat_ids = view(ids, [ids.val.numel()])
+    rows = self.emit(node, "embedding", [table, flat_ids],
+                     torch.empty([ids.val.numel(), rest], dtype=x.val.dtype, device="meta"))
+    return self.reshape(node, rows, self.out_shape(node))
 
 
 def as_strided_any(self, node, x, size, stride, storage_offset=0):
