@@ -141,6 +141,10 @@ public:
   virtual void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
                       int64_t correction, const KTensor &y);
   virtual void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y);
+  /// moe_experts (runtime/OpFamilies.h); `workspace`: moeExpertsWorkBytes.
+  virtual void moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
+                          const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                          const KTensor &y, std::byte *workspace);
   /// topk (index == nullptr; y int64) or gather (index int64).
   virtual void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
                      const KTensor &y);

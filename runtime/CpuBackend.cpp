@@ -160,6 +160,11 @@ void CpuBackend::reduce(ReduceKind kind, const KTensor &x, const std::vector<int
 void CpuBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) {
   unaryKernel(op, a, b, x, y, threads_);
 }
+void CpuBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
+                            const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                            const KTensor &y, std::byte *workspace) {
+  moeExpertsKernel(p, x, index, weights, gateUp, down, y, workspace, threads_);
+}
 void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                        const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) topkKernel(p, x, y, threads_);

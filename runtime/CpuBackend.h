@@ -40,6 +40,9 @@ public:
   void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) override;
   void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
              const KTensor &y) override;
+  void moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
+                  const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                  const KTensor &y, std::byte *workspace) override;
 
 private:
   int threads_;

@@ -87,6 +87,10 @@ void Backend::index(IndexKind, const IndexParams &, const KTensor &, const KTens
                     const KTensor &) {
   noKernel(OpFamily::Index);
 }
+void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, const KTensor &,
+                         const KTensor &, const KTensor &, const KTensor &, std::byte *) {
+  noKernel(OpFamily::Experts);
+}
 
 namespace {
 
@@ -401,6 +405,11 @@ private:
       const IndexKind kind = static_cast<IndexKind>(info.variant);
       return backend_.index(kind, indexParams(kind, inst.attrs), in[0], optional(1), y);
     }
+    case OpFamily::Experts: {
+      DeviceBuffer work = workspace(inst, out);
+      return backend_.moeExperts(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4], y,
+                                 work.data());
+    }
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)
       return backend_.stridedCopy(in[0], *attrList(inst, "stride"), attrIntOr(inst, "offset", 0),
                                   y);
@@ -475,7 +484,9 @@ private:
   /// The op table's workspace for this instruction, allocated through the
   /// device (MemoryModel predicts it from the same rule).
   DeviceBuffer workspace(const Instruction &inst, const Buffer &output) const {
-    const Workspace work = opInfo(inst.op).workspace(output);
+    std::vector<const Buffer *> inputs;
+    for (int32_t id : inst.inputs) inputs.push_back(&buffer(id));
+    const Workspace work = opInfo(inst.op).workspace(output, inputs);
     if (work.bytes < 0)
       fail("'" + output.name + "' is too large for " + opName(inst.op) + "'s working memory");
     return device_.allocate(work.bytes, Category::Activation, work.label);

@@ -109,7 +109,9 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
       sim.remove(bufferKey(b.id));
     } else if (op.workspace && inst.outputs.size() == 1) {
       // Its workspace, live only during the instruction.
-      const Workspace work = op.workspace(function->buffers[inst.outputs[0]]);
+      std::vector<const Buffer *> inputs;
+      for (int32_t id : inst.inputs) inputs.push_back(&function->buffers[id]);
+      const Workspace work = op.workspace(function->buffers[inst.outputs[0]], inputs);
       if (work.bytes >= 0 && !work.label.empty()) {
         const uint64_t key = uint64_t(1) << 45;  // transient, never clashes
         sim.add(key, {work.label, Category::Activation, work.bytes});

@@ -382,4 +382,42 @@ Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p) {
   return index;
 }
 
+// ---- a mixture of experts' experts -----------------------------------------------
+
+GateActivation gateActivationNamed(const std::string &name) {
+  if (name == "silu") return GateActivation::Silu;
+  if (name == "gelu") return GateActivation::Gelu;
+  if (name == "gelu_tanh") return GateActivation::GeluTanh;
+  if (name == "relu") return GateActivation::Relu;
+  fail("moe_experts", "activation must be silu, gelu, gelu_tanh or relu, got \"" + name + "\"");
+}
+
+Shape moeExpertsShape(const Shape &x, const Shape &index, const Shape &weights,
+                      const Shape &gateUp, const Shape &down) {
+  const char *op = "moe_experts";
+  if (x.size() != 2) fail(op, "x must be [T, H], got " + shapeToString(x));
+  if (index.size() != 2 || index[0] != x[0])
+    fail(op, "index must be [T, k] with T = " + str(x[0]) + ", got " + shapeToString(index));
+  if (weights != index)
+    fail(op, "weights " + shapeToString(weights) + " must have index's shape " +
+                 shapeToString(index));
+  if (gateUp.size() != 3 || gateUp[2] != x[1] || gateUp[1] % 2 != 0)
+    fail(op, "gate_up must be [E, 2I, H] with H = " + str(x[1]) + ", got " +
+                 shapeToString(gateUp));
+  const int64_t E = gateUp[0], I = gateUp[1] / 2;
+  if (down != Shape{E, x[1], I})
+    fail(op, "down must be [E, H, I] = " + shapeToString({E, x[1], I}) + ", got " +
+                 shapeToString(down));
+  if (E == 0 && index[1] > 0 && x[0] > 0) fail(op, "no experts (E = 0) to route tokens to");
+  return x;
+}
+
+int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner,
+                            plan::DType dtype) {
+  const int64_t rows = std::min(kMoeBlockRows, tokens * k);
+  const int64_t block = rows * (2 * hidden + 2 * inner);
+  const int64_t accumulator = dtype == plan::DType::F32 ? 0 : tokens * hidden;
+  return (block + accumulator) * 4;
+}
+
 }  // namespace shardc::runtime

@@ -19,6 +19,7 @@
 #include "runtime/ForwardKernels.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace shardc::runtime {
@@ -130,5 +131,34 @@ Shape topkShape(const Shape &x, const IndexParams &p);
 Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p);
 /// dim in [-rank, rank) (a 0-d tensor takes 0 or -1) as a position; fails naming op.
 int64_t wrapDim(const char *op, int64_t dim, size_t rank);
+
+// ---- a mixture of experts' experts -----------------------------------------------
+
+/// moe_experts: x [T, H], index [T, k] int64 (each token's experts, in
+/// [0, E)), weights [T, k], gateUp [E, 2I, H], down [E, H, I]; x, weights
+/// and the experts one float dtype. Token t's row of y [T, H] is
+///   sum over its slots s, experts in ascending order, of
+///   weights[t, s] * down[e] (act(gate) * up),  [gate; up] = gateUp[e] x[t]
+/// (Hugging Face's experts: the gate is the first I rows; act is
+/// `activation`: silu, gelu, gelu_tanh or relu). Experts' GEMMs as linear's
+/// (runtime/cpu/Gemm.h), so a token's bits depend only on its own row and
+/// routing, never on the other tokens or the thread count. An index outside
+/// [0, E) fails when the kernel runs, naming it.
+enum class GateActivation { Silu, Gelu, GeluTanh, Relu };
+struct MoeParams {
+  GateActivation activation = GateActivation::Silu;
+};
+/// "silu" -> Silu ...; fails naming the known names.
+GateActivation gateActivationNamed(const std::string &name);
+Shape moeExpertsShape(const Shape &x, const Shape &index, const Shape &weights,
+                      const Shape &gateUp, const Shape &down);
+/// Rows of one expert's GEMM block: the kernel's working memory holds this
+/// many rows (fewer when the batch has fewer routed rows).
+inline constexpr int64_t kMoeBlockRows = 256;
+/// The kernel's working memory (the op table's workspace): one block of
+/// rows' input, gate/up and output in float, plus a float accumulator of y
+/// when y is not float32.
+int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner,
+                            plan::DType dtype);
 
 }  // namespace shardc::runtime

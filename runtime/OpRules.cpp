@@ -51,23 +51,26 @@ std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *n
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
                    info.family == OpFamily::View || info.family == OpFamily::Index;
-  // gather's operand 1 is its int64 index: the float rule covers operand 0.
-  if (info.family == OpFamily::Index && operands.size() > 1) {
+  // gather's and moe_experts' operand 1 is an int64 index: the float rule
+  // covers the others.
+  std::vector<TensorType> floats(operands.begin(), operands.end());
+  if ((info.family == OpFamily::Index || info.family == OpFamily::Experts) &&
+      operands.size() > 1) {
     if (operands[1].dtype != plan::DType::I64)
       checks::fail(info.name, std::string("index (operand 1) is ") +
                                   plan::dtypeName(operands[1].dtype) + "; expects int64");
-    operands = operands.first(1);
+    floats.erase(floats.begin() + 1);
   }
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (!checks::isFloatStorage(operands[i].dtype) &&
-        !(f64 && operands[i].dtype == plan::DType::F64))
+  for (size_t i = 0; i < floats.size(); ++i) {
+    if (!checks::isFloatStorage(floats[i].dtype) &&
+        !(f64 && floats[i].dtype == plan::DType::F64))
       checks::fail(info.name, "operand " + std::to_string(i) + " is " +
-                                  plan::dtypeName(operands[i].dtype) + "; expects float32, " +
+                                  plan::dtypeName(floats[i].dtype) + "; expects float32, " +
                                   (f64 ? "float64, " : "") + "bfloat16 or float16");
-    if (operands[i].dtype != operands[0].dtype)
+    if (floats[i].dtype != floats[0].dtype)
       checks::fail(info.name, std::string("operands differ in dtype: ") +
-                                  plan::dtypeName(operands[0].dtype) + " and " +
-                                  plan::dtypeName(operands[i].dtype));
+                                  plan::dtypeName(floats[0].dtype) + " and " +
+                                  plan::dtypeName(floats[i].dtype));
   }
 }
 
@@ -108,6 +111,9 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
                ? topkShape(in[0].shape, p)
                : gatherShape(in[0].shape, in[1].shape, p);
   }
+  case OpFamily::Experts:
+    moeParams(attrs);  // checks the activation's name
+    return moeExpertsShape(in[0].shape, in[1].shape, in[2].shape, in[3].shape, in[4].shape);
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");
@@ -162,6 +168,12 @@ ReduceArgs reduceArgs(const OpInfo &info, const AttrMap &attrs) {
     checks::fail(info.name, "correction must be non-negative, got " +
                                 std::to_string(args.correction));
   return args;
+}
+
+MoeParams moeParams(const AttrMap &attrs) {
+  auto it = attrs.find("activation");
+  return {it == attrs.end() ? GateActivation::Silu
+                            : gateActivationNamed(std::get<std::string>(it->second))};
 }
 
 IndexParams indexParams(IndexKind kind, const AttrMap &attrs) {

@@ -48,6 +48,7 @@ ReduceArgs reduceArgs(const plan::OpInfo &info, const AttrMap &attrs);
 /// min/max (absent: unbounded), leaky_relu slope (0.01), elu alpha (1),
 /// pow exponent, softplus beta (1) and threshold (20).
 IndexParams indexParams(IndexKind kind, const AttrMap &attrs);
+MoeParams moeParams(const AttrMap &attrs);
 
 struct UnaryArgs {
   double a = 0, b = 0;

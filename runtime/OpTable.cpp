@@ -12,16 +12,27 @@ namespace {
 
 // ---- workspace rules (the `workspace` column) ------------------------------
 
-Workspace orthogonalWorkspace(const Buffer &output) {
+Workspace orthogonalWorkspace(const Buffer &output, std::span<const Buffer *const>) {
   // A param output is rejected by the executor before any allocation.
   if (output.param) return {};
   return {runtime::orthogonalWorkBytes(output.shape, output.dtype), output.name + ".qr"};
 }
 
-Workspace normOfWorkspace(const Buffer &output) {
+Workspace normOfWorkspace(const Buffer &output, std::span<const Buffer *const>) {
   // A double sum per element this rank stores, and one block of the
   // regenerated source (runtime/init/NormOf.h).
   return {runtime::init::normOfWorkBytes(numElements(output.shape)), output.name + ".norm"};
+}
+
+Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *const> inputs) {
+  // The executor checks the operands (the family's rule) before it allocates;
+  // a plan the rule rejects predicts no workspace.
+  if (inputs.size() != 5 || inputs[3]->shape.size() != 3 || inputs[1]->shape.size() != 2 ||
+      output.shape.size() != 2)
+    return {};
+  return {runtime::moeExpertsWorkBytes(output.shape[0], inputs[1]->shape[1], output.shape[1],
+                                       inputs[3]->shape[1] / 2, output.dtype),
+          output.name + ".experts"};
 }
 
 // ---- the table -------------------------------------------------------------
@@ -101,6 +112,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Unary: return "unary";
   case OpFamily::View: return "view";
   case OpFamily::Index: return "index";
+  case OpFamily::Experts: return "experts";
   }
   return "?";
 }

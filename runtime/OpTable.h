@@ -51,14 +51,17 @@ struct Workspace {
   int64_t bytes = 0;
   std::string label;
 };
-using WorkspaceRule = Workspace (*)(const Buffer &output);
+/// The instruction's output and its inputs (in operand order; a rule that
+/// needs an operand's shape, e.g. moe_experts' expert sizes, reads it here).
+using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer *const> inputs);
 
 /// The op family of a SHARDC_FAMILY_OP (runtime/OpFamilies.h): it names the
 /// op's shape and dtype rule and its Backend method (runtime/OpRules.h).
 // View (as_strided): a strided read of the input, the views-and-copies family.
 // Index (topk, gather): indices chosen by values, and reads at computed indices.
+// Experts (moe_experts): a mixture of experts' experts, tokens grouped by expert.
 enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
-                                View, Index };
+                                View, Index, Experts };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

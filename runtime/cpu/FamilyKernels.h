@@ -43,6 +43,11 @@ void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int th
 void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
                   int threads);
 
+/// moe_experts; `workspace` holds moeExpertsWorkBytes(T, k, H, I, y.dtype).
+void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
+                      const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                      const KTensor &y, std::byte *workspace, int threads);
+
 /// y may alias x.
 void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,
                  int threads);

@@ -13,6 +13,7 @@ inline constexpr plan::OpCode kCudaUnsupportedOps[] = {
     plan::OpCode::NormOf,        // derived init (weight norm): host kernel only
     plan::OpCode::TopK,          // mixture-of-experts routing: host kernels only so far
     plan::OpCode::Gather,
+    plan::OpCode::MoeExperts,
 };
 
 }  // namespace shardc::runtime::cuda

@@ -364,6 +364,10 @@ std::vector<SuiteCase> suiteCases() {
         in = {input("x", dt, {4, 5})};
         attrs = {{"size", L{3, 2, 2}}, {"stride", L{-5, 1, 2}}, {"offset", int64_t{12}}};
         break;
+      case OpFamily::Experts:  // 5 tokens, 2 of 3 experts each (I = 6, H = 8)
+        in = {input("x", dt, {5, 8}), input("i", DType::I64, {5, 2}, 3), input("w", dt, {5, 2}),
+              input("gate_up", dt, {3, 12, 8}), input("down", dt, {3, 8, 6})};
+        break;
       case OpFamily::Index:  // topk along the last dim; gather along dim 0, index smaller
         if (info.code == OpCode::TopK) {
           in = {input("x", dt, {4, 9})};

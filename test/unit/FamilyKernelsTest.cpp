@@ -674,3 +674,100 @@ TEST_CASE("gather reads torch.gather's elements, exactly, and checks its indices
   CHECK_THROWS_WITH(gatherKernel({1}, x.k(), negative.k(), y1.k(), 1),
                     "gather: index -1 at element 1 is out of bounds for dimension 1 with size 3");
 }
+
+namespace {
+
+/// moe_experts by its definition, in double: each token's experts in slot
+/// order, act(gate) * up, down, weighted and summed.
+std::vector<double> moeReference(const TT &x, const TT &index, const TT &w, const TT &gateUp,
+                                 const TT &down, GateActivation act) {
+  const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1], I = gateUp.shape[1] / 2;
+  std::vector<double> y(size_t(T * H), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t e = int64_t(index.at(t * k + s));
+      std::vector<double> h(static_cast<size_t>(I));
+      for (int64_t i = 0; i < I; ++i) {
+        double gate = 0, up = 0;
+        for (int64_t j = 0; j < H; ++j) {
+          gate += gateUp.at((e * 2 * I + i) * H + j) * x.at(t * H + j);
+          up += gateUp.at((e * 2 * I + I + i) * H + j) * x.at(t * H + j);
+        }
+        const double a = act == GateActivation::Silu ? gate / (1 + std::exp(-gate))
+                         : act == GateActivation::Relu ? std::max(gate, 0.0)
+                                                       : 0.5 * gate * (1 + std::erf(gate / std::sqrt(2.0)));
+        h[size_t(i)] = a * up;
+      }
+      for (int64_t j = 0; j < H; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < I; ++i) d += down.at((e * H + j) * I + i) * h[size_t(i)];
+        y[size_t(t * H + j)] += w.at(t * k + s) * d;
+      }
+    }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("moe_experts: the definition, any batch split or thread count, bad indices", "[family-kernels]") {
+  // 300 tokens (more than one 256-row block for the busiest expert), 2 of 5
+  // experts each, H = 24, I = 40.
+  const int64_t T = 300, k = 2, E = 5, H = 24, I = 40;
+  for (GateActivation act : {GateActivation::Silu, GateActivation::Gelu, GateActivation::Relu}) {
+    TT x = random(DType::F32, {T, H}, 1), w = random(DType::F32, {T, k}, 2, 0, 1);
+    TT gateUp = random(DType::F32, {E, 2 * I, H}, 3, -0.3, 0.3);
+    TT down = random(DType::F32, {E, H, I}, 4, -0.3, 0.3);
+    TT index = zeros(DType::I64, {T, k});
+    for (int64_t t = 0; t < T; ++t) {  // two distinct experts, most tokens on expert 1
+      index.set(t * k, double(t % 7 == 0 ? 0 : 1));
+      index.set(t * k + 1, double(2 + t % 3));
+    }
+    const MoeParams p{act};
+    auto run = [&](const TT &xs, const TT &is, const TT &ws, int threads) {
+      const int64_t n = xs.shape[0];
+      TT y = zeros(DType::F32, {n, H});
+      std::vector<std::byte> work(size_t(moeExpertsWorkBytes(n, k, H, I, DType::F32)));
+      moeExpertsKernel(p, xs.k(), is.k(), ws.k(), gateUp.k(), down.k(), y.k(), work.data(),
+                       threads);
+      return y;
+    };
+    const TT y = run(x, index, w, 2);
+    const std::vector<double> want = moeReference(x, index, w, gateUp, down, act);
+    for (int64_t i = 0; i < T * H; ++i) {
+      INFO("element " << i);
+      REQUIRE(std::abs(y.at(i) - want[size_t(i)]) <= 1e-5 * (1 + std::abs(want[size_t(i)])));
+    }
+    CHECK(run(x, index, w, 1).bytes == y.bytes);
+    // Tokens 100..109 alone give their rows of the whole batch, bit for bit.
+    auto rows = [&](const TT &t, int64_t first, int64_t count) {
+      TT part = zeros(t.dtype, {count, t.shape[1]});
+      const int64_t size = shardc::plan::dtypeSize(t.dtype) * t.shape[1];
+      std::memcpy(part.bytes.data(), t.bytes.data() + first * size, size_t(count * size));
+      return part;
+    };
+    CHECK(run(rows(x, 100, 10), rows(index, 100, 10), rows(w, 100, 10), 1).bytes ==
+          rows(y, 100, 10).bytes);
+  }
+  // bfloat16 through a float accumulator: within bf16's rounding of the float32 result.
+  {
+    TT x = random(DType::BF16, {6, 8}, 5), w = random(DType::BF16, {6, 2}, 6, 0, 1);
+    TT gateUp = random(DType::BF16, {3, 8, 8}, 7), down = random(DType::BF16, {3, 8, 4}, 8);
+    TT index = fromValues(DType::I64, {6, 2}, {0, 1, 1, 2, 2, 0, 0, 2, 1, 0, 2, 1});
+    TT y = zeros(DType::BF16, {6, 8});
+    std::vector<std::byte> work(size_t(moeExpertsWorkBytes(6, 2, 8, 4, DType::BF16)));
+    moeExpertsKernel({}, x.k(), index.k(), w.k(), gateUp.k(), down.k(), y.k(), work.data(), 1);
+    const std::vector<double> want = moeReference(x, index, w, gateUp, down, GateActivation::Silu);
+    for (int64_t i = 0; i < 48; ++i)
+      CHECK(std::abs(y.at(i) - want[size_t(i)]) <= 1e-2 * (1 + std::abs(want[size_t(i)])));
+  }
+  TT x = random(DType::F32, {2, 4}, 1), w = random(DType::F32, {2, 1}, 2);
+  TT gateUp = random(DType::F32, {3, 4, 4}, 3), down = random(DType::F32, {3, 4, 2}, 4);
+  TT bad = fromValues(DType::I64, {2, 1}, {1, 3});
+  TT y = zeros(DType::F32, {2, 4});
+  std::vector<std::byte> work(size_t(moeExpertsWorkBytes(2, 1, 4, 2, DType::F32)));
+  CHECK_THROWS_WITH(moeExpertsKernel({}, x.k(), bad.k(), w.k(), gateUp.k(), down.k(), y.k(),
+                                     work.data(), 1),
+                    "moe_experts: expert index 3 of token 1 (slot 0) is out of range for 3 experts");
+  CHECK_THROWS_WITH(moeExpertsShape({2, 4}, {2, 1}, {2, 1}, {3, 4, 4}, {3, 4, 3}),
+                    "moe_experts: down must be [E, H, I] = [3, 4, 2], got [3, 4, 3]");
+}

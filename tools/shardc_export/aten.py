@@ -127,35 +127,13 @@ def _user_frame(error):
     return "%s:%d in %s (`%s`)" % (path, f.lineno, f.name, (f.line or "").strip())
 
 
-@contextlib.contextmanager
-def static_experts(model):
-    """Hugging Face mixture-of-experts models (transformers 5: Mixtral, Qwen-MoE,
-    ...) choose their experts' forward by config._experts_implementation. The
-    default ("eager") loops over experts and picks each one's tokens with
-    torch.where, a shape that depends on the router's values, which a static
-    graph cannot hold; "batched_mm" gathers every token's k expert matrices
-    by index and runs one batched matmul: the same sums, static shapes (and
-    k full expert matrices per token in memory: docs/exporter.md). The
-    model's own setting is restored afterwards."""
-    config = getattr(model, "config", None)
-    before = getattr(config, "_experts_implementation", None)
-    switch = hasattr(model, "set_experts_implementation") and isinstance(before, str) \
-        and before != "batched_mm"
-    if switch:
-        model.set_experts_implementation("batched_mm")
-    try:
-        yield
-    finally:
-        if switch:
-            model.set_experts_implementation(before)
-
-
 def trace(model, metas, values=None):
     """torch.export on meta inputs, then Core ATen decompositions. `values`
     ({input name: CPU tensor}): example values of inputs that forward's
     control flow may read (specialize.py). Returns the program and
     {input name: source line} of the inputs whose values were read."""
     from .specialize import shadowed_forward
+    from .moe import static_experts
     with no_fused_fast_paths(), static_experts(model), \
             shadowed_forward(model, values or {}) as shadows:
         try:
@@ -793,6 +771,13 @@ def gather(self, node, x, dim, index, sparse_grad=False):
                      node.meta["val"], dim=int(dim))
 
 
+def moe_experts(self, node, x, index, weights, gate_up, down, activation):
+    """shardc::moe_experts (tools/shardc_export/moe.py): the graph op."""
+    return self.emit(node, "moe_experts", [self.tensor(node, v) for v in
+                                           (x, index, weights, gate_up, down)],
+                     node.meta["val"], activation=str(activation))
+
+
 def arg_reduction(op):
     def rule(self, node, x, dim=None, keepdim=False):
         attrs = {"keepdim": int(bool(keepdim))}
@@ -906,6 +891,11 @@ def supported_ops():
     """The ATen ops this file maps (docs/exporter.md lists them)."""
     return sorted(str(op) for op in RULES if op is not operator.getitem)
 
+
+# ---- a mixture of experts' experts (tools/shardc_export/moe.py) -----------------
+from .moe import moe_experts_op  # noqa: E402
+if moe_experts_op() is not None:
+    RULES[torch.ops.shardc.moe_experts.default] = moe_experts
 
 # ---- views and copies (torchvision classifiers: Swin, MaxViT) -----------------
 from . import aten_views  # noqa: E402

@@ -1,0 +1,144 @@
+// CPU kernel of moe_experts (runtime/OpFamilies.h): a mixture of experts'
+// experts with tokens grouped by expert.
+//
+// Why grouped: each expert is a gated MLP with its own weights, and a token
+// uses k of E experts. Gathering every token's k weight matrices (what a
+// static graph of ordinary ops must do) costs k full expert matrices per
+// token; here each expert's routed rows are packed into one block and run
+// as two GEMMs, so an expert's weights are read once per block of rows and
+// the work is the routed rows' only (k/E of a dense MLP over all experts).
+//
+// Bits: a routed row's gate/up and down rows are GEMM rows (runtime/cpu/
+// Gemm.h: they do not depend on which rows share the block), the gate is
+// elementwise, and token t's sum runs over its experts in ascending order:
+// y[t] = ((0 + w_a * down_a) + w_b * down_b) ..., each product and sum
+// rounded in float (the file is compiled without contraction), as Hugging
+// Face's looping forward adds them (index_add_ per expert, in expert order).
+// So a token's row depends only on its own input and routing: the same in
+// any batch, micro-batch or thread count.
+#include "runtime/cpu/FamilyKernels.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/VectorMath.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+void expectDType(const char *what, const KTensor &t, DType dtype) {
+  if (t.dtype != dtype)
+    checks::fail("moe_experts", std::string(what) + " is " + plan::dtypeName(t.dtype) +
+                                    ", expected " + plan::dtypeName(dtype));
+}
+
+/// gate[i] = act(gate[i]) * up[i] for one row of I values.
+void applyGate(GateActivation act, float *gate, const float *up, int64_t inner) {
+  switch (act) {
+  case GateActivation::Silu: cpu::vecApply(cpu::VecFn::Silu, gate, gate, inner); break;
+  case GateActivation::Gelu: cpu::vecApply(cpu::VecFn::GeluErf, gate, gate, inner); break;
+  case GateActivation::GeluTanh: cpu::vecApply(cpu::VecFn::GeluTanh, gate, gate, inner); break;
+  case GateActivation::Relu:
+    for (int64_t i = 0; i < inner; ++i)
+      gate[i] = gate[i] > 0.0f || gate[i] != gate[i] ? gate[i] : 0.0f;
+    break;
+  }
+  for (int64_t i = 0; i < inner; ++i) gate[i] = gate[i] * up[i];
+}
+
+}  // namespace
+
+void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
+                      const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                      const KTensor &y, std::byte *workspace, int threads) {
+  const Shape expected =
+      moeExpertsShape(x.shape, index.shape, weights.shape, gateUp.shape, down.shape);
+  if (!checks::isFloatStorage(x.dtype))
+    checks::fail("moe_experts", std::string("x is ") + plan::dtypeName(x.dtype) +
+                                    "; expects float32, bfloat16 or float16");
+  expectDType("index", index, DType::I64);
+  expectDType("weights", weights, x.dtype);
+  expectDType("gate_up", gateUp, x.dtype);
+  expectDType("down", down, x.dtype);
+  expectDType("output", y, x.dtype);
+  if (y.shape != expected)
+    checks::fail("moe_experts", "output is " + shapeToString(y.shape) + ", expected " +
+                                    shapeToString(expected));
+  const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
+  const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
+  const int64_t *ids = static_cast<const int64_t *>(index.data);
+
+  // Indices are data: checked before any work, then grouped by expert in
+  // token order (the order of a block's rows does not change their bits).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t e = ids[t * k + s];
+      if (e < 0 || e >= E)
+        checks::fail("moe_experts", "expert index " + std::to_string(e) + " of token " +
+                                        std::to_string(t) + " (slot " + std::to_string(s) +
+                                        ") is out of range for " + std::to_string(E) +
+                                        " experts");
+      routed[static_cast<size_t>(e)].push_back({t, s});
+    }
+
+  // Working memory (moeExpertsWorkBytes): a block's input rows [R, H], its
+  // gate/up rows [R, 2I], its output rows [R, H]; then y's float
+  // accumulator unless y is float32 (then y itself).
+  const int64_t R = std::min(kMoeBlockRows, T * k);
+  float *xBlock = reinterpret_cast<float *>(workspace);
+  float *hBlock = xBlock + R * H;
+  float *yBlock = hBlock + R * 2 * I;
+  float *acc = y.dtype == DType::F32 ? static_cast<float *>(y.data) : yBlock + R * H;
+  std::fill(acc, acc + T * H, 0.0f);
+  std::vector<float> w(static_cast<size_t>(T * k));
+  cpu::loadFloats(weights.dtype, weights.data, 0, T * k, w.data());
+
+  for (int64_t e = 0; e < E; ++e) {
+    const auto &rows = routed[static_cast<size_t>(e)];
+    for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
+      const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
+      for (int64_t r = 0; r < n; ++r)
+        cpu::loadFloats(x.dtype, x.data, rows[first + r].first * H, H, xBlock + r * H);
+      // [gate; up] = x gateUp[e]^T: 2I rows of H.
+      cpu::GemmArgs up{};
+      up.M = n, up.N = 2 * I, up.K = H;
+      up.A = {DType::F32, xBlock, 0, H};
+      up.B = {gateUp.dtype, gateUp.data, e * 2 * I * H, H};
+      up.transB = true;
+      up.C = hBlock, up.cDtype = DType::F32, up.cOffset = 0, up.ldc = 2 * I;
+      cpu::gemm(up, threads);
+      for (int64_t r = 0; r < n; ++r) applyGate(p.activation, hBlock + r * 2 * I,
+                                                hBlock + r * 2 * I + I, I);
+      // y = gated down[e]^T: H rows of I, reading the gate half of each row.
+      cpu::GemmArgs dn{};
+      dn.M = n, dn.N = H, dn.K = I;
+      dn.A = {DType::F32, hBlock, 0, 2 * I};
+      dn.B = {down.dtype, down.data, e * H * I, I};
+      dn.transB = true;
+      dn.C = yBlock, dn.cDtype = DType::F32, dn.cOffset = 0, dn.ldc = H;
+      cpu::gemm(dn, threads);
+      for (int64_t r = 0; r < n; ++r) {
+        const auto [t, s] = rows[first + r];
+        const float weight = w[static_cast<size_t>(t * k + s)];
+        float *dst = acc + t * H;
+        const float *src = yBlock + r * H;
+        for (int64_t j = 0; j < H; ++j) {
+          const float product = src[j] * weight;
+          dst[j] = dst[j] + product;
+        }
+      }
+    }
+  }
+  if (y.dtype != DType::F32) cpu::storeFloats(y.dtype, acc, T * H, y.data, 0);
+}
+
+}  // namespace shardc::runtime
