@@ -13,9 +13,11 @@
 //     label = param name); of any other buffer Buffer::bytes with its
 //     category, label = buffer name; `free` subtracts; an alias
 //     (Buffer::aliasOf) is never allocated and costs 0 bytes;
-//   - an op with a workspace rule in the op table (OpTable.def; today
-//     `orthogonal`: orthogonalWorkBytes(shape, dtype), label "<buffer>.qr")
-//     allocates it for the instruction's duration, category activations;
+//   - an op with a workspace rule in the op table (OpTable.def: `orthogonal`,
+//     orthogonalWorkBytes(shape, dtype), label "<buffer>.qr"; `norm_of`,
+//     "<buffer>.norm"; `moe_experts`, moeExpertsWorkBytes from its operands'
+//     shapes, "<buffer>.experts") allocates it for the instruction's
+//     duration, category activations;
 //     other ops allocate nothing
 //     (forward kernels use bounded per-thread scratch below 1 MiB, which is
 //     not accounted; see docs/plan.md);
