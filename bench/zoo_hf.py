@@ -65,6 +65,22 @@ def mixtral(**kw):
     return _lm(tf.MixtralConfig, kw, num_local_experts=4, num_experts_per_tok=2)
 
 
+def qwen2_moe(**kw):
+    # Mixture of experts with a shared expert (gated by a sigmoid) beside the routed ones.
+    return _lm(tf.Qwen2MoeConfig, kw, num_experts=4, num_experts_per_tok=2,
+               moe_intermediate_size=64, shared_expert_intermediate_size=128)
+
+
+def qwen3_moe(**kw):
+    return _lm(tf.Qwen3MoeConfig, kw, num_experts=4, num_experts_per_tok=2,
+               moe_intermediate_size=64)
+
+
+def olmoe(**kw):
+    return _lm(tf.OlmoeConfig, kw, num_experts=4, num_experts_per_tok=2,
+               bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+
 def gpt2(**kw):
     return _build(tf.GPT2Config(**dict(dict(vocab_size=256, n_embd=64, n_layer=2, n_head=4,
                                             n_positions=128, use_cache=False,
@@ -104,6 +120,10 @@ ZOO = {
     "HF Gemma": ("zoo_hf:gemma", dict(WIDE, head_dim=64), IDS),
     "HF Phi": ("zoo_hf:phi", WIDE, IDS),
     "HF Mixtral (MoE)": ("zoo_hf:mixtral", WIDE, IDS),
+    "HF Qwen2-MoE": ("zoo_hf:qwen2_moe", dict(WIDE, moe_intermediate_size=256,
+                                              shared_expert_intermediate_size=1024), IDS),
+    "HF Qwen3-MoE": ("zoo_hf:qwen3_moe", dict(WIDE, moe_intermediate_size=256), IDS),
+    "HF OLMoE": ("zoo_hf:olmoe", WIDE, IDS),
     "HF BERT": ("zoo_hf:bert", WIDE, IDS),
     "HF T5": ("zoo_hf:t5", {"d_model": 256, "d_kv": 64, "d_ff": 1024, "num_layers": 4,
                             "vocab_size": 1024},
