@@ -47,16 +47,24 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
   auto fail = [&](const std::string &path, const std::string &reason) -> GraphError {
     return GraphError(graph.sourceName + ": " + path + ": data-parallel: " + reason);
   };
-  std::map<std::string, std::vector<int64_t>> batchValues;  // name -> new shape
+  // name -> new shape, and its rows per batch row: 1, or f where a reshape
+  // merged the batch with the next dims ([B, S, H] -> [B*S, H]: each batch
+  // row is f consecutive rows, still apart from the other batch rows).
+  std::map<std::string, std::vector<int64_t>> batchValues;
+  std::map<std::string, int64_t> rowsPerBatchRow;
   for (GraphInput &input : result.inputs) {
     input.shape[0] = rows;
     batchValues[input.name] = input.shape;
+    rowsPerBatchRow[input.name] = 1;
   }
   for (GraphNode &node : result.nodes) {
     std::vector<const std::vector<int64_t> *> batchOperands;
+    int64_t factor = 0;  // of the first batch operand
     for (const std::string &in : node.inputs)
-      if (auto it = batchValues.find(in); it != batchValues.end())
+      if (auto it = batchValues.find(in); it != batchValues.end()) {
         batchOperands.push_back(&it->second);
+        if (factor == 0) factor = rowsPerBatchRow[in];
+      }
     if (batchOperands.empty()) continue;  // parameters only: no batch rows
     if (actsAlongDim0(node))
       throw fail(node.path, "'" + node.op + "' acts along dim 0, the batch; each rank holds only "
@@ -64,21 +72,30 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
     if (node.op == "matmul" && node.inputs.size() == 2 && batchValues.count(node.inputs[1]) &&
         node.shapes[0].size() == 2)
       throw fail(node.path, "'matmul' contracts over dim 0, the batch");
+    // A reshape may merge the batch with the dims after it, or split such
+    // rows back: row-major, batch row b stays the block of rows
+    // [b*f, (b+1)*f) whenever the result's dim 0 is a multiple of the batch.
+    if (node.op == "reshape" && !node.shapes[0].empty() && node.shapes[0][0] % batch == 0)
+      factor = node.shapes[0][0] / batch;
     for (std::vector<int64_t> &shape : node.shapes) {
-      if (shape.empty() || shape[0] != batch)
+      if (shape.empty() || shape[0] != batch * factor)
         throw fail(node.path, "'" + node.op + "' turns the batch (dim 0, " +
-                                  std::to_string(batch) + " rows) into " +
-                                  runtime::shapeToString(shape) +
+                                  std::to_string(batch) + " rows" +
+                                  (factor > 1 ? " of " + std::to_string(factor) + " each" : "") +
+                                  ") into " + runtime::shapeToString(shape) +
                                   "; only ops that keep every batch row apart can be split");
-      shape[0] = rows;
+      shape[0] = rows * factor;
     }
     if (node.op == "reshape") {
       std::vector<int64_t> in = *batchOperands[0];
       if (plan::numElements(in) != plan::numElements(node.shapes[0]))
         throw fail(node.path, "'reshape' mixes the batch (dim 0) with other dims");
-      if (!node.ints.empty() && node.ints[0] == batch) node.ints[0] = rows;
+      if (!node.ints.empty() && node.ints[0] == batch * factor) node.ints[0] = rows * factor;
     }
-    for (size_t r = 0; r < node.names.size(); ++r) batchValues[node.names[r]] = node.shapes[r];
+    for (size_t r = 0; r < node.names.size(); ++r) {
+      batchValues[node.names[r]] = node.shapes[r];
+      rowsPerBatchRow[node.names[r]] = factor;
+    }
   }
   for (const std::string &output : result.outputs)
     if (!batchValues.count(output))
