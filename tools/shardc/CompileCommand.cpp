@@ -105,7 +105,8 @@ int compileCommand(const std::vector<std::string> &args) {
         output = emit == "sharded" ? printModule(*module)
                                    : runtime::planToJson(*plan) + "\n";
     }
-    if (parsed.has("-o"))
+    // "-o -" is standard output, as in the compilers people know.
+    if (parsed.has("-o") && parsed.get("-o", "") != "-")
       runtime::writeFileAtomically(parsed.get("-o", ""), output);
     else
       std::cout << output;
