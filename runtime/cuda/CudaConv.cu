@@ -106,14 +106,6 @@ __global__ void transposedKernel(Geometry g, const typename T::S *x, const typen
   }
 }
 
-cudaDataType_t blasType(DType dtype) {
-  switch (dtype) {
-  case DType::BF16: return CUDA_R_16BF;
-  case DType::F16: return CUDA_R_16F;
-  default: return CUDA_R_32F;
-  }
-}
-
 void convGemm(CudaDevice &device, const char *op, const Geometry &g, const KTensor &x,
               const KTensor &w, const KTensor &y) {
   const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();

@@ -251,14 +251,6 @@ __global__ void rowBroadcastKernel(const typename T::S *bias, typename T::S *y, 
   SHARDC_GRID_LOOP(i, rows * N) { y[i] = bias[i % N]; }
 }
 
-cudaDataType_t blasType(DType dtype) {
-  switch (dtype) {
-  case DType::BF16: return CUDA_R_16BF;
-  case DType::F16: return CUDA_R_16F;
-  default: return CUDA_R_32F;
-  }
-}
-
 /// Row-major C[M, N] (+)= A[M, K] B^T or A B: column-major C^T = op(B) A^T.
 void gemm(CudaDevice &device, DType dtype, bool bTransposed, int64_t M, int64_t N, int64_t K,
           const void *a, const void *b, void *c, float beta) {

@@ -8,6 +8,8 @@
 #include "runtime/Plan.h"
 #include "runtime/cuda/DeviceFloat.h"
 
+#include <library_types.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -16,6 +18,16 @@ namespace shardc::runtime::cuda::dev {
 
 inline constexpr int kThreads = 256;
 inline constexpr int kMaxRank = 8;
+
+/// cuBLAS's data type for a float storage dtype (float32 otherwise): the
+/// GEMMs of linear, matmul and the im2col convolution.
+inline cudaDataType_t blasType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::BF16: return CUDA_R_16BF;
+  case plan::DType::F16: return CUDA_R_16F;
+  default: return CUDA_R_32F;
+  }
+}
 
 inline unsigned gridFor(int64_t work) {
   return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 65536));
