@@ -51,26 +51,24 @@ std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *n
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
                    info.family == OpFamily::View || info.family == OpFamily::Index;
-  // gather's and moe_experts' operand 1 is an int64 index: the float rule
-  // covers the others.
-  std::vector<TensorType> floats(operands.begin(), operands.end());
-  if ((info.family == OpFamily::Index || info.family == OpFamily::Experts) &&
-      operands.size() > 1) {
-    if (operands[1].dtype != plan::DType::I64)
-      checks::fail(info.name, std::string("index (operand 1) is ") +
-                                  plan::dtypeName(operands[1].dtype) + "; expects int64");
-    floats.erase(floats.begin() + 1);
-  }
-  for (size_t i = 0; i < floats.size(); ++i) {
-    if (!checks::isFloatStorage(floats[i].dtype) &&
-        !(f64 && floats[i].dtype == plan::DType::F64))
+  // gather's and moe_experts' operand 1 is an int64 index; the float rule
+  // covers the others (errors keep the operands' own numbers).
+  const bool indexOperand =
+      (info.family == OpFamily::Index || info.family == OpFamily::Experts) && operands.size() > 1;
+  if (indexOperand && operands[1].dtype != plan::DType::I64)
+    checks::fail(info.name, std::string("index (operand 1) is ") +
+                                plan::dtypeName(operands[1].dtype) + "; expects int64");
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (indexOperand && i == 1) continue;
+    if (!checks::isFloatStorage(operands[i].dtype) &&
+        !(f64 && operands[i].dtype == plan::DType::F64))
       checks::fail(info.name, "operand " + std::to_string(i) + " is " +
-                                  plan::dtypeName(floats[i].dtype) + "; expects float32, " +
+                                  plan::dtypeName(operands[i].dtype) + "; expects float32, " +
                                   (f64 ? "float64, " : "") + "bfloat16 or float16");
-    if (floats[i].dtype != floats[0].dtype)
+    if (operands[i].dtype != operands[0].dtype)
       checks::fail(info.name, std::string("operands differ in dtype: ") +
-                                  plan::dtypeName(floats[0].dtype) + " and " +
-                                  plan::dtypeName(floats[i].dtype));
+                                  plan::dtypeName(operands[0].dtype) + " and " +
+                                  plan::dtypeName(operands[i].dtype));
   }
 }
 
