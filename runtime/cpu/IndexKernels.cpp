@@ -5,7 +5,7 @@
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
-#include "runtime/HalfFloat.h"
+#include "runtime/InitOps.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <algorithm>
@@ -35,16 +35,6 @@ RowGeometry rowsAlong(const Shape &shape, int64_t dim) {
   return g;
 }
 
-double valueAt(DType dtype, const void *base, int64_t i) {
-  switch (dtype) {
-  case DType::F64: return static_cast<const double *>(base)[i];
-  case DType::F32: return static_cast<const float *>(base)[i];
-  case DType::BF16: return bfloat16BitsToFloat(static_cast<const uint16_t *>(base)[i]);
-  case DType::F16: return halfBitsToFloat(static_cast<const uint16_t *>(base)[i]);
-  default: return 0;  // rejected by the rule's dtype check
-  }
-}
-
 void expectResult(const char *op, const KTensor &y, const Shape &shape, DType dtype) {
   if (y.shape != shape || y.dtype != dtype)
     checks::fail(op, "output is " + std::string(plan::dtypeName(y.dtype)) + " " +
@@ -72,7 +62,7 @@ void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int th
     // the same standard-library algorithms on the same sequence choose the
     // same index among equal values as torch does. NaN is the largest value.
     std::vector<std::pair<double, int64_t>> queue(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) queue[j] = {valueAt(x.dtype, x.data, first + j * g.inner), j};
+    for (int64_t j = 0; j < n; ++j) queue[j] = {loadAsDouble(x.dtype, x.data, first + j * g.inner), j};
     auto before = [largest](const std::pair<double, int64_t> &a,
                             const std::pair<double, int64_t> &b) {
       const bool nanA = std::isnan(a.first), nanB = std::isnan(b.first);
