@@ -377,11 +377,15 @@ double threadCpuSeconds() {
 }
 
 void measure(const CpuDevice &device, PhaseReport &report, const HostMemory::Stats &since) {
+  measure(device, device.largeBlockStats(), report, since);
+}
+
+void measure(const Device &device, const HostMemory::Stats &blocks, PhaseReport &report,
+             const HostMemory::Stats &since) {
   report.peakBytes = device.peakBytes();
   report.liveAtPeak = device.liveAtPeak();
   report.peakByCategory = device.peakByCategory();
   report.endBytes = device.currentBytes();
-  const HostMemory::Stats &blocks = device.largeBlockStats();
   report.freshLargeBlocks = static_cast<int64_t>(blocks.freshBlocks - since.freshBlocks);
   report.reusedLargeBlocks = static_cast<int64_t>(blocks.reusedBlocks - since.reusedBlocks);
   report.firstTouchBytes = static_cast<int64_t>(blocks.freshBytes - since.freshBytes);

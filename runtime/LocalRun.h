@@ -174,6 +174,10 @@ struct MemoryPrediction;
 /// The device's peak and live figures into `report`, and its block
 /// statistics since `since` (the device's trim when defaulted).
 void measure(const CpuDevice &device, PhaseReport &report, const HostMemory::Stats &since = {});
+/// The same for any device: its ledger's figures, and `blocks` (the
+/// device's block statistics now; zeros where it keeps none) minus `since`.
+void measure(const Device &device, const HostMemory::Stats &blocks, PhaseReport &report,
+             const HostMemory::Stats &since = {});
 
 /// Seconds of wall time since `start` (PhaseReport::seconds).
 double secondsSince(std::chrono::steady_clock::time_point start);

@@ -18,26 +18,29 @@
 namespace shardc::runtime {
 using namespace shardc::plan;
 
-/// One rank: its device and what it keeps between calls.
-struct LocalSession::Rank {
-  CpuDevice device;  // declared first: destroyed after every buffer on it
-  RankState state;
-  explicit Rank(int64_t rank) : state(rank) {}
-  ~Rank() { state.releaseAll(); }
-};
-
-LocalSession::LocalSession(Plan plan, uint64_t seed, std::chrono::duration<double> timeout)
+LocalSession::LocalSession(Plan plan, uint64_t seed, std::chrono::duration<double> timeout,
+                           const SessionRankFactory &ranks)
     : plan_(std::move(plan)), timeout_(timeout) {
   checkPlan(plan_);
   if (!plan_.function("init")) throw RuntimeError("LocalSession: plan has no 'init' function");
   context_.seed = seed;
   context_.threads = defaultKernelThreads(plan_.worldSize);
-  for (int64_t r = 0; r < plan_.worldSize; ++r) ranks_.push_back(std::make_unique<Rank>(r));
+  const SessionRankFactory make = ranks ? ranks : cpuSessionRanks(context_.threads);
+  for (int64_t r = 0; r < plan_.worldSize; ++r) ranks_.push_back(make(r));
+}
+
+std::vector<TensorView> LocalSession::run(const Plan &plan, const std::string &function,
+                                          SessionRank &rank, Communicator &comm,
+                                          RankState &state,
+                                          const std::vector<HostTensor> &inputs) {
+  return runFunction(plan, function, rank.backend(), comm, state, inputs, context_.seed,
+                     "executeFunction");
 }
 
 LocalSession::~LocalSession() = default;
 
-void LocalSession::onEveryRank(const std::function<void(Rank &, Communicator &)> &body) {
+void LocalSession::onEveryRank(
+    const std::function<void(SessionRank &, Communicator &)> &body) {
   const int64_t n = worldSize();
   LocalGroup group(n, timeout_);
   std::mutex failureMutex;
@@ -54,8 +57,10 @@ void LocalSession::onEveryRank(const std::function<void(Rank &, Communicator &)>
     for (int64_t r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
         try {
-          LocalCommunicator comm(group, r);
-          body(*ranks_[r], comm);
+          SessionRank &rank = *ranks_[r];
+          rank.enterThread();
+          const std::unique_ptr<Communicator> comm = rank.communicator(group);
+          body(rank, *comm);
         } catch (const RankError &e) {  // names the rank it happened on
           fail("rank " + std::to_string(e.rank()) + ": " + e.what());
         } catch (const std::exception &e) {
@@ -73,14 +78,14 @@ void LocalSession::onEveryRank(const std::function<void(Rank &, Communicator &)>
 bool LocalSession::materialized() const {
   for (const auto &rank : ranks_)
     for (size_t i = 0; i < plan_.params.size(); ++i)
-      if (!rank->state.paramStorage(static_cast<int32_t>(i))) return false;
+      if (!rank->state().paramStorage(static_cast<int32_t>(i))) return false;
   return true;
 }
 
 void LocalSession::release() {
   for (const auto &rank : ranks_) {
-    rank->state.releaseAll();
-    rank->device.trimReuseCache();
+    rank->state().releaseAll();
+    rank->trimReuseCache();
   }
 }
 
@@ -90,17 +95,17 @@ std::vector<PhaseReport> LocalSession::init() {
   // Predictions first: an inconsistent plan fails before anything changes.
   for (int64_t r = 0; r < n; ++r) predict(predictMemory(plan_, "init", r), reports[r]);
   // As in replaceParams: the old shards' blocks are kept for the new ones.
-  for (const auto &rank : ranks_) rank->state.releaseAll();
+  for (const auto &rank : ranks_) rank->state().releaseAll();
   try {
-    onEveryRank([&](Rank &rank, Communicator &comm) {
-      PhaseReport &report = reports[rank.state.rank()];
-      rank.device.resetPeak();
+    onEveryRank([&](SessionRank &rank, Communicator &comm) {
+      PhaseReport &report = reports[rank.state().rank()];
+      rank.device().resetPeak();
       auto start = std::chrono::steady_clock::now();
-      executeFunction(plan_, "init", rank.device, comm, rank.state, {}, context_);
+      run(plan_, "init", rank, comm, rank.state(), {});
       report.seconds = secondsSince(start);
-      measure(rank.device, report);
-      rank.state.releaseFunctionBuffers();  // init's leftovers; params persist
-      rank.device.trimReuseCache();
+      measure(rank.device(), rank.blockStats(), report);
+      rank.state().releaseFunctionBuffers();  // init's leftovers; params persist
+      rank.trimReuseCache();
     });
   } catch (...) {
     release();
@@ -124,30 +129,30 @@ std::vector<HostTensor> LocalSession::forward(const std::vector<HostTensor> &inp
     for (int64_t r = 0; r < n; ++r) rankForwards[r] = rankForward(plan_, ordered, r);
   std::vector<PhaseReport> measured(n);
   for (int64_t r = 0; r < n; ++r)
-    predict(predictMemory(plan_, rankForwards[r].function, r, ranks_[r]->device.live()),
+    predict(predictMemory(plan_, rankForwards[r].function, r, ranks_[r]->device().live()),
             measured[r]);
   std::vector<std::vector<HostTensor>> outputs(n);
-  onEveryRank([&](Rank &rank, Communicator &comm) {
-    const int64_t r = rank.state.rank();
-    rank.device.resetPeak();
-    const HostMemory::Stats blocksBefore = rank.device.largeBlockStats();
+  onEveryRank([&](SessionRank &rank, Communicator &comm) {
+    const int64_t r = rank.state().rank();
+    rank.device().resetPeak();
+    const HostMemory::Stats blocksBefore = rank.blockStats();
     auto start = std::chrono::steady_clock::now();
     try {
-      std::vector<TensorView> views = executeFunction(
-          plan_, rankForwards[r].function, rank.device, comm, rank.state,
-          dataParallel_ ? rankForwards[r].inputs : ordered, context_);
+      std::vector<TensorView> views =
+          run(plan_, rankForwards[r].function, rank, comm, rank.state(),
+              dataParallel_ ? rankForwards[r].inputs : ordered);
       measured[r].seconds = secondsSince(start);
-      measure(rank.device, measured[r], blocksBefore);
-      for (const TensorView &view : views) outputs[r].push_back(view.toHost());
+      measure(rank.device(), rank.blockStats(), measured[r], blocksBefore);
+      for (const TensorView &view : views) outputs[r].push_back(rank.toHost(view));
     } catch (...) {
-      rank.state.releaseFunctionBuffers();
-      rank.device.trimReuseCache();
+      rank.state().releaseFunctionBuffers();
+      rank.trimReuseCache();
       throw;
     }
     // Params are untouched. The blocks forward released stay for the next
     // forward (a loop's steady state: no first touch, bench/README.md "Warm
     // forwards"), within HostMemory's bound; release() and init trim them.
-    rank.state.releaseFunctionBuffers();
+    rank.state().releaseFunctionBuffers();
   });
   if (dataParallel_) {
     reports = std::move(measured);
@@ -211,30 +216,30 @@ std::vector<PhaseReport> LocalSession::replaceParams(const Plan &source) {
   // bytes stay within max(what was held, this phase's accounted peak).
   for (const auto &rank : ranks_)
     for (size_t i = 0; i < covered.size(); ++i)
-      if (covered[i]) rank->state.takeParam(static_cast<int32_t>(i)).release();
+      if (covered[i]) rank->state().takeParam(static_cast<int32_t>(i)).release();
   std::vector<PhaseReport> reports(n);
   for (int64_t r = 0; r < n; ++r)
-    predict(predictMemory(source, "init", r, ranks_[r]->device.live()), reports[r]);
+    predict(predictMemory(source, "init", r, ranks_[r]->device().live()), reports[r]);
   try {
-    onEveryRank([&](Rank &rank, Communicator &comm) {
-      PhaseReport &report = reports[rank.state.rank()];
-      RankState scratch(rank.state.rank());  // destroyed before the device
-      rank.device.resetPeak();
+    onEveryRank([&](SessionRank &rank, Communicator &comm) {
+      PhaseReport &report = reports[rank.state().rank()];
+      RankState scratch(rank.state().rank());  // destroyed before the device
+      rank.device().resetPeak();
       auto start = std::chrono::steady_clock::now();
-      executeFunction(source, "init", rank.device, comm, scratch, {}, context_);
+      run(source, "init", rank, comm, scratch, {});
       report.seconds = secondsSince(start);
-      measure(rank.device, report);
+      measure(rank.device(), rank.blockStats(), report);
       scratch.releaseFunctionBuffers();
       for (size_t j = 0; j < source.params.size(); ++j) {
         DeviceBuffer buffer = scratch.takeParam(static_cast<int32_t>(j));
         if (!buffer)
           throw RuntimeError("replacing params: the source's init did not allocate '" +
                              source.params[j].name + "'");
-        if (!rank.state.adoptParam(target[j], buffer))
+        if (!rank.state().adoptParam(target[j], buffer))
           throw RuntimeError("replacing params: '" + source.params[j].name +
                              "' still has storage");
       }
-      rank.device.trimReuseCache();
+      rank.trimReuseCache();
     });
   } catch (...) {
     release();
@@ -246,11 +251,24 @@ std::vector<PhaseReport> LocalSession::replaceParams(const Plan &source) {
 void LocalSession::save(const std::string &path) {
   if (!materialized())
     throw RuntimeError("writing '" + path + "': the parameters are not materialized");
-  onEveryRank([&](Rank &rank, Communicator &comm) {
+  onEveryRank([&](SessionRank &rank, Communicator &comm) {
+    // A GPU rank's params are copied to the host first: the writer pwrites
+    // from host memory.
+    std::map<int32_t, std::vector<std::byte>> staged;
+    if (!rank.hostAddressable())
+      for (const auto &[index, buffer] : rank.state().params()) {
+        std::vector<std::byte> &bytes = staged[index];
+        bytes.resize(static_cast<size_t>(buffer.bytes()));
+        if (!bytes.empty()) rank.copyToHost(bytes.data(), buffer.data(), bytes.size());
+      }
     checkpoint::saveCooperatively(
         plan_,
         [&](int32_t i) -> const std::byte * {
-          const DeviceBuffer *local = rank.state.paramStorage(i);
+          if (!rank.hostAddressable()) {
+            auto it = staged.find(i);
+            return it == staged.end() ? nullptr : it->second.data();
+          }
+          const DeviceBuffer *local = rank.state().paramStorage(i);
           return local ? local->data() : nullptr;
         },
         comm, path);
@@ -262,19 +280,23 @@ std::optional<HostTensor> LocalSession::localParam(int32_t index, int64_t rank) 
       rank >= worldSize())
     throw RuntimeError("localParam: param " + std::to_string(index) + " or rank " +
                        std::to_string(rank) + " out of range");
-  const DeviceBuffer *local = ranks_[rank]->state.paramStorage(index);
+  SessionRank &holder = *ranks_[rank];
+  const DeviceBuffer *local = holder.state().paramStorage(index);
   if (!local) return std::nullopt;
   const Param &p = plan_.params[index];
   HostTensor t{p.name, p.dtype, p.localShape(), {}};
   t.data.resize(static_cast<size_t>(p.localBytes()));
-  std::memcpy(t.data.data(), local->data(), t.data.size());
+  if (!t.data.empty()) {
+    holder.enterThread();
+    holder.copyToHost(t.data.data(), local->data(), t.data.size());
+  }
   return t;
 }
 
 int64_t LocalSession::paramBytes(int64_t rank) const {
   if (rank < 0 || rank >= worldSize())
     throw RuntimeError("paramBytes: rank " + std::to_string(rank) + " out of range");
-  return ranks_[rank]->device.currentBytes(Category::Parameter);
+  return ranks_[rank]->device().currentBytes(Category::Parameter);
 }
 
 }  // namespace shardc::runtime

@@ -1,7 +1,9 @@
 // A stateful `local` backend: the ranks of one Plan as threads of this
 // process, whose devices and parameter storage persist between calls (the
 // embedded API's CompiledModel, docs/jit.md). runLocal (LocalRun.h) is the
-// one-shot form the CLI uses: init, forward, done.
+// one-shot form the CLI uses: init, forward, done. Where the ranks' storage
+// lives and which kernels run is the SessionRankFactory's business
+// (runtime/SessionRank.h): the CPU by default, or ranks sharing one GPU.
 //
 // Each call runs one piece of work on every rank, one thread per rank, with
 // a fresh LocalGroup (a failed call leaves no aborted group behind); the
@@ -18,6 +20,7 @@
 #include "runtime/HostTensor.h"
 #include "runtime/LocalRun.h"
 #include "runtime/Plan.h"
+#include "runtime/SessionRank.h"
 
 #include <chrono>
 #include <functional>
@@ -30,9 +33,12 @@ namespace shardc::runtime {
 
 class LocalSession {
 public:
-  /// No memory is allocated until init() or replaceParams().
+  /// No memory is allocated until init() or replaceParams(). `ranks` makes
+  /// each rank's device and backend; empty: the CPU, with
+  /// defaultKernelThreads(N) kernel threads per rank.
   LocalSession(plan::Plan plan, uint64_t seed,
-               std::chrono::duration<double> timeout = std::chrono::seconds(60));
+               std::chrono::duration<double> timeout = std::chrono::seconds(60),
+               const SessionRankFactory &ranks = {});
   /// Releases every rank's storage before its device.
   ~LocalSession();
   LocalSession(const LocalSession &) = delete;
@@ -74,8 +80,10 @@ public:
   std::vector<PhaseReport> replaceParams(const plan::Plan &source);
 
   /// Every rank writes its own rows of every param into one safetensors
-  /// file (checkpoint::saveCooperatively: nothing gathered, nothing
-  /// allocated, the file appears only when every rank succeeded).
+  /// file (checkpoint::saveCooperatively: nothing gathered, the file appears
+  /// only when every rank succeeded). Ranks whose storage is not host
+  /// memory (a GPU's) copy their params to the host first: host bytes =
+  /// the rank's param bytes while it writes; CPU ranks allocate nothing.
   void save(const std::string &path);
 
   /// A host copy of param `index`'s local storage on `rank` (local shape,
@@ -89,14 +97,17 @@ public:
   void release();
 
 private:
-  struct Rank;
   /// Runs body(rank) on every rank, one thread each; see the file comment.
-  void onEveryRank(const std::function<void(Rank &, Communicator &)> &body);
+  void onEveryRank(const std::function<void(SessionRank &, Communicator &)> &body);
+  /// Runs `function` on `rank` with its backend.
+  std::vector<TensorView> run(const plan::Plan &plan, const std::string &function,
+                              SessionRank &rank, Communicator &comm, RankState &state,
+                              const std::vector<HostTensor> &inputs);
 
   plan::Plan plan_;
   ExecutionContext context_;
   std::chrono::duration<double> timeout_;
-  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::unique_ptr<SessionRank>> ranks_;
   bool dataParallel_ = false;
 };
 
