@@ -1,6 +1,7 @@
 //===- Jit.cpp - shardc::jit: trace once, compile per world size, run -----===//
 #include "shardc/jit.h"
 
+#include "jit/JitDevice.h"
 #include "jit/Trace.h"
 
 #include "compiler/CheckpointLoad.h"
@@ -235,10 +236,7 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (options.world_size < 1)
     throw Error("jit: world_size must be at least 1, got " +
                 std::to_string(options.world_size));
-  if (options.device != "cpu")
-    throw Error("jit: device '" + options.device +
-                "' is not supported by the embedded API yet (use \"cpu\"); "
-                "parameters keep their original device whatever runs them");
+  detail::checkDevice(options.device);
   if (options.backend != "local")
     throw Error("jit: backend '" + options.backend +
                 "' is not supported by the embedded API yet (use \"local\")");
@@ -262,7 +260,8 @@ runtime::LocalSession &session(CompiledModel::Impl &impl) {
     try {
       impl.session = std::make_unique<runtime::LocalSession>(
           impl.plan, impl.options.seed,
-          std::chrono::duration<double>(impl.options.timeout_seconds));
+          std::chrono::duration<double>(impl.options.timeout_seconds),
+          detail::sessionRanks(impl.options.device));
       impl.session->setDataParallel(impl.options.data_parallel);
     } catch (const runtime::RuntimeError &error) {
       throw Error(error.what());

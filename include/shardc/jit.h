@@ -40,7 +40,10 @@ struct JitOptions {
   /// empty: the default units (blocks of the main layer list).
   std::vector<std::string> units;
   bool prefetch = false;
-  /// Where it runs: "cpu" (the only device of this release).
+  /// Where the ranks run (docs/jit.md): "cpu", or "cuda" / "cuda:N": every
+  /// rank on that one GPU (its own stream and exact ledger; collectives are
+  /// device-to-device copies). Checked by jit(): a shardc built without the
+  /// CUDA runtime, or no such GPU, is an Error there.
   std::string device = "cpu";
   /// "local": ranks are threads of this process.
   std::string backend = "local";

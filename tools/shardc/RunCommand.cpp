@@ -278,8 +278,7 @@ int runCommand(const std::vector<std::string> &args) {
     if (device != "cpu" && device != "cuda")
       throw UsageError("--device must be cpu or cuda, got '" + device + "'");
     if (device == "cuda")
-      for (const char *option : {"--save", "--save-params", "--ranks", "--threads",
-                                 "--data-parallel", "--init-only"})
+      for (const char *option : {"--ranks", "--threads"})
         if (parsed.has(option))
           throw UsageError(std::string(option) + " is not supported with --device cuda yet (docs/gpu.md)");
     if (device == "cuda" && backend != "local")
@@ -401,6 +400,8 @@ int runCommand(const std::vector<std::string> &args) {
     try {
       options.seed = seed;
       options.timeout = std::chrono::duration<double>(timeoutSeconds);
+      options.savePath = parsed.has("--save") ? parsed.get("--save", "")
+                                              : parsed.get("--save-params", "");
       return runOnCudaDevice(plan, options, parsed.get("--outputs", ""));
     } catch (const runtime::RuntimeError &error) {
       std::cerr << "shardc: error: " << error.what() << "\n";

@@ -1,0 +1,47 @@
+#include "runtime/cuda/CudaSession.h"
+
+#include "runtime/RuntimeError.h"
+#include "runtime/cuda/CudaExecutor.h"
+#include "runtime/cuda/DeviceLocalCommunicator.h"
+
+namespace shardc::runtime::cuda {
+
+namespace {
+
+class GpuSessionRank final : public SessionRank {
+public:
+  static std::unique_ptr<SessionRank> make(int64_t rank, int ordinal) {
+    auto device = std::make_unique<CudaDevice>(ordinal);
+    auto backend = std::make_unique<CudaBackend>(*device);
+    return std::unique_ptr<SessionRank>(
+        new GpuSessionRank(rank, std::move(device), std::move(backend)));
+  }
+  std::unique_ptr<Communicator> communicator(LocalGroup &group) override {
+    return std::make_unique<DeviceLocalCommunicator>(group, state().rank(), gpu_);
+  }
+  /// cudaSetDevice is per thread, and each call runs on fresh threads.
+  void enterThread() override { gpu_.makeCurrent(); }
+  bool hostAddressable() const override { return false; }
+
+private:
+  GpuSessionRank(int64_t rank, std::unique_ptr<CudaDevice> device,
+                 std::unique_ptr<CudaBackend> backend)
+      : SessionRank(rank, std::move(device), std::move(backend)),
+        gpu_(static_cast<CudaDevice &>(this->device())) {}
+
+  CudaDevice &gpu_;
+};
+
+}  // namespace
+
+SessionRankFactory gpuSessionRanks(int ordinal) {
+  std::string why;
+  const int visible = visibleDeviceCount(&why);
+  if (visible == 0) throw RuntimeError("no CUDA device visible (" + why + ")");
+  if (ordinal < 0 || ordinal >= visible)
+    throw RuntimeError("CUDA device " + std::to_string(ordinal) + " does not exist (" +
+                       std::to_string(visible) + " visible)");
+  return [ordinal](int64_t rank) { return GpuSessionRank::make(rank, ordinal); };
+}
+
+}  // namespace shardc::runtime::cuda
