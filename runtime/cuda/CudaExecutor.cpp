@@ -184,6 +184,17 @@ void CudaBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const 
   cuda::unary(device_, op, a, b, x, y);
 }
 
+void CudaBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
+                             const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                             const KTensor &y, std::byte *workspace) {
+  cuda::moeExperts(device_, p, x, index, weights, gateUp, down, y, workspace);
+}
+void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
+                        const KTensor *index, const KTensor &y) {
+  if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);
+  else cuda::gather(device_, p, x, *index, y);
+}
+
 // ---- the CUDA entry point --------------------------------------------------
 
 std::vector<HostTensor> executeFunctionCuda(const Plan &plan, const std::string &name,

@@ -70,6 +70,11 @@ public:
   void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
               int64_t correction, const KTensor &y) override;
   void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) override;
+  void moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
+                  const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                  const KTensor &y, std::byte *workspace) override;
+  void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
+             const KTensor &y) override;
   /// A rank's rows of a checkpoint tensor: read on the host, copied over.
   void load(const checkpoint::TensorLocation &where, const Region &target, std::byte *io,
             int64_t ioBytes) override;

@@ -14,6 +14,7 @@
 #include "runtime/OpFamilies.h"
 #include "runtime/cuda/CudaDevice.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -34,5 +35,17 @@ void pool(CudaDevice &device, const PoolParams &p, const KTensor &x, const KTens
 void adaptivePool(CudaDevice &device, PoolKind kind, const KTensor &x, const KTensor &y);
 void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &w,
           const KTensor *b, const KTensor &y);
+
+/// topk's int64 indices (CudaIndex.cu: among equal values the lowest
+/// indices, where the CPU follows torch's CPU selection).
+void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &y);
+/// An index out of range fails with the CPU's words, after the kernel.
+void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &index,
+            const KTensor &y);
+/// moe_experts (CudaMoe.cu): the routing is read on the host; waits for
+/// the device before it returns. `workspace`: moeExpertsWorkBytes.
+void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const KTensor &index,
+                const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                const KTensor &y, std::byte *workspace);
 
 }  // namespace shardc::runtime::cuda

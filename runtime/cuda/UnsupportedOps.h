@@ -11,9 +11,6 @@ namespace shardc::runtime::cuda {
 inline constexpr plan::OpCode kCudaUnsupportedOps[] = {
     plan::OpCode::Orthogonal,    // Householder QR runs on the host only
     plan::OpCode::NormOf,        // derived init (weight norm): host kernel only
-    plan::OpCode::TopK,          // mixture-of-experts routing: host kernels only so far
-    plan::OpCode::Gather,
-    plan::OpCode::MoeExperts,
 };
 
 }  // namespace shardc::runtime::cuda
