@@ -1,5 +1,6 @@
 #include "runtime/mpi/MpiRun.h"
 
+#include "runtime/CpuBackend.h"
 #include "runtime/DataParallel.h"
 #include "runtime/Executor.h"
 #include "runtime/Kernels.h"
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +28,7 @@ using namespace shardc::plan;
 
 namespace {
 
-int64_t localSize = 1;
+int64_t localSize = 1, localRank = 0;
 char termMessage[160];  // "shardc: error: rank R: " prefix for the handler
 size_t termPrefixLength = 0;
 
@@ -171,6 +173,9 @@ int64_t initialize() {
     int size = 1;
     MPI_Comm_size(local, &size);
     localSize = size;
+    int mine = 0;
+    MPI_Comm_rank(local, &mine);
+    localRank = mine;
     MPI_Comm_free(&local);
     std::snprintf(termMessage, sizeof termMessage, "shardc: error: rank %lld: ",
                   static_cast<long long>(worldRank()));
@@ -192,6 +197,7 @@ int64_t worldRank() {
 }
 
 int64_t nodeLocalSize() { return localSize; }
+int64_t nodeLocalRank() { return localRank; }
 
 void abortWorld(int code) {
   currentCollective.store("MPI_Abort, after the error above");
@@ -213,7 +219,21 @@ int64_t peakRssBytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
 }
 
-MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
+namespace {
+
+/// The CPU: one CpuDevice and CpuBackend, collectives over MPI.
+MpiRankRuntime cpuRankRuntime(int threads) {
+  MpiRankRuntime rank;
+  auto device = std::make_unique<CpuDevice>();
+  rank.backend = std::make_unique<CpuBackend>(*device, threads);
+  rank.device = std::move(device);
+  return rank;
+}
+
+}  // namespace
+
+MpiRunResult runMpi(const Plan &plan, const RunOptions &options,
+                    const MpiRankFactory &rankRuntime) {
   checkPlan(plan);
   MpiCommunicator comm(MPI_COMM_WORLD, options.timeout);
   const int64_t rank = comm.rank(), n = comm.worldSize();
@@ -266,16 +286,36 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
   ProcessMemory memory;
   std::vector<HostTensor> outputs, params;
 
-  CpuDevice device;  // declared first: destroyed after everything on it
-  RankState state(rank);
+  MpiRankRuntime runtime = rankRuntime ? rankRuntime(comm) : cpuRankRuntime(context.threads);
+  Device &device = *runtime.device;
+  Backend &backend = *runtime.backend;
+  Communicator &collectives = runtime.collectives ? *runtime.collectives : comm;
+  // The CPU's block cache and statistics; none elsewhere.
+  RankState state(rank);  // after the runtime: released before its device
+  auto *cpu = dynamic_cast<CpuDevice *>(&device);
+  auto trim = [&] {
+    if (cpu) cpu->trimReuseCache();
+  };
+  auto blocks = [&] { return cpu ? cpu->largeBlockStats() : HostMemory::Stats{}; };
+  auto run = [&](const std::string &function, const std::vector<HostTensor> &functionInputs) {
+    return runFunction(plan, function, backend, collectives, state, functionInputs, context.seed,
+                       "executeFunction");
+  };
+  /// A host copy of a param's local storage (its bytes are device memory
+  /// unless runtime.hostAddressable).
+  auto hostCopy = [&](const DeviceBuffer &buffer) {
+    std::vector<std::byte> bytes(static_cast<size_t>(buffer.bytes()));
+    if (!bytes.empty()) backend.copyToHost(bytes.data(), buffer.data(), bytes.size());
+    return bytes;
+  };
   try {
     device.resetPeak();
     auto initStart = std::chrono::steady_clock::now();
-    executeFunction(plan, "init", device, comm, state, {}, context);
+    run("init", {});
     report.init.seconds = secondsSince(initStart);
-    measure(device, report.init);
+    measure(device, blocks(), report.init);
     state.releaseFunctionBuffers();
-    device.trimReuseCache();
+    trim();
     report.paramBytes = device.currentBytes(Category::Parameter);
     memory.peakRssAfterInit = peakRssBytes();
 
@@ -290,13 +330,18 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
     if (forward) {
       device.resetPeak();
       auto forwardStart = std::chrono::steady_clock::now();
-      auto views = executeFunction(plan, mineForward.function, device, comm, state,
-                                   options.dataParallel ? mineForward.inputs : inputs, context);
+      auto views =
+          run(mineForward.function, options.dataParallel ? mineForward.inputs : inputs);
       report.forward->seconds = secondsSince(forwardStart);
-      measure(device, *report.forward);
-      for (const TensorView &view : views) outputs.push_back(view.toHost());
+      measure(device, blocks(), *report.forward);
+      for (const TensorView &view : views) {
+        HostTensor t{view.name, view.dtype, view.shape, {}};
+        t.data.resize(static_cast<size_t>(t.expectedBytes()));
+        if (!t.data.empty()) backend.copyToHost(t.data.data(), view.data, t.data.size());
+        outputs.push_back(std::move(t));
+      }
       state.releaseFunctionBuffers();
-      device.trimReuseCache();
+      trim();
       if (options.dataParallel)
         outputs = gatherBatchOutputs(plan, comm, globalBatchRows(inputs), outputs);
     }
@@ -312,25 +357,40 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options) {
 
     // Outside every measurement window. A checkpoint (--save): every rank
     // pwrites its own rows into one file, as with the local backend (on
-    // several machines the path must be on a shared file system).
-    if (!options.savePath.empty())
+    // several machines the path must be on a shared file system). Device
+    // memory is staged on the host first (the rank's param bytes).
+    if (!options.savePath.empty()) {
+      std::map<int32_t, std::vector<std::byte>> staged;
+      if (!runtime.hostAddressable)
+        for (const auto &[index, buffer] : state.params()) staged[index] = hostCopy(buffer);
       checkpoint::saveCooperatively(
-          plan, [&](int32_t i) -> const std::byte * { return state.paramStorage(i)->data(); },
+          plan,
+          [&](int32_t i) -> const std::byte * {
+            if (!runtime.hostAddressable) return staged.at(i).data();
+            return state.paramStorage(i)->data();
+          },
           comm, options.savePath);
+    }
     // --save-params: one parameter at a time, gathered to rank 0.
     if (options.gatherParams)
       for (size_t i = 0; i < plan.params.size(); ++i) {
         const Param &p = plan.params[i];
         const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
         if (!local) throw RuntimeError("gathering params: init did not allocate '" + p.name + "'");
+        std::vector<std::byte> staged;
+        const std::byte *bytes = local->data();
+        if (!runtime.hostAddressable) {
+          staged = hostCopy(*local);
+          bytes = staged.data();
+        }
         HostTensor full{p.name, p.dtype, p.shape, {}};
         if (p.sharded()) {
           if (rank == 0) full.data.resize(static_cast<size_t>(p.gatheredBytes(n)));
-          comm.gather(0, local->data(), static_cast<size_t>(p.localBytes()), full.data.data());
+          comm.gather(0, bytes, static_cast<size_t>(p.localBytes()), full.data.data());
           // Padding rows are only at the end, so the full tensor is a prefix.
           if (rank == 0) full.data.resize(static_cast<size_t>(p.fullBytes()));
         } else if (rank == 0) {
-          full.data.assign(local->data(), local->data() + p.fullBytes());
+          full.data.assign(bytes, bytes + p.fullBytes());
         }
         if (rank == 0) params.push_back(std::move(full));
       }

@@ -2,13 +2,18 @@
 // `shardc run`; docs/mpi.md).
 #pragma once
 
+#include "runtime/Backend.h"
 #include "runtime/LocalRun.h"
 #include "runtime/Plan.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 namespace shardc::runtime::mpi {
+
+class MpiCommunicator;
 
 /// MPI_Init_thread (once per process); installs a SIGTERM handler that says
 /// which rank was killed while waiting in which collective (mpirun kills the
@@ -31,6 +36,25 @@ struct ProcessMemory {
 };
 int64_t peakRssBytes();
 
+/// What this process's rank runs on: its device and backend, and the
+/// communicator the plan's collectives use (null: the MPI communicator
+/// itself). runMpi's default is the CPU (CpuDevice, CpuBackend, MPI);
+/// runtime/cuda/MpiGpuRank.h makes one GPU per process with NCCL.
+struct MpiRankRuntime {
+  std::unique_ptr<Device> device;  // first: destroyed after the rest
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Communicator> collectives;
+  /// False when storage pointers are device memory: outputs, --save and
+  /// --save-params read it through backend->copyToHost.
+  bool hostAddressable = true;
+};
+/// Makes this process's rank (collective over `world`: every rank calls it).
+using MpiRankFactory = std::function<MpiRankRuntime(MpiCommunicator &world)>;
+
+/// The rank of this process among the processes of MPI_COMM_WORLD on its
+/// machine (which GPU a process takes).
+int64_t nodeLocalRank();
+
 struct MpiRunResult {
   /// On rank 0: every rank's report (gathered), the forward outputs and,
   /// with gatherParams, the full params. Elsewhere: this rank's report only.
@@ -50,6 +74,9 @@ struct MpiRunResult {
 /// Test hook (docs/mpi.md): when the environment variable
 /// SHARDC_TEST_DIE_AT_RANK equals this rank, the process calls _exit(9)
 /// after init, before forward's first collective.
-MpiRunResult runMpi(const plan::Plan &plan, const RunOptions &options);
+///
+/// `rankRuntime` makes the device this rank runs on (default: the CPU).
+MpiRunResult runMpi(const plan::Plan &plan, const RunOptions &options,
+                    const MpiRankFactory &rankRuntime = {});
 
 }  // namespace shardc::runtime::mpi

@@ -9,7 +9,7 @@
 #     time out themselves (--timeout 5), say so and exit non-zero.
 #     --data-parallel on a 5-row batch: the same bytes as local and N = 1.
 #  3. ranks that compiled different plans, and --world-size != -np, are
-#     refused.
+#     refused; --device cuda where no GPU is visible exits 1 naming why.
 # usage: run_mpi_tests.sh SHARDC SOURCE_DIR [MPIRUN]
 set -u
 SHARDC=$1
@@ -129,6 +129,18 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "disagrees with the 2 MPI processes" "$WORK/ws.err" &&
   pass "--world-size that disagrees with -np: exit 2" ||
   { fail "--world-size mismatch (exit $rc)"; cat "$WORK/ws.err"; }
+
+# --device cuda with the GPUs hidden (CUDA_VISIBLE_DEVICES empty, on every
+# machine): every rank says why and the job exits 1 at once, no file.
+"${MPI[@]}" -np 2 -x CUDA_VISIBLE_DEVICES= "$SHARDC" run "$SRC/examples/seed.json" --backend mpi \
+  --device cuda --timeout 5 --save "$WORK/gpu.st" --outputs "$WORK/gpu.out.st" \
+  > "$WORK/gpu.out" 2> "$WORK/gpu.err"
+rc=$?
+[ $rc -eq 1 ] && [ ! -e "$WORK/gpu.st" ] && [ ! -e "$WORK/gpu.out.st" ] &&
+  grep -qE "shardc: error: rank [01]: --device cuda: (no CUDA device visible|this shardc was built without the CUDA runtime)" \
+    "$WORK/gpu.err" &&
+  pass "--backend mpi --device cuda without a GPU: exit 1 with the reason, no file" ||
+  { fail "--backend mpi --device cuda without a GPU (exit $rc)"; cat "$WORK/gpu.err"; }
 
 if [ $failures -ne 0 ]; then
   echo "$failures mpi test(s) failed"

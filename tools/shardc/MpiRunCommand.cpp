@@ -9,6 +9,9 @@
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
 #include "runtime/mpi/MpiRun.h"
+#ifdef SHARDC_HAVE_MPI_CUDA
+#include "runtime/cuda/MpiGpuRank.h"
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -25,7 +28,8 @@ bool mpiBackendAvailable() { return false; }
 int64_t mpiInitialize() { return 1; }
 int64_t mpiRank() { return 0; }
 int runMpiBackend(const ParsedArgs &, const std::string &, uint64_t, double,
-                  const std::string &, const plan::Plan &, runtime::RunOptions &) {
+                  const std::string &, const plan::Plan &, runtime::RunOptions &,
+                  const std::string &) {
   return kBadInput;
 }
 
@@ -84,7 +88,8 @@ std::string formatRss(const runtime::mpi::MpiRunResult &result) {
 
 int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t seed,
                   double timeoutSeconds, const std::string &reportFormat,
-                  const plan::Plan &plan, runtime::RunOptions &options) {
+                  const plan::Plan &plan, runtime::RunOptions &options,
+                  const std::string &device) {
   // --save / --save-params: every rank writes its own rows into the one
   // file (runtime/checkpoint/CooperativeWriter.h), as the local backend.
   options.savePath = parsed.has("--save") ? parsed.get("--save", "")
@@ -92,8 +97,16 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
   options.seed = seed;
   options.timeout = std::chrono::duration<double>(timeoutSeconds);
   runtime::mpi::MpiRunResult result;
+  runtime::mpi::MpiRankFactory rankRuntime;  // empty: the CPU
+  if (device == "cuda") {
+#ifdef SHARDC_HAVE_MPI_CUDA
+    rankRuntime = runtime::cuda::gpuMpiRanks(options.timeout);
+#else
+    fail("--device cuda: this shardc was built without the CUDA runtime");
+#endif
+  }
   try {
-    result = runtime::mpi::runMpi(plan, options);
+    result = runtime::mpi::runMpi(plan, options, rankRuntime);
   } catch (const runtime::RankError &error) {  // names the rank it happened on
     fail(error.what(), error.rank());
   } catch (const std::exception &error) {
@@ -110,6 +123,7 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
     if (reportFormat == "json") {
       nlohmann::json report = nlohmann::json::parse(formatJsonReport(summary));
       report["backend"] = "mpi";
+      report["device"] = device;
       for (size_t i = 0; i < result.memory.size() && i < report["ranks"].size(); ++i) {
         report["ranks"][i]["peak_rss_after_init_bytes"] = result.memory[i].peakRssAfterInit;
         report["ranks"][i]["peak_rss_bytes"] = result.memory[i].peakRss;
@@ -120,6 +134,7 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
       const std::string local = " local rank(s)";
       if (size_t at = text.find(local); at != std::string::npos)
         text.replace(at, local.size(), " MPI process(es)");
+      if (device == "cuda") text += "device: cuda, one GPU per MPI process, collectives over NCCL\n";
       std::cout << text << formatRss(result);
     }
     std::cout.flush();

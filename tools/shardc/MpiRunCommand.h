@@ -28,8 +28,11 @@ int64_t mpiRank();
 /// OS-measured peak RSS beside its accounted peak). Returns kSuccess after
 /// MPI_Finalize; any failure prints "shardc: error: rank R: ..." and ends
 /// the whole job with exit code 1 (MPI_Abort): it never returns then.
+/// `device` "cuda": one GPU per process, collectives over NCCL
+/// (runtime/cuda/MpiGpuRank.h).
 int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t seed,
                   double timeoutSeconds, const std::string &reportFormat,
-                  const plan::Plan &plan, runtime::RunOptions &options);
+                  const plan::Plan &plan, runtime::RunOptions &options,
+                  const std::string &device);
 
 } // namespace shardc::cli

@@ -281,8 +281,6 @@ int runCommand(const std::vector<std::string> &args) {
       for (const char *option : {"--ranks", "--threads"})
         if (parsed.has(option))
           throw UsageError(std::string(option) + " is not supported with --device cuda yet (docs/gpu.md)");
-    if (device == "cuda" && backend != "local")
-      throw UsageError("--device cuda runs local ranks; --backend mpi is not supported with it");
     if (parsed.has("--ranks")) {
       try {
         ranks = runtime::parseRankList(parsed.get("--ranks", ""), worldSize);
@@ -395,7 +393,8 @@ int runCommand(const std::vector<std::string> &args) {
   }
 
   if (backend == "mpi")
-    return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options);
+    return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options,
+                         device);
   if (device == "cuda") {
     try {
       options.seed = seed;
