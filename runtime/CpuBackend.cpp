@@ -53,32 +53,8 @@ void CpuBackend::normOf(const init::NormOfSource &source, const std::vector<int6
 }
 
 void CpuBackend::orthogonal(const init::GeneratorSpec &normal, double gain, DType dtype,
-                            int64_t rows, int64_t cols, void *outData, void *work) {
-  std::byte *out = static_cast<std::byte *>(outData);
-  init::generateRange(normal, dtype, 0, rows * cols, out, threads_);
-  // torch factors flattened (rows >= cols) or its transpose. The row-major
-  // rows x cols buffer read with strides (1, cols) *is* the transpose, so
-  // the QR runs in place either way, with no transposed copy.
-  const bool transposed = rows < cols;
-  const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
-  const int64_t rowStride = transposed ? 1 : cols, colStride = transposed ? cols : 1;
-  double *scalars = static_cast<double *>(work);
-  const int64_t count = rows * cols;
-  auto factor = [&](auto *q) {
-    householderSignedQ(q, m, n, rowStride, colStride, scalars);
-    using T = std::remove_pointer_t<decltype(q)>;
-    for (int64_t i = 0; i < count; ++i) q[i] = static_cast<T>(gain * q[i]);
-  };
-  if (dtype == DType::F32) {
-    factor(reinterpret_cast<float *>(out));
-  } else if (dtype == DType::F64) {
-    factor(reinterpret_cast<double *>(out));
-  } else {  // half types: a float32 copy of the matrix after the scalars
-    float *q = reinterpret_cast<float *>(scalars + 3 * n);
-    for (int64_t i = 0; i < count; ++i) q[i] = static_cast<float>(loadAsDouble(dtype, out, i));
-    householderSignedQ(q, m, n, rowStride, colStride, scalars);
-    for (int64_t i = 0; i < count; ++i) storeFromDouble(dtype, out, i, gain * q[i]);
-  }
+                            int64_t rows, int64_t cols, void *out, void *work) {
+  orthogonalOnHost(normal, gain, dtype, rows, cols, out, work, threads_);
 }
 
 void CpuBackend::load(const checkpoint::TensorLocation &where, const Region &r, std::byte *io,

@@ -8,7 +8,7 @@
 
 namespace shardc::runtime {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
 public:
   CpuBackend(CpuDevice &device, int threads) : Backend(device), threads_(threads) {}
 

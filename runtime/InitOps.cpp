@@ -3,11 +3,13 @@
 #include "runtime/HalfFloat.h"
 #include "runtime/Kernels.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/init/Generators.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace shardc::runtime {
 using plan::DType;
@@ -303,6 +305,35 @@ void storeFromDouble(DType dtype, void *data, int64_t i, double value) {
     static_cast<uint16_t *>(data)[i] = floatToBFloat16Bits(static_cast<float>(value));
     return;
   case DType::I64: static_cast<int64_t *>(data)[i] = static_cast<int64_t>(value); return;
+  }
+}
+
+void orthogonalOnHost(const init::GeneratorSpec &normal, double gain, DType dtype, int64_t rows,
+                      int64_t cols, void *outData, void *work, int threads) {
+  std::byte *out = static_cast<std::byte *>(outData);
+  init::generateRange(normal, dtype, 0, rows * cols, out, threads);
+  // torch factors flattened (rows >= cols) or its transpose. The row-major
+  // rows x cols buffer read with strides (1, cols) *is* the transpose, so
+  // the QR runs in place either way, with no transposed copy.
+  const bool transposed = rows < cols;
+  const int64_t m = transposed ? cols : rows, n = transposed ? rows : cols;
+  const int64_t rowStride = transposed ? 1 : cols, colStride = transposed ? cols : 1;
+  double *scalars = static_cast<double *>(work);
+  const int64_t count = rows * cols;
+  auto factor = [&](auto *q) {
+    householderSignedQ(q, m, n, rowStride, colStride, scalars);
+    using T = std::remove_pointer_t<decltype(q)>;
+    for (int64_t i = 0; i < count; ++i) q[i] = static_cast<T>(gain * q[i]);
+  };
+  if (dtype == DType::F32) {
+    factor(reinterpret_cast<float *>(out));
+  } else if (dtype == DType::F64) {
+    factor(reinterpret_cast<double *>(out));
+  } else {  // half types: a float32 copy of the matrix after the scalars
+    float *q = reinterpret_cast<float *>(scalars + 3 * n);
+    for (int64_t i = 0; i < count; ++i) q[i] = static_cast<float>(loadAsDouble(dtype, out, i));
+    householderSignedQ(q, m, n, rowStride, colStride, scalars);
+    for (int64_t i = 0; i < count; ++i) storeFromDouble(dtype, out, i, gain * q[i]);
   }
 }
 

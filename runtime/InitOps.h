@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/Plan.h"
+#include "runtime/init/Generators.h"
 
 #include <cstdint>
 #include <vector>
@@ -66,6 +67,14 @@ void mapFlatIndices(const IndexMap &map, const std::vector<int64_t> &fullShape,
 /// -1 when the shape has fewer than 2 dims or the size overflows. Executor
 /// and MemoryModel both use it, so the accounting agrees.
 int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape, plan::DType dtype);
+
+/// torch's orthogonal_ on the host: `out` (rows x cols of `dtype`, host
+/// memory) gets `normal`'s values, factored by householderSignedQ (the
+/// transpose when rows < cols) and scaled by `gain`; `work` holds
+/// orthogonalWorkBytes({rows, cols}, dtype). The CPU backend's kernel, and
+/// the CUDA backend's (on the host, then copied to the GPU).
+void orthogonalOnHost(const init::GeneratorSpec &normal, double gain, plan::DType dtype,
+                      int64_t rows, int64_t cols, void *out, void *work, int threads);
 
 /// In place: `a` holds an m x n matrix, element (i, j) at a[i * rowStride +
 /// j * colStride], m >= n >= 0 (either stride may be 1: a row-major matrix or

@@ -1,5 +1,6 @@
 #include "runtime/cuda/CudaExecutor.h"
 
+#include "runtime/InitOps.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/SafetensorsIndex.h"
 #include "runtime/checkpoint/ShardReader.h"
@@ -83,6 +84,25 @@ void CudaBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
 void CudaBackend::pointwise(init::PointwiseKind kind, double a, double b, DType dtype,
                             void *data, int64_t count) {
   applyPointwise(device_, kind, a, b, dtype, data, count);
+}
+
+// ---- init ops that run on the host -------------------------------------------
+
+void CudaBackend::orthogonal(const init::GeneratorSpec &normal, double gain, DType dtype,
+                             int64_t rows, int64_t cols, void *out, void *) {
+  std::vector<std::byte> host(static_cast<size_t>(rows * cols * dtypeSize(dtype)));
+  std::vector<std::byte> work(
+      static_cast<size_t>(std::max<int64_t>(0, orthogonalWorkBytes({rows, cols}, dtype))));
+  orthogonalOnHost(normal, gain, dtype, rows, cols, host.data(), work.data(), 1);
+  copyToDevice(device_, out, host.data(), host.size());
+}
+
+void CudaBackend::normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims,
+                         int64_t begin, int64_t count, DType dtype, void *out, void *) {
+  std::vector<std::byte> host(static_cast<size_t>(count * dtypeSize(dtype)));
+  std::vector<std::byte> work(static_cast<size_t>(init::normOfWorkBytes(count)));
+  init::normOf(source, dims, begin, count, dtype, host.data(), work.data());
+  copyToDevice(device_, out, host.data(), host.size());
 }
 
 // ---- checkpoint load ---------------------------------------------------------

@@ -75,6 +75,14 @@ public:
                   const KTensor &y, std::byte *workspace) override;
   void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
              const KTensor &y) override;
+  /// Host kernels (the CPU's, bit for bit), then copied to the GPU: the
+  /// QR of orthogonal and norm_of's replay of its source's init run on the
+  /// host in host memory of the output's and workspace's size; the device
+  /// workspace the plan allocates stays unused (and accounted).
+  void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype, int64_t rows,
+                  int64_t cols, void *out, void *work) override;
+  void normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims, int64_t begin,
+              int64_t count, plan::DType dtype, void *out, void *work) override;
   /// A rank's rows of a checkpoint tensor: read on the host, copied over.
   void load(const checkpoint::TensorLocation &where, const Region &target, std::byte *io,
             int64_t ioBytes) override;

@@ -1,10 +1,46 @@
-// The unit tests run the backend suite (BackendSuiteTest.cpp) on the CPU.
+// The unit tests run the backend suite (BackendSuiteTest.cpp) on the CPU:
+// the CPU backend itself, and the CPU backend with an unsupported list.
+// Every op has a kernel on the CPU and CUDA backends, so that second one is
+// what exercises the core's refusal of an op a backend lacks: such a case
+// must fail naming the op and the backend, before anything runs.
 #include "BackendSuite.h"
+
+#include "runtime/CpuBackend.h"
+#include "runtime/LocalCommunicator.h"
 
 namespace shardc::test::suite {
 
+namespace {
+
+class PartialCpuBackend final : public runtime::CpuBackend {
+public:
+  using CpuBackend::CpuBackend;
+  const char *name() const override { return "cpu-partial"; }
+  std::span<const plan::OpCode> unsupportedOps() const override { return kLacking; }
+
+private:
+  static constexpr plan::OpCode kLacking[] = {plan::OpCode::Orthogonal, plan::OpCode::NormOf,
+                                              plan::OpCode::MoeExperts, plan::OpCode::Gather};
+};
+
+BackendUnderTest partialCpuBackendUnderTest() {
+  return {"cpu-partial", [] {
+            BackendInstance instance;
+            auto device = std::make_unique<runtime::CpuDevice>();
+            instance.backend = std::make_unique<PartialCpuBackend>(*device, 1);
+            instance.device = std::move(device);
+            auto group = std::make_shared<runtime::LocalGroup>(1);
+            instance.comm = std::make_unique<runtime::LocalCommunicator>(*group, 0);
+            instance.context = group;
+            return instance;
+          }};
+}
+
+}  // namespace
+
 std::vector<BackendUnderTest> backendsUnderTest() {
-  return {cpuBackendUnderTest(2)};  // two kernel threads: the parallel paths too
+  // Two kernel threads: the parallel paths too.
+  return {cpuBackendUnderTest(2), partialCpuBackendUnderTest()};
 }
 
 }  // namespace shardc::test::suite
