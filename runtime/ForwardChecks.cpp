@@ -270,4 +270,39 @@ void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
                  shapeToString(dropped) + " or, with keepdim, " + shapeToString(kept));
 }
 
+namespace {
+void expectResult(const char *op, const KTensor &y, const Shape &shape, DType dtype) {
+  if (y.shape != shape || y.dtype != dtype)
+    fail(op, "output is " + std::string(plan::dtypeName(y.dtype)) + " " + shapeToString(y.shape) +
+                 ", expected " + plan::dtypeName(dtype) + " " + shapeToString(shape));
+}
+}  // namespace
+
+void topk(const IndexParams &p, const KTensor &x, const KTensor &y) {
+  expectResult("topk", y, topkShape(x.shape, p), DType::I64);
+}
+
+void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y) {
+  if (index.dtype != DType::I64)
+    fail("gather", std::string("index is ") + plan::dtypeName(index.dtype) + "; expects int64");
+  expectResult("gather", y, gatherShape(x.shape, index.shape, p), x.dtype);
+}
+
+void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
+                const KTensor &gateUp, const KTensor &down, const KTensor &y) {
+  const char *op = "moe_experts";
+  const Shape expected =
+      moeExpertsShape(x.shape, index.shape, weights.shape, gateUp.shape, down.shape);
+  if (!isFloatStorage(x.dtype))
+    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
+                 "; expects float32, bfloat16 or float16");
+  expectDType(op, "index", index, DType::I64);
+  expectDType(op, "weights", weights, x.dtype);
+  expectDType(op, "gate_up", gateUp, x.dtype);
+  expectDType(op, "down", down, x.dtype);
+  expectDType(op, "output", y, x.dtype);
+  if (y.shape != expected)
+    fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
+}
+
 }  // namespace shardc::runtime::checks

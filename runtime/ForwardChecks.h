@@ -72,5 +72,14 @@ void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor
 /// argmax/argmin) with the reduced shape, keepdim or not.
 void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
             const KTensor &y);
+/// topk: y int64 with topkShape.
+void topk(const IndexParams &p, const KTensor &x, const KTensor &y);
+/// gather: index int64, y of x's dtype with gatherShape (the index values
+/// are data: each kernel checks them).
+void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y);
+/// moe_experts: x in float storage, index int64, weights, gate_up, down and y
+/// of x's dtype, y with moeExpertsShape (expert ids are data: kernels check).
+void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
+                const KTensor &gateUp, const KTensor &down, const KTensor &y);
 
 }  // namespace shardc::runtime::checks

@@ -35,17 +35,10 @@ RowGeometry rowsAlong(const Shape &shape, int64_t dim) {
   return g;
 }
 
-void expectResult(const char *op, const KTensor &y, const Shape &shape, DType dtype) {
-  if (y.shape != shape || y.dtype != dtype)
-    checks::fail(op, "output is " + std::string(plan::dtypeName(y.dtype)) + " " +
-                         shapeToString(y.shape) + ", expected " + plan::dtypeName(dtype) + " " +
-                         shapeToString(shape));
-}
-
 }  // namespace
 
 void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int threads) {
-  expectResult("topk", y, topkShape(x.shape, p), DType::I64);
+  checks::topk(p, x, y);
   const int64_t dim = wrapDim("topk", p.dim, x.shape.size());
   const RowGeometry g = rowsAlong(x.shape, x.shape.empty() ? 0 : dim);
   const int64_t k = p.k, n = g.extent;
@@ -81,10 +74,7 @@ void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int th
 
 void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
                   int threads) {
-  if (index.dtype != DType::I64)
-    checks::fail("gather", std::string("index is ") + plan::dtypeName(index.dtype) +
-                               "; expects int64");
-  expectResult("gather", y, gatherShape(x.shape, index.shape, p), x.dtype);
+  checks::gather(p, x, index, y);
   const int64_t dim = wrapDim("gather", p.dim, x.shape.size());
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t extent = rank == 0 ? 1 : x.shape[dim];

@@ -34,12 +34,6 @@ using plan::DType;
 
 namespace {
 
-void expectDType(const char *what, const KTensor &t, DType dtype) {
-  if (t.dtype != dtype)
-    checks::fail("moe_experts", std::string(what) + " is " + plan::dtypeName(t.dtype) +
-                                    ", expected " + plan::dtypeName(dtype));
-}
-
 /// gate[i] = act(gate[i]) * up[i] for one row of I values.
 void applyGate(GateActivation act, float *gate, const float *up, int64_t inner) {
   switch (act) {
@@ -59,19 +53,7 @@ void applyGate(GateActivation act, float *gate, const float *up, int64_t inner) 
 void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
                       const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                       const KTensor &y, std::byte *workspace, int threads) {
-  const Shape expected =
-      moeExpertsShape(x.shape, index.shape, weights.shape, gateUp.shape, down.shape);
-  if (!checks::isFloatStorage(x.dtype))
-    checks::fail("moe_experts", std::string("x is ") + plan::dtypeName(x.dtype) +
-                                    "; expects float32, bfloat16 or float16");
-  expectDType("index", index, DType::I64);
-  expectDType("weights", weights, x.dtype);
-  expectDType("gate_up", gateUp, x.dtype);
-  expectDType("down", down, x.dtype);
-  expectDType("output", y, x.dtype);
-  if (y.shape != expected)
-    checks::fail("moe_experts", "output is " + shapeToString(y.shape) + ", expected " +
-                                    shapeToString(expected));
+  checks::moeExperts(x, index, weights, gateUp, down, y);
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
   const int64_t *ids = static_cast<const int64_t *>(index.data);

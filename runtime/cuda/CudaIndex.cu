@@ -30,13 +30,6 @@ using plan::DType;
 namespace {
 using namespace dev;
 
-void expectResult(const char *op, const KTensor &y, const Shape &shape, DType dtype) {
-  if (y.shape != shape || y.dtype != dtype)
-    checks::fail(op, "output is " + std::string(plan::dtypeName(y.dtype)) + " " +
-                         shapeToString(y.shape) + ", expected " + plan::dtypeName(dtype) + " " +
-                         shapeToString(shape));
-}
-
 /// a comes before b in topk's order: the better value first (NaN the
 /// largest), then the lower index.
 __device__ bool before(double a, int64_t ia, double b, int64_t ib, bool largest) {
@@ -107,7 +100,7 @@ __global__ void gatherKernel(GatherGeometry g, const E *x, const int64_t *idx, E
 
 void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &y) {
   const char *op = "topk";
-  expectResult(op, y, topkShape(x.shape, p), DType::I64);
+  checks::topk(p, x, y);
   dispatchFloat(op, x.dtype, true, [](auto) {});
   const int64_t dim = wrapDim(op, p.dim, x.shape.size());
   int64_t outer = 1, n = 1, inner = 1;
@@ -127,10 +120,7 @@ void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTen
 void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &index,
             const KTensor &y) {
   const char *op = "gather";
-  if (index.dtype != DType::I64)
-    checks::fail(op, std::string("index is ") + plan::dtypeName(index.dtype) +
-                         "; expects int64");
-  expectResult(op, y, gatherShape(x.shape, index.shape, p), x.dtype);
+  checks::gather(p, x, index, y);
   const int64_t dim = wrapDim(op, p.dim, x.shape.size());
   const int rank = static_cast<int>(x.shape.size());
   if (rank > kMaxRank)

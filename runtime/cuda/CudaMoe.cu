@@ -38,12 +38,6 @@ using plan::DType;
 namespace {
 using namespace dev;
 
-void expectDType(const char *what, const KTensor &t, DType dtype) {
-  if (t.dtype != dtype)
-    checks::fail("moe_experts", std::string(what) + " is " + plan::dtypeName(t.dtype) +
-                                    ", expected " + plan::dtypeName(dtype));
-}
-
 /// xBlock[r, :] = x[tokens[r], :] (storage dtype, copied).
 template <typename E>
 __global__ void gatherRowsKernel(const E *x, const int64_t *tokens, E *xBlock, int64_t rows,
@@ -124,19 +118,7 @@ void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const 
                 const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                 const KTensor &y, std::byte *workspace) {
   const char *op = "moe_experts";
-  const Shape expected =
-      moeExpertsShape(x.shape, index.shape, weights.shape, gateUp.shape, down.shape);
-  if (!checks::isFloatStorage(x.dtype))
-    checks::fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
-                         "; expects float32, bfloat16 or float16");
-  expectDType("index", index, DType::I64);
-  expectDType("weights", weights, x.dtype);
-  expectDType("gate_up", gateUp, x.dtype);
-  expectDType("down", down, x.dtype);
-  expectDType("output", y, x.dtype);
-  if (y.shape != expected)
-    checks::fail(op, "output is " + shapeToString(y.shape) + ", expected " +
-                         shapeToString(expected));
+  checks::moeExperts(x, index, weights, gateUp, down, y);
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
   const bool f32 = x.dtype == DType::F32;
