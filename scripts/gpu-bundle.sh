@@ -28,8 +28,9 @@
 #                    the runtime in the bundle runs a plan file, the compiler
 #                    (MLIR) stays here. Needs the main build's shardc
 #                    ($SHARDC_BUILD_DIR or build/, scripts/build.sh first).
-#   session-plan.json, session-int-bound
-#                    llama-tiny at N = 3 (compiled here too) and its token ids'
+#   session-*.json, session-int-bound
+#                    llama-tiny (N = 3), a mixture of experts and a convnet
+#                    (N = 2), compiled here too, and llama-tiny's token ids'
 #                    bound, for the `session` section (GPU session vs CPU).
 # The shardc CLI itself is not in the bundle: it links MLIR.
 #
@@ -121,16 +122,24 @@ if [ ! -x "$shardc" ]; then
 fi
 python3 examples/make_models.py --only gpt2 --batch 1 --seq 1024 --out-dir "$stage" >/dev/null
 "$shardc" compile "$stage/gpt2.json" --emit plan -o "$stage/gpt2-plan.json"
-# The session section's model: llama-tiny (rope, rms_norm, sdpa, silu
-# gating) at N = 3, so shards have padding rows; its token ids' bound.
-"$shardc" compile examples/llama-tiny.json --world-size 3 --emit plan -o "$stage/session-plan.json"
+# The session section's models, each at a world size with padding rows:
+# llama-tiny (rope, rms_norm, sdpa, silu gating) at N = 3, a mixture of
+# experts over tokens (router, topk, gather, moe_experts) and a small convnet
+# (conv, batch/group norm, pools, reductions, argmax) at N = 2; and the
+# bound of llama-tiny's token ids.
+"$shardc" compile examples/llama-tiny.json --world-size 3 --emit plan \
+  -o "$stage/session-llama-tiny.json"
+"$shardc" compile test/lit/shardc/Inputs/moe-tokens.json --world-size 2 --emit plan \
+  -o "$stage/session-moe-tokens.json"
+"$shardc" compile test/lit/shardc/Inputs/family-convnet.json --world-size 2 --emit plan \
+  -o "$stage/session-family-convnet.json"
 python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["inputs"][0]["high"])' \
   examples/llama-tiny.json >"$stage/session-int-bound"
 
 rm -rf "$dest" && mkdir -p "$dest"
 tar -C "$stage" -czf "$dest/bundle.tgz" bin
 cp scripts/gpu/device-check.sh scripts/gpu/torch_bench.py "$stage/gpt2-plan.json" \
-  "$stage/session-plan.json" "$stage/session-int-bound" "$dest/"
+  "$stage"/session-*.json "$stage/session-int-bound" "$dest/"
 git -C "$root" rev-parse HEAD >"$dest/commit" 2>/dev/null || echo unknown >"$dest/commit"
 echo "$glibc $glibcxx" >"$dest/needs-glibc"
 bytes=$(du -sb "$dest" | cut -f1)

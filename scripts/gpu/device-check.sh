@@ -92,7 +92,9 @@ for spec in host:30 memory:30 init:60 index64:60 sharded:90 fixes:60 suite:120 l
 done
 # LocalSession with its ranks on the GPU (the JIT API's and `shardc run
 # --device cuda`'s runtime) against the CPU, on a plan compiled at bundle time.
-step session 60 "$bin" --section session --session-plan "$here/session-plan.json" \
+session_plans=()
+for plan in "$here"/session-*.json; do session_plans+=(--session-plan "$plan"); done
+step session 60 "$bin" --section session "${session_plans[@]}" \
   --session-int-bound "$(cat "$here/session-int-bound")" --json "$OUT/sections/session.json"
 # GPT-2 124M from the plan compiled at bundle time; its weights, ids and
 # logits (~0.7 GB) go to the scratch folder, not $OUT.

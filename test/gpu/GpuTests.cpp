@@ -396,7 +396,7 @@ void printUsage(const char *argv0, const std::vector<Section> &sections) {
   std::fprintf(stderr,
                "usage: %s [--section NAME[,NAME...]] [--list] [--json FILE]\n"
                "          [--throughput-mib N] [--skip-throughput] [--plan FILE] [--export DIR]\n"
-               "          [--session-plan FILE] [--session-int-bound N]\nsections:\n",
+               "          [--session-plan FILE]... [--session-int-bound N]\nsections:\n",
                argv0);
   for (const Section &s : sections) std::fprintf(stderr, "  %-9s %s\n", s.name, s.what);
 }
@@ -444,10 +444,10 @@ int main(int argc, char **argv) {
                         cuda::CudaDevice device(0);
                         throughputChecks(device, throughputMib);
                       }});
-  std::string sessionPlan;
+  std::vector<std::string> sessionPlans;
   int64_t sessionIntBound = 2;
   sections.push_back({"session", "LocalSession on one GPU vs on the CPU (--session-plan FILE)",
-                      [&] { sessionChecks(sessionPlan, sessionIntBound); }});
+                      [&] { sessionChecks(sessionPlans, sessionIntBound); }});
   std::string gpt2Plan, gpt2Export;
   sections.push_back({"gpt2", "GPT-2 124M plan (--plan FILE): init + timed forward, --export DIR",
                       [&] {
@@ -463,7 +463,7 @@ int main(int argc, char **argv) {
     else if (arg == "--list") list = true;
     else if (arg == "--plan" && i + 1 < argc) gpt2Plan = argv[++i];
     else if (arg == "--export" && i + 1 < argc) gpt2Export = argv[++i];
-    else if (arg == "--session-plan" && i + 1 < argc) sessionPlan = argv[++i];
+    else if (arg == "--session-plan" && i + 1 < argc) sessionPlans.push_back(argv[++i]);
     else if (arg == "--session-int-bound" && i + 1 < argc) sessionIntBound = std::stoll(argv[++i]);
     else {
       printUsage(argv[0], sections);

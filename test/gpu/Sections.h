@@ -5,6 +5,7 @@
 #include "runtime/cuda/CudaDevice.h"
 
 #include <string>
+#include <vector>
 
 namespace shardc::gpucheck {
 
@@ -28,11 +29,11 @@ void ncclWorldOneChecks(runtime::cuda::CudaDevice &device);
 /// timeout: createFromUniqueId as rank 0 of 2 with no rank 1 times out.
 void ncclInitTimeoutCheck(runtime::cuda::CudaDevice &device);
 /// session: LocalSession with every rank on one GPU (CudaSession.h) vs the
-/// same session on the CPU: the seed plan at N = 1, 2, 3 and the plan JSON
-/// at `planPath` (int64 inputs drawn below `intBound`): init bit for bit,
+/// same session on the CPU: the seed plan at N = 1, 2, 3 and each plan JSON
+/// of `planPaths` (int64 inputs drawn below `intBound`): init bit for bit,
 /// forward within 2e-4 and repeatable, save byte for byte, peaks ==
 /// predicted (SessionChecks.cpp).
-void sessionChecks(const std::string &planPath, int64_t intBound);
+void sessionChecks(const std::vector<std::string> &planPaths, int64_t intBound);
 /// gpt2: the plan JSON at `planPath` (GPT-2 124M, world size 1) through
 /// init and timed forwards on the GPU; with `exportDir`, its weights, ids
 /// and logits go to exportDir/gpt2-shardc.safetensors (Gpt2Bench.cpp).

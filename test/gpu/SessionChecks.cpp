@@ -2,7 +2,10 @@
 // every rank on one GPU (runtime/cuda/CudaSession.h), the piece behind the
 // JIT API's device "cuda" and `shardc run --device cuda`, against the same
 // session on the CPU: init bit for bit per rank, forward within tolerance
-// and repeatable, save byte for byte, measured == predicted memory.
+// and repeatable, save byte for byte, measured == predicted memory. The
+// plans packed by scripts/gpu-bundle.sh cover a transformer (llama-tiny), a
+// mixture of experts over tokens (router, topk, gather, moe_experts) and a
+// small convnet (conv, norms, pools, reductions, argmax).
 #include "GpuCheck.h"
 #include "Sections.h"
 #include "TestPlans.h"
@@ -125,23 +128,26 @@ void compareSessions(const std::string &item, const plan::Plan &plan, const std:
 
 }  // namespace
 
-void sessionChecks(const std::string &planPath, int64_t intBound) {
+void sessionChecks(const std::vector<std::string> &planPaths, int64_t intBound) {
   const std::string scratch = std::filesystem::temp_directory_path().string();
   for (int64_t n : {1, 2, 3})
-    guarded("session", "seed plan N=" + std::to_string(n),
-            [&] { compareSessions("seed plan N=" + std::to_string(n), test::seedPlan(n, 257, 33), scratch, intBound); });
-  if (planPath.empty()) {
-    report("session", "plan file", false, "no --session-plan FILE given (scripts/gpu-bundle.sh packs session-plan.json)");
-    return;
+    guarded("session", "seed plan N=" + std::to_string(n), [&] {
+      compareSessions("seed plan N=" + std::to_string(n), test::seedPlan(n, 257, 33), scratch,
+                      intBound);
+    });
+  if (planPaths.empty())
+    report("session", "plan files", false,
+           "no --session-plan FILE given (scripts/gpu-bundle.sh packs session-*.json)");
+  for (const std::string &planPath : planPaths) {
+    const std::string item = std::filesystem::path(planPath).filename().string();
+    guarded("session", item, [&] {
+      std::ifstream in(planPath);
+      if (!in) throw RuntimeError("cannot read " + planPath);
+      std::stringstream text;
+      text << in.rdbuf();
+      compareSessions(item, planFromJson(text.str(), planPath), scratch, intBound);
+    });
   }
-  guarded("session", planPath, [&] {
-    std::ifstream in(planPath);
-    if (!in) throw RuntimeError("cannot read " + planPath);
-    std::stringstream text;
-    text << in.rdbuf();
-    compareSessions(std::filesystem::path(planPath).filename().string(),
-                    planFromJson(text.str(), planPath), scratch, intBound);
-  });
 }
 
 }  // namespace shardc::gpucheck
