@@ -3,12 +3,11 @@
 #include "runtime/DataParallel.h"
 #include "runtime/DeterministicInput.h"
 #include "runtime/Executor.h"
-#include "runtime/JoiningThreads.h"
 #include "runtime/Kernels.h"
 #include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
-#include "runtime/RankError.h"
+#include "runtime/RankThreads.h"
 #include "runtime/RankSubset.h"
 #include "runtime/ResidentMemory.h"
 #include "runtime/RuntimeError.h"
@@ -16,20 +15,11 @@
 
 #include <cstring>
 #include <ctime>
-#include <mutex>
 
 namespace shardc::runtime {
 using namespace shardc::plan;
 
 namespace {
-
-/// Why a local run stopped at rank `started` of `n`: the OS refused a thread.
-std::string threadStartFailure(int64_t started, int64_t n, const std::string &reason) {
-  return "could not start local rank " + std::to_string(started) + " (" + reason +
-         "): only " + std::to_string(started) + " of " + std::to_string(n) +
-         " rank threads started; run fewer local ranks (--world-size), raise the process' "
-         "limits (ulimit -v, ulimit -u), or run one rank per process with --backend mpi";
-}
 
 /// What one rank thread produces.
 struct RankOutcome {
@@ -273,19 +263,9 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
     result.process.peakSinceStart = !resident.start();
     if (std::optional<ResidentSet> now = readResidentSet()) result.process.residentBefore = now->bytes;
   }
-  std::mutex failureMutex;
-  std::optional<std::string> firstFailure;
-  auto fail = [&](const std::string &message) {
-    {
-      std::lock_guard lock(failureMutex);
-      if (!firstFailure) firstFailure = message;
-    }
-    group.abort(message);
-  };
-  JoiningThreads threads;
-  for (int64_t r = 0; r < n; ++r) {
-    bool started = threads.start([&, r] {
-      try {
+  runRankThreads(
+      group, n,
+      [&](int64_t r) {
         LocalCommunicator peers(group, r);
         std::optional<SubsetCommunicator> partial;
         if (!subset.empty()) partial.emplace(peers, subset, plan.worldSize);
@@ -295,27 +275,8 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
                 options.profileForward, context,
                 partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
                 outcomes[r]);
-      } catch (const RankError &e) {  // names the rank it happened on
-        fail("rank " + std::to_string(e.rank()) + ": " + e.what());
-      } catch (const std::exception &e) {
-        fail("rank " + std::to_string(present[r]) + ": " + e.what());
-      }
-    });
-    if (!started) {
-      // The root cause wins over what the started ranks report (running
-      // short of the memory that also refused the thread, or the abort);
-      // their collectives must not wait for the missing ranks.
-      std::string message = threadStartFailure(r, n, threads.refusal());
-      {
-        std::lock_guard lock(failureMutex);
-        firstFailure = message;
-      }
-      group.abort(message);
-      break;
-    }
-  }
-  threads.joinAll();
-  if (firstFailure) throw RuntimeError(*firstFailure);
+      },
+      [&](int64_t r) { return present[r]; });
   if (options.measureResident) {
     if (std::optional<ResidentSet> now = readResidentSet()) result.process.peakResident = now->peakBytes;
     result.residentPeakGrowthBytes = resident.peakGrowthBytes();

@@ -2,18 +2,15 @@
 #include "runtime/DataParallel.h"
 
 #include "runtime/Kernels.h"
-#include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
-#include "runtime/RankError.h"
+#include "runtime/RankThreads.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 namespace shardc::runtime {
 using namespace shardc::plan;
@@ -43,36 +40,12 @@ void LocalSession::onEveryRank(
     const std::function<void(SessionRank &, Communicator &)> &body) {
   const int64_t n = worldSize();
   LocalGroup group(n, timeout_);
-  std::mutex failureMutex;
-  std::optional<std::string> firstFailure;
-  auto fail = [&](const std::string &message) {
-    {
-      std::lock_guard lock(failureMutex);
-      if (!firstFailure) firstFailure = message;
-    }
-    group.abort(message);
-  };
-  std::vector<std::thread> threads;
-  try {
-    for (int64_t r = 0; r < n; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          SessionRank &rank = *ranks_[r];
-          rank.enterThread();
-          const std::unique_ptr<Communicator> comm = rank.communicator(group);
-          body(rank, *comm);
-        } catch (const RankError &e) {  // names the rank it happened on
-          fail("rank " + std::to_string(e.rank()) + ": " + e.what());
-        } catch (const std::exception &e) {
-          fail("rank " + std::to_string(r) + ": " + e.what());
-        }
-      });
-  } catch (const std::exception &e) {
-    // Could not start a thread: the started ranks' collectives must not wait.
-    fail(std::string("starting rank threads: ") + e.what());
-  }
-  for (std::thread &t : threads) t.join();
-  if (firstFailure) throw RuntimeError(*firstFailure);
+  runRankThreads(group, n, [&](int64_t r) {
+    SessionRank &rank = *ranks_[r];
+    rank.enterThread();
+    const std::unique_ptr<Communicator> comm = rank.communicator(group);
+    body(rank, *comm);
+  });
 }
 
 bool LocalSession::materialized() const {

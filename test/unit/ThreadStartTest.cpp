@@ -1,6 +1,7 @@
 // Threads the OS refuses to start (ulimit -v, ulimit -u, a cgroup's pid
 // limit) end a local run with an error that says how many ranks started and
-// what to do, after joining every started thread; kernel and reader threads
+// what to do, after joining every started thread (runLocal, and LocalSession
+// through runtime/RankThreads.h); kernel and reader threads
 // fall back to the calling thread with the same results. The refusal is
 // injected with limitThreadStartsForTesting (a unit test cannot set an
 // rlimit for itself alone); test/lit/shardc/thread-limit.test gets the real
@@ -8,6 +9,7 @@
 #include "TestPlans.h"
 #include "runtime/JoiningThreads.h"
 #include "runtime/LocalRun.h"
+#include "runtime/LocalSession.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/init/ParallelFor.h"
 
@@ -58,6 +60,25 @@ TEST_CASE("a rank thread the OS refuses fails the run with how many started", "[
   // would have terminated the process): the same plan now runs whole.
   RunResult result = runLocal(plan, seedOptions());
   CHECK(result.ranks.size() == 8);
+}
+
+TEST_CASE("LocalSession (the JIT's ranks): a refused rank thread fails the call, the session "
+          "stays usable", "[threads]") {
+  const Plan plan = shardc::test::seedPlan(4, 64, 16);
+  LocalSession session(plan, /*seed=*/0, std::chrono::seconds(20));
+  {
+    ThreadStartLimit limit(2);
+    CHECK_THROWS_WITH(session.init(), Contains("could not start local rank 2") &&
+                                          Contains("only 2 of 4 rank threads started"));
+  }
+  CHECK_FALSE(session.materialized());  // a failed init releases every shard
+  session.init();
+  std::vector<PhaseReport> reports;
+  const std::vector<HostTensor> y = session.forward(seedOptions().inputs, reports);
+  REQUIRE(y.size() == 1);
+  float first;
+  std::memcpy(&first, y[0].data.data(), 4);
+  CHECK(first == 1.25f);
 }
 
 TEST_CASE("parallelFor runs the parts whose thread was refused on the caller", "[threads]") {
