@@ -84,6 +84,53 @@ struct Region {
                            int64_t offset, const KTensor &y) SUFFIX;                         \
   VIRTUAL void cat(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y) SUFFIX;
 
+/// The kernels a backend may lack, declared once like SHARDC_BACKEND_KERNELS
+/// (Backend's defaults fail naming the op; a backend that has them writes
+/// SHARDC_BACKEND_OPTIONAL_KERNELS(, override)):
+///   orthogonal: torch's orthogonal_ of a rows x cols matrix into `out` (its
+///     dtype), normal values from `normal`, scaled by `gain`; `work` holds
+///     orthogonalWorkBytes (the op table's workspace);
+///   normOf: a derived parameter's elements [begin, begin + count) of the
+///     norm of `source` over `dims` (runtime/init/NormOf.h); `work` holds
+///     normOfWorkBytes;
+///   load: a rank's rows of a checkpoint tensor into `target` (its dtype)
+///     through the io buffer `io` (ioBytes);
+///   the op families (SHARDC_FAMILY_OP in OpTable.def; semantics in
+///     runtime/OpFamilies.h): one method per family, its parameters decoded
+///     by the core (runtime/OpRules.h), y never aliasing an input;
+///     batchNorm is eval mode (running statistics; weight and bias both or
+///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
+///     topk (index == nullptr; y int64) or gather (index int64).
+#define SHARDC_BACKEND_OPTIONAL_KERNELS(VIRTUAL, SUFFIX)                                     \
+  VIRTUAL void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,  \
+                          int64_t rows, int64_t cols, void *out, void *work) SUFFIX;          \
+  VIRTUAL void normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims,     \
+                      int64_t begin, int64_t count, plan::DType dtype, void *out, void *work) \
+      SUFFIX;                                                                                \
+  VIRTUAL void load(const checkpoint::TensorLocation &where, const Region &target,           \
+                    std::byte *io, int64_t ioBytes) SUFFIX;                                  \
+  VIRTUAL void crossEntropy(const KTensor &logits, const KTensor &targets,                   \
+                            int64_t ignoreIndex, const KTensor &loss) SUFFIX;                \
+  VIRTUAL void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b, \
+                    const KTensor &y) SUFFIX;                                                \
+  VIRTUAL void pool(const PoolParams &p, const KTensor &x, const KTensor &y) SUFFIX;         \
+  VIRTUAL void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) SUFFIX;       \
+  VIRTUAL void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,          \
+                         const KTensor *w, const KTensor *b, double eps, const KTensor &y)   \
+      SUFFIX;                                                                                \
+  VIRTUAL void groupNorm(const KTensor &x, int64_t groups, const KTensor *w,                 \
+                         const KTensor *b, double eps, const KTensor &y) SUFFIX;             \
+  VIRTUAL void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,   \
+                      int64_t correction, const KTensor &y) SUFFIX;                          \
+  VIRTUAL void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y)     \
+      SUFFIX;                                                                                \
+  VIRTUAL void moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,        \
+                          const KTensor &weights, const KTensor &gateUp,                     \
+                          const KTensor &down, const KTensor &y, std::byte *workspace)       \
+      SUFFIX;                                                                                \
+  VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
+                     const KTensor *index, const KTensor &y) SUFFIX;
+
 class Backend {
 public:
   explicit Backend(Device &device) : device_(device) {}
@@ -105,49 +152,12 @@ public:
   /// Called when a function's instructions are done.
   virtual void finish(const std::string &) {}
 
-  // Every backend's kernels (SHARDC_BACKEND_KERNELS below).
+  // Every backend's kernels (SHARDC_BACKEND_KERNELS above).
   SHARDC_BACKEND_KERNELS(virtual, = 0)
 
-  // Kernels a backend may lack (its unsupportedOps() then names the op).
-  /// torch's orthogonal_ of a rows x cols matrix into `out` (its dtype),
-  /// normal values from `normal`, scaled by `gain`; `work` holds
-  /// orthogonalWorkBytes (the op table's workspace).
-  virtual void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,
-                          int64_t rows, int64_t cols, void *out, void *work);
-  /// A derived parameter's elements [begin, begin + count) of the norm of
-  /// `source` over `dims` (runtime/init/NormOf.h) into `out`; `work` holds
-  /// normOfWorkBytes (the op table's workspace).
-  virtual void normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims,
-                      int64_t begin, int64_t count, plan::DType dtype, void *out, void *work);
-  /// A rank's rows of a checkpoint tensor into `target` (its dtype) through
-  /// the io buffer `io` (ioBytes).
-  virtual void load(const checkpoint::TensorLocation &where, const Region &target,
-                    std::byte *io, int64_t ioBytes);
-  virtual void crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
-                            const KTensor &loss);
-
-  // The op families (SHARDC_FAMILY_OP in OpTable.def; semantics in
-  // runtime/OpFamilies.h): one method per family, the family's parameters
-  // decoded by the core (runtime/OpRules.h). y never aliases an input.
-  virtual void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
-                    const KTensor &y);
-  virtual void pool(const PoolParams &p, const KTensor &x, const KTensor &y);
-  virtual void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y);
-  /// Eval mode: running mean and var; weight and bias both or neither.
-  virtual void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,
-                         const KTensor *w, const KTensor *b, double eps, const KTensor &y);
-  virtual void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b,
-                         double eps, const KTensor &y);
-  virtual void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
-                      int64_t correction, const KTensor &y);
-  virtual void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y);
-  /// moe_experts (runtime/OpFamilies.h); `workspace`: moeExpertsWorkBytes.
-  virtual void moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
-                          const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                          const KTensor &y, std::byte *workspace);
-  /// topk (index == nullptr; y int64) or gather (index int64).
-  virtual void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
-                     const KTensor &y);
+  // Kernels a backend may lack (its unsupportedOps() then names the op;
+  // the defaults here fail naming it): SHARDC_BACKEND_OPTIONAL_KERNELS above.
+  SHARDC_BACKEND_OPTIONAL_KERNELS(virtual, )
 
 protected:
   /// The base of a method for an op in unsupportedOps(): never reached

@@ -56,36 +56,12 @@ public:
   void beforeCollective(Communicator &comm) override;
   void finish(const std::string &what) override;
   SHARDC_BACKEND_KERNELS(, override)
-  void crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
-                    const KTensor &loss) override;
-  // The op families (runtime/cuda/CudaFamilies.h).
-  void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
-            const KTensor &y) override;
-  void pool(const PoolParams &p, const KTensor &x, const KTensor &y) override;
-  void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) override;
-  void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,
-                 const KTensor *b, double eps, const KTensor &y) override;
-  void groupNorm(const KTensor &x, int64_t groups, const KTensor *w, const KTensor *b, double eps,
-                 const KTensor &y) override;
-  void reduce(ReduceKind kind, const KTensor &x, const std::vector<int64_t> &dims,
-              int64_t correction, const KTensor &y) override;
-  void unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) override;
-  void moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
-                  const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                  const KTensor &y, std::byte *workspace) override;
-  void index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
-             const KTensor &y) override;
-  /// Host kernels (the CPU's, bit for bit), then copied to the GPU: the
-  /// QR of orthogonal and norm_of's replay of its source's init run on the
-  /// host in host memory of the output's and workspace's size; the device
-  /// workspace the plan allocates stays unused (and accounted).
-  void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype, int64_t rows,
-                  int64_t cols, void *out, void *work) override;
-  void normOf(const init::NormOfSource &source, const std::vector<int64_t> &dims, int64_t begin,
-              int64_t count, plan::DType dtype, void *out, void *work) override;
-  /// A rank's rows of a checkpoint tensor: read on the host, copied over.
-  void load(const checkpoint::TensorLocation &where, const Region &target, std::byte *io,
-            int64_t ioBytes) override;
+  // Every optional kernel: the families in runtime/cuda/CudaFamilies.h;
+  // orthogonal, norm_of and load run on the host (the CPU's kernels, bit for
+  // bit, in host memory of the output's and workspace's size) and copy the
+  // result over; the device workspace or io buffer the plan allocates for
+  // them stays unused (and accounted).
+  SHARDC_BACKEND_OPTIONAL_KERNELS(, override)
 
 private:
   CudaDevice &device_;
