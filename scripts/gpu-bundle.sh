@@ -29,7 +29,8 @@
 #                    (MLIR) stays here. Needs the main build's shardc
 #                    ($SHARDC_BUILD_DIR or build/, scripts/build.sh first).
 #   session-*.json, session-int-bound
-#                    llama-tiny (N = 3), a mixture of experts and a convnet
+#                    llama-tiny (N = 3), gpt2-tiny (N = 8), a mixture of
+#                    experts and a convnet
 #                    (N = 2), compiled here too, and llama-tiny's token ids'
 #                    bound, for the `session` section (GPU session vs CPU).
 # The shardc CLI itself is not in the bundle: it links MLIR.
@@ -123,12 +124,15 @@ fi
 python3 examples/make_models.py --only gpt2 --batch 1 --seq 1024 --out-dir "$stage" >/dev/null
 "$shardc" compile "$stage/gpt2.json" --emit plan -o "$stage/gpt2-plan.json"
 # The session section's models, each at a world size with padding rows:
-# llama-tiny (rope, rms_norm, sdpa, silu gating) at N = 3, a mixture of
-# experts over tokens (router, topk, gather, moe_experts) and a small convnet
-# (conv, batch/group norm, pools, reductions, argmax) at N = 2; and the
-# bound of llama-tiny's token ids.
+# llama-tiny (rope, rms_norm, sdpa, silu gating) at N = 3, gpt2-tiny at
+# N = 8, a mixture of experts over tokens (router, topk, gather,
+# moe_experts) and a small convnet (conv, batch/group norm, pools,
+# reductions, argmax) at N = 2; and the bound of the token ids (both tiny
+# models' vocabularies are at least llama-tiny's).
 "$shardc" compile examples/llama-tiny.json --world-size 3 --emit plan \
   -o "$stage/session-llama-tiny.json"
+"$shardc" compile examples/gpt2-tiny.json --world-size 8 --emit plan \
+  -o "$stage/session-gpt2-tiny.json"
 "$shardc" compile test/lit/shardc/Inputs/moe-tokens.json --world-size 2 --emit plan \
   -o "$stage/session-moe-tokens.json"
 "$shardc" compile test/lit/shardc/Inputs/family-convnet.json --world-size 2 --emit plan \

@@ -3,7 +3,7 @@
 // JIT API's device "cuda" and `shardc run --device cuda`, against the same
 // session on the CPU: init bit for bit per rank, forward within tolerance
 // and repeatable, save byte for byte, measured == predicted memory. The
-// plans packed by scripts/gpu-bundle.sh cover a transformer (llama-tiny), a
+// plans packed by scripts/gpu-bundle.sh cover transformers (llama-tiny, gpt2-tiny), a
 // mixture of experts over tokens (router, topk, gather, moe_experts) and a
 // small convnet (conv, norms, pools, reductions, argmax).
 #include "GpuCheck.h"
