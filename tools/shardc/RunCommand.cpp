@@ -74,7 +74,8 @@ const char *const kRunUsage =
     "                     op kind's calls and seconds per forward (rank 0 in\n"
     "                     text, every rank in json; local backend, cpu)\n"
     "  --device cpu|cuda  where the ranks' memory and kernels are (default cpu);\n"
-    "                     cuda: every rank a thread on GPU 0 (docs/gpu.md)\n"
+    "                     cuda: every rank a thread on GPU 0; with --backend\n"
+    "                     mpi one GPU per process over NCCL (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
 
 namespace {
