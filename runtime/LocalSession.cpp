@@ -2,6 +2,7 @@
 #include "runtime/DataParallel.h"
 
 #include "runtime/Kernels.h"
+#include "runtime/LocalCommunicator.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RankThreads.h"
@@ -36,14 +37,17 @@ std::vector<TensorView> LocalSession::run(const Plan &plan, const std::string &f
 
 LocalSession::~LocalSession() = default;
 
-void LocalSession::onEveryRank(
-    const std::function<void(SessionRank &, Communicator &)> &body) {
+void LocalSession::onEveryRank(const std::function<void(SessionRank &, Communicator &)> &body,
+                               CollectiveMemory memory) {
   const int64_t n = worldSize();
   LocalGroup group(n, timeout_);
   runRankThreads(group, n, [&](int64_t r) {
     SessionRank &rank = *ranks_[r];
     rank.enterThread();
-    const std::unique_ptr<Communicator> comm = rank.communicator(group);
+    const std::unique_ptr<Communicator> comm =
+        memory == CollectiveMemory::Host
+            ? std::make_unique<LocalCommunicator>(group, r)
+            : rank.communicator(group);
     body(rank, *comm);
   });
 }
@@ -224,7 +228,7 @@ std::vector<PhaseReport> LocalSession::replaceParams(const Plan &source) {
 void LocalSession::save(const std::string &path) {
   if (!materialized())
     throw RuntimeError("writing '" + path + "': the parameters are not materialized");
-  onEveryRank([&](SessionRank &rank, Communicator &comm) {
+  auto writeRows = [&](SessionRank &rank, Communicator &comm) {
     // A GPU rank's params are copied to the host first: the writer pwrites
     // from host memory.
     std::map<int32_t, std::vector<std::byte>> staged;
@@ -245,7 +249,10 @@ void LocalSession::save(const std::string &path) {
           return local ? local->data() : nullptr;
         },
         comm, path);
-  });
+  };
+  // The writer's collectives agree on host values (name lengths, pids),
+  // which a GPU rank's device-to-device communicator cannot move.
+  onEveryRank(writeRows, CollectiveMemory::Host);
 }
 
 std::optional<HostTensor> LocalSession::localParam(int32_t index, int64_t rank) const {

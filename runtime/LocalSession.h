@@ -97,8 +97,13 @@ public:
   void release();
 
 private:
+  /// Which memory a call's collectives move: the ranks' own (device
+  /// memory: the rank's communicator) or host memory (a save's bookkeeping:
+  /// the local backend's memcpy communicator on the same group).
+  enum class CollectiveMemory { Device, Host };
   /// Runs body(rank) on every rank, one thread each; see the file comment.
-  void onEveryRank(const std::function<void(SessionRank &, Communicator &)> &body);
+  void onEveryRank(const std::function<void(SessionRank &, Communicator &)> &body,
+                   CollectiveMemory memory = CollectiveMemory::Device);
   /// Runs `function` on `rank` with its backend.
   std::vector<TensorView> run(const plan::Plan &plan, const std::string &function,
                               SessionRank &rank, Communicator &comm, RankState &state,

@@ -37,6 +37,8 @@ public:
     return std::unique_ptr<runtime::SessionRank>(
         new DetachedRank(rank, std::move(device), std::move(backend), counters));
   }
+  /// Like a GPU rank's, this communicator moves device memory only: the
+  /// session must not hand it host values (a save's bookkeeping).
   std::unique_ptr<runtime::Communicator> communicator(runtime::LocalGroup &group) override {
     ++counters_.communicators;
     return std::make_unique<runtime::LocalCommunicator>(group, state().rank());
@@ -114,10 +116,14 @@ TEST_CASE("LocalSession: ranks from a factory whose storage is not host memory",
       std::filesystem::temp_directory_path() / ("shardc-session-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   counters.copiedBytes = 0;
+  counters.communicators = 0;
   reference.save((dir / "reference.safetensors").string());
-  detached.save((dir / "detached.safetensors").string());
+  detached.save((dir / "detached.save.safetensors").string());
   CHECK(counters.copiedBytes == paramBytes);
-  const std::string saved = readAll((dir / "detached.safetensors").string());
+  // The writer's collectives moved host values through the session's host
+  // communicator, never the rank's device one.
+  CHECK(counters.communicators == 0);
+  const std::string saved = readAll((dir / "detached.save.safetensors").string());
   CHECK(!saved.empty());
   CHECK(saved == readAll((dir / "reference.safetensors").string()));
   std::filesystem::remove_all(dir);
