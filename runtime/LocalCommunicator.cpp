@@ -109,6 +109,11 @@ void LocalGroup::rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank,
 
 void LocalGroup::copyPhase(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what,
                            PeerCopier &copier, const std::function<void()> &copies) {
+  if (abortReason_) {  // a peer failed: copy nothing, leave once nobody reads us
+    waitForCopiers(lock);
+    throwAborted(rank, what);
+  }
+  ++copying_;
   lock.unlock();
   std::string failure;
   try {
@@ -118,13 +123,29 @@ void LocalGroup::copyPhase(std::unique_lock<std::mutex> &lock, int64_t rank, con
     failure = e.what();
   }
   lock.lock();
+  --copying_;
+  cv_.notify_all();
   if (!failure.empty()) {
     // The peers are (or will be) waiting at the completion rendezvous.
     if (!abortReason_)
       abortReason_ = std::string(what) + " copy on rank " + std::to_string(rank) + " failed: " + failure;
     cv_.notify_all();
+    waitForCopiers(lock);
     throw RuntimeError(std::string(what) + " on rank " + std::to_string(rank) + ": " + failure);
   }
+}
+
+void LocalGroup::completion(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what) {
+  try {
+    rendezvous(lock, rank, what);
+  } catch (...) {
+    waitForCopiers(lock);
+    throw;
+  }
+}
+
+void LocalGroup::waitForCopiers(std::unique_lock<std::mutex> &lock) {
+  cv_.wait(lock, [&] { return copying_ == 0; });
 }
 
 void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv,
@@ -152,7 +173,7 @@ void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank, 
         copier.copy(static_cast<std::byte *>(recv) + r * bytesPerRank, send_[r], bytesPerRank);
   });
   // Nobody may return (and free its send buffer) before everyone has copied.
-  rendezvous(lock, rank, "all_gather (completion)");
+  completion(lock, rank, "all_gather (completion)");
 }
 
 void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &parts,
@@ -192,7 +213,7 @@ void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &p
     }
   });
   // Nobody may return (and free its send buffers) before everyone has copied.
-  rendezvous(lock, rank, "all_gather_many (completion)");
+  completion(lock, rank, "all_gather_many (completion)");
 }
 
 void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank,
@@ -230,7 +251,7 @@ void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t by
     if (bytesPerRank) copier.copy(recv, source + rank * bytesPerRank, bytesPerRank);
   });
   // Root must not return (and free its send buffer) before everyone copied.
-  rendezvous(lock, rank, "scatter (completion)");
+  completion(lock, rank, "scatter (completion)");
 }
 
 void LocalGroup::barrier(int64_t rank) {

@@ -64,15 +64,23 @@ private:
   void rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what);
   [[noreturn]] void throwAborted(int64_t rank, const char *what) const;
   /// Runs this rank's copies (unlocked) and flushes them; an exception
-  /// aborts the group before it propagates.
+  /// aborts the group before it propagates. In an aborted group it copies
+  /// nothing.
   void copyPhase(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what,
                  PeerCopier &copier, const std::function<void()> &copies);
+  /// The rendezvous after the copies. Whoever leaves a collective by an
+  /// exception (here or in copyPhase) first waits until no rank is still
+  /// copying: peers read this rank's send buffer in place, which its return
+  /// frees (a stack buffer, a released device buffer).
+  void completion(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what);
+  void waitForCopiers(std::unique_lock<std::mutex> &lock);
 
   const int64_t worldSize_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::chrono::duration<double> timeout_;
   uint64_t generation_ = 0;
+  int64_t copying_ = 0;  // ranks inside a copy phase now
   int64_t arrivedCount_ = 0;
   std::vector<bool> arrived_;
   std::vector<const char *> arrivedAt_;  // which collective each rank is in
