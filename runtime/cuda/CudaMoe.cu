@@ -152,21 +152,24 @@ void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const 
               "moe_experts: cudaMemsetAsync");
   // Each block's token and slot lists: staged in the kernel scratch, copied
   // on the stream (ordered after the previous block's kernels, which read
-  // the same slots); the host lists live until the final synchronize.
+  // the same slots). One host array holds every block's lists (T k routed
+  // rows in all, two int64 each) and lives until the final synchronize.
   auto *list = static_cast<int64_t *>(device.scratch(static_cast<size_t>(2 * R) * 8));
-  std::vector<std::vector<int64_t>> hostLists;
+  std::vector<int64_t> hostLists(static_cast<size_t>(2 * T * k));
+  int64_t *next = hostLists.data();
   const cudaDataType_t type = blasType(x.dtype);
   for (int64_t e = 0; e < E; ++e) {
     const auto &rows = routed[static_cast<size_t>(e)];
     for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      std::vector<int64_t> &host = hostLists.emplace_back(static_cast<size_t>(2 * n));
+      int64_t *host = next;
+      next += 2 * n;
       for (int64_t r = 0; r < n; ++r) {
         host[r] = rows[first + r].first;
         host[n + r] = rows[first + r].second;
       }
-      checkCuda(cudaMemcpyAsync(list, host.data(), host.size() * 8, cudaMemcpyHostToDevice,
-                                device.stream()),
+      checkCuda(cudaMemcpyAsync(list, host, static_cast<size_t>(2 * n) * 8,
+                                cudaMemcpyHostToDevice, device.stream()),
                 "moe_experts: cudaMemcpyAsync");
       const int64_t *tokens = list, *slots = list + n;
       bySize(size, [&](auto *tag) {
