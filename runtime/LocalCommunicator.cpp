@@ -145,7 +145,10 @@ void LocalGroup::completion(std::unique_lock<std::mutex> &lock, int64_t rank, co
 }
 
 void LocalGroup::waitForCopiers(std::unique_lock<std::mutex> &lock) {
-  cv_.wait(lock, [&] { return copying_ == 0; });
+  // wait_for, not wait: libstdc++ 12 versions condition_variable::wait as
+  // GLIBCXX_3.4.30, and the GPU bundle keeps to older symbols where it can
+  // (scripts/gpu-bundle.sh). Copies are bounded; copyPhase notifies.
+  while (copying_ != 0) cv_.wait_for(lock, std::chrono::milliseconds(50));
 }
 
 void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank, void *recv,
