@@ -10,6 +10,7 @@
 #include "runtime/RankThreads.h"
 #include "runtime/RankSubset.h"
 #include "runtime/ResidentMemory.h"
+#include "runtime/SessionRank.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/CooperativeWriter.h"
 
@@ -29,19 +30,14 @@ struct RankOutcome {
   std::vector<HostTensor> shards;  // keepShards: local param storage after init
 };
 
-/// `comm` is the plan's world; `peers` the ranks actually run (the same
-/// group unless `subset` names them: a --ranks run). `forwardName` is this
-/// rank's forward function (its own micro-batch's with --data-parallel).
 /// A repeated forward must reproduce the first one: the same bytes in
 /// every output and the same ledger peak (the plan is the same program).
-void checkRepeat(int repeat, const std::vector<TensorView> &outputs,
+void checkRepeat(int repeat, const std::vector<HostTensor> &outputs,
                  const std::vector<HostTensor> &first, int64_t peakBytes, int64_t firstPeakBytes) {
   const std::string place = "forward repeat " + std::to_string(repeat);
   for (size_t i = 0; i < outputs.size() && i < first.size(); ++i) {
-    const TensorView &view = outputs[i];
-    if (static_cast<size_t>(view.logicalBytes()) != first[i].data.size() ||
-        std::memcmp(view.data, first[i].data.data(), first[i].data.size()) != 0)
-      throw RuntimeError(place + ": output '" + view.name +
+    if (outputs[i].data != first[i].data)
+      throw RuntimeError(place + ": output '" + outputs[i].name +
                          "' differs from the first forward's (a kernel that is not "
                          "deterministic, or one reading memory it did not write)");
   }
@@ -50,105 +46,120 @@ void checkRepeat(int repeat, const std::vector<TensorView> &outputs,
                        " bytes, the first forward's was " + std::to_string(firstPeakBytes));
 }
 
-void runRank(const Plan &plan, const std::string &forwardName,
-             const std::vector<HostTensor> &inputs, bool gatherParams,
-             const std::string &savePath, bool keepShards, int repeats, bool profile,
-             const ExecutionContext &context, Communicator &comm, Communicator &peers,
-             const std::vector<int64_t> &subset, RankOutcome &outcome) {
-  const int64_t rank = comm.rank();
-  CpuDevice device;           // declared first: destroyed after everything on it
-  RankState state(rank);
-  try {
-    outcome.report.rank = rank;
-    device.resetPeak();
-    auto initStart = std::chrono::steady_clock::now();
-    executeFunction(plan, "init", device, comm, state, {}, context);
-    outcome.report.init.seconds = secondsSince(initStart);
-    measure(device, outcome.report.init);
-    state.releaseFunctionBuffers();  // init's leftovers; params persist
-    device.trimReuseCache();
-    outcome.report.paramBytes = device.currentBytes(Category::Parameter);
-    if (keepShards) {
-      // Host copies, outside the device's accounting: measurements unchanged.
-      for (size_t i = 0; i < plan.params.size(); ++i) {
-        const Param &p = plan.params[i];
-        const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
-        if (!local) throw RuntimeError("keeping shards: init did not allocate '" + p.name + "'");
-        HostTensor shard{p.name, p.dtype, p.localShape(), {}};
-        shard.data.resize(static_cast<size_t>(p.localBytes()));
-        std::memcpy(shard.data.data(), local->data(), shard.data.size());
-        outcome.shards.push_back(std::move(shard));
-      }
-    }
+/// Everything one rank thread of runLocal does on `rank` (its device, its
+/// backend, its state). `comm` is the plan's world, `peers` the ranks
+/// actually run (the same group unless `subset` names them: a --ranks run),
+/// `hostComm` the same ranks over host memory (the cooperative writer's
+/// bookkeeping). `forwardName` is this rank's forward function (its own
+/// micro-batch's with --data-parallel).
+struct RankRun {
+  const Plan &plan;
+  const std::string &forwardName;
+  const std::vector<HostTensor> &inputs;
+  const RunOptions &options;
+  uint64_t seed;
+  const std::vector<int64_t> &subset;
+  /// Called between init and forward while every rank of the run holds its
+  /// shards and nothing else (the driver's device-wide count).
+  const std::function<void(SessionRank &, Communicator &peers)> &afterInit;
+};
 
-    if (plan.function("forward")) {
-      if (profile) state.profile = &outcome.report.forwardProfile.emplace();
-      device.resetPeak();
-      auto forwardStart = std::chrono::steady_clock::now();
-      const double forwardCpuStart = threadCpuSeconds();
-      auto views = executeFunction(plan, forwardName, device, comm, state, inputs, context);
-      if (!outcome.report.forward) outcome.report.forward.emplace();
-      outcome.report.forward->seconds = secondsSince(forwardStart);
-      outcome.report.forward->threadCpuSeconds = threadCpuSeconds() - forwardCpuStart;
-      measure(device, *outcome.report.forward);
-      for (const TensorView &view : views) outcome.outputs.push_back(view.toHost());
-      state.releaseFunctionBuffers();
-      // Repeats keep the reuse cache: the trim comes after the last one.
-      for (int repeat = 1; repeat <= repeats; ++repeat) {
-        device.resetPeak();
-        const HostMemory::Stats blocksBefore = device.largeBlockStats();
-        const auto start = std::chrono::steady_clock::now();
-        const double cpuStart = threadCpuSeconds();
-        auto again = executeFunction(plan, forwardName, device, comm, state, inputs, context);
-        const HostMemory::Stats &blocks = device.largeBlockStats();
-        outcome.report.repeats.push_back(
-            {secondsSince(start), threadCpuSeconds() - cpuStart,
-             static_cast<int64_t>(blocks.freshBlocks - blocksBefore.freshBlocks),
-             static_cast<int64_t>(blocks.freshBytes - blocksBefore.freshBytes)});
-        checkRepeat(repeat, again, outcome.outputs, device.peakBytes(),
-                    outcome.report.forward->peakBytes);
-        state.releaseFunctionBuffers();
-      }
-      state.profile = nullptr;
-      device.trimReuseCache();
-    }
+std::vector<TensorView> runOn(SessionRank &rank, const Plan &plan, const std::string &function,
+                              Communicator &comm, const std::vector<HostTensor> &inputs,
+                              uint64_t seed) {
+  return runFunction(plan, function, rank.backend(), comm, rank.state(), inputs, seed,
+                     "executeFunction");
+}
 
-    // Outside every measurement window (both reports are already taken).
-    const auto saveStart = std::chrono::steady_clock::now();
-    if (!savePath.empty())
-      checkpoint::saveCooperatively(
-          plan,
-          [&](int32_t i) -> const std::byte * {
-            const DeviceBuffer *local = state.paramStorage(i);
-            return local ? local->data() : nullptr;
-          },
-          peers, savePath, subset);
-    if (!savePath.empty()) outcome.report.saveSeconds = secondsSince(saveStart);
-    if (gatherParams) {
-      for (size_t i = 0; i < plan.params.size(); ++i) {
-        const Param &p = plan.params[i];
-        const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
-        if (!local) throw RuntimeError("gathering params: init did not allocate '" + p.name + "'");
-        HostTensor full{p.name, p.dtype, p.shape, {}};
-        full.data.resize(static_cast<size_t>(p.fullBytes()));
-        if (p.sharded()) {
-          DeviceBuffer gathered =
-              device.allocate(p.gatheredBytes(plan.worldSize), Category::Gathered,
-                              p.name + ".save");
-          comm.allGather(local->data(), static_cast<size_t>(p.localBytes()), gathered.data());
-          // Padding rows are only at the end, so the full tensor is a prefix.
-          std::memcpy(full.data.data(), gathered.data(), full.data.size());
-        } else {
-          std::memcpy(full.data.data(), local->data(), full.data.size());
-        }
-        if (rank == 0) outcome.params.push_back(std::move(full));
-      }
+void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communicator &peers,
+             Communicator &hostComm, RankOutcome &outcome) {
+  const Plan &plan = run.plan;
+  const RunOptions &options = run.options;
+  Device &device = rank.device();
+  RankState &state = rank.state();
+  outcome.report.rank = state.rank();
+  device.resetPeak();
+  auto initStart = std::chrono::steady_clock::now();
+  runOn(rank, plan, "init", comm, {}, run.seed);
+  outcome.report.init.seconds = secondsSince(initStart);
+  measure(device, rank.blockStats(), outcome.report.init);
+  state.releaseFunctionBuffers();  // init's leftovers; params persist
+  rank.trimReuseCache();
+  outcome.report.paramBytes = device.currentBytes(Category::Parameter);
+  if (options.keepShards) {
+    // Host copies, outside the device's accounting: measurements unchanged.
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      const Param &p = plan.params[i];
+      const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
+      if (!local) throw RuntimeError("keeping shards: init did not allocate '" + p.name + "'");
+      HostTensor shard{p.name, p.dtype, p.localShape(), {}};
+      shard.data.resize(static_cast<size_t>(p.localBytes()));
+      if (!shard.data.empty()) rank.copyToHost(shard.data.data(), local->data(), shard.data.size());
+      outcome.shards.push_back(std::move(shard));
     }
-  } catch (...) {
-    state.releaseAll();
-    throw;
   }
-  state.releaseAll();
+  if (run.afterInit) run.afterInit(rank, peers);
+
+  if (plan.function("forward")) {
+    if (options.profileForward) state.profile = &outcome.report.forwardProfile.emplace();
+    device.resetPeak();
+    auto forwardStart = std::chrono::steady_clock::now();
+    const double forwardCpuStart = threadCpuSeconds();
+    auto views = runOn(rank, plan, run.forwardName, comm, run.inputs, run.seed);
+    if (!outcome.report.forward) outcome.report.forward.emplace();
+    outcome.report.forward->seconds = secondsSince(forwardStart);
+    outcome.report.forward->threadCpuSeconds = threadCpuSeconds() - forwardCpuStart;
+    measure(device, rank.blockStats(), *outcome.report.forward);  // since the trim
+    for (const TensorView &view : views) outcome.outputs.push_back(rank.toHost(view));
+    state.releaseFunctionBuffers();
+    // Repeats keep the reuse cache: the trim comes after the last one.
+    for (int repeat = 1; repeat <= options.forwardRepeats; ++repeat) {
+      device.resetPeak();
+      const HostMemory::Stats blocksBefore = rank.blockStats();
+      const auto start = std::chrono::steady_clock::now();
+      const double cpuStart = threadCpuSeconds();
+      auto again = runOn(rank, plan, run.forwardName, comm, run.inputs, run.seed);
+      const double seconds = secondsSince(start), cpuSeconds = threadCpuSeconds() - cpuStart;
+      const HostMemory::Stats &blocks = rank.blockStats();
+      outcome.report.repeats.push_back(
+          {seconds, cpuSeconds, static_cast<int64_t>(blocks.freshBlocks - blocksBefore.freshBlocks),
+           static_cast<int64_t>(blocks.freshBytes - blocksBefore.freshBytes)});
+      std::vector<HostTensor> outputs;
+      for (const TensorView &view : again) outputs.push_back(rank.toHost(view));
+      checkRepeat(repeat, outputs, outcome.outputs, device.peakBytes(),
+                  outcome.report.forward->peakBytes);
+      state.releaseFunctionBuffers();
+    }
+    state.profile = nullptr;
+    rank.trimReuseCache();
+  }
+
+  // Outside every measurement window (both reports are already taken).
+  if (!options.savePath.empty()) {
+    const auto saveStart = std::chrono::steady_clock::now();
+    rank.saveRows(plan, hostComm, options.savePath, run.subset);
+    outcome.report.saveSeconds = secondsSince(saveStart);
+  }
+  if (options.gatherParams) {
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      const Param &p = plan.params[i];
+      const DeviceBuffer *local = state.paramStorage(static_cast<int32_t>(i));
+      if (!local) throw RuntimeError("gathering params: init did not allocate '" + p.name + "'");
+      HostTensor full{p.name, p.dtype, p.shape, {}};
+      full.data.resize(static_cast<size_t>(p.fullBytes()));
+      // Padding rows are only at the end, so the full tensor is a prefix.
+      if (p.sharded()) {
+        DeviceBuffer gathered = device.allocate(p.gatheredBytes(plan.worldSize),
+                                                Category::Gathered, p.name + ".save");
+        rank.backend().beforeCollective(comm);
+        comm.allGather(local->data(), static_cast<size_t>(p.localBytes()), gathered.data());
+        if (!full.data.empty()) rank.copyToHost(full.data.data(), gathered.data(), full.data.size());
+      } else if (!full.data.empty()) {
+        rank.copyToHost(full.data.data(), local->data(), full.data.size());
+      }
+      if (state.rank() == 0) outcome.params.push_back(std::move(full));
+    }
+  }
 }
 
 }  // namespace
@@ -203,7 +214,8 @@ std::vector<HostTensor> matchForwardInputs(const Function &forward,
 }
 
 
-RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
+RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
+                   const SessionRankFactory &rankFactory) {
   checkPlan(fullPlan);
   // A proper subset of the ranks does the absent owners' work itself.
   std::vector<int64_t> present = options.ranks, subset;
@@ -253,9 +265,23 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
     }
   }
 
-  ExecutionContext context;
-  context.seed = options.seed;
-  context.threads = options.threads > 0 ? options.threads : defaultKernelThreads(n);
+  const int threads = options.threads > 0 ? options.threads : defaultKernelThreads(n);
+  const SessionRankFactory make = rankFactory ? rankFactory : cpuSessionRanks(threads);
+  std::vector<std::unique_ptr<SessionRank>> ranks;
+  for (int64_t r = 0; r < n; ++r) ranks.push_back(make(present[r]));
+  result.device = ranks[0]->deviceName();
+  // The driver's count (a GPU's cudaMemGetInfo, all ranks together): once
+  // before anything is allocated, once while every rank holds its shards.
+  std::optional<int64_t> driverBefore = ranks[0]->driverUsedBytes();
+  std::function<void(SessionRank &, Communicator &)> afterInit;
+  if (driverBefore)
+    afterInit = [&](SessionRank &rank, Communicator &peers) {
+      peers.barrier();  // every rank's init is done
+      if (peers.rank() == 0)
+        result.driverBytesHoldingShards = *rank.driverUsedBytes() - *driverBefore;
+      peers.barrier();  // nobody allocates forward's buffers before the reading
+    };
+
   LocalGroup group(n, options.timeout);
   // The OS's count, beside the devices' ledgers (runtime/ResidentMemory.h).
   ResidentPeakWindow resident;
@@ -266,15 +292,31 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options) {
   runRankThreads(
       group, n,
       [&](int64_t r) {
-        LocalCommunicator peers(group, r);
-        std::optional<SubsetCommunicator> partial;
-        if (!subset.empty()) partial.emplace(peers, subset, plan.worldSize);
-        runRank(plan, rankForwards[r].function,
-                options.dataParallel ? rankForwards[r].inputs : inputs, options.gatherParams,
-                options.savePath, options.keepShards, options.forwardRepeats,
-                options.profileForward, context,
-                partial ? static_cast<Communicator &>(*partial) : peers, peers, subset,
-                outcomes[r]);
+        SessionRank &rank = *ranks[r];
+        rank.enterThread();
+        try {
+          const std::unique_ptr<Communicator> peers = rank.communicator(group, r);
+          LocalCommunicator hostPeers(group, r);
+          std::optional<SubsetCommunicator> partial;
+          // Its bookkeeping (root's pointer) is host values; the rows move
+          // with the rank's copier.
+          if (!subset.empty()) partial.emplace(hostPeers, subset, plan.worldSize, rank.copier());
+          const RankRun run{plan,
+                            rankForwards[r].function,
+                            options.dataParallel ? rankForwards[r].inputs : inputs,
+                            options,
+                            options.seed,
+                            subset,
+                            afterInit};
+          runRank(run, rank, partial ? static_cast<Communicator &>(*partial) : *peers, *peers,
+                  hostPeers, outcomes[r]);
+        } catch (...) {
+          rank.state().releaseAll();
+          rank.trimReuseCache();
+          throw;
+        }
+        rank.state().releaseAll();
+        rank.trimReuseCache();
       },
       [&](int64_t r) { return present[r]; });
   if (options.measureResident) {

@@ -6,6 +6,7 @@
 #include "runtime/HostTensor.h"
 #include "runtime/OpProfile.h"
 #include "runtime/Plan.h"
+#include "runtime/SessionRank.h"
 
 #include <chrono>
 #include <map>
@@ -45,7 +46,8 @@ struct RunOptions {
   /// must have no "forward" (it would gather absent ranks' shards) and
   /// gatherParams must be off; `savePath` then gets only these ranks' rows.
   std::vector<int64_t> ranks;
-  /// Kernel threads per rank; 0 = defaultKernelThreads(ranks run).
+  /// Kernel threads per rank of the default (CPU) ranks; 0 =
+  /// defaultKernelThreads(ranks run). Ranks from a factory have their own.
   int threads = 0;
   /// Fill RunResult::process and residentPeakGrowthBytes: restarts the
   /// process's peak RSS (VmHWM, a process-wide side effect, so off by
@@ -142,15 +144,24 @@ struct RunResult {
   /// with RunOptions::measureResident; nullopt without, or where /proc
   /// cannot say.
   std::optional<int64_t> residentPeakGrowthBytes;
+  /// Where the ranks ran (SessionRank::deviceName: "cpu", "cuda:0 (...)").
+  std::string device = "cpu";
+  /// The device driver's count (SessionRank::driverUsedBytes: a GPU's
+  /// cudaMemGetInfo, every rank together) while every rank held its shards
+  /// after init, minus before init; nullopt on the CPU.
+  std::optional<int64_t> driverBytesHoldingShards;
 };
 
 /// Runs "init" then "forward" (when present) on plan.worldSize threads (or
-/// options.ranks), each rank's kernels with options.threads threads. Memory is
+/// options.ranks). Each rank's device, backend and copies come from
+/// `ranks` (runtime/SessionRank.h), called with each global rank run; empty:
+/// the CPU, each rank's kernels with options.threads threads. Memory is
 /// predicted per rank (rank-conditional instructions differ between ranks).
 /// A failure on any rank aborts the others' collectives and is rethrown as
 /// RuntimeError("rank R: ..."); the first failure wins. Also fails when
 /// ranks produce outputs that are not byte-identical.
-RunResult runLocal(const plan::Plan &plan, const RunOptions &options);
+RunResult runLocal(const plan::Plan &plan, const RunOptions &options,
+                   const SessionRankFactory &ranks = {});
 
 /// Orders `given` like forward's inputs, checking each (name known, given
 /// once, dtype, shape and byte count as the function expects). With

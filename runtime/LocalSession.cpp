@@ -7,7 +7,6 @@
 #include "runtime/PlanCheck.h"
 #include "runtime/RankThreads.h"
 #include "runtime/RuntimeError.h"
-#include "runtime/checkpoint/CooperativeWriter.h"
 
 #include <cstring>
 #include <map>
@@ -47,7 +46,7 @@ void LocalSession::onEveryRank(const std::function<void(SessionRank &, Communica
     const std::unique_ptr<Communicator> comm =
         memory == CollectiveMemory::Host
             ? std::make_unique<LocalCommunicator>(group, r)
-            : rank.communicator(group);
+            : rank.communicator(group, r);
     body(rank, *comm);
   });
 }
@@ -228,31 +227,10 @@ std::vector<PhaseReport> LocalSession::replaceParams(const Plan &source) {
 void LocalSession::save(const std::string &path) {
   if (!materialized())
     throw RuntimeError("writing '" + path + "': the parameters are not materialized");
-  auto writeRows = [&](SessionRank &rank, Communicator &comm) {
-    // A GPU rank's params are copied to the host first: the writer pwrites
-    // from host memory.
-    std::map<int32_t, std::vector<std::byte>> staged;
-    if (!rank.hostAddressable())
-      for (const auto &[index, buffer] : rank.state().params()) {
-        std::vector<std::byte> &bytes = staged[index];
-        bytes.resize(static_cast<size_t>(buffer.bytes()));
-        if (!bytes.empty()) rank.copyToHost(bytes.data(), buffer.data(), bytes.size());
-      }
-    checkpoint::saveCooperatively(
-        plan_,
-        [&](int32_t i) -> const std::byte * {
-          if (!rank.hostAddressable()) {
-            auto it = staged.find(i);
-            return it == staged.end() ? nullptr : it->second.data();
-          }
-          const DeviceBuffer *local = rank.state().paramStorage(i);
-          return local ? local->data() : nullptr;
-        },
-        comm, path);
-  };
   // The writer's collectives agree on host values (name lengths, pids),
   // which a GPU rank's device-to-device communicator cannot move.
-  onEveryRank(writeRows, CollectiveMemory::Host);
+  onEveryRank([&](SessionRank &rank, Communicator &comm) { rank.saveRows(plan_, comm, path); },
+              CollectiveMemory::Host);
 }
 
 std::optional<HostTensor> LocalSession::localParam(int32_t index, int64_t rank) const {

@@ -81,8 +81,8 @@ Plan planForRanks(const Plan &plan, const std::vector<int64_t> &present) {
 }
 
 SubsetCommunicator::SubsetCommunicator(Communicator &peers, std::vector<int64_t> ranks,
-                                       int64_t worldSize)
-    : peers_(peers), ranks_(std::move(ranks)), worldSize_(worldSize) {
+                                       int64_t worldSize, PeerCopier &copier)
+    : peers_(peers), copier_(copier), ranks_(std::move(ranks)), worldSize_(worldSize) {
   for (size_t i = 1; i < ranks_.size(); ++i)
     if (ranks_[i] <= ranks_[i - 1])
       throw RuntimeError("SubsetCommunicator: ranks must be sorted and distinct");
@@ -120,7 +120,10 @@ void SubsetCommunicator::scatter(int64_t root, const void *send, size_t bytesPer
                                     : "the root is not run and rank " +
                                           std::to_string(rank()) +
                                           " did not compute the tensor itself"));
-  if (bytesPerRank) std::memcpy(recv, source + rank() * bytesPerRank, bytesPerRank);
+  if (bytesPerRank) {
+    copier_.copy(recv, source + rank() * bytesPerRank, bytesPerRank);
+    copier_.flush();
+  }
   // Root must not free its buffer before every peer has copied.
   if (rootPresent) peers_.barrier();
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "runtime/Communicator.h"
+#include "runtime/LocalCommunicator.h"
 #include "runtime/Plan.h"
 
 #include <string>
@@ -34,16 +35,20 @@ plan::Plan planForRanks(const plan::Plan &plan, const std::vector<int64_t> &pres
 
 /// A rank of a subset run: rank() and worldSize() are the plan's (global
 /// rank ranks[peers.rank()], world plan.worldSize); `peers` connects only
-/// the ranks that are run, in the order of `ranks`.
+/// the ranks that are run, in the order of `ranks`, and moves host memory
+/// (its collectives carry bookkeeping: root's pointer, the barrier).
 ///  - scatter from a present root: root's buffer, read in place (the ranks
 ///    are threads of one process), at the global rank's offset;
 ///  - scatter from an absent root: this rank computed the full tensor itself
 ///    (planForRanks) and passes it as `send`: its own rows are copied out;
 ///  - all_gather: fails (it needs every rank's shards; a subset runs init
 ///    only, which gathers nothing).
+/// Scatter's rows move with `copier` (memcpy for host memory; ranks on one
+/// GPU copy device to device on their stream); it must outlive this.
 class SubsetCommunicator final : public Communicator {
 public:
-  SubsetCommunicator(Communicator &peers, std::vector<int64_t> ranks, int64_t worldSize);
+  SubsetCommunicator(Communicator &peers, std::vector<int64_t> ranks, int64_t worldSize,
+                     PeerCopier &copier = hostCopier());
 
   int64_t rank() const override { return ranks_[peers_.rank()]; }
   int64_t worldSize() const override { return worldSize_; }
@@ -58,6 +63,7 @@ public:
 
 private:
   Communicator &peers_;
+  PeerCopier &copier_;
   std::vector<int64_t> ranks_;
   int64_t worldSize_;
 };

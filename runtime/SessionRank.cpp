@@ -3,6 +3,9 @@
 #include "runtime/CpuBackend.h"
 #include "runtime/LocalCommunicator.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/checkpoint/CooperativeWriter.h"
+
+#include <map>
 
 namespace shardc::runtime {
 
@@ -19,6 +22,35 @@ HostTensor SessionRank::toHost(const TensorView &view) {
   return t;
 }
 
+std::unique_ptr<Communicator> SessionRank::communicator(LocalGroup &group, int64_t member) {
+  return std::make_unique<LocalCommunicator>(group, member, copier());
+}
+
+PeerCopier &SessionRank::copier() { return hostCopier(); }
+
+void SessionRank::saveRows(const plan::Plan &plan, Communicator &hostComm,
+                           const std::string &path, const std::vector<int64_t> &subset) {
+  // The writer pwrites from host memory: a GPU rank's params are staged.
+  std::map<int32_t, std::vector<std::byte>> staged;
+  if (!hostAddressable())
+    for (const auto &[index, buffer] : state_.params()) {
+      std::vector<std::byte> &bytes = staged[index];
+      bytes.resize(static_cast<size_t>(buffer.bytes()));
+      if (!bytes.empty()) copyToHost(bytes.data(), buffer.data(), bytes.size());
+    }
+  checkpoint::saveCooperatively(
+      plan,
+      [&](int32_t i) -> const std::byte * {
+        if (!hostAddressable()) {
+          auto it = staged.find(i);
+          return it == staged.end() ? nullptr : it->second.data();
+        }
+        const DeviceBuffer *local = state_.paramStorage(i);
+        return local ? local->data() : nullptr;
+      },
+      hostComm, path, subset);
+}
+
 namespace {
 
 class CpuSessionRank final : public SessionRank {
@@ -28,9 +60,6 @@ public:
     auto backend = std::make_unique<CpuBackend>(*device, threads);
     return std::unique_ptr<SessionRank>(
         new CpuSessionRank(rank, std::move(device), std::move(backend)));
-  }
-  std::unique_ptr<Communicator> communicator(LocalGroup &group) override {
-    return std::make_unique<LocalCommunicator>(group, state().rank());
   }
   void trimReuseCache() override { cpu_.trimReuseCache(); }
   HostMemory::Stats blockStats() const override { return cpu_.largeBlockStats(); }

@@ -15,10 +15,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace shardc::runtime {
 
 class LocalGroup;
+class PeerCopier;
 
 class SessionRank {
 public:
@@ -33,8 +37,13 @@ public:
   RankState &state() { return state_; }
   const RankState &state() const { return state_; }
 
-  /// The communicator of one call among the session's ranks (`group`).
-  virtual std::unique_ptr<Communicator> communicator(LocalGroup &group) = 0;
+  /// This rank's communicator in `group` (as its member `member`) for one
+  /// call: the group's rendezvous, the bytes moved by copier().
+  std::unique_ptr<Communicator> communicator(LocalGroup &group, int64_t member);
+  /// What moves bytes between ranks' device memory: memcpy on the CPU, a
+  /// device-to-device copy on the rank's stream on a GPU. A scatter within
+  /// a --ranks subset (runtime/RankSubset.h) copies with it too.
+  virtual PeerCopier &copier();
   /// Called first on the thread that runs this rank's part of a call (each
   /// call has its own threads; a GPU rank selects its device there).
   virtual void enterThread() {}
@@ -54,6 +63,23 @@ public:
   }
   /// A host tensor with the bytes of `view` (forward's outputs).
   HostTensor toHost(const TensorView &view);
+
+  /// Writes this rank's rows of every param of `plan` into `path` with the
+  /// cooperative writer (runtime/checkpoint/CooperativeWriter.h; `subset`:
+  /// the ranks run, empty = all). `hostComm` must move host memory: the
+  /// writer's collectives agree on host values (name lengths, pids). Where
+  /// storage is not host memory, each param is copied to the host first.
+  void saveRows(const plan::Plan &plan, Communicator &hostComm, const std::string &path,
+                const std::vector<int64_t> &subset = {});
+
+  /// Where this rank's memory is, for reports ("cpu", "cuda:0 (NVIDIA
+  /// H200, ...)").
+  virtual std::string deviceName() const { return "cpu"; }
+  /// The driver's count of device memory in use (cudaMemGetInfo: every
+  /// rank and context on the device together, after the device's queue
+  /// drained); nullopt where the device has no such count (the CPU: the
+  /// OS's resident set is measured instead).
+  virtual std::optional<int64_t> driverUsedBytes() { return std::nullopt; }
 
 protected:
   SessionRank(int64_t rank, std::unique_ptr<Device> device, std::unique_ptr<Backend> backend);

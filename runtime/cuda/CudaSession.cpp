@@ -16,20 +16,29 @@ public:
     return std::unique_ptr<SessionRank>(
         new GpuSessionRank(rank, std::move(device), std::move(backend)));
   }
-  std::unique_ptr<Communicator> communicator(LocalGroup &group) override {
-    return std::make_unique<DeviceLocalCommunicator>(group, state().rank(), gpu_);
-  }
+  /// Peers' buffers are on the same device: cudaMemcpyAsync on this
+  /// rank's stream (runtime/cuda/DeviceLocalCommunicator.h).
+  PeerCopier &copier() override { return copier_; }
   /// cudaSetDevice is per thread, and each call runs on fresh threads.
   void enterThread() override { gpu_.makeCurrent(); }
   bool hostAddressable() const override { return false; }
+  std::string deviceName() const override {
+    return "cuda:" + std::to_string(gpu_.ordinal()) + " (" + describeDevice(gpu_.ordinal()) + ")";
+  }
+  std::optional<int64_t> driverUsedBytes() override {
+    gpu_.synchronize();
+    const MemInfo info = gpu_.memInfo();
+    return info.totalBytes - info.freeBytes;
+  }
 
 private:
   GpuSessionRank(int64_t rank, std::unique_ptr<CudaDevice> device,
                  std::unique_ptr<CudaBackend> backend)
       : SessionRank(rank, std::move(device), std::move(backend)),
-        gpu_(static_cast<CudaDevice &>(this->device())) {}
+        gpu_(static_cast<CudaDevice &>(this->device())), copier_(gpu_) {}
 
   CudaDevice &gpu_;
+  StreamCopier copier_;
 };
 
 }  // namespace

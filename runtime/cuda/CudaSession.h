@@ -1,9 +1,9 @@
 // Ranks of a LocalSession (runtime/LocalSession.h) sharing one GPU: each
 // rank its own CudaDevice (stream, exact ledger) on one ordinal, the CUDA
-// backend's kernels, DeviceLocalCommunicator between them (NCCL refuses two
-// ranks on one device). runOnOneGpu's arrangement, kept between calls: the
-// JIT API's CompiledModel with device "cuda" and `shardc run --device cuda`
-// hold their shards in it.
+// backend's kernels, the local rendezvous with device-to-device copies
+// between them (DeviceLocalCommunicator's; NCCL refuses two ranks on one
+// device). The JIT API's CompiledModel with device "cuda" holds its shards
+// in such ranks, and `shardc run --device cuda` runs runLocal on them.
 #pragma once
 
 #include "runtime/SessionRank.h"

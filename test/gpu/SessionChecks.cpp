@@ -1,7 +1,7 @@
 // Section `session` of shardc-gpu-tests (Sections.h): LocalSession with
 // every rank on one GPU (runtime/cuda/CudaSession.h), the piece behind the
-// JIT API's device "cuda" and `shardc run --device cuda`, against the same
-// session on the CPU: init bit for bit per rank, forward within tolerance
+// JIT API's device "cuda", and runLocal on the same ranks (`shardc run
+// --device cuda`, --ranks included), against the same runs on the CPU: init bit for bit per rank, forward within tolerance
 // and repeatable, save byte for byte, measured == predicted memory. The
 // plans packed by scripts/gpu-bundle.sh cover transformers (llama-tiny, gpt2-tiny), a
 // mixture of experts over tokens (router, topk, gather, moe_experts) and a
@@ -17,6 +17,7 @@
 #include "runtime/Safetensors.h"
 #include "runtime/cuda/CudaSession.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -62,6 +63,14 @@ double relativeDiff(const HostTensor &a, const HostTensor &b) {
 std::vector<char> readAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+plan::Plan readPlanFile(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) throw RuntimeError("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return planFromJson(text.str(), path);
 }
 
 /// `plan` in a GPU session and a CPU session with the same seed and inputs.
@@ -127,6 +136,79 @@ void compareSessions(const std::string &item, const plan::Plan &plan, const std:
   report("session", item, bad.empty(), bad.empty() ? text : bad);
 }
 
+/// `plan` through runLocal (what `shardc run --device cuda` runs) on GPU
+/// ranks and on the CPU: every rank's shards bit for bit, forward within
+/// tolerance with a repeat identical, the saved file byte for byte, peaks ==
+/// predicted, the driver's count reported; then ranks {0, N-1} alone of an
+/// init-only plan (`--ranks`), whose shards must equal the full run's.
+void compareRunLocal(const std::string &item, const plan::Plan &plan, const std::string &scratch,
+                     int64_t intBound) {
+  const bool hasForward = plan.function("forward") != nullptr;
+  RunOptions options;
+  options.seed = 11;
+  options.keepShards = true;
+  if (hasForward) {
+    std::map<std::string, int64_t> bounds;
+    const plan::Function &forward = *plan.function("forward");
+    for (int32_t id : forward.inputs)
+      if (forward.buffers[id].dtype == plan::DType::I64) bounds[forward.buffers[id].name] = intBound;
+    options.inputs = makeDeterministicInputs(plan, options.seed, bounds);
+    options.forwardRepeats = 1;
+  }
+  options.savePath = scratch + "/runlocal-cpu.safetensors";
+  const RunResult cpu = runLocal(plan, options);
+  options.savePath = scratch + "/runlocal-gpu.safetensors";
+  const RunResult gpu = runLocal(plan, options, cuda::gpuSessionRanks(0));
+  std::string bad;
+  for (size_t r = 0; r < gpu.ranks.size(); ++r) {
+    const RankReport &g = gpu.ranks[r];
+    if (g.init.peakBytes != g.init.predictedPeakBytes ||
+        (g.forward && g.forward->peakBytes != g.forward->predictedPeakBytes))
+      bad += "rank " + std::to_string(r) + ": peak != predicted; ";
+    for (size_t i = 0; i < plan.params.size(); ++i)
+      if (gpu.shards[r][i].data != cpu.shards[r][i].data)
+        bad += "'" + plan.params[i].name + "' on rank " + std::to_string(r) + " differs; ";
+  }
+  double worst = 0;
+  for (size_t o = 0; o < cpu.outputs.size() && o < gpu.outputs.size(); ++o) {
+    const double d = relativeDiff(gpu.outputs[o], cpu.outputs[o]);
+    worst = std::max(worst, d);
+    if (d < 0 || d > 2e-4) bad += "output '" + cpu.outputs[o].name + "' differs by " + std::to_string(d) + "; ";
+  }
+  if (gpu.outputs.size() != cpu.outputs.size()) bad += "output counts differ; ";
+  const std::vector<char> gpuBytes = readAll(options.savePath);
+  if (gpuBytes.empty() || gpuBytes != readAll(scratch + "/runlocal-cpu.safetensors"))
+    bad += "the saved file differs from the CPU run's; ";
+  if (!gpu.driverBytesHoldingShards) bad += "no cudaMemGetInfo figure; ";
+  std::filesystem::remove(options.savePath);
+  std::filesystem::remove(scratch + "/runlocal-cpu.safetensors");
+
+  // --ranks: some ranks of the world, init only.
+  plan::Plan initOnly = plan;
+  initOnly.functions.erase(std::remove_if(initOnly.functions.begin(), initOnly.functions.end(),
+                                          [](const plan::Function &f) { return f.name != "init"; }),
+                           initOnly.functions.end());
+  RunOptions some;
+  some.seed = options.seed;
+  some.keepShards = true;
+  some.ranks = {0};
+  if (plan.worldSize > 1) some.ranks.push_back(plan.worldSize - 1);
+  const RunResult part = runLocal(initOnly, some, cuda::gpuSessionRanks(0));
+  for (size_t k = 0; k < some.ranks.size() && k < part.shards.size(); ++k)
+    for (size_t i = 0; i < plan.params.size(); ++i)
+      if (part.shards[k][i].data != cpu.shards[some.ranks[k]][i].data)
+        bad += "--ranks: '" + plan.params[i].name + "' on rank " +
+               std::to_string(some.ranks[k]) + " differs from the full run's; ";
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "N=%lld: shards bit-identical to the CPU run, forward max rel diff %.2e, repeat "
+                "identical, saved file == CPU's, peaks == predicted, driver %lld bytes holding "
+                "shards; ranks alone (--ranks) == full run",
+                static_cast<long long>(plan.worldSize), worst,
+                static_cast<long long>(gpu.driverBytesHoldingShards.value_or(-1)));
+  report("session", "runLocal " + item, bad.empty(), bad.empty() ? text : bad);
+}
+
 }  // namespace
 
 void sessionChecks(const std::vector<std::string> &planPaths, int64_t intBound) {
@@ -142,11 +224,10 @@ void sessionChecks(const std::vector<std::string> &planPaths, int64_t intBound) 
   for (const std::string &planPath : planPaths) {
     const std::string item = std::filesystem::path(planPath).filename().string();
     guarded("session", item, [&] {
-      std::ifstream in(planPath);
-      if (!in) throw RuntimeError("cannot read " + planPath);
-      std::stringstream text;
-      text << in.rdbuf();
-      compareSessions(item, planFromJson(text.str(), planPath), scratch, intBound);
+      compareSessions(item, readPlanFile(planPath), scratch, intBound);
+    });
+    guarded("session", "runLocal " + item, [&] {
+      compareRunLocal(item, readPlanFile(planPath), scratch, intBound);
     });
   }
 }

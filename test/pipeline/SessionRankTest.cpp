@@ -9,9 +9,12 @@
 #include "runtime/LocalCommunicator.h"
 #include "runtime/LocalRun.h"
 #include "runtime/LocalSession.h"
+#include "runtime/PlanQueries.h"
+#include "runtime/RankSubset.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +29,20 @@ namespace {
 /// Counts what the session asks of it; its storage is "not host memory".
 struct Counters {
   std::atomic<int> entered{0}, communicators{0};
-  std::atomic<int64_t> copiedBytes{0};
+  std::atomic<int64_t> copiedBytes{0}, peerCopiedBytes{0};
+};
+
+/// memcpy, counted: the bytes a rank's device moves between ranks.
+class CountingCopier final : public runtime::PeerCopier {
+public:
+  explicit CountingCopier(Counters &counters) : counters_(counters) {}
+  void copy(void *dst, const void *src, size_t bytes) override {
+    counters_.peerCopiedBytes += static_cast<int64_t>(bytes);
+    runtime::hostCopier().copy(dst, src, bytes);
+  }
+
+private:
+  Counters &counters_;
 };
 
 class DetachedRank final : public runtime::SessionRank {
@@ -37,11 +53,12 @@ public:
     return std::unique_ptr<runtime::SessionRank>(
         new DetachedRank(rank, std::move(device), std::move(backend), counters));
   }
-  /// Like a GPU rank's, this communicator moves device memory only: the
-  /// session must not hand it host values (a save's bookkeeping).
-  std::unique_ptr<runtime::Communicator> communicator(runtime::LocalGroup &group) override {
+  /// Like a GPU rank's, this copier moves device memory only: the session
+  /// must not hand it host values (a save's bookkeeping). Each communicator
+  /// of the rank asks for it once.
+  runtime::PeerCopier &copier() override {
     ++counters_.communicators;
-    return std::make_unique<runtime::LocalCommunicator>(group, state().rank());
+    return copier_;
   }
   void enterThread() override { ++counters_.entered; }
   bool hostAddressable() const override { return false; }
@@ -53,8 +70,10 @@ public:
 private:
   DetachedRank(int64_t rank, std::unique_ptr<runtime::CpuDevice> device,
                std::unique_ptr<runtime::CpuBackend> backend, Counters &counters)
-      : SessionRank(rank, std::move(device), std::move(backend)), counters_(counters) {}
+      : SessionRank(rank, std::move(device), std::move(backend)), counters_(counters),
+        copier_(counters) {}
   Counters &counters_;
+  CountingCopier copier_;
 };
 
 std::string readAll(const std::string &path) {
@@ -126,5 +145,108 @@ TEST_CASE("LocalSession: ranks from a factory whose storage is not host memory",
   const std::string saved = readAll((dir / "detached.save.safetensors").string());
   CHECK(!saved.empty());
   CHECK(saved == readAll((dir / "reference.safetensors").string()));
+  std::filesystem::remove_all(dir);
+}
+
+// runLocal (the CLI's one-shot run) takes the same factory: `shardc run
+// --device cuda` is runLocal on GPU ranks. On ranks whose storage is "not
+// host memory" every figure and byte must equal the CPU default's, every
+// read of device memory must go through copyToHost, and a --ranks subset's
+// scatters must move their bytes with the rank's copier.
+TEST_CASE("runLocal: ranks from a factory whose storage is not host memory",
+          "[pipeline][session][ranks]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardc-runlocal-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Counters counters;
+  const runtime::SessionRankFactory detached = [&](int64_t rank) {
+    return DetachedRank::make(rank, counters);
+  };
+
+  SECTION("init, forward, repeats, shards, full params and the saved file") {
+    const compiler::Graph graph = test::loadExample("llama-tiny");
+    const plan::Plan plan = test::compileForTest(graph, 3);
+    runtime::RunOptions options;
+    options.seed = 5;
+    options.threads = 1;
+    options.inputs = runtime::makeDeterministicInputs(plan, 4, compiler::inputBounds(graph));
+    options.keepShards = true;
+    options.gatherParams = true;
+    options.forwardRepeats = 1;
+    options.savePath = (dir / "reference.safetensors").string();
+    const runtime::RunResult want = runtime::runLocal(plan, options);
+    options.savePath = (dir / "detached.safetensors").string();
+    const runtime::RunResult got = runtime::runLocal(plan, options, detached);
+
+    CHECK(got.device == "cpu");
+    CHECK_FALSE(got.driverBytesHoldingShards);  // a CPU rank has no driver count
+    REQUIRE(got.ranks.size() == 3);
+    for (size_t r = 0; r < got.ranks.size(); ++r) {
+      const runtime::RankReport &g = got.ranks[r], &w = want.ranks[r];
+      CHECK(g.paramBytes == w.paramBytes);
+      CHECK(g.init.peakBytes == g.init.predictedPeakBytes);
+      REQUIRE(g.forward);
+      CHECK(g.forward->peakBytes == g.forward->predictedPeakBytes);
+      CHECK(g.forward->liveAtPeak == w.forward->liveAtPeak);
+      CHECK(g.repeats.size() == 1);
+      for (size_t p = 0; p < plan.params.size(); ++p)
+        CHECK(got.shards[r][p].data == want.shards[r][p].data);
+    }
+    REQUIRE(got.outputs.size() == want.outputs.size());
+    for (size_t o = 0; o < got.outputs.size(); ++o) CHECK(got.outputs[o].data == want.outputs[o].data);
+    REQUIRE(got.params.size() == want.params.size());
+    for (size_t p = 0; p < got.params.size(); ++p) CHECK(got.params[p].data == want.params[p].data);
+    const std::string saved = readAll((dir / "detached.safetensors").string());
+    CHECK(!saved.empty());
+    CHECK(saved == readAll((dir / "reference.safetensors").string()));
+
+    // What crossed from "device" to host, all through copyToHost: shards,
+    // outputs of both forwards on every rank, the full params (rank 0 keeps
+    // them, every rank copies), and each rank's params staged for the save.
+    int64_t shardBytes = 0, outputBytes = 0, fullBytes = 0;
+    for (const auto &rank : got.shards)
+      for (const runtime::HostTensor &t : rank) shardBytes += static_cast<int64_t>(t.data.size());
+    for (const runtime::HostTensor &t : got.outputs) outputBytes += static_cast<int64_t>(t.data.size());
+    for (const runtime::HostTensor &t : got.params) fullBytes += static_cast<int64_t>(t.data.size());
+    CHECK(counters.copiedBytes == 2 * shardBytes + 2 * 3 * outputBytes + 3 * fullBytes);
+    CHECK(counters.entered == 3);
+  }
+
+  SECTION("some ranks of a larger world: scatters through the rank's copier") {
+    // Orthogonal weights are not shardable: one owner computes each and
+    // scatters it, or, when the owner is not run, the ranks run compute it
+    // themselves and copy their rows out.
+    plan::Plan plan = test::compileForTest(test::loadExample("orthogonal"), 4);
+    plan.functions.erase(std::remove_if(plan.functions.begin(), plan.functions.end(),
+                                        [](const plan::Function &f) { return f.name != "init"; }),
+                         plan.functions.end());
+    runtime::RunOptions options;
+    options.seed = 3;
+    options.keepShards = true;
+    const runtime::RunResult full = runtime::runLocal(plan, options);
+    // Each scatter moves one rank's rows to each rank run, nothing else:
+    // the bookkeeping (root's pointer) must not go through a device copier.
+    int64_t scatteredRowBytes = 0;
+    for (const runtime::ScatteredParam &s : runtime::scatteredParams(plan))
+      for (const plan::Param &p : plan.params)
+        if (p.name == s.name) scatteredRowBytes += p.localBytes();
+    REQUIRE(scatteredRowBytes > 0);
+    for (const std::vector<int64_t> &ranks : std::vector<std::vector<int64_t>>{{0, 2}, {3}}) {
+      INFO("ranks " << runtime::formatRankList(ranks));
+      options.ranks = ranks;
+      options.savePath = (dir / "part.safetensors").string();
+      const runtime::RunResult want = runtime::runLocal(plan, options);
+      options.savePath = (dir / "part-detached.safetensors").string();
+      counters.peerCopiedBytes = 0;
+      const runtime::RunResult got = runtime::runLocal(plan, options, detached);
+      CHECK(counters.peerCopiedBytes == scatteredRowBytes * static_cast<int64_t>(ranks.size()));
+      REQUIRE(got.shards.size() == ranks.size());
+      for (size_t i = 0; i < ranks.size(); ++i)
+        for (size_t p = 0; p < plan.params.size(); ++p)
+          CHECK(got.shards[i][p].data == full.shards[ranks[i]][p].data);
+      CHECK(readAll((dir / "part-detached.safetensors").string()) ==
+            readAll((dir / "part.safetensors").string()));
+    }
+  }
   std::filesystem::remove_all(dir);
 }

@@ -9,7 +9,7 @@
 #include "runtime/Safetensors.h"
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
-#include "tools/shardc/CudaRunCommand.h"
+#include "tools/shardc/CudaRanks.h"
 #include "tools/shardc/Diagnostics.h"
 #include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/CheckpointOptions.h"
@@ -150,19 +150,19 @@ void applySpecializedInputs(const compiler::Graph &graph,
   }
 }
 
-/// Local ranks share this machine's memory. A plan that cannot fit is
+/// Local ranks share one memory: this machine's, or with --device cuda the
+/// GPU's (`capacity` bytes, `where` naming it). A plan that cannot fit is
 /// refused before anything is allocated, with what it would need: a
 /// 10^12-element parameter is planned fine, and refused here only if the
 /// shards do not fit.
-void checkFitsInMemory(const plan::Plan &fullPlan, const std::vector<int64_t> &ranks) {
+void checkFitsInMemory(const plan::Plan &fullPlan, const std::vector<int64_t> &ranks,
+                       int64_t capacity, const std::string &where) {
   // A --ranks run: only those ranks, each doing absent owners' work.
   const bool subset = static_cast<int64_t>(ranks.size()) < fullPlan.worldSize;
   const plan::Plan subsetPlan = subset ? runtime::planForRanks(fullPlan, ranks) : plan::Plan{};
   const plan::Plan &plan = subset ? subsetPlan : fullPlan;
-  int64_t pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || pageSize <= 0)
+  if (capacity <= 0)
     return;
-  int64_t physical = pages * pageSize;
   std::set<int64_t> special = runtime::ranksWithOwnWork(plan);
   int64_t total = 0, largest = 0;
   int64_t common = -1;
@@ -178,14 +178,20 @@ void checkFitsInMemory(const plan::Plan &fullPlan, const std::vector<int64_t> &r
     total += peak;
     largest = std::max(largest, peak);
   }
-  if (total > physical)
+  if (total > capacity)
     throw runtime::RuntimeError(
         "the plan needs up to " + std::to_string(largest) +
         " bytes per rank, " + std::to_string(total) + " bytes for " +
-        std::to_string(ranks.size()) + " local rank(s), but this machine has " +
-        std::to_string(physical) +
+        std::to_string(ranks.size()) + " local rank(s), but " + where + " has " +
+        std::to_string(capacity) +
         " bytes of memory; shard over more ranks (processes with --backend "
         "mpi, or machines)");
+}
+
+/// This machine's physical memory in bytes (0 when the OS cannot say).
+int64_t physicalMemoryBytes() {
+  const int64_t pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && pageSize > 0 ? pages * pageSize : 0;
 }
 
 /// The global batch of a data-parallel run: the rows of the --inputs
@@ -204,11 +210,6 @@ int64_t globalBatchRows(const compiler::Graph &graph,
 }
 
 } // namespace
-
-/// --backend mpi and --device cuda run elsewhere than runLocal.
-bool runsOutsideLocalCpu(const ParsedArgs &parsed) {
-  return parsed.get("--backend", "local") != "local" || parsed.get("--device", "cpu") != "cpu";
-}
 
 int runCommand(const std::vector<std::string> &args) {
   ParsedArgs parsed;
@@ -248,10 +249,10 @@ int runCommand(const std::vector<std::string> &args) {
     initOnly = parsed.has("--init-only");
     repeats = static_cast<int>(parsed.getInt("--repeat", 0, 0, 100000));
     for (const char *option : {"--repeat", "--profile"})
-      if (parsed.has(option) && (initOnly || runsOutsideLocalCpu(parsed)))
+      if (parsed.has(option) && (initOnly || parsed.get("--backend", "local") != "local"))
         throw UsageError(std::string(option) +
                          (initOnly ? " is about forward, which --init-only does not run"
-                                   : " is for the local backend on the cpu device"));
+                                   : " is for the local backend"));
     for (const std::string &rule : parsed.all("--rename"))
       renames.push_back(parseRenameRule(rule));
     if (!renames.empty() && !parsed.has("--load"))
@@ -278,10 +279,9 @@ int runCommand(const std::vector<std::string> &args) {
     device = parsed.get("--device", "cpu");
     if (device != "cpu" && device != "cuda")
       throw UsageError("--device must be cpu or cuda, got '" + device + "'");
-    if (device == "cuda")
-      for (const char *option : {"--ranks", "--threads"})
-        if (parsed.has(option))
-          throw UsageError(std::string(option) + " is not supported with --device cuda yet (docs/gpu.md)");
+    if (device == "cuda" && parsed.has("--threads"))
+      throw UsageError("--threads sets the CPU's kernel threads per rank; with --device cuda "
+                       "the kernels run on the GPU");
     if (parsed.has("--ranks")) {
       try {
         ranks = runtime::parseRankList(parsed.get("--ranks", ""), worldSize);
@@ -396,20 +396,15 @@ int runCommand(const std::vector<std::string> &args) {
   if (backend == "mpi")
     return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options,
                          device);
-  if (device == "cuda") {
-    try {
-      options.seed = seed;
-      options.timeout = std::chrono::duration<double>(timeoutSeconds);
-      options.savePath = parsed.has("--save") ? parsed.get("--save", "")
-                                              : parsed.get("--save-params", "");
-      return runOnCudaDevice(plan, options, parsed.get("--outputs", ""));
-    } catch (const runtime::RuntimeError &error) {
-      std::cerr << "shardc: error: " << error.what() << "\n";
-      return kRuntimeFailure;
-    }
-  }
   try {
-    checkFitsInMemory(plan, ranks);
+    // The CPU by default; with --device cuda the same run on GPU 0's ranks.
+    runtime::SessionRankFactory rankFactory;
+    if (device == "cuda") {
+      rankFactory = cudaRunRanks();
+      checkFitsInMemory(plan, ranks, cudaDeviceMemoryBytes(), "GPU 0");
+    } else {
+      checkFitsInMemory(plan, ranks, physicalMemoryBytes(), "this machine");
+    }
     options.savePath = parsed.has("--save") ? parsed.get("--save", "")
                                             : parsed.get("--save-params", "");
     options.ranks = ranks;
@@ -423,7 +418,7 @@ int runCommand(const std::vector<std::string> &args) {
                 << " only (the others read as zeros; its metadata names the ranks)\n";
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
-    runtime::RunResult result = runtime::runLocal(plan, options);
+    runtime::RunResult result = runtime::runLocal(plan, options, rankFactory);
     if (parsed.has("--outputs"))
       runtime::writeSafetensors(parsed.get("--outputs", ""), result.outputs);
     RunSummary summary{model, seed, &plan, &result};

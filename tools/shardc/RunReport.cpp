@@ -303,6 +303,23 @@ static std::string residentMemoryLine(const runtime::RunResult &result, int64_t 
   return out.str();
 }
 
+/// A GPU's own count beside the ledger's: the driver sees every rank's
+/// shards plus what each rank's device keeps for itself (stream, cuBLAS
+/// workspace, the allocator's pool).
+static std::string driverMemoryLine(const runtime::RunResult &result) {
+  if (!result.driverBytesHoldingShards) return "";
+  int64_t held = 0;
+  for (const runtime::RankReport &rank : result.ranks) held += rank.paramBytes;
+  std::ostringstream out;
+  out << "device memory (the driver's count, cudaMemGetInfo): "
+      << grouped(*result.driverBytesHoldingShards) << " bytes ("
+      << mib(*result.driverBytesHoldingShards)
+      << ") more in use while every rank held its shards than before init; ledger: params "
+         "held summed "
+      << grouped(held) << "\n";
+  return out.str();
+}
+
 std::string formatTextReport(const RunSummary &summary) {
   const plan::Plan &plan = *summary.plan;
   const runtime::RunResult &result = *summary.result;
@@ -314,6 +331,7 @@ std::string formatTextReport(const RunSummary &summary) {
         << plan.worldSize << " run locally (--ranks)";
   else
     out << plan.worldSize << " local rank(s)";
+  if (result.device != "cpu") out << " on " << result.device;
   out << ", seed " << summary.seed << "\n";
   out << "unsharded parameter bytes (what every rank would hold without "
          "sharding): "
@@ -406,6 +424,7 @@ std::string formatTextReport(const RunSummary &summary) {
   out << "\npredicted == measured on every rank: "
       << (predictionsHold(result) ? "yes" : "NO") << "\n";
   out << residentMemoryLine(result, static_cast<int64_t>(result.ranks.size()));
+  out << driverMemoryLine(result);
   return out.str();
 }
 
@@ -444,6 +463,11 @@ std::string formatJsonReport(const RunSummary &summary) {
   nlohmann::json report = {{"model", summary.model},
                            {"world_size", plan.worldSize},
                            {"seed", summary.seed},
+                           {"device", result.device},
+                           {"driver_bytes_holding_shards",
+                            result.driverBytesHoldingShards
+                                ? nlohmann::json(*result.driverBytesHoldingShards)
+                                : nlohmann::json(nullptr)},
                            {"unsharded_param_bytes", result.unshardedParamBytes},
                            {"predictions_hold", predictionsHold(result)},
                            {"resident_peak_growth_bytes",

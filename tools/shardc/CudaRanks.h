@@ -1,0 +1,28 @@
+//===- CudaRanks.h - the GPU of `shardc run --device cuda` ------*- C++ -*-===//
+//
+// `shardc run --device cuda` runs the same runLocal as the CPU default, on
+// ranks that share GPU 0 (runtime/cuda/CudaSession.h): each rank a thread
+// with its own CudaDevice, the CUDA backend's kernels, device-to-device
+// copies between ranks (docs/gpu.md). Compiled whether or not the CUDA
+// runtime was built; without it, every function here refuses with the
+// reason.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/SessionRank.h"
+
+#include <cstdint>
+
+namespace shardc::cli {
+
+/// Ranks on GPU 0. Throws RuntimeError ("--device cuda: ...") when this
+/// shardc was built without the CUDA runtime or no GPU is visible, before
+/// anything is allocated.
+runtime::SessionRankFactory cudaRunRanks();
+
+/// GPU 0's memory in bytes (cudaMemGetInfo's total): what the ranks of a
+/// --device cuda run share. Throws as cudaRunRanks does.
+int64_t cudaDeviceMemoryBytes();
+
+} // namespace shardc::cli
