@@ -17,6 +17,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/Device.h"
+#include "runtime/IndexMapProgram.h"
 #include "runtime/ForwardKernels.h"
 #include "runtime/OpFamilies.h"
 #include "runtime/OpTable.h"
@@ -146,6 +147,19 @@ public:
   bool supports(plan::OpCode op) const;
   /// Host threads the core may split host-side work (index mapping) into.
   virtual int hostThreads() const { return 1; }
+
+  /// `generate` through an index_map in one go, where a backend maps
+  /// indices on its device (runtime/IndexMapProgram.h): out[k] = source
+  /// element indexmap::mapIndex(map, begin + k) for k < count. Returns
+  /// false where it has no such kernel (the default: the core then maps on
+  /// the host in blocks and calls generateAt). On true, `firstUnmapped` is
+  /// -1, or the first k whose element does not map (out is then garbage;
+  /// the core throws the host's reason for that element).
+  virtual bool generateMapped(const init::GeneratorSpec &, plan::DType, const IndexMapProgram &,
+                              int64_t /*begin*/, int64_t /*count*/, void * /*out*/,
+                              int64_t & /*firstUnmapped*/) {
+    return false;
+  }
 
   /// Called before every collective (a CUDA backend orders its stream).
   virtual void beforeCollective(Communicator &) {}

@@ -653,6 +653,25 @@ private:
              shapeToString(r.fullShape) + " and there is no index_map");
       IndexMap map = encoding ? IndexMap::parse(*encoding, r.fullShape.size(), sourceShape.size())
                               : IndexMap::identity(r.fullShape.size());
+      // A backend that maps on its device does the whole range at once.
+      IndexMapProgram program;
+      int64_t firstUnmapped = -1;
+      if (r.count > 0 && map.toProgram(r.fullShape, sourceShape, program) &&
+          backend_.generateMapped(spec, r.dtype, program, r.begin, r.count, r.data,
+                                  firstUnmapped)) {
+        if (firstUnmapped >= 0) {
+          // The host's words for that element (mapFlatIndices throws them).
+          int64_t ignored = 0;
+          std::vector<int64_t> p;
+          mapFlatIndices(map, r.fullShape, sourceShape, r.begin + firstUnmapped, 1, &ignored, p,
+                         true);
+          fail("index_map: the " + std::string(backend_.name()) + " backend could not map " +
+               "output element " + std::to_string(r.begin + firstUnmapped) +
+               ", which the host maps");
+        }
+        zeroPadding(r);
+        return;
+      }
       // Parts of the range on the backend's host threads, each mapping
       // blocks of source indices on its stack (mapFlatIndices checks they
       // lie in the source). The lowest failing part's error wins, so

@@ -18,6 +18,11 @@ namespace {
 
 enum TokenKind : int64_t { kDim = 0, kConst = 1, kAdd = 2, kMul = 3, kFloorDiv = 4,
                            kMod = 5, kCeilDiv = 6 };
+// A kernel's program (IndexMapProgram.h) speaks the same tokens.
+static_assert(kDim == IndexMapProgram::kDim && kConst == IndexMapProgram::kConst &&
+              kAdd == IndexMapProgram::kAdd && kMul == IndexMapProgram::kMul &&
+              kFloorDiv == IndexMapProgram::kFloorDiv && kMod == IndexMapProgram::kMod &&
+              kCeilDiv == IndexMapProgram::kCeilDiv);
 
 [[noreturn]] void badMap(size_t entry, const std::string &reason) {
   throw RuntimeError("malformed index_map: entry " + std::to_string(entry) + ": " + reason);
@@ -152,6 +157,31 @@ void IndexMap::evaluate(const int64_t *p, int64_t *s, int64_t *stack) const {
     }
     s[r] = stack[0];
   }
+}
+
+bool IndexMap::toProgram(const std::vector<int64_t> &fullShape,
+                         const std::vector<int64_t> &sourceShape, IndexMapProgram &program) const {
+  if (fullShape.size() > IndexMapProgram::kMaxRank ||
+      sourceShape.size() > IndexMapProgram::kMaxRank || sourceShape.size() != results_.size() ||
+      maxStack_ > static_cast<size_t>(IndexMapProgram::kMaxStack))
+    return false;
+  program = IndexMapProgram{};
+  program.rank = static_cast<int32_t>(fullShape.size());
+  program.sourceRank = static_cast<int32_t>(sourceShape.size());
+  std::copy(fullShape.begin(), fullShape.end(), program.fullShape);
+  std::copy(sourceShape.begin(), sourceShape.end(), program.sourceShape);
+  int32_t token = 0;
+  for (size_t r = 0; r < results_.size(); ++r) {
+    for (const Token &t : results_[r]) {
+      if (token == IndexMapProgram::kMaxTokens) return false;
+      if (t.kind == kDim && static_cast<size_t>(t.operand) >= fullShape.size()) return false;
+      program.kind[token] = t.kind;
+      program.operand[token] = t.operand;
+      ++token;
+    }
+    program.resultEnd[r] = token;
+  }
+  return true;
 }
 
 void mapFlatIndices(const IndexMap &map, const std::vector<int64_t> &fullShape,

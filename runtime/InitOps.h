@@ -4,6 +4,7 @@
 // instruction's place.
 #pragma once
 
+#include "runtime/IndexMapProgram.h"
 #include "runtime/Plan.h"
 #include "runtime/init/Generators.h"
 
@@ -39,6 +40,13 @@ public:
   /// s[i] = result i at p. `stack` holds maxStack() entries. Throws on
   /// division or modulo by zero and on int64 overflow.
   void evaluate(const int64_t *p, int64_t *s, int64_t *stack) const;
+
+  /// This map between `fullShape` (the output's) and `sourceShape` as one
+  /// fixed-size value a kernel can take (runtime/IndexMapProgram.h), into
+  /// `program`; false when the shapes' ranks, the tokens or the stack depth
+  /// exceed IndexMapProgram's room (the core then maps on the host).
+  bool toProgram(const std::vector<int64_t> &fullShape, const std::vector<int64_t> &sourceShape,
+                 IndexMapProgram &program) const;
 
 private:
   struct Token {

@@ -70,9 +70,10 @@ void CudaBackend::generateRange(const init::GeneratorSpec &spec, DType dtype, in
 }
 void CudaBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
                              const int64_t *hostIndices, int64_t count, void *out) {
-  // The core hands blocks of at most 4096 indices: each is staged through
-  // pinned memory and copied asynchronously (no synchronization per block);
-  // the copy of the next block overlaps this block's kernel.
+  // Only for maps over IndexMapProgram's room (generateMapped does the
+  // rest). The core hands blocks of at most 4096 indices: each is staged
+  // through pinned memory and copied asynchronously (no synchronization per
+  // block); the copy of the next block overlaps this block's kernel.
   const int64_t elementSize = plan::dtypeSize(dtype);
   for (int64_t done = 0; done < count; done += CudaDevice::kIndexBlockElements) {
     const int64_t n = std::min(CudaDevice::kIndexBlockElements, count - done);
@@ -80,6 +81,12 @@ void CudaBackend::generateAt(const init::GeneratorSpec &spec, DType dtype,
     generateAtDevice(device_, spec, dtype, deviceIndices, n,
                      static_cast<std::byte *>(out) + done * elementSize);
   }
+}
+bool CudaBackend::generateMapped(const init::GeneratorSpec &spec, DType dtype,
+                                 const IndexMapProgram &map, int64_t begin, int64_t count,
+                                 void *out, int64_t &firstUnmapped) {
+  firstUnmapped = cuda::generateMapped(device_, spec, dtype, map, begin, count, out);
+  return true;
 }
 void CudaBackend::pointwise(init::PointwiseKind kind, double a, double b, DType dtype,
                             void *data, int64_t count) {

@@ -55,6 +55,10 @@ public:
 
   void beforeCollective(Communicator &comm) override;
   void finish(const std::string &what) override;
+  /// index_map generates in one launch, indices mapped on the device.
+  bool generateMapped(const init::GeneratorSpec &spec, plan::DType dtype,
+                      const IndexMapProgram &map, int64_t begin, int64_t count, void *out,
+                      int64_t &firstUnmapped) override;
   SHARDC_BACKEND_KERNELS(, override)
   // Every optional kernel: the families in runtime/cuda/CudaFamilies.h;
   // orthogonal, norm_of and load run on the host (the CPU's kernels, bit for

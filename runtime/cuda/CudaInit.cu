@@ -5,6 +5,7 @@
 // Compiled with --fmad=false (runtime/cuda/CMakeLists.txt).
 #include "runtime/cuda/CudaInit.h"
 
+#include "runtime/IndexMapProgram.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceFloat.h"
@@ -12,6 +13,7 @@
 #include "runtime/init/Recipes.h"
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 namespace shardc::runtime::cuda {
@@ -159,28 +161,58 @@ __global__ void formulaRange(PreparedGenerator g, DType dtype, int64_t begin, in
     storeDouble(dtype, out, k, formulaValue(g, begin + k));
 }
 
+/// Source element `index` of the generator into out[k]: a formula's value,
+/// or the element of the Philox block it falls in (generateAt's values).
+__device__ inline void storeGenerated(const PreparedGenerator &g, DType dtype, bool random,
+                                      int64_t index, void *out, int64_t k) {
+  if (!random) {
+    storeDouble(dtype, out, k, formulaValue(g, index));
+  } else if (dtype == DType::F64) {
+    double v[2];
+    blockValuesD(g, static_cast<uint64_t>(index / 2), v);
+    static_cast<double *>(out)[k] = v[index % 2];
+  } else {
+    float v[4];
+    blockValuesF(g, static_cast<uint64_t>(index / 4), v);
+    storeFloat(dtype, out, k, v[index % 4]);
+  }
+}
+
+__device__ inline bool isRandomKind(GeneratorKind kind) {
+  return kind == GeneratorKind::Uniform || kind == GeneratorKind::Normal ||
+         kind == GeneratorKind::TruncNormal;
+}
+
 /// generateAt: any indices (a view's), one element per thread.
 __global__ void gatherElements(PreparedGenerator g, DType dtype, const int64_t *indices,
                                int64_t count, void *out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const bool random = g.kind == GeneratorKind::Uniform || g.kind == GeneratorKind::Normal ||
-                      g.kind == GeneratorKind::TruncNormal;
+  const bool random = isRandomKind(g.kind);
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < count;
+       k += stride)
+    storeGenerated(g, dtype, random, indices[k], out, k);
+}
+
+/// generateMapped: each thread maps its own output elements through the
+/// index_map (indexmap::mapIndex, the function the host's tests check) and
+/// generates them; the first element that does not map is recorded.
+__global__ void mappedElements(PreparedGenerator g, DType dtype, IndexMapProgram map,
+                               int64_t begin, int64_t count, void *out,
+                               unsigned long long *firstUnmapped) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const bool random = isRandomKind(g.kind);
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < count;
        k += stride) {
-    const int64_t index = indices[k];
-    if (!random) {
-      storeDouble(dtype, out, k, formulaValue(g, index));
-    } else if (dtype == DType::F64) {
-      double v[2];
-      blockValuesD(g, static_cast<uint64_t>(index / 2), v);
-      static_cast<double *>(out)[k] = v[index % 2];
-    } else {
-      float v[4];
-      blockValuesF(g, static_cast<uint64_t>(index / 4), v);
-      storeFloat(dtype, out, k, v[index % 4]);
+    int64_t index = 0;
+    if (!indexmap::mapIndex(map, begin + k, &index)) {
+      atomicMin(firstUnmapped, static_cast<unsigned long long>(k));
+      continue;
     }
+    storeGenerated(g, dtype, random, index, out, k);
   }
 }
+// Both travel as kernel parameters (4 KiB at most on every architecture).
+static_assert(sizeof(IndexMapProgram) + sizeof(PreparedGenerator) + 64 <= 4096);
 
 // ---- pointwise (Pointwise.cpp's pointwiseValue) ------------------------------
 
@@ -306,6 +338,24 @@ void generateAtDevice(CudaDevice &device, const init::GeneratorSpec &spec, DType
                                                                    count, out);
   checkLaunch(std::string("init generator '") + init::generatorKindName(spec.kind) +
               "' gather kernel launch");
+}
+
+int64_t generateMapped(CudaDevice &device, const init::GeneratorSpec &spec, DType dtype,
+                       const IndexMapProgram &map, int64_t begin, int64_t count, void *out) {
+  PreparedGenerator g = init::prepareGenerator(spec);
+  requireFloatDType(dtype, "init generator");
+  if (count <= 0) return -1;
+  auto *firstUnmapped = static_cast<unsigned long long *>(device.scratch(8));
+  device.makeCurrent();
+  checkCuda(cudaMemsetAsync(firstUnmapped, 0xff, 8, device.stream()),
+            "init generator: cudaMemsetAsync");
+  mappedElements<<<gridFor(count), kThreads, 0, device.stream()>>>(g, dtype, map, begin, count,
+                                                                   out, firstUnmapped);
+  checkLaunch(std::string("init generator '") + init::generatorKindName(spec.kind) +
+              "' mapped kernel launch");
+  unsigned long long first = 0;
+  copyToHost(device, &first, firstUnmapped, sizeof first);  // waits for the kernel
+  return first == ULLONG_MAX ? -1 : static_cast<int64_t>(first);
 }
 
 void applyPointwise(CudaDevice &device, init::PointwiseKind kind, double a, double b,

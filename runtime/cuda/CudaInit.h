@@ -9,6 +9,7 @@
 // waited for (errors of the launch itself are reported).
 #pragma once
 
+#include "runtime/IndexMapProgram.h"
 #include "runtime/Plan.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/init/Generators.h"
@@ -27,6 +28,13 @@ void generateRange(CudaDevice &device, const init::GeneratorSpec &spec, plan::DT
 /// generated tensor by the caller (generateAtHost checks).
 void generateAtDevice(CudaDevice &device, const init::GeneratorSpec &spec, plan::DType dtype,
                       const int64_t *deviceIndices, int64_t count, void *out);
+
+/// Backend::generateMapped: out[k] = the generator's source element
+/// indexmap::mapIndex(map, begin + k), every index mapped on the device in
+/// one launch. Waits for it (one 8-byte read) and returns -1, or the first
+/// k whose element does not map.
+int64_t generateMapped(CudaDevice &device, const init::GeneratorSpec &spec, plan::DType dtype,
+                       const IndexMapProgram &map, int64_t begin, int64_t count, void *out);
 
 /// init::applyPointwise on device memory.
 void applyPointwise(CudaDevice &device, init::PointwiseKind kind, double a, double b,

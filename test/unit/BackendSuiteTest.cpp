@@ -198,6 +198,32 @@ std::vector<SuiteCase> suiteCases() {
                                emit(f, OpCode::Alloc, {}, {p});
                                emit(f, OpCode::Generate, {}, {p}, attrs);
                              }));
+    // A corner of a larger source (the identity map), and a map through
+    // floordiv/mod/ceildiv arithmetic (a reshape of a transposed source).
+    cases.push_back(initCase("generate a slice of a larger source" + d, dt, {5, 3},
+                             [](Plan &, Function &f, int32_t p) {
+                               auto attrs = stream("uniform", 2);
+                               attrs.insert({{"low", -1.0}, {"high", 1.0}});
+                               attrs["source_shape"] = std::vector<int64_t>{9, 7};
+                               emit(f, OpCode::Alloc, {}, {p});
+                               emit(f, OpCode::Generate, {}, {p}, attrs);
+                             }));
+    // Output [6, 4] element (i, j), flat f = 4i + j, reads source [8, 3]
+    // element (f mod 8, f floordiv 8 + (j ceildiv 4) * 0).
+    cases.push_back(initCase("generate with index_map (floordiv, mod, ceildiv)" + d, dt, {6, 4},
+                             [](Plan &, Function &f, int32_t p) {
+                               auto attrs = stream("normal", 5);
+                               attrs.insert({{"mean", 0.0}, {"std", 1.0}});
+                               attrs["source_shape"] = std::vector<int64_t>{8, 3};
+                               attrs["index_map"] = std::vector<int64_t>{
+                                   2,
+                                   // (4 * d0 + d1) mod 8
+                                   11, 1, 4, 0, 0, 3, 0, 1, 2, 1, 8, 5,
+                                   // (4 * d0 + d1) floordiv 8 + d1 ceildiv 4 * 0
+                                   20, 1, 4, 0, 0, 3, 0, 1, 2, 1, 8, 4, 0, 1, 1, 4, 6, 1, 0, 3, 2};
+                               emit(f, OpCode::Alloc, {}, {p});
+                               emit(f, OpCode::Generate, {}, {p}, attrs);
+                             }));
     cases.push_back(initCase("pointwise chain" + d, dt, {6, 4}, [](Plan &, Function &f, int32_t p) {
       auto attrs = stream("uniform");
       attrs.insert({{"low", 0.05}, {"high", 0.95}});

@@ -2,8 +2,11 @@
 // the CPU backend itself, and the CPU backend with an unsupported list.
 // Every op has a kernel on the CPU and CUDA backends, so that second one is
 // what exercises the core's refusal of an op a backend lacks: such a case
-// must fail naming the op and the backend, before anything runs.
+// must fail naming the op and the backend, before anything runs. It also
+// maps index_map indices as a device would (DeviceMappingCpuBackend.h), so
+// the suite's index_map cases run the core's one-launch path too.
 #include "BackendSuite.h"
+#include "DeviceMappingCpuBackend.h"
 
 #include "runtime/CpuBackend.h"
 #include "runtime/LocalCommunicator.h"
@@ -12,9 +15,9 @@ namespace shardc::test::suite {
 
 namespace {
 
-class PartialCpuBackend final : public runtime::CpuBackend {
+class PartialCpuBackend final : public DeviceMappingCpuBackend {
 public:
-  using CpuBackend::CpuBackend;
+  using DeviceMappingCpuBackend::DeviceMappingCpuBackend;
   const char *name() const override { return "cpu-partial"; }
   std::span<const plan::OpCode> unsupportedOps() const override { return kLacking; }
 
