@@ -1,4 +1,5 @@
 #include "runtime/Device.h"
+#include "runtime/DeviceName.h"
 #include "runtime/MemoryLedger.h"
 
 #include <catch2/catch.hpp>
@@ -66,4 +67,15 @@ TEST_CASE("the peak snapshot survives releases after the peak and moves with a n
                                                            {"e", Category::Gathered, 40}});
   ledger.release(e);
   CHECK(ledger.empty());
+}
+
+TEST_CASE("device names: cuda is GPU 0, cuda:N is GPU N, anything else is no GPU",
+          "[device][names]") {
+  using shardc::runtime::cudaOrdinalOf;
+  CHECK(cudaOrdinalOf("cuda") == 0);
+  CHECK(cudaOrdinalOf("cuda:0") == 0);
+  CHECK(cudaOrdinalOf("cuda:7") == 7);
+  for (const char *name : {"cpu", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda 1",
+                           "CUDA", "cuda:99999999999"})
+    CHECK_FALSE(cudaOrdinalOf(name));
 }

@@ -12,27 +12,23 @@
 
 namespace shardc::cli {
 
-namespace {
-constexpr int kOrdinal = 0;
-}  // namespace
-
 #ifndef SHARDC_HAVE_CUDA
-runtime::SessionRankFactory cudaRunRanks() {
+runtime::SessionRankFactory cudaRunRanks(int) {
   throw runtime::RuntimeError("--device cuda: this shardc was built without the CUDA runtime");
 }
-int64_t cudaDeviceMemoryBytes() { return (void)cudaRunRanks(), 0; }
+int64_t cudaDeviceMemoryBytes(int ordinal) { return (void)cudaRunRanks(ordinal), 0; }
 #else
-runtime::SessionRankFactory cudaRunRanks() {
+runtime::SessionRankFactory cudaRunRanks(int ordinal) {
   try {
-    return runtime::cuda::gpuSessionRanks(kOrdinal);
+    return runtime::cuda::gpuSessionRanks(ordinal);
   } catch (const runtime::RuntimeError &error) {
     throw runtime::RuntimeError(std::string("--device cuda: ") + error.what());
   }
 }
 
-int64_t cudaDeviceMemoryBytes() {
-  (void)cudaRunRanks();  // "no CUDA device visible (...)" first
-  return runtime::cuda::CudaDevice(kOrdinal).memInfo().totalBytes;
+int64_t cudaDeviceMemoryBytes(int ordinal) {
+  (void)cudaRunRanks(ordinal);  // "no CUDA device visible (...)" first
+  return runtime::cuda::CudaDevice(ordinal).memInfo().totalBytes;
 }
 #endif
 

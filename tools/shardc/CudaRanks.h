@@ -1,7 +1,7 @@
 //===- CudaRanks.h - the GPU of `shardc run --device cuda` ------*- C++ -*-===//
 //
-// `shardc run --device cuda` runs the same runLocal as the CPU default, on
-// ranks that share GPU 0 (runtime/cuda/CudaSession.h): each rank a thread
+// `shardc run --device cuda[:N]` runs the same runLocal as the CPU default,
+// on ranks that share one GPU (runtime/cuda/CudaSession.h): each rank a thread
 // with its own CudaDevice, the CUDA backend's kernels, device-to-device
 // copies between ranks (docs/gpu.md). Compiled whether or not the CUDA
 // runtime was built; without it, every function here refuses with the
@@ -16,13 +16,13 @@
 
 namespace shardc::cli {
 
-/// Ranks on GPU 0. Throws RuntimeError ("--device cuda: ...") when this
-/// shardc was built without the CUDA runtime or no GPU is visible, before
-/// anything is allocated.
-runtime::SessionRankFactory cudaRunRanks();
+/// Ranks on GPU `ordinal`. Throws RuntimeError ("--device cuda: ...") when
+/// this shardc was built without the CUDA runtime, no GPU is visible or
+/// there is no such ordinal, before anything is allocated.
+runtime::SessionRankFactory cudaRunRanks(int ordinal);
 
-/// GPU 0's memory in bytes (cudaMemGetInfo's total): what the ranks of a
-/// --device cuda run share. Throws as cudaRunRanks does.
-int64_t cudaDeviceMemoryBytes();
+/// GPU `ordinal`'s memory in bytes (cudaMemGetInfo's total): what the
+/// ranks of a --device cuda run share. Throws as cudaRunRanks does.
+int64_t cudaDeviceMemoryBytes(int ordinal);
 
 } // namespace shardc::cli

@@ -2,6 +2,7 @@
 #include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
 #include "runtime/DataParallel.h"
+#include "runtime/DeviceName.h"
 #include "runtime/LocalRun.h"
 #include "runtime/PlanQueries.h"
 #include "runtime/RankSubset.h"
@@ -34,7 +35,7 @@ const char *const kRunUsage =
     "                  [--backend local|mpi]\n"
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
-    "                  [--threads T] [--device cpu|cuda] [--repeat R] [--profile]\n"
+    "                  [--threads T] [--device cpu|cuda[:N]] [--repeat R] [--profile]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -73,9 +74,10 @@ const char *const kRunUsage =
     "  --profile          time every op of the forwards; the report gives each\n"
     "                     op kind's calls and seconds per forward (rank 0 in\n"
     "                     text, every rank in json; local backend, cpu)\n"
-    "  --device cpu|cuda  where the ranks' memory and kernels are (default cpu);\n"
-    "                     cuda: every rank a thread on GPU 0; with --backend\n"
-    "                     mpi one GPU per process over NCCL (docs/gpu.md)\n"
+    "  --device cpu|cuda[:N]  where the ranks' memory and kernels are (default\n"
+    "                     cpu); cuda: every rank a thread on GPU 0 (cuda:N on\n"
+    "                     GPU N); with --backend mpi one GPU per process over\n"
+    "                     NCCL (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
 
 namespace {
@@ -277,9 +279,12 @@ int runCommand(const std::vector<std::string> &args) {
                                                              : "--data-parallel") +
                        " needs forward, which --init-only does not run");
     device = parsed.get("--device", "cpu");
-    if (device != "cpu" && device != "cuda")
-      throw UsageError("--device must be cpu or cuda, got '" + device + "'");
-    if (device == "cuda" && parsed.has("--threads"))
+    if (device != "cpu" && !runtime::cudaOrdinalOf(device))
+      throw UsageError("--device must be cpu, cuda or cuda:N, got '" + device + "'");
+    if (backend == "mpi" && device != "cpu" && device != "cuda")
+      throw UsageError("--device " + device + " picks one GPU for local ranks; with --backend "
+                       "mpi each process takes its own (give --device cuda)");
+    if (device != "cpu" && parsed.has("--threads"))
       throw UsageError("--threads sets the CPU's kernel threads per rank; with --device cuda "
                        "the kernels run on the GPU");
     if (parsed.has("--ranks")) {
@@ -397,11 +402,12 @@ int runCommand(const std::vector<std::string> &args) {
     return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options,
                          device);
   try {
-    // The CPU by default; with --device cuda the same run on GPU 0's ranks.
+    // The CPU by default; with --device cuda[:N] the same run on that GPU.
     runtime::SessionRankFactory rankFactory;
-    if (device == "cuda") {
-      rankFactory = cudaRunRanks();
-      checkFitsInMemory(plan, ranks, cudaDeviceMemoryBytes(), "GPU 0");
+    if (const std::optional<int> ordinal = runtime::cudaOrdinalOf(device)) {
+      rankFactory = cudaRunRanks(*ordinal);
+      checkFitsInMemory(plan, ranks, cudaDeviceMemoryBytes(*ordinal),
+                        "GPU " + std::to_string(*ordinal));
     } else {
       checkFitsInMemory(plan, ranks, physicalMemoryBytes(), "this machine");
     }
