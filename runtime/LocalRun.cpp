@@ -59,9 +59,13 @@ struct RankRun {
   const RunOptions &options;
   uint64_t seed;
   const std::vector<int64_t> &subset;
-  /// Called between init and forward while every rank of the run holds its
-  /// shards and nothing else (the driver's device-wide count).
-  const std::function<void(SessionRank &, Communicator &peers)> &afterInit;
+  /// Called on every rank, where the driver's device-wide count is read
+  /// (empty where the device has none): between init and forward, while
+  /// every rank holds its shards and nothing else; and after the measured
+  /// forward, while its outputs (and inputs) are still live.
+  const std::function<void(SessionRank &, Communicator &peers, std::optional<int64_t> &into)>
+      &readDriver;
+  std::optional<int64_t> &driverAfterInit, &driverAfterForward;
 };
 
 std::vector<TensorView> runOn(SessionRank &rank, const Plan &plan, const std::string &function,
@@ -98,7 +102,7 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
       outcome.shards.push_back(std::move(shard));
     }
   }
-  if (run.afterInit) run.afterInit(rank, peers);
+  if (run.readDriver) run.readDriver(rank, peers, run.driverAfterInit);
 
   if (plan.function("forward")) {
     if (options.profileForward) state.profile = &outcome.report.forwardProfile.emplace();
@@ -111,6 +115,7 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
     outcome.report.forward->threadCpuSeconds = threadCpuSeconds() - forwardCpuStart;
     measure(device, rank.blockStats(), *outcome.report.forward);  // since the trim
     for (const TensorView &view : views) outcome.outputs.push_back(rank.toHost(view));
+    if (run.readDriver) run.readDriver(rank, peers, run.driverAfterForward);
     state.releaseFunctionBuffers();
     // Repeats keep the reuse cache: the trim comes after the last one.
     for (int repeat = 1; repeat <= options.forwardRepeats; ++repeat) {
@@ -271,15 +276,15 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
   for (int64_t r = 0; r < n; ++r) ranks.push_back(make(present[r]));
   result.device = ranks[0]->deviceName();
   // The driver's count (a GPU's cudaMemGetInfo, all ranks together): once
-  // before anything is allocated, once while every rank holds its shards.
-  std::optional<int64_t> driverBefore = ranks[0]->driverUsedBytes();
-  std::function<void(SessionRank &, Communicator &)> afterInit;
+  // before anything is allocated, then by rank 0 at each reading while the
+  // others wait at the barriers (so nobody allocates or frees meanwhile).
+  const std::optional<int64_t> driverBefore = ranks[0]->driverUsedBytes();
+  std::function<void(SessionRank &, Communicator &, std::optional<int64_t> &)> readDriver;
   if (driverBefore)
-    afterInit = [&](SessionRank &rank, Communicator &peers) {
-      peers.barrier();  // every rank's init is done
-      if (peers.rank() == 0)
-        result.driverBytesHoldingShards = *rank.driverUsedBytes() - *driverBefore;
-      peers.barrier();  // nobody allocates forward's buffers before the reading
+    readDriver = [&](SessionRank &rank, Communicator &peers, std::optional<int64_t> &into) {
+      peers.barrier();  // every rank is at the same point
+      if (peers.rank() == 0) into = *rank.driverUsedBytes() - *driverBefore;
+      peers.barrier();
     };
 
   LocalGroup group(n, options.timeout);
@@ -307,7 +312,9 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
                             options,
                             options.seed,
                             subset,
-                            afterInit};
+                            readDriver,
+                            result.driverBytesHoldingShards,
+                            result.driverBytesAfterForward};
           runRank(run, rank, partial ? static_cast<Communicator &>(*partial) : *peers, *peers,
                   hostPeers, outcomes[r]);
         } catch (...) {

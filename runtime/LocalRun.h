@@ -150,6 +150,9 @@ struct RunResult {
   /// cudaMemGetInfo, every rank together) while every rank held its shards
   /// after init, minus before init; nullopt on the CPU.
   std::optional<int64_t> driverBytesHoldingShards;
+  /// The same count after the measured forward, its outputs still live on
+  /// every rank (the figure FSDP tools report per rank "after forward").
+  std::optional<int64_t> driverBytesAfterForward;
 };
 
 /// Runs "init" then "forward" (when present) on plan.worldSize threads (or

@@ -1,6 +1,7 @@
-// Ranks as threads of this process: the one way runLocal, LocalSession and
-// runOnOneGpu start them, collect the first failure and make sure no rank is
-// left waiting in a collective for a peer that failed or never started.
+// Ranks as threads of this process: the one way runLocal and LocalSession
+// start them (CPU ranks or ranks sharing a GPU), collect the first failure
+// and make sure no rank is left waiting in a collective for a peer that
+// failed or never started.
 #pragma once
 
 #include "runtime/LocalCommunicator.h"

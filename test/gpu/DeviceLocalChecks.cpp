@@ -1,6 +1,7 @@
 // Section `local` of shardc-gpu-tests (Sections.h): several ranks on one
 // GPU through DeviceLocalCommunicator (NCCL refuses that).
 #include "GpuCheck.h"
+#include "GpuRuns.h"
 #include "Sections.h"
 #include "TestPlans.h"
 
@@ -9,7 +10,6 @@
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/CudaInit.h"
 #include "runtime/cuda/DeviceLocalCommunicator.h"
-#include "runtime/cuda/OneGpuRun.h"
 
 #include <cstring>
 #include <string>
@@ -73,40 +73,43 @@ void collectivesRoundTrip(int n) {
 
 void seedCase(int64_t n) {
   const plan::Plan plan = test::seedPlan(n);
-  cuda::OneGpuRunOptions options;
   HostTensor x{"x", plan::DType::F32, {1}, std::vector<std::byte>(4)};
   const float xv = 0.5f;
   std::memcpy(x.data.data(), &xv, 4);
-  options.inputs = {x};
-  const cuda::OneGpuRunResult run = cuda::runOnOneGpu(plan, options);
+  // runLocal checks that every rank's outputs are byte-identical.
+  const RunResult run = runOnGpuRanks(plan, 0, {x});
   std::string bad;
   int64_t sumAfter = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    const cuda::OneGpuRankReport &rank = run.ranks[static_cast<size_t>(r)];
-    if (rank.initPeak != rank.predictedInit.peakBytes || rank.forwardPeak != rank.predictedForward.peakBytes ||
-        rank.forwardLiveAtPeak != rank.predictedForward.liveAtPeak ||
-        rank.afterForward != rank.predictedForward.endBytes)
-      bad += "rank " + std::to_string(r) + ": forward peak " + std::to_string(rank.forwardPeak) +
-             " predicted " + std::to_string(rank.predictedForward.peakBytes) + "; ";
-    sumAfter += rank.afterForward;
-    bool values = rank.outputs.size() == 1 && rank.outputs[0].data.size() == 1024 * 1024 * 4;
-    for (size_t i = 0; values && i < rank.outputs[0].data.size(); i += 4096) {
-      float v;
-      std::memcpy(&v, &rank.outputs[0].data[i], 4);
-      values = v == 1.5f;
-    }
-    if (!values) bad += "rank " + std::to_string(r) + ": y != 1.5; ";
+  for (const RankReport &rank : run.ranks) {
+    const PhaseReport &forward = *rank.forward;
+    if (rank.init.peakBytes != rank.init.predictedPeakBytes ||
+        forward.peakBytes != forward.predictedPeakBytes ||
+        forward.liveAtPeak != forward.predictedLiveAtPeak ||
+        forward.endBytes != forward.predictedEndBytes)
+      bad += "rank " + std::to_string(rank.rank) + ": forward peak " +
+             std::to_string(forward.peakBytes) + " predicted " +
+             std::to_string(forward.predictedPeakBytes) + "; ";
+    sumAfter += forward.endBytes;
   }
-  const cuda::OneGpuRankReport &r0 = run.ranks[0];
+  bool values = run.outputs.size() == 1 && run.outputs[0].data.size() == 1024 * 1024 * 4;
+  for (size_t i = 0; values && i < run.outputs[0].data.size(); i += 4096) {
+    float v;
+    std::memcpy(&v, &run.outputs[0].data[i], 4);
+    values = v == 1.5f;
+  }
+  if (!values) bad += "y != 1.5; ";
+  if (!run.driverBytesAfterForward) bad += "no cudaMemGetInfo reading after forward; ";
+  const RankReport &r0 = run.ranks[0];
   char text[512];
   std::snprintf(text, sizeof text,
                 "per rank: init peak %lld, forward peak %lld, after forward %lld B (predicted %lld; "
                 "Thunder fsdp(jit) 10,486,272, jit(fsdp) 6,291,968 at N=2); cudaMemGetInfo, all %lld "
                 "ranks: %lld B used vs %lld B live in the ledgers",
-                static_cast<long long>(r0.initPeak), static_cast<long long>(r0.forwardPeak),
-                static_cast<long long>(r0.afterForward),
-                static_cast<long long>(r0.predictedForward.endBytes), static_cast<long long>(n),
-                static_cast<long long>(run.deviceUsedAfterForward), static_cast<long long>(sumAfter));
+                static_cast<long long>(r0.init.peakBytes), static_cast<long long>(r0.forward->peakBytes),
+                static_cast<long long>(r0.forward->endBytes),
+                static_cast<long long>(r0.forward->predictedEndBytes), static_cast<long long>(n),
+                static_cast<long long>(run.driverBytesAfterForward.value_or(-1)),
+                static_cast<long long>(sumAfter));
   report("local", "seed case N=" + std::to_string(n) + " on one GPU", bad.empty(),
          bad.empty() ? text : bad);
 }

@@ -8,6 +8,7 @@
 // host in section `host`).
 #include "ExecTestUtil.h"
 #include "GpuCheck.h"
+#include "GpuRuns.h"
 #include "Sections.h"
 
 #include "runtime/ForwardKernels.h"
@@ -15,7 +16,6 @@
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/CudaForward.h"
 #include "runtime/cuda/CudaInit.h"
-#include "runtime/cuda/OneGpuRun.h"
 
 #include <cmath>
 #include <cstring>
@@ -151,17 +151,9 @@ void indexMapGenerate() {
     const std::vector<std::byte> reference = runInit(planFor(1), 7, 4)[0].params[0];
     for (int64_t n : {1, 3}) {
       const Plan plan = planFor(n);
-      cuda::OneGpuRunOptions options;
-      options.seed = 7;
-      options.keepShards = true;
-      const cuda::OneGpuRunResult run = cuda::runOnOneGpu(plan, options);
-      std::vector<RankInit> ranks(static_cast<size_t>(n));
-      bool peaks = true;
-      for (int64_t r = 0; r < n; ++r) {
-        ranks[static_cast<size_t>(r)].params = run.ranks[static_cast<size_t>(r)].shards;
-        peaks = peaks && run.ranks[static_cast<size_t>(r)].initPeak ==
-                             run.ranks[static_cast<size_t>(r)].predictedInit.peakBytes;
-      }
+      const RunResult run = runOnGpuRanks(plan, 7);
+      const bool peaks = peaksAsPredicted(run);
+      const std::vector<RankInit> ranks = rankInits(run);
       const bool same = concatenated(plan, ranks, 0) == reference;
       report("fixes",
              std::string("index_map generate (") +

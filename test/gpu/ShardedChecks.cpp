@@ -1,12 +1,12 @@
 // Sections `index64` and `sharded` of shardc-gpu-tests (Sections.h).
 #include "ExecTestUtil.h"
 #include "GpuCheck.h"
+#include "GpuRuns.h"
 #include "Sections.h"
 
 #include "runtime/MemoryModel.h"
 #include "runtime/Philox.h"
 #include "runtime/cuda/CudaInit.h"
-#include "runtime/cuda/OneGpuRun.h"
 #include "runtime/init/Generators.h"
 
 #include <algorithm>
@@ -125,20 +125,14 @@ void shardedInitChecks() {
         std::string bad;
         for (int64_t n : {1, 2, 3, 8}) {
           const Plan plan = generatePlan(n, shape, kind, dtype);
-          cuda::OneGpuRunOptions options;
-          options.seed = seed;
-          options.keepShards = true;
-          const cuda::OneGpuRunResult run = cuda::runOnOneGpu(plan, options);
-          std::vector<RankInit> ranks(static_cast<size_t>(n));
-          for (int64_t r = 0; r < n; ++r) {
-            const cuda::OneGpuRankReport &rank = run.ranks[static_cast<size_t>(r)];
-            if (rank.initPeak != rank.predictedInit.peakBytes ||
-                rank.initLiveAtPeak != rank.predictedInit.liveAtPeak)
-              bad += "N=" + std::to_string(n) + " rank " + std::to_string(r) + " peak " +
-                     std::to_string(rank.initPeak) + " != predicted " +
-                     std::to_string(rank.predictedInit.peakBytes) + "; ";
-            ranks[static_cast<size_t>(r)].params = rank.shards;
-          }
+          const RunResult run = runOnGpuRanks(plan, seed);
+          for (const RankReport &rank : run.ranks)
+            if (rank.init.peakBytes != rank.init.predictedPeakBytes ||
+                rank.init.liveAtPeak != rank.init.predictedLiveAtPeak)
+              bad += "N=" + std::to_string(n) + " rank " + std::to_string(rank.rank) + " peak " +
+                     std::to_string(rank.init.peakBytes) + " != predicted " +
+                     std::to_string(rank.init.predictedPeakBytes) + "; ";
+          const std::vector<RankInit> ranks = rankInits(run);
           if (concatenated(plan, ranks, 0) != reference) bad += "N=" + std::to_string(n) + " values differ; ";
           if (!paddingIsZero(plan, ranks, 0)) bad += "N=" + std::to_string(n) + " padding not zero; ";
         }

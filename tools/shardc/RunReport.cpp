@@ -317,6 +317,15 @@ static std::string driverMemoryLine(const runtime::RunResult &result) {
       << ") more in use while every rank held its shards than before init; ledger: params "
          "held summed "
       << grouped(held) << "\n";
+  if (result.driverBytesAfterForward) {
+    int64_t live = 0;
+    for (const runtime::RankReport &rank : result.ranks)
+      live += rank.forward ? rank.forward->endBytes : 0;
+    out << "device memory after forward (outputs live): "
+        << grouped(*result.driverBytesAfterForward) << " bytes ("
+        << mib(*result.driverBytesAfterForward) << "); ledger: after forward summed "
+        << grouped(live) << "\n";
+  }
   return out.str();
 }
 
@@ -467,6 +476,10 @@ std::string formatJsonReport(const RunSummary &summary) {
                            {"driver_bytes_holding_shards",
                             result.driverBytesHoldingShards
                                 ? nlohmann::json(*result.driverBytesHoldingShards)
+                                : nlohmann::json(nullptr)},
+                           {"driver_bytes_after_forward",
+                            result.driverBytesAfterForward
+                                ? nlohmann::json(*result.driverBytesAfterForward)
                                 : nlohmann::json(nullptr)},
                            {"unsharded_param_bytes", result.unshardedParamBytes},
                            {"predictions_hold", predictionsHold(result)},
