@@ -57,7 +57,6 @@ struct RankRun {
   const std::string &forwardName;
   const std::vector<HostTensor> &inputs;
   const RunOptions &options;
-  uint64_t seed;
   const std::vector<int64_t> &subset;
   /// Called on every rank, where the driver's device-wide count is read
   /// (empty where the device has none): between init and forward, while
@@ -84,7 +83,7 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
   outcome.report.rank = state.rank();
   device.resetPeak();
   auto initStart = std::chrono::steady_clock::now();
-  runOn(rank, plan, "init", comm, {}, run.seed);
+  runOn(rank, plan, "init", comm, {}, run.options.seed);
   outcome.report.init.seconds = secondsSince(initStart);
   measure(device, rank.blockStats(), outcome.report.init);
   state.releaseFunctionBuffers();  // init's leftovers; params persist
@@ -109,7 +108,7 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
     device.resetPeak();
     auto forwardStart = std::chrono::steady_clock::now();
     const double forwardCpuStart = threadCpuSeconds();
-    auto views = runOn(rank, plan, run.forwardName, comm, run.inputs, run.seed);
+    auto views = runOn(rank, plan, run.forwardName, comm, run.inputs, run.options.seed);
     if (!outcome.report.forward) outcome.report.forward.emplace();
     outcome.report.forward->seconds = secondsSince(forwardStart);
     outcome.report.forward->threadCpuSeconds = threadCpuSeconds() - forwardCpuStart;
@@ -123,7 +122,7 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
       const HostMemory::Stats blocksBefore = rank.blockStats();
       const auto start = std::chrono::steady_clock::now();
       const double cpuStart = threadCpuSeconds();
-      auto again = runOn(rank, plan, run.forwardName, comm, run.inputs, run.seed);
+      auto again = runOn(rank, plan, run.forwardName, comm, run.inputs, run.options.seed);
       const double seconds = secondsSince(start), cpuSeconds = threadCpuSeconds() - cpuStart;
       const HostMemory::Stats &blocks = rank.blockStats();
       outcome.report.repeats.push_back(
@@ -310,7 +309,6 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
                             rankForwards[r].function,
                             options.dataParallel ? rankForwards[r].inputs : inputs,
                             options,
-                            options.seed,
                             subset,
                             readDriver,
                             result.driverBytesHoldingShards,
