@@ -33,6 +33,10 @@
 #                    experts and a convnet
 #                    (N = 2), compiled here too, and llama-tiny's token ids'
 #                    bound, for the `session` section (GPU session vs CPU).
+#   scale-llama3-70b-n64.json, scale-shapes.json
+#                    Llama 3 70B at N = 64 (2.4 MB of plan) for the `scale`
+#                    section (rank 0 alone on the GPU), and rank 0's shard
+#                    shapes and init ops for torch_bench.py's baseline.
 # The shardc CLI itself is not in the bundle: it links MLIR.
 #
 # Smoke test: the binary must load and exit 77 here (no GPU visible). Fails
@@ -139,11 +143,29 @@ python3 examples/make_models.py --only gpt2 --batch 1 --seq 1024 --out-dir "$sta
   -o "$stage/session-family-convnet.json"
 python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["inputs"][0]["high"])' \
   examples/llama-tiny.json >"$stage/session-int-bound"
+# The scale section: Llama 3 70B (float32) at N = 64, init only; rank 0
+# alone runs on the GPU. scale-shapes.json lists rank 0's shard shapes and
+# init ops for torch_bench.py's side of the comparison.
+python3 examples/make_llama.py --preset llama3-70b -o "$stage/llama3-70b.json" >/dev/null
+"$shardc" compile "$stage/llama3-70b.json" --world-size 64 --emit plan \
+  -o "$stage/scale-llama3-70b-n64.json"
+python3 - "$stage/llama3-70b.json" 64 >"$stage/scale-shapes.json" <<'PY'
+import json, sys
+graph, world = json.load(open(sys.argv[1])), int(sys.argv[2])
+shards = []
+for p in graph["parameters"]:
+    shape = list(p["shape"])
+    if shape:
+        shape[0] = -(-shape[0] // world)  # rank 0 holds the most rows
+    shards.append({"shape": shape, "dtype": p["dtype"], "init": p["init"][0]})
+json.dump({"model": "llama3-70b", "world_size": world, "rank": 0, "shards": shards}, sys.stdout)
+PY
 
 rm -rf "$dest" && mkdir -p "$dest"
 tar -C "$stage" -czf "$dest/bundle.tgz" bin
 cp scripts/gpu/device-check.sh scripts/gpu/torch_bench.py "$stage/gpt2-plan.json" \
-  "$stage"/session-*.json "$stage/session-int-bound" "$dest/"
+  "$stage"/session-*.json "$stage/session-int-bound" "$stage/scale-llama3-70b-n64.json" \
+  "$stage/scale-shapes.json" "$dest/"
 git -C "$root" rev-parse HEAD >"$dest/commit" 2>/dev/null || echo unknown >"$dest/commit"
 echo "$glibc $glibcxx" >"$dest/needs-glibc"
 bytes=$(du -sb "$dest" | cut -f1)

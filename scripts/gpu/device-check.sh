@@ -10,7 +10,8 @@
 # site-packages. Every section of shardc-gpu-tests runs on its own with its
 # own timeout (one hang costs one section), then GPT-2 124M from a plan
 # compiled at bundle time, then torch's side of the benchmarks (init
-# throughput, MLP block, GPT-2 eager on the same weights). Writes $OUT/device-check.log (everything), $OUT/results.json
+# throughput, MLP block, one 70B rank's shards, GPT-2 eager on the same
+# weights). Writes $OUT/device-check.log (everything), $OUT/results.json
 # (every row of every section, plus each step's exit status and seconds)
 # and prints a summary. Budget: 540 s in all (each step's timeout is cut to
 # what is left); exit 0 when every step passed.
@@ -96,6 +97,9 @@ session_plans=()
 for plan in "$here"/session-*.json; do session_plans+=(--session-plan "$plan"); done
 step session 60 "$bin" --section session "${session_plans[@]}" \
   --session-int-bound "$(cat "$here/session-int-bound")" --json "$OUT/sections/session.json"
+# One rank of Llama 3 70B at N = 64 (4.4 GB of shards) on the GPU.
+step scale 90 "$bin" --section scale --scale-plan "$here/scale-llama3-70b-n64.json" \
+  --json "$OUT/sections/scale.json"
 # GPT-2 124M from the plan compiled at bundle time; its weights, ids and
 # logits (~0.7 GB) go to the scratch folder, not $OUT.
 mkdir -p "$work/gpt2"
@@ -103,6 +107,7 @@ step gpt2 120 "$bin" --section gpt2 --plan "$here/gpt2-plan.json" --export "$wor
   --json "$OUT/sections/gpt2.json"
 gpt2_file="$work/gpt2/gpt2-shardc.safetensors"
 step torch 120 "$python" "$here/torch_bench.py" --mib "$mib" --json "$OUT/sections/torch.json" \
+  --scale-shapes "$here/scale-shapes.json" \
   $([ -f "$gpt2_file" ] && echo --gpt2 "$gpt2_file" --gpt2-heads 12)
 
 "$python" - "$OUT" "${steps[@]}" <<'PY'

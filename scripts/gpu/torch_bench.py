@@ -3,11 +3,13 @@
 machine's own torch: the same byte counts and shapes as shardc-gpu-tests'
 `perf` section, so its rows can be read side by side.
 
-    python3 torch_bench.py [--mib N] [--json FILE] [--gpt2 FILE]
+    python3 torch_bench.py [--mib N] [--json FILE] [--gpt2 FILE] [--scale-shapes FILE]
 
 Rows: zero_ (cudaMemset) and fill_/uniform_/normal_/trunc_normal_ per dtype
 in GB/s; one GPT-2-small MLP block (layer_norm, 768 -> 3072 linear, gelu,
-3072 -> 768 linear, 4096 tokens, TF32 off) in ms. With --gpt2 FILE (the
+3072 -> 768 linear, 4096 tokens, TF32 off) in ms. With --scale-shapes FILE
+(scale-shapes.json: Llama 3 70B rank 0 of 64): torch's init of the same
+shards on the GPU, beside shardc's `scale` section. With --gpt2 FILE (the
 safetensors file shardc-gpu-tests --section gpt2 --export wrote: GPT-2
 124M's weights after shardc's init on the GPU, the input ids, shardc's
 logits and its median forward time): nanoGPT's GPT in torch eager on the
@@ -28,6 +30,7 @@ def main():
     parser.add_argument("--gpt2", help="gpt2-shardc.safetensors from shardc-gpu-tests --export")
     parser.add_argument("--gpt2-cpu-selftest", help="the --gpt2 comparison on the CPU only")
     parser.add_argument("--gpt2-heads", type=int, default=12, help="attention heads (GPT-2 124M: 12)")
+    parser.add_argument("--scale-shapes", help="scale-shapes.json: one rank's shard shapes and init ops")
     args = parser.parse_args()
     rows = []
 
@@ -86,12 +89,62 @@ def main():
             ms = timed(lambda: w2(torch.nn.functional.gelu(w1(ln(x)))), 10)
         report("forward MLP block %s" % str(dtype).replace("torch.", ""), True,
                "%.3f ms per block (4096 tokens)" % ms)
+    if args.scale_shapes:
+        try:
+            scale(args.scale_shapes, report)
+        except Exception as e:
+            report("one 70B rank's shards", False, "exception: %r" % (e,))
     if args.gpt2:
         try:
             gpt2(args.gpt2, report, timed, args.gpt2_heads)
         except Exception as e:
             report("gpt2 124M eager", False, "exception: %r" % (e,))
     return finish(rows, args)
+
+
+def scale(path, report):
+    """torch's own init of one rank's shards (scale-shapes.json: Llama 3 70B
+    at N = 64, rank 0): every shard allocated on the GPU and initialized by
+    its init op (normal_, fill_, uniform_, zero_), the way a sharded
+    reset_parameters would, timed wall to wall with the allocations (as
+    shardc's init is); cold (the caching allocator empty) and warm."""
+    import time
+    import torch
+    spec = json.load(open(path))
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+              "float64": torch.float64}
+
+    def init_all():
+        out = []
+        for shard in spec["shards"]:
+            t = torch.empty(shard["shape"], dtype=dtypes[shard["dtype"]], device="cuda")
+            op = shard["init"]
+            kind = op["op"]
+            if kind == "normal":
+                t.normal_(op.get("mean", 0.0), op.get("std", 1.0))
+            elif kind == "ones":
+                t.fill_(1.0)
+            elif kind == "zeros":
+                t.zero_()
+            elif kind == "uniform":
+                t.uniform_(op.get("low", 0.0), op.get("high", 1.0))
+            else:
+                raise ValueError("init op %r is not in torch_bench's list" % kind)
+            out.append(t)
+        return out
+
+    seconds = []
+    for _ in range(2):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        shards = init_all()
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+        nbytes = sum(t.numel() * t.element_size() for t in shards)
+        del shards
+    report("%s N=%d rank %d shards" % (spec["model"], spec["world_size"], spec["rank"]), True,
+           "%.2f GB in %.3f s cold, %.3f s warm (%d tensors; shardc's row: section scale)"
+           % (nbytes / 1e9, seconds[0], seconds[1], len(spec["shards"])))
 
 
 def read_safetensors(path):

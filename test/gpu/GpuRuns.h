@@ -7,11 +7,26 @@
 #include "ExecTestUtil.h"
 
 #include "runtime/LocalRun.h"
+#include "runtime/PlanJson.h"
+#include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaSession.h"
 
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace shardc::gpucheck {
+
+/// A plan JSON file (compiled at bundle time: the GPU machine has no
+/// compiler).
+inline plan::Plan readPlanFile(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) throw runtime::RuntimeError("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return runtime::planFromJson(text.str(), path);
+}
 
 /// Init (and forward with `inputs`, when the plan has one) of `plan` at its
 /// world size on GPU 0, every rank's shards kept (RunResult::shards).

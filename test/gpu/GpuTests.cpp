@@ -21,6 +21,9 @@
 //   nccl     NCCL collectives on all visible GPUs, a lone rank times out;
 //   timeout  NCCL init of rank 0 of 2 alone times out and aborts;
 //   perf     init throughput next to cudaMemset, one MLP block's time;
+//   session  LocalSession and runLocal on GPU ranks vs the CPU (--session-plan);
+//   scale    rank 0 alone of Llama 3 70B at N = 64 (--scale-plan FILE):
+//            init seconds beside cudaMemset, shards == the host's;
 //   gpt2     a GPT-2 124M plan (--plan FILE) through init and timed
 //            forwards; --export DIR writes weights, ids and logits for
 //            scripts/gpu/torch_bench.py.
@@ -396,7 +399,8 @@ void printUsage(const char *argv0, const std::vector<Section> &sections) {
   std::fprintf(stderr,
                "usage: %s [--section NAME[,NAME...]] [--list] [--json FILE]\n"
                "          [--throughput-mib N] [--skip-throughput] [--plan FILE] [--export DIR]\n"
-               "          [--session-plan FILE]... [--session-int-bound N]\nsections:\n",
+               "          [--session-plan FILE]... [--session-int-bound N] [--scale-plan FILE]\n"
+               "sections:\n",
                argv0);
   for (const Section &s : sections) std::fprintf(stderr, "  %-9s %s\n", s.name, s.what);
 }
@@ -448,6 +452,9 @@ int main(int argc, char **argv) {
   int64_t sessionIntBound = 2;
   sections.push_back({"session", "LocalSession on one GPU vs on the CPU (--session-plan FILE)",
                       [&] { sessionChecks(sessionPlans, sessionIntBound); }});
+  std::string scalePlan;
+  sections.push_back({"scale", "one rank of Llama 3 70B at N=64 on the GPU (--scale-plan FILE)",
+                      [&] { scaleChecks(scalePlan); }});
   std::string gpt2Plan, gpt2Export;
   sections.push_back({"gpt2", "GPT-2 124M plan (--plan FILE): init + timed forward, --export DIR",
                       [&] {
@@ -465,6 +472,7 @@ int main(int argc, char **argv) {
     else if (arg == "--export" && i + 1 < argc) gpt2Export = argv[++i];
     else if (arg == "--session-plan" && i + 1 < argc) sessionPlans.push_back(argv[++i]);
     else if (arg == "--session-int-bound" && i + 1 < argc) sessionIntBound = std::stoll(argv[++i]);
+    else if (arg == "--scale-plan" && i + 1 < argc) scalePlan = argv[++i];
     else {
       printUsage(argv[0], sections);
       return 2;
@@ -511,6 +519,9 @@ int main(int argc, char **argv) {
     if (wanted.empty() && std::string(s.name) == "gpt2" && gpt2Plan.empty()) {
       // Not asked for and nothing to run: said, not silently skipped.
       std::printf("section gpt2: not run (needs --plan FILE, e.g. gpu-bundle/gpt2-plan.json)\n");
+    } else if (wanted.empty() && std::string(s.name) == "scale" && scalePlan.empty()) {
+      std::printf("section scale: not run (needs --scale-plan FILE, e.g. "
+                  "gpu-bundle/scale-llama3-70b-n64.json)\n");
     } else if (selected(s.name)) {
       const auto start = std::chrono::steady_clock::now();
       guarded(s.name, "(section)", s.run);

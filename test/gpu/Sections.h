@@ -34,6 +34,10 @@ void ncclInitTimeoutCheck(runtime::cuda::CudaDevice &device);
 /// forward within 2e-4 and repeatable, save byte for byte, peaks ==
 /// predicted (SessionChecks.cpp).
 void sessionChecks(const std::vector<std::string> &planPaths, int64_t intBound);
+/// scale: rank 0 alone of the plan JSON at `planPath` (Llama 3 70B at
+/// N = 64) initialized on the GPU: seconds beside cudaMemset of the same
+/// bytes, peak == predicted, shards == the host's (ScaleChecks.cpp).
+void scaleChecks(const std::string &planPath);
 /// gpt2: the plan JSON at `planPath` (GPT-2 124M, world size 1) through
 /// init and timed forwards on the GPU; with `exportDir`, its weights, ids
 /// and logits go to exportDir/gpt2-shardc.safetensors (Gpt2Bench.cpp).

@@ -7,6 +7,7 @@
 // mixture of experts over tokens (router, topk, gather, moe_experts) and a
 // small convnet (conv, norms, pools, reductions, argmax).
 #include "GpuCheck.h"
+#include "GpuRuns.h"
 #include "Sections.h"
 #include "TestPlans.h"
 
@@ -63,14 +64,6 @@ double relativeDiff(const HostTensor &a, const HostTensor &b) {
 std::vector<char> readAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-plan::Plan readPlanFile(const std::string &path) {
-  std::ifstream in(path);
-  if (!in) throw RuntimeError("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return planFromJson(text.str(), path);
 }
 
 /// `plan` in a GPU session and a CPU session with the same seed and inputs.
