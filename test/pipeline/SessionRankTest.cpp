@@ -11,6 +11,7 @@
 #include "runtime/LocalSession.h"
 #include "runtime/PlanQueries.h"
 #include "runtime/RankSubset.h"
+#include "tools/shardc/RunReport.h"
 
 #include <catch2/catch.hpp>
 
@@ -27,9 +28,15 @@ using namespace shardc;
 namespace {
 
 /// Counts what the session asks of it; its storage is "not host memory".
+/// With `driver`, the ranks report a device name and a driver's count: the
+/// live bytes of every rank's device together (as cudaMemGetInfo counts
+/// every rank sharing a GPU), read by one rank while the others wait.
 struct Counters {
   std::atomic<int> entered{0}, communicators{0};
   std::atomic<int64_t> copiedBytes{0}, peerCopiedBytes{0};
+  bool driver = false;
+  std::vector<const runtime::Device *> devices;  // every rank's, when `driver`
+  std::atomic<int> driverReadings{0};
 };
 
 /// memcpy, counted: the bytes a rank's device moves between ranks.
@@ -62,6 +69,16 @@ public:
   }
   void enterThread() override { ++counters_.entered; }
   bool hostAddressable() const override { return false; }
+  std::string deviceName() const override {
+    return counters_.driver ? "fake-gpu:0" : SessionRank::deviceName();
+  }
+  std::optional<int64_t> driverUsedBytes() override {
+    if (!counters_.driver) return std::nullopt;
+    ++counters_.driverReadings;
+    int64_t used = 0;
+    for (const runtime::Device *device : counters_.devices) used += device->currentBytes();
+    return used;
+  }
   void copyToHost(void *hostDst, const void *src, size_t bytes) override {
     counters_.copiedBytes += static_cast<int64_t>(bytes);
     SessionRank::copyToHost(hostDst, src, bytes);
@@ -71,7 +88,9 @@ private:
   DetachedRank(int64_t rank, std::unique_ptr<runtime::CpuDevice> device,
                std::unique_ptr<runtime::CpuBackend> backend, Counters &counters)
       : SessionRank(rank, std::move(device), std::move(backend)), counters_(counters),
-        copier_(counters) {}
+        copier_(counters) {
+    if (counters.driver) counters.devices.push_back(&this->device());
+  }
   Counters &counters_;
   CountingCopier copier_;
 };
@@ -249,4 +268,55 @@ TEST_CASE("runLocal: ranks from a factory whose storage is not host memory",
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// A device with a driver's count (a GPU: cudaMemGetInfo, every rank on it
+// together) gets two readings from runLocal, each taken by one rank while
+// the others wait: while every rank holds only its shards, and after the
+// measured forward with its outputs live. Here the "driver" sums the ranks'
+// ledgers, so the readings must equal the ledgers' sums exactly; the
+// report names the device and prints both beside the ledgers.
+TEST_CASE("runLocal: a device driver's count, read while every rank waits, and its report",
+          "[pipeline][session]") {
+  const compiler::Graph graph = test::loadExample("gpt2-tiny");
+  const plan::Plan plan = test::compileForTest(graph, 4);
+  runtime::RunOptions options;
+  options.threads = 1;
+  options.inputs = runtime::makeDeterministicInputs(plan, 2, compiler::inputBounds(graph));
+  Counters counters;
+  counters.driver = true;
+  const runtime::RunResult run = runtime::runLocal(
+      plan, options, [&](int64_t rank) { return DetachedRank::make(rank, counters); });
+
+  CHECK(run.device == "fake-gpu:0");
+  CHECK(counters.driverReadings == 3);  // before, after init, after forward
+  int64_t held = 0, afterForward = 0;
+  for (const runtime::RankReport &rank : run.ranks) {
+    held += rank.paramBytes;
+    afterForward += rank.forward->endBytes;
+  }
+  REQUIRE(run.driverBytesHoldingShards);
+  CHECK(*run.driverBytesHoldingShards == held);
+  REQUIRE(run.driverBytesAfterForward);
+  CHECK(*run.driverBytesAfterForward == afterForward);
+  CHECK(afterForward > held);  // the outputs are live
+
+  const cli::RunSummary summary{"gpt2-tiny.json", 0, &plan, &run};
+  const std::string text = cli::formatTextReport(summary);
+  CHECK_THAT(text, Catch::Contains("4 local rank(s) on fake-gpu:0, seed 0"));
+  CHECK_THAT(text, Catch::Contains("device memory (the driver's count, cudaMemGetInfo): "));
+  CHECK_THAT(text, Catch::Contains("(the ledgers count fake-gpu:0's memory)"));
+  CHECK_THAT(text, Catch::Contains("device memory after forward (outputs live): "));
+  const std::string json = cli::formatJsonReport(summary);
+  CHECK_THAT(json, Catch::Contains("\"device\": \"fake-gpu:0\""));
+  CHECK_THAT(json, Catch::Contains("\"driver_bytes_holding_shards\": " + std::to_string(held)));
+  CHECK_THAT(json,
+             Catch::Contains("\"driver_bytes_after_forward\": " + std::to_string(afterForward)));
+
+  // On the CPU: no driver, no such lines.
+  const runtime::RunResult cpu = runtime::runLocal(plan, options);
+  const std::string cpuText = cli::formatTextReport({"gpt2-tiny.json", 0, &plan, &cpu});
+  CHECK_THAT(cpuText, !Catch::Contains("driver's count"));
+  CHECK_THAT(cli::formatJsonReport({"gpt2-tiny.json", 0, &plan, &cpu}),
+             Catch::Contains("\"driver_bytes_holding_shards\": null"));
 }

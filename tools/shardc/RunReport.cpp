@@ -298,8 +298,14 @@ static std::string residentMemoryLine(const runtime::RunResult &result, int64_t 
         << mib(*result.residentPeakGrowthBytes) << ")";
   else
     out << "unknown (/proc/self/status or clear_refs unavailable)";
-  out << "; ledger: ranks' peaks summed " << grouped(ledger) << " + host copies "
-      << grouped(copies) << "\n";
+  // On a GPU the ledgers count device memory: the host's RSS holds only the
+  // host copies (outputs, staged saves), the driver's count is below.
+  if (result.device != "cpu")
+    out << "; host copies " << grouped(copies) << " (the ledgers count " << result.device
+        << "'s memory)\n";
+  else
+    out << "; ledger: ranks' peaks summed " << grouped(ledger) << " + host copies "
+        << grouped(copies) << "\n";
   return out.str();
 }
 
