@@ -39,6 +39,24 @@ public:
   virtual void allGatherMany(const std::vector<AllGatherPart> &parts) {
     for (const AllGatherPart &part : parts) allGather(part.send, part.bytesPerRank, part.recv);
   }
+  /// Gathers that overlap compute (FSDP's prefetch): a communicator that
+  /// can leave an all-gather in flight (NCCL: it runs on its own stream
+  /// while the caller enqueues other work) says so here. The executor core
+  /// then starts every all_gather with startAllGatherMany and calls
+  /// waitGathers() before the first instruction that touches one of its
+  /// buffers (docs/plan.md "all_gather"), so a prefetched unit's gather
+  /// runs while the current unit computes.
+  virtual bool defersGathers() const { return false; }
+  /// allGatherMany that may still be in flight when it returns: the parts'
+  /// send and recv bytes belong to the collective until waitGathers()
+  /// returns. Any other collective first completes the gathers in flight
+  /// (they are ordered as started). Default: allGatherMany.
+  virtual void startAllGatherMany(const std::vector<AllGatherPart> &parts) {
+    allGatherMany(parts);
+  }
+  /// Waits for every gather startAllGatherMany left in flight, with the
+  /// timeout and abort rules of a collective. Default: none is.
+  virtual void waitGathers() {}
   /// Rank `root` sends worldSize * bytesPerRank bytes from `send` (rank r's
   /// part first at r * bytesPerRank); every rank, root included, receives its
   /// bytesPerRank bytes into `recv`. `send` is read on root only (other ranks

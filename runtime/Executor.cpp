@@ -185,10 +185,24 @@ public:
   }
 
   void run() {
+    try {
+      runBody();
+    } catch (...) {
+      // Buffers of a gather in flight must not be freed under it: complete
+      // it (an aborted communicator returns at once) before they go.
+      abandonGathers();
+      throw;
+    }
+    backend_.finish("function '" + function_.name + "'");
+    if (state_.profile) ++state_.profile->functions;
+  }
+
+  void runBody() {
     for (index_ = 0; index_ < function_.body.size(); ++index_) {
       const Instruction &inst = function_.body[index_];
       if (!executesOn(inst, state_.rank())) continue;  // another rank's work
       try {
+        if (!inFlight_.empty() && touchesGathersInFlight(inst)) awaitGathers();
         validate(inst);
         if (state_.profile) profiled(inst);
         else dispatch(inst);
@@ -200,8 +214,7 @@ public:
         throw RuntimeError(place + ": " + message);
       }
     }
-    backend_.finish("function '" + function_.name + "'");
-    if (state_.profile) ++state_.profile->functions;
+    awaitGathers();  // outputs and the next function see every gathered byte
   }
 
   std::vector<TensorView> finish() {
@@ -890,10 +903,46 @@ private:
         fail("the gathered blocks at byte offsets " + std::to_string(ranges[i - 1].first) +
              " and " + std::to_string(ranges[i].first) + " of '" + full.name + "' overlap");
     backend_.beforeCollective(comm_);
-    if (parts.size() == 1 && !offsets)
+    if (comm_.defersGathers()) {
+      // In flight until an instruction touches its buffers (or the end).
+      comm_.startAllGatherMany(parts);
+      for (int32_t id : inst.inputs) inFlight_.push_back(baseOf(id));
+      inFlight_.push_back(baseOf(inst.outputs[0]));
+    } else if (parts.size() == 1 && !offsets) {
       comm_.allGather(parts[0].send, parts[0].bytesPerRank, parts[0].recv);
-    else
+    } else {
       comm_.allGatherMany(parts);
+    }
+  }
+
+  /// The buffer whose memory `id` is (an alias's base, else itself).
+  int32_t baseOf(int32_t id) const {
+    while (buffer(id).aliasOf) id = *buffer(id).aliasOf;
+    return id;
+  }
+
+  bool touchesGathersInFlight(const Instruction &inst) const {
+    auto inFlight = [&](int32_t id) {
+      return std::find(inFlight_.begin(), inFlight_.end(), baseOf(id)) != inFlight_.end();
+    };
+    return std::any_of(inst.inputs.begin(), inst.inputs.end(), inFlight) ||
+           std::any_of(inst.outputs.begin(), inst.outputs.end(), inFlight);
+  }
+
+  void awaitGathers() {
+    if (inFlight_.empty()) return;
+    inFlight_.clear();
+    comm_.waitGathers();
+  }
+
+  void abandonGathers() noexcept {
+    if (inFlight_.empty()) return;
+    inFlight_.clear();
+    try {
+      comm_.waitGathers();
+    } catch (...) {
+      // The first error is the one reported.
+    }
   }
 
   void scatter(const Instruction &inst) {
@@ -935,6 +984,9 @@ private:
   RankState &state_;
   uint64_t seed_;
   std::vector<DeviceBuffer> owned_;  // non-param buffers, by id
+  /// Bases of the buffers of all-gathers left in flight (defersGathers()):
+  /// the collective's until awaitGathers().
+  std::vector<int32_t> inFlight_;
   size_t index_ = 0;
   // Checkpoints opened by `load`, by path, for this function's duration.
   std::map<std::string, std::shared_ptr<checkpoint::Checkpoint>> checkpoints_;

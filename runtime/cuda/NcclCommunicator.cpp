@@ -151,9 +151,48 @@ void NcclCommunicator::begin(const char *what) {
   }
 }
 
+namespace {
+
+/// "nccl WHAT (rank R of N, cuda:D)": where a wait failed.
+std::string waitPlace(const char *what, int rank, int worldSize, int device) {
+  return std::string("nccl ") + what + " (rank " + std::to_string(rank) + " of " +
+         std::to_string(worldSize) + ", cuda:" + std::to_string(device) + ")";
+}
+
+}  // namespace
+
+void NcclCommunicator::enqueued(const char *what) {
+  const std::string place = waitPlace(what, rank_, worldSize_, device_);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout_);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t status = ncclCommGetAsyncError(comm_, &state);
+    if (status != ncclSuccess) state = status;
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      std::string message = place + ": " + ncclMessage(state) + "; communicator aborted";
+      abort(message);
+      throw RuntimeError(message);
+    }
+    if (group_->failed.load()) {
+      abort("gave up: another rank failed");
+      throw RuntimeError(place + ": another rank of this process failed (" + group_->error() +
+                         "); communicator aborted");
+    }
+    if (Clock::now() > deadline) {
+      std::string message = place + ": timed out after " + seconds(timeout_) +
+                            " enqueueing (a peer did not take part); communicator aborted";
+      abort(message);
+      throw RuntimeError(message);
+    }
+    pause();
+  }
+}
+
 void NcclCommunicator::finish(const char *what) {
-  const std::string place = std::string("nccl ") + what + " (rank " + std::to_string(rank_) + " of " +
-                            std::to_string(worldSize_) + ", cuda:" + std::to_string(device_) + ")";
+  const std::string place = waitPlace(what, rank_, worldSize_, device_);
+  enqueued(what);
+  gathersInFlight_ = false;  // the wait below covers them: one stream, in order
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout_);
   auto giveUpIfNeeded = [&](const char *stage) {
     if (group_->failed.load()) {
@@ -168,21 +207,7 @@ void NcclCommunicator::finish(const char *what) {
       throw RuntimeError(message);
     }
   };
-  // 1. A non-blocking communicator may still be enqueueing the operation.
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t status = ncclCommGetAsyncError(comm_, &state);
-    if (status != ncclSuccess) state = status;
-    if (state == ncclSuccess) break;
-    if (state != ncclInProgress) {
-      std::string message = place + ": " + ncclMessage(state) + "; communicator aborted";
-      abort(message);
-      throw RuntimeError(message);
-    }
-    giveUpIfNeeded("enqueueing");
-    pause();
-  }
-  // 2. Wait for the stream, still watching for asynchronous NCCL errors.
+  // Wait for the stream, still watching for asynchronous NCCL errors.
   checkCuda(cudaEventRecord(done_, stream_), place + ": cudaEventRecord");
   for (;;) {
     cudaError_t query = cudaEventQuery(done_);
@@ -215,6 +240,27 @@ void NcclCommunicator::allGather(const void *send, size_t bytesPerRank, void *re
 
 void NcclCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
   begin("all_gather (unit)");
+  enqueueAllGatherMany(parts);
+  finish("all_gather (unit)");
+}
+
+void NcclCommunicator::startAllGatherMany(const std::vector<AllGatherPart> &parts) {
+  begin("all_gather (started)");
+  enqueueAllGatherMany(parts);
+  enqueued("all_gather (started)");
+  gathersInFlight_ = true;
+}
+
+void NcclCommunicator::waitGathers() {
+  if (!gathersInFlight_) return;
+  if (aborted_)
+    throw RuntimeError("nccl all_gather (rank " + std::to_string(rank_) +
+                       "): the communicator was aborted by an earlier error");
+  checkCuda(cudaSetDevice(device_), "nccl all_gather (waiting): cudaSetDevice");
+  finish("all_gather (waited for)");
+}
+
+void NcclCommunicator::enqueueAllGatherMany(const std::vector<AllGatherPart> &parts) {
   check(ncclGroupStart(), "all_gather (unit)", "ncclGroupStart");
   ncclResult_t first = ncclSuccess;
   for (const AllGatherPart &part : parts) {
@@ -226,7 +272,6 @@ void NcclCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
   ncclResult_t end = ncclGroupEnd();  // always close the group
   check(first, "all_gather (unit)", "ncclAllGather");
   check(end, "all_gather (unit)", "ncclGroupEnd");
-  finish("all_gather (unit)");
 }
 
 void NcclCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) {

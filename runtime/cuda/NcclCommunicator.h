@@ -11,7 +11,10 @@
 // already enqueued on the compute stream (setComputeStream: an event makes
 // the communication stream wait), and the call returns when it has
 // completed, so callers see the same synchronous semantics as the CPU
-// backends.
+// backends; except startAllGatherMany (defersGathers()), which returns once
+// NCCL has the gather and leaves it running on the communication stream
+// while the caller enqueues compute: waitGathers() (or any later
+// collective) waits for it, under the same rules.
 //
 // Never a hang: while waiting, the rank polls the stream, ncclCommGetAsyncError
 // and the group's shared failure flag. On an NCCL error, on the timeout, or
@@ -81,6 +84,11 @@ public:
   void allGather(const void *send, size_t bytesPerRank, void *recv) override;
   /// One ncclGroupStart/End around one ncclAllGather per part.
   void allGatherMany(const std::vector<AllGatherPart> &parts) override;
+  /// Gathers overlap compute: startAllGatherMany enqueues (as
+  /// allGatherMany) and returns; waitGathers waits for the stream.
+  bool defersGathers() const override { return true; }
+  void startAllGatherMany(const std::vector<AllGatherPart> &parts) override;
+  void waitGathers() override;
   /// ncclSend/ncclRecv in one group; root copies its own part locally.
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
   /// A one-element all-reduce, waited for.
@@ -103,8 +111,13 @@ private:
   NcclCommunicator(ncclComm_t comm, int rank, int worldSize, int device,
                    std::shared_ptr<NcclGroupState> group, std::chrono::duration<double> timeout);
   void begin(const char *what);
-  /// Waits for everything enqueued on stream_ with the timeout/abort rules.
+  /// Waits until NCCL has enqueued the operation (a non-blocking
+  /// communicator may still be doing so), watching for errors.
+  void enqueued(const char *what);
+  /// Waits for everything enqueued on stream_ (gathers left in flight
+  /// included) with the timeout/abort rules.
   void finish(const char *what);
+  void enqueueAllGatherMany(const std::vector<AllGatherPart> &parts);
   void check(ncclResult_t status, const char *what, const char *call);
 
   ncclComm_t comm_ = nullptr;
@@ -116,6 +129,7 @@ private:
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   void *barrierScratch_ = nullptr;
   bool aborted_ = false;
+  bool gathersInFlight_ = false;
 };
 
 }  // namespace shardc::runtime::cuda
