@@ -12,7 +12,10 @@
 #   bash gpu-bundle/device-check.sh       # OUT=<dir> collects the log + JSON
 #
 # What travels (gpu-bundle/):
-#   bundle.tgz       bin/shardc-gpu-tests: the runtime-only (no MLIR) GPU test
+#   bundle.tgz       sanitizer/: NVIDIA's compute-sanitizer (pip wheel, CUDA
+#                    13.0, ~14 MB packed) for the memcheck rerun of a failing
+#                    section; and
+#                    bin/shardc-gpu-tests: the runtime-only (no MLIR) GPU test
 #                    binary, stripped, with OpenBLAS, libgfortran and
 #                    libquadmath linked statically; it needs glibc >= 2.35,
 #                    libstdc++ (GLIBCXX <= 3.4.30, GCC 12's: Ubuntu 22.04 has
@@ -161,8 +164,22 @@ for p in graph["parameters"]:
 json.dump({"model": "llama3-70b", "world_size": world, "rank": 0, "shards": shards}, sys.stdout)
 PY
 
+# compute-sanitizer, for the device check's memcheck rerun of a failing
+# section (scripts/gpu/fetch-sanitizer.sh says why). Optional: without it
+# (SHARDC_GPU_BUNDLE_SANITIZER=0, or no PyPI) the check runs the same and
+# says that it cannot rerun.
+sanitizer="no compute-sanitizer"
+if [ "${SHARDC_GPU_BUNDLE_SANITIZER:-1}" != 0 ]; then
+  if bash scripts/gpu/fetch-sanitizer.sh "$stage/sanitizer"; then
+    sanitizer="compute-sanitizer $("$stage/sanitizer/bin/compute-sanitizer" --version | sed -n 's/^Version \([^ ]*\).*/\1/p')"
+  else
+    rm -rf "$stage/sanitizer"
+    echo "gpu-bundle: going on without compute-sanitizer" >&2
+  fi
+fi
+
 rm -rf "$dest" && mkdir -p "$dest"
-tar -C "$stage" -czf "$dest/bundle.tgz" bin
+tar -C "$stage" -czf "$dest/bundle.tgz" bin $([ -d "$stage/sanitizer" ] && echo sanitizer)
 cp scripts/gpu/device-check.sh scripts/gpu/torch_bench.py "$stage/gpt2-plan.json" \
   "$stage"/session-*.json "$stage/session-int-bound" "$stage/scale-llama3-70b-n64.json" \
   "$stage/scale-shapes.json" "$dest/"
@@ -173,5 +190,5 @@ if [ "$bytes" -gt $((48 << 20)) ]; then
   echo "gpu-bundle: $dest is $bytes bytes, over the 48 MiB budget (the device machine takes 64 MiB with the tree)" >&2
   exit 1
 fi
-echo "gpu-bundle: $dest/ $((bytes >> 10)) KiB (binary $(( $(stat -c %s "$stage/bin/shardc-gpu-tests") >> 10 )) KiB stripped, needs $glibc, $glibcxx), smoke test exit 77, $(( $(date +%s) - start )) s"
+echo "gpu-bundle: $dest/ $((bytes >> 10)) KiB (binary $(( $(stat -c %s "$stage/bin/shardc-gpu-tests") >> 10 )) KiB stripped, needs $glibc, $glibcxx; $sanitizer), smoke test exit 77, $(( $(date +%s) - start )) s"
 echo "on the GPU machine: bash $dest/device-check.sh"

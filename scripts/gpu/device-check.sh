@@ -4,6 +4,8 @@
 #
 #   bash gpu-bundle/device-check.sh          # OUT=<dir>: where log + JSON go
 #
+# A section that fails runs once more under compute-sanitizer's memcheck
+# (bundled), with what is left of the budget: see the end of the steps.
 # That machine has no MLIR, OpenBLAS, Catch2, apt or network: the bundle's
 # binary needs only glibc and the CUDA libraries that torch's pip wheels
 # carry (libcudart.so.13, libcublas(Lt).so.13, libnccl.so.2), found here in
@@ -85,30 +87,58 @@ step() {
   [ "$rc" = 0 ] || overall=1
 }
 
+# section NAME TIMEOUT ARGS...: one section of the binary as a step; its
+# arguments are kept (shell-quoted) for a memcheck rerun.
+declare -A section_args=()
+section() {
+  local name=$1 limit=$2; shift 2
+  section_args[$name]=$(printf '%q ' "$@")
+  step "$name" "$limit" "$bin" "$@" --json "$OUT/sections/$name.json"
+}
+
 for spec in host:30 memory:30 init:60 index64:60 sharded:90 fixes:60 suite:120 local:60 \
             nccl1:45 nccl:45 timeout:40 perf:60; do
   name=${spec%%:*}
-  step "$name" "${spec##*:}" "$bin" --section "$name" --throughput-mib "$mib" \
-    --json "$OUT/sections/$name.json"
+  section "$name" "${spec##*:}" --section "$name" --throughput-mib "$mib"
 done
 # LocalSession with its ranks on the GPU (the JIT API's and `shardc run
 # --device cuda`'s runtime) against the CPU, on a plan compiled at bundle time.
 session_plans=()
 for plan in "$here"/session-*.json; do session_plans+=(--session-plan "$plan"); done
-step session 60 "$bin" --section session "${session_plans[@]}" \
-  --session-int-bound "$(cat "$here/session-int-bound")" --json "$OUT/sections/session.json"
+section session 60 --section session "${session_plans[@]}" \
+  --session-int-bound "$(cat "$here/session-int-bound")"
 # One rank of Llama 3 70B at N = 64 (4.4 GB of shards) on the GPU.
-step scale 90 "$bin" --section scale --scale-plan "$here/scale-llama3-70b-n64.json" \
-  --json "$OUT/sections/scale.json"
+section scale 90 --section scale --scale-plan "$here/scale-llama3-70b-n64.json"
 # GPT-2 124M from the plan compiled at bundle time; its weights, ids and
 # logits (~0.7 GB) go to the scratch folder, not $OUT.
 mkdir -p "$work/gpt2"
-step gpt2 120 "$bin" --section gpt2 --plan "$here/gpt2-plan.json" --export "$work/gpt2" \
-  --json "$OUT/sections/gpt2.json"
+section gpt2 120 --section gpt2 --plan "$here/gpt2-plan.json" --export "$work/gpt2"
 gpt2_file="$work/gpt2/gpt2-shardc.safetensors"
 step torch 120 "$python" "$here/torch_bench.py" --mib "$mib" --json "$OUT/sections/torch.json" \
   --scale-shapes "$here/scale-shapes.json" \
   $([ -f "$gpt2_file" ] && echo --gpt2 "$gpt2_file" --gpt2-heads 12)
+
+# Each failed section once more under compute-sanitizer's memcheck, with
+# what is left of the budget: an illegal address poisons the CUDA context
+# and fails every later row of its section, while memcheck names the
+# kernel, its source line (-lineinfo) and the address. Its log is
+# $OUT/sections/memcheck-NAME.log; exit 9 means it found errors.
+sanitizer="$work/sanitizer/bin/compute-sanitizer"
+first_pass=("${steps[@]}")
+for s in "${first_pass[@]}"; do
+  read -r name rc _ <<<"$s"
+  case "$rc" in 0|77|not-run) continue ;; esac
+  [ -n "${section_args[$name]:-}" ] || continue
+  if [ ! -x "$sanitizer" ]; then
+    echo "== $name failed; no compute-sanitizer in the bundle to rerun it under memcheck"
+    continue
+  fi
+  eval "args=(${section_args[$name]})"
+  step "memcheck-$name" 150 "$sanitizer" --tool memcheck --error-exitcode 9 --print-limit 20 \
+    --show-backtrace device --log-file "$OUT/sections/memcheck-$name.log" "$bin" "${args[@]}"
+  grep -E "^========= (Invalid|Program hit|Error|ERROR SUMMARY)|^=========     at " \
+    "$OUT/sections/memcheck-$name.log" 2>/dev/null | head -40
+done
 
 "$python" - "$OUT" "${steps[@]}" <<'PY'
 import json, os, sys
@@ -129,7 +159,7 @@ print("== summary: %d rows, %d failed" % (len(result["rows"]), len(failed)))
 for r in failed:
     print("FAIL | %s | %s | %s" % (r["section"], r["item"], r["detail"]))
 for s in result["steps"]:
-    print("step %-8s exit %-7s %4d s" % (s["step"], s["exit"], s["seconds"]))
+    print("step %-16s exit %-7s %4d s" % (s["step"], s["exit"], s["seconds"]))
 PY
 echo "== done in $(( $(date +%s) - start )) s: $([ $overall = 0 ] && echo PASSED || echo FAILED); log $OUT/device-check.log, results $OUT/results.json"
 return $overall
