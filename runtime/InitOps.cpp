@@ -4,11 +4,13 @@
 #include "runtime/Kernels.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/init/Generators.h"
+#include "runtime/init/RoundTeam.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace shardc::runtime {
@@ -236,33 +238,33 @@ int64_t orthogonalWorkBytes(const std::vector<int64_t> &shape, DType dtype) {
 
 template <class T>
 void householderSignedQ(T *a, int64_t m, int64_t n, int64_t rowStride, int64_t colStride,
-                        double *work) {
+                        double *work, int threads) {
   double *tau = work, *rdiag = work + n, *w = work + 2 * n;
   auto at = [&](int64_t i, int64_t j) -> T & { return a[i * rowStride + j * colStride]; };
-  // Applies H = I - t v v^T (v = (1, a[k+1:m, k])) to a[k:m, k+1:n]. Each
-  // w[j] sums over i in increasing order in both loop orders, so the order
-  // (chosen for contiguous access) never changes the result.
-  auto reflect = [&](int64_t k, double t) {
-    if (t == 0 || k + 1 >= n) return;
+  // Applies H = I - t v v^T (v = (1, a[k+1:m, k])) to the columns [j0, j1)
+  // of a[k:m, :], j0 > k. Each w[j] sums over i in increasing order in both
+  // loop orders, so neither the order (chosen for contiguous access) nor
+  // the split into column ranges ever changes the result.
+  auto reflectColumns = [&](int64_t k, double t, int64_t j0, int64_t j1) {
     if (colStride == 1) {  // rows contiguous: sweep row by row
-      for (int64_t j = k + 1; j < n; ++j) w[j] = at(k, j);
+      for (int64_t j = j0; j < j1; ++j) w[j] = at(k, j);
       for (int64_t i = k + 1; i < m; ++i) {
         const double vi = at(i, k);
         const T *row = &at(i, 0);
-        for (int64_t j = k + 1; j < n; ++j) w[j] += vi * static_cast<double>(row[j]);
+        for (int64_t j = j0; j < j1; ++j) w[j] += vi * static_cast<double>(row[j]);
       }
-      for (int64_t j = k + 1; j < n; ++j) {
+      for (int64_t j = j0; j < j1; ++j) {
         w[j] *= t;
         at(k, j) = static_cast<T>(at(k, j) - w[j]);
       }
       for (int64_t i = k + 1; i < m; ++i) {
         const double vi = at(i, k);
         T *row = &at(i, 0);
-        for (int64_t j = k + 1; j < n; ++j) row[j] = static_cast<T>(row[j] - vi * w[j]);
+        for (int64_t j = j0; j < j1; ++j) row[j] = static_cast<T>(row[j] - vi * w[j]);
       }
       return;
     }
-    for (int64_t j = k + 1; j < n; ++j) {  // columns contiguous: column by column
+    for (int64_t j = j0; j < j1; ++j) {  // columns contiguous: column by column
       double sum = at(k, j);
       for (int64_t i = k + 1; i < m; ++i) sum += static_cast<double>(at(i, k)) * at(i, j);
       const double wj = sum * t;
@@ -270,6 +272,27 @@ void householderSignedQ(T *a, int64_t m, int64_t n, int64_t rowStride, int64_t c
       for (int64_t i = k + 1; i < m; ++i)
         at(i, j) = static_cast<T>(at(i, j) - static_cast<double>(at(i, k)) * wj);
     }
+  };
+  // The QR is 2n such updates of up to m x n elements: O(m n^2), most of
+  // orthogonal's time. A team of threads (started once, for the whole QR)
+  // takes column ranges of every update big enough to beat waking it.
+  constexpr int64_t kParallelElements = int64_t(1) << 15;
+  std::optional<init::RoundTeam> team;
+  if (threads > 1 && m * n >= kParallelElements) team.emplace(threads);
+  auto reflect = [&](int64_t k, double t) {
+    if (t == 0 || k + 1 >= n) return;
+    const int64_t first = k + 1, columns = n - first;
+    if (!team || (m - k) * columns < kParallelElements) {
+      reflectColumns(k, t, first, n);
+      return;
+    }
+    const int64_t parts = std::min<int64_t>(team->size(), columns);
+    auto partBegin = [&](int64_t p) {
+      return first + columns / parts * p + std::min(p, columns % parts);
+    };
+    team->run([&](int part) {
+      if (part < parts) reflectColumns(k, t, partBegin(part), partBegin(part + 1));
+    });
   };
   // Factor (LAPACK dgeqr2 / dlarfg conventions).
   for (int64_t k = 0; k < n; ++k) {
@@ -310,8 +333,10 @@ void householderSignedQ(T *a, int64_t m, int64_t n, int64_t rowStride, int64_t c
       for (int64_t i = 0; i < m; ++i) at(i, j) = -at(i, j);
 }
 
-template void householderSignedQ<float>(float *, int64_t, int64_t, int64_t, int64_t, double *);
-template void householderSignedQ<double>(double *, int64_t, int64_t, int64_t, int64_t, double *);
+template void householderSignedQ<float>(float *, int64_t, int64_t, int64_t, int64_t, double *,
+                                        int);
+template void householderSignedQ<double>(double *, int64_t, int64_t, int64_t, int64_t, double *,
+                                         int);
 
 double loadAsDouble(DType dtype, const void *data, int64_t i) {
   switch (dtype) {
@@ -351,7 +376,7 @@ void orthogonalOnHost(const init::GeneratorSpec &normal, double gain, DType dtyp
   double *scalars = static_cast<double *>(work);
   const int64_t count = rows * cols;
   auto factor = [&](auto *q) {
-    householderSignedQ(q, m, n, rowStride, colStride, scalars);
+    householderSignedQ(q, m, n, rowStride, colStride, scalars, threads);
     using T = std::remove_pointer_t<decltype(q)>;
     for (int64_t i = 0; i < count; ++i) q[i] = static_cast<T>(gain * q[i]);
   };
@@ -362,7 +387,7 @@ void orthogonalOnHost(const init::GeneratorSpec &normal, double gain, DType dtyp
   } else {  // half types: a float32 copy of the matrix after the scalars
     float *q = reinterpret_cast<float *>(scalars + 3 * n);
     for (int64_t i = 0; i < count; ++i) q[i] = static_cast<float>(loadAsDouble(dtype, out, i));
-    householderSignedQ(q, m, n, rowStride, colStride, scalars);
+    householderSignedQ(q, m, n, rowStride, colStride, scalars, threads);
     for (int64_t i = 0; i < count; ++i) storeFromDouble(dtype, out, i, gain * q[i]);
   }
 }

@@ -90,13 +90,17 @@ void orthogonalOnHost(const init::GeneratorSpec &normal, double gain, plan::DTyp
 /// (LAPACK dgeqr2/dorg2r conventions; products and norms accumulate in
 /// double, the matrix stays in T), each column j multiplied by
 /// sign(R[j][j]) (sign 0 taken as 1), which makes Q unique as torch's
-/// orthogonal_ does. `work` holds 3n doubles.
+/// orthogonal_ does. `work` holds 3n doubles. A reflector's update of the
+/// columns right of it splits over up to `threads` threads by columns; each
+/// column's sums keep their order, so the result is bit-identical for any
+/// thread count.
 template <class T>
 void householderSignedQ(T *a, int64_t m, int64_t n, int64_t rowStride, int64_t colStride,
-                        double *work);
+                        double *work, int threads = 1);
 /// A row-major m x n matrix.
-template <class T> void householderSignedQ(T *a, int64_t m, int64_t n, double *work) {
-  householderSignedQ(a, m, n, n, int64_t(1), work);
+template <class T>
+void householderSignedQ(T *a, int64_t m, int64_t n, double *work, int threads = 1) {
+  householderSignedQ(a, m, n, n, int64_t(1), work, threads);
 }
 
 /// Element i of a buffer of `dtype`, as a double (exact).

@@ -100,7 +100,7 @@ void CudaBackend::orthogonal(const init::GeneratorSpec &normal, double gain, DTy
   std::vector<std::byte> host(static_cast<size_t>(rows * cols * dtypeSize(dtype)));
   std::vector<std::byte> work(
       static_cast<size_t>(std::max<int64_t>(0, orthogonalWorkBytes({rows, cols}, dtype))));
-  orthogonalOnHost(normal, gain, dtype, rows, cols, host.data(), work.data(), 1);
+  orthogonalOnHost(normal, gain, dtype, rows, cols, host.data(), work.data(), hostThreads_);
   copyToDevice(device_, out, host.data(), host.size());
 }
 

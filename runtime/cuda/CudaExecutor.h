@@ -11,6 +11,8 @@
 // refuses them with the op's name.
 #pragma once
 
+#include <algorithm>
+
 #include "runtime/Backend.h"
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
@@ -48,7 +50,10 @@ private:
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(CudaDevice &device) : Backend(device), device_(device) {}
+  /// `hostThreads`: the threads of the ops this backend runs on the host
+  /// (orthogonal's QR, the core's host-side index mapping).
+  explicit CudaBackend(CudaDevice &device, int hostThreads = 1)
+      : Backend(device), device_(device), hostThreads_(std::max(1, hostThreads)) {}
 
   const char *name() const override { return "cuda"; }
   std::span<const plan::OpCode> unsupportedOps() const override { return kCudaUnsupportedOps; }
@@ -67,8 +72,11 @@ public:
   // them stays unused (and accounted).
   SHARDC_BACKEND_OPTIONAL_KERNELS(, override)
 
+  int hostThreads() const override { return hostThreads_; }
+
 private:
   CudaDevice &device_;
+  int hostThreads_;
 };
 
 /// Runs `function` on state.rank() on the CUDA backend; `inputs[i]` (host)

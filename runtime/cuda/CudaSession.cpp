@@ -4,15 +4,18 @@
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/DeviceLocalCommunicator.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace shardc::runtime::cuda {
 
 namespace {
 
 class GpuSessionRank final : public SessionRank {
 public:
-  static std::unique_ptr<SessionRank> make(int64_t rank, int ordinal) {
+  static std::unique_ptr<SessionRank> make(int64_t rank, int ordinal, int hostThreads) {
     auto device = std::make_unique<CudaDevice>(ordinal);
-    auto backend = std::make_unique<CudaBackend>(*device);
+    auto backend = std::make_unique<CudaBackend>(*device, hostThreads);
     return std::unique_ptr<SessionRank>(
         new GpuSessionRank(rank, std::move(device), std::move(backend)));
   }
@@ -43,14 +46,20 @@ private:
 
 }  // namespace
 
-SessionRankFactory gpuSessionRanks(int ordinal) {
+SessionRankFactory gpuSessionRanks(int ordinal, int hostThreads) {
   std::string why;
   const int visible = visibleDeviceCount(&why);
   if (visible == 0) throw RuntimeError("no CUDA device visible (" + why + ")");
   if (ordinal < 0 || ordinal >= visible)
     throw RuntimeError("CUDA device " + std::to_string(ordinal) + " does not exist (" +
                        std::to_string(visible) + " visible)");
-  return [ordinal](int64_t rank) { return GpuSessionRank::make(rank, ordinal); };
+  if (hostThreads < 0)
+    throw RuntimeError("host threads must be >= 0, got " + std::to_string(hostThreads));
+  if (hostThreads == 0)
+    hostThreads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return [ordinal, hostThreads](int64_t rank) {
+    return GpuSessionRank::make(rank, ordinal, hostThreads);
+  };
 }
 
 }  // namespace shardc::runtime::cuda

@@ -11,7 +11,9 @@
 namespace shardc::runtime::cuda {
 
 /// Throws RuntimeError ("no CUDA device visible (...)", or the ordinal out
-/// of range) before any rank is made.
-SessionRankFactory gpuSessionRanks(int ordinal = 0);
+/// of range) before any rank is made. `hostThreads`: each rank's threads for
+/// the ops a GPU rank runs on the host (orthogonal init's QR, which is
+/// bit-identical for any count); 0 = this machine's cores.
+SessionRankFactory gpuSessionRanks(int ordinal = 0, int hostThreads = 0);
 
 }  // namespace shardc::runtime::cuda

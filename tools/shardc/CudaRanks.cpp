@@ -13,14 +13,14 @@
 namespace shardc::cli {
 
 #ifndef SHARDC_HAVE_CUDA
-runtime::SessionRankFactory cudaRunRanks(int) {
+runtime::SessionRankFactory cudaRunRanks(int, int) {
   throw runtime::RuntimeError("--device cuda: this shardc was built without the CUDA runtime");
 }
 int64_t cudaDeviceMemoryBytes(int ordinal) { return (void)cudaRunRanks(ordinal), 0; }
 #else
-runtime::SessionRankFactory cudaRunRanks(int ordinal) {
+runtime::SessionRankFactory cudaRunRanks(int ordinal, int hostThreads) {
   try {
-    return runtime::cuda::gpuSessionRanks(ordinal);
+    return runtime::cuda::gpuSessionRanks(ordinal, hostThreads);
   } catch (const runtime::RuntimeError &error) {
     throw runtime::RuntimeError(std::string("--device cuda: ") + error.what());
   }

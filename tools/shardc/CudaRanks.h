@@ -16,10 +16,12 @@
 
 namespace shardc::cli {
 
-/// Ranks on GPU `ordinal`. Throws RuntimeError ("--device cuda: ...") when
-/// this shardc was built without the CUDA runtime, no GPU is visible or
-/// there is no such ordinal, before anything is allocated.
-runtime::SessionRankFactory cudaRunRanks(int ordinal);
+/// Ranks on GPU `ordinal`, each with `hostThreads` threads for the ops a
+/// GPU rank runs on the host (orthogonal init). Throws RuntimeError
+/// ("--device cuda: ...") when this shardc was built without the CUDA
+/// runtime, no GPU is visible or there is no such ordinal, before anything
+/// is allocated.
+runtime::SessionRankFactory cudaRunRanks(int ordinal, int hostThreads = 1);
 
 /// GPU `ordinal`'s memory in bytes (cudaMemGetInfo's total): what the
 /// ranks of a --device cuda run share. Throws as cudaRunRanks does.

@@ -3,6 +3,7 @@
 #include "compiler/Pipeline.h"
 #include "runtime/DataParallel.h"
 #include "runtime/DeviceName.h"
+#include "runtime/Executor.h"
 #include "runtime/LocalRun.h"
 #include "runtime/PlanQueries.h"
 #include "runtime/RankSubset.h"
@@ -66,7 +67,9 @@ const char *const kRunUsage =
     "  --ranks LIST       run only these ranks of the N-rank plan: 0, 0-3,\n"
     "                     0,17,63 (needs --init-only; local backend); with\n"
     "                     --save the file holds only their rows (docs/cli.md)\n"
-    "  --threads T        kernel threads per rank (default: cores / ranks run)\n"
+    "  --threads T        kernel threads per rank (default: cores / ranks run);\n"
+    "                     with --device cuda, each rank's threads for the ops\n"
+    "                     it runs on the host (orthogonal init)\n"
     "  --repeat R         after the measured forward, run it R more times on\n"
     "                     the same inputs (warm: the loop's steady state); the\n"
     "                     report gives each repeat's seconds; every repeat's\n"
@@ -284,9 +287,6 @@ int runCommand(const std::vector<std::string> &args) {
     if (backend == "mpi" && device != "cpu" && device != "cuda")
       throw UsageError("--device " + device + " picks one GPU for local ranks; with --backend "
                        "mpi each process takes its own (give --device cuda)");
-    if (device != "cpu" && parsed.has("--threads"))
-      throw UsageError("--threads sets the CPU's kernel threads per rank; with --device cuda "
-                       "the kernels run on the GPU");
     if (parsed.has("--ranks")) {
       try {
         ranks = runtime::parseRankList(parsed.get("--ranks", ""), worldSize);
@@ -405,7 +405,12 @@ int runCommand(const std::vector<std::string> &args) {
     // The CPU by default; with --device cuda[:N] the same run on that GPU.
     runtime::SessionRankFactory rankFactory;
     if (const std::optional<int> ordinal = runtime::cudaOrdinalOf(device)) {
-      rankFactory = cudaRunRanks(*ordinal);
+      // The ops a GPU rank runs on the host (orthogonal's QR) split the
+      // cores as CPU ranks do.
+      const int64_t ranksRun =
+          ranks.empty() ? plan.worldSize : static_cast<int64_t>(ranks.size());
+      rankFactory = cudaRunRanks(
+          *ordinal, threads > 0 ? threads : runtime::defaultKernelThreads(ranksRun));
       checkFitsInMemory(plan, ranks, cudaDeviceMemoryBytes(*ordinal),
                         "GPU " + std::to_string(*ordinal));
     } else {
