@@ -145,7 +145,9 @@ public:
   /// The ops this backend has no kernel for (docs/gpu.md mirrors the CUDA list).
   virtual std::span<const plan::OpCode> unsupportedOps() const { return {}; }
   bool supports(plan::OpCode op) const;
-  /// Host threads the core may split host-side work (index mapping) into.
+  /// Host threads the core may split host-side work (index mapping) into:
+  /// it then calls generateAt from that many threads at once, so a backend
+  /// returns more than 1 only when that is safe.
   virtual int hostThreads() const { return 1; }
 
   /// `generate` through an index_map in one go, where a backend maps

@@ -42,6 +42,16 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   makeCurrent();
   checkCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
             "CudaDevice(" + std::to_string(ordinal) + "): cudaStreamCreate");
+  // The pool keeps what is freed (as torch's caching allocator does). Its
+  // default threshold, 0, hands every free block back to the driver at
+  // each synchronize, and the next cudaMallocAsync maps it again: a cost
+  // on every forward that syncs. memInfo() trims it before reading.
+  cudaMemPool_t pool = nullptr;
+  checkCuda(cudaDeviceGetDefaultMemPool(&pool, ordinal),
+            "CudaDevice(" + std::to_string(ordinal) + "): cudaDeviceGetDefaultMemPool");
+  uint64_t keep = UINT64_MAX;
+  checkCuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "CudaDevice(" + std::to_string(ordinal) + "): cudaMemPoolSetAttribute");
 }
 
 CudaDevice::~CudaDevice() {
@@ -81,8 +91,18 @@ RawBlock CudaDevice::allocateRaw(int64_t bytes, const std::string &label) {
   void *memory = nullptr;
   // Stream-ordered (the device's memory pool): usable by work enqueued on
   // the stream from now on, no device-wide synchronization.
-  cudaError_t status =
-      cudaMallocAsync(&memory, bytes == 0 ? 1 : static_cast<size_t>(bytes), stream_);
+  const size_t request = bytes == 0 ? 1 : static_cast<size_t>(bytes);
+  cudaError_t status = cudaMallocAsync(&memory, request, stream_);
+  if (status == cudaErrorMemoryAllocation) {
+    // Blocks the pool keeps (freed on other streams, or not reusable here)
+    // may be what is missing: wait for the device, give them back, retry.
+    cudaGetLastError();
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceSynchronize() == cudaSuccess &&
+        cudaDeviceGetDefaultMemPool(&pool, ordinal_) == cudaSuccess &&
+        cudaMemPoolTrimTo(pool, 0) == cudaSuccess)
+      status = cudaMallocAsync(&memory, request, stream_);
+  }
   if (status != cudaSuccess) {
     cudaGetLastError();
     size_t freeBytes = 0, totalBytes = 0;
@@ -122,6 +142,12 @@ void CudaDevice::throwReleaseError(const std::string &what) const {
 
 MemInfo CudaDevice::memInfo() const {
   makeCurrent();
+  // The driver's count of live memory: every stream's frees done (all ranks
+  // on this device share the pool) and the pool's kept blocks returned.
+  checkCuda(cudaDeviceSynchronize(), "CudaDevice::memInfo: cudaDeviceSynchronize");
+  cudaMemPool_t pool = nullptr;
+  checkCuda(cudaDeviceGetDefaultMemPool(&pool, ordinal_), "CudaDevice::memInfo: default pool");
+  checkCuda(cudaMemPoolTrimTo(pool, 0), "CudaDevice::memInfo: cudaMemPoolTrimTo");
   size_t freeBytes = 0, totalBytes = 0;
   checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
   return {static_cast<int64_t>(freeBytes), static_cast<int64_t>(totalBytes)};

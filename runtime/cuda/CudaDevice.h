@@ -70,7 +70,9 @@ public:
   // stream(): a release does not synchronize the device), 256-byte aligned,
   // uninitialized. The ledger counts the bytes requested, exactly.
 
-  /// cudaMemGetInfo for this device.
+  /// cudaMemGetInfo for this device, after waiting for the whole device
+  /// and trimming its memory pool (which otherwise keeps freed blocks): the
+  /// driver's count of what is live.
   MemInfo memInfo() const;
 
   /// Kernel scratch (index blocks of `generate` with an index_map, error

@@ -50,8 +50,10 @@ private:
 
 class CudaBackend final : public Backend {
 public:
-  /// `hostThreads`: the threads of the ops this backend runs on the host
-  /// (orthogonal's QR, the core's host-side index mapping).
+  /// `hostThreads`: the threads of orthogonal's QR, which runs on the host.
+  /// Not Backend::hostThreads(): the core's host-side index mapping calls
+  /// generateAt from that many threads at once, and its staging through
+  /// CudaDevice::stageIndices (slots, events) is one thread's.
   explicit CudaBackend(CudaDevice &device, int hostThreads = 1)
       : Backend(device), device_(device), hostThreads_(std::max(1, hostThreads)) {}
 
@@ -71,8 +73,6 @@ public:
   // result over; the device workspace or io buffer the plan allocates for
   // them stays unused (and accounted).
   SHARDC_BACKEND_OPTIONAL_KERNELS(, override)
-
-  int hostThreads() const override { return hostThreads_; }
 
 private:
   CudaDevice &device_;

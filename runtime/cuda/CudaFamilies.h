@@ -36,8 +36,8 @@ void adaptivePool(CudaDevice &device, PoolKind kind, const KTensor &x, const KTe
 void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &w,
           const KTensor *b, const KTensor &y);
 
-/// topk's int64 indices (CudaIndex.cu: among equal values the lowest
-/// indices, where the CPU follows torch's CPU selection).
+/// topk's int64 indices: the CPU's kernel on a host copy of x, so equal
+/// values pick the indices the CPU (torch's CPU selection) picks.
 void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &y);
 /// An index out of range fails with the CPU's words, after the kernel.
 void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &index,

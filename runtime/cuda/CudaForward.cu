@@ -396,6 +396,12 @@ void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor 
   if (rows == 0 || Dv == 0) return;
   if (rows > INT_MAX) fail(op, "more than 2^31 - 1 query rows");
   device.makeCurrent();
+  if (S == 0) {  // no keys: zeros, as on the CPU and in torch (the kernel would give 0/0)
+    checkCuda(cudaMemsetAsync(o.data, 0, static_cast<size_t>(rows * Dv * plan::dtypeSize(o.dtype)),
+                              device.stream()),
+              "sdpa: cudaMemsetAsync");
+    return;
+  }
   dispatchFloat(op, q.dtype, false, [&](auto tag) {
     using T = decltype(tag);
     using Sx = typename T::S;

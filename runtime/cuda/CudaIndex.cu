@@ -2,15 +2,15 @@
 // semantics of runtime/cpu/IndexKernels.cpp. Both only compare and copy
 // elements, so the values they produce are exact.
 //
-// topk: one thread per row along `dim`, k passes over the row, each picking
-// the next element in the order (value, then index): NaN counts as the
-// largest value, equal values come out lowest index first. The CPU kernel
-// runs torch's CPU selection (partial_sort / nth_element), whose choice
-// among equal values is whatever those algorithms leave; so indices agree
-// with the CPU where the row has no ties among the selected values, and
-// among ties the GPU picks the lowest indices (torch's CUDA kernel has its
-// own tie rule too). O(n k) per row: made for routing (k <= 8 of a few
-// hundred experts); a large k over a long row is slow.
+// topk: on the host, by the CPU's own kernel (runtime/cpu/IndexKernels.cpp):
+// x is copied over, torch's CPU selection (partial_sort / nth_element)
+// picks the indices, and they are copied back. Among equal values that
+// selection's choice is whatever the algorithms leave, which no simpler
+// device rule reproduces; a lowest-index rule differed on real router
+// rows (bfloat16 ties). So the indices are the CPU's for the same x, bit
+// for bit. The cost is two copies and a host wait per call: small for
+// routing (tokens x experts), and moe_experts, which follows a router's
+// topk, waits for the host anyway.
 //
 // gather: one thread per index element. Indices are data: an index out of
 // range is found on the device (the smallest such element, as the CPU's
@@ -18,55 +18,19 @@
 #include "runtime/cuda/CudaFamilies.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/cpu/FamilyKernels.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceStorage.cuh"
 
 #include <climits>
 #include <string>
+#include <vector>
 
 namespace shardc::runtime::cuda {
 using plan::DType;
 
 namespace {
 using namespace dev;
-
-/// a comes before b in topk's order: the better value first (NaN the
-/// largest), then the lower index.
-__device__ bool before(double a, int64_t ia, double b, int64_t ib, bool largest) {
-  const bool nanA = a != a, nanB = b != b;
-  if (nanA || nanB) {
-    if (nanA && nanB) return ia < ib;
-    return largest ? nanA : nanB;
-  }
-  if (a != b) return largest ? a > b : a < b;
-  return ia < ib;
-}
-
-__global__ void topkKernel(DType dtype, const void *x, int64_t *out, int64_t rows, int64_t n,
-                           int64_t inner, int64_t k, bool largest) {
-  SHARDC_GRID_LOOP(row, rows) {
-    const int64_t o = row / inner, i = row % inner;
-    const int64_t first = o * n * inner + i;
-    // The previous pick; each pass takes the first element after it.
-    double lastValue = 0;
-    int64_t lastIndex = -1;
-    for (int64_t j = 0; j < k; ++j) {
-      double bestValue = 0;
-      int64_t bestIndex = -1;
-      for (int64_t c = 0; c < n; ++c) {
-        const double v = loadAnyFloat(dtype, x, first + c * inner);
-        if (lastIndex >= 0 && !before(lastValue, lastIndex, v, c, largest)) continue;
-        if (bestIndex < 0 || before(v, c, bestValue, bestIndex, largest)) {
-          bestValue = v;
-          bestIndex = c;
-        }
-      }
-      out[(o * k + j) * inner + i] = bestIndex;
-      lastValue = bestValue;
-      lastIndex = bestIndex;
-    }
-  }
-}
 
 /// index's shape and x's row-major strides, by value.
 struct GatherGeometry {
@@ -99,22 +63,14 @@ __global__ void gatherKernel(GatherGeometry g, const E *x, const int64_t *idx, E
 }  // namespace
 
 void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &y) {
-  const char *op = "topk";
   checks::topk(p, x, y);
-  dispatchFloat(op, x.dtype, true, [](auto) {});
-  const int64_t dim = wrapDim(op, p.dim, x.shape.size());
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d) {
-    if (d < dim) outer *= x.shape[d];
-    else if (d == dim) n = x.shape[d];
-    else inner *= x.shape[d];
-  }
   if (p.k == 0 || y.numel() == 0) return;
-  const int64_t rows = outer * inner;
-  device.makeCurrent();
-  topkKernel<<<gridFor(rows), kThreads, 0, device.stream()>>>(
-      x.dtype, x.data, static_cast<int64_t *>(y.data), rows, n, inner, p.k, p.largest);
-  checkLaunch("topk kernel launch");
+  std::vector<std::byte> hostX(static_cast<size_t>(x.numel() * plan::dtypeSize(x.dtype)));
+  std::vector<int64_t> hostY(static_cast<size_t>(y.numel()));
+  copyToHost(device, hostX.data(), x.data, hostX.size());
+  topkKernel(p, KTensor{x.dtype, x.shape, hostX.data()}, KTensor{y.dtype, y.shape, hostY.data()},
+             1);
+  copyToDevice(device, y.data, hostY.data(), hostY.size() * sizeof(int64_t));
 }
 
 void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &index,

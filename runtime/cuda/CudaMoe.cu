@@ -139,6 +139,8 @@ void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const 
       routed[static_cast<size_t>(e)].push_back({t, t * k + s});
     }
 
+  if (H == 0) return;  // y has no elements (the routing was still checked, as on the CPU)
+
   // The workspace's layout, the CPU's (file comment): R rows per block.
   const int64_t R = std::min(kMoeBlockRows, T * k);
   std::byte *xBlock = workspace;  // R x H of the storage dtype in R x H floats' room
@@ -178,6 +180,14 @@ void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const 
             static_cast<const S *>(x.data), tokens, reinterpret_cast<S *>(xBlock), n, H);
       });
       checkLaunch("moe_experts: row gather launch");
+      if (I == 0) {  // no hidden units: each routed row adds weight x 0, as on the CPU
+        checkCuda(cudaMemsetAsync(yBlock, 0, static_cast<size_t>(n * H) * 4, device.stream()),
+                  "moe_experts: cudaMemsetAsync");
+        accumulateKernel<<<gridFor(H), kThreads, 0, device.stream()>>>(
+            yBlock, tokens, slots, weights.dtype, weights.data, acc, n, H);
+        checkLaunch("moe_experts: accumulate launch");
+        continue;
+      }
       // [gate; up] = x gateUp[e]^T: 2I rows of H.
       gemmNT(device, type, n, 2 * I, H, xBlock, H,
              static_cast<const std::byte *>(gateUp.data) + e * 2 * I * H * size, hBlock);

@@ -125,6 +125,11 @@ void NcclCommunicator::abort(const std::string &why) {
     cudaSetDevice(device_);
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
+    // The abort makes NCCL's kernels exit; wait for them, so that a
+    // gather's buffers the caller frees next (stream-ordered on the compute
+    // stream, not this one) are no longer touched. An intra-process
+    // communicator's abort need not synchronize by itself.
+    if (stream_) cudaStreamSynchronize(stream_);
   }
 }
 

@@ -26,6 +26,8 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
+#include <tuple>
 #include <unistd.h>
 
 namespace shardc::test::suite {
@@ -149,6 +151,25 @@ SuiteCase initCase(std::string name, DType dtype, std::vector<int64_t> shape,
 HostTensor input(const std::string &name, DType dtype, std::vector<int64_t> shape,
                  std::optional<int64_t> bound = std::nullopt) {
   return runtime::makeDeterministicInput(name, dtype, shape, 7, bound);
+}
+
+/// Values from {-2, ..., 2} (exact in every float dtype) with a NaN every
+/// 11th element: rows full of ties, as a router's rounded scores have,
+/// where topk's choice among equal values shows.
+HostTensor tiedInput(const std::string &name, DType dtype, std::vector<int64_t> shape) {
+  HostTensor t{name, dtype, shape, {}};
+  t.data.resize(static_cast<size_t>(t.expectedBytes()));
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const float v = i % 11 == 3 ? std::nanf("") : static_cast<float>((i * 7) % 5 - 2);
+    switch (dtype) {
+    case DType::F32: t.as<float>()[i] = v; break;
+    case DType::F64: t.as<double>()[i] = v; break;
+    case DType::BF16: t.as<uint16_t>()[i] = runtime::floatToBFloat16Bits(v); break;
+    case DType::F16: t.as<uint16_t>()[i] = runtime::floatToHalfBits(v); break;
+    default: throw std::logic_error("tiedInput: not a float dtype");
+    }
+  }
+  return t;
 }
 
 std::map<std::string, AttrValue> stream(const char *kind, int64_t position = 0) {
@@ -458,6 +479,25 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("elu alpha 0.5", OpCode::Elu, {input("x", f, {9, 7})}, {{"alpha", 0.5}});
   familyCase("topk smallest dim 0", OpCode::TopK, {input("x", f, {6, 4, 3})},
              {{"k", int64_t{2}}, {"dim", int64_t{0}}, {"largest", int64_t{0}}});
+  // Ties and NaNs: the indices must be the CPU's (torch's CPU selection),
+  // by partial_sort (k * 64 <= n) and by nth_element, largest and smallest.
+  for (DType dt : {DType::F32, DType::BF16})
+    for (auto [n, k, largest] : {std::tuple<int64_t, int64_t, int64_t>{8, 2, 1},
+                                 {8, 3, 0},
+                                 {200, 2, 1},
+                                 {200, 3, 0}}) {
+      const std::string name = "topk ties n " + std::to_string(n) + " k " + std::to_string(k) +
+                               (largest ? " largest " : " smallest ") + dtypeName(dt);
+      cases.push_back(forwardCase(name, OpCode::TopK, {tiedInput("x", dt, {16, n})}, DType::I64,
+                                  {16, k},
+                                  {{"k", k}, {"dim", int64_t{-1}}, {"largest", largest}}));
+      cases.back().tolerance = 0;
+    }
+  // sdpa over no keys: zeros (the CPU's and torch's), not 0/0.
+  cases.push_back(forwardCase("sdpa no keys float32", OpCode::Sdpa,
+                              {input("q", f, {1, 2, 3, 8}), input("k", f, {1, 2, 0, 8}),
+                               input("v", f, {1, 2, 0, 4})},
+                              f, {1, 2, 3, 4}));
   familyCase("gather last dim", OpCode::Gather,
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});
