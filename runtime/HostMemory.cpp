@@ -31,9 +31,13 @@ size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 }  // namespace
 
 HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
-  if (bytes < kKeptBlock)
-    return {::operator new(bytes, std::align_val_t{alignment}, std::nothrow), bytes, bytes,
-            bytes};
+  if (bytes < kKeptBlock) {
+    void *memory = ::operator new(bytes, std::align_val_t{alignment}, std::nothrow);
+    if (!memory) return {nullptr, 0, 0, 0};
+    smallBytes_ += bytes;
+    noteHeld();
+    return {memory, bytes, bytes, bytes};
+  }
 
   liveBytes_ += bytes;
   highWater_ = std::max(highWater_, liveBytes_);
@@ -51,16 +55,21 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     ++stats_.reusedBlocks;
     if (bytes > block.resident) {
       stats_.freshBytes += bytes - block.resident;
-      prefault(block, block.resident, bytes);
       residentBytes_ += bytes - block.resident;
+      // Kept blocks go back before the new pages are touched, so the
+      // process never holds them and the growth at once.
+      shrinkToBound();
+      prefault(block, block.resident, bytes);
       block.resident = bytes;
     }
     live_[block.data] = block;
     shrinkToBound();
+    noteHeld();
     return live_[block.data];
   }
 
   residentBytes_ += bytes;
+  shrinkToBound();  // before the new block is touched (as above)
   const bool large = bytes >= kLargeBlock;
   void *memory = nullptr;
   if (posix_memalign(&memory, large ? kHugePage : kPage, bytes) != 0) {
@@ -81,7 +90,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
   stats_.freshBytes += bytes;
   prefault(block, 0, bytes);
   live_[memory] = block;
-  shrinkToBound();
+  noteHeld();
   return block;
 }
 
@@ -89,6 +98,7 @@ void HostMemory::release(const Block &block) {
   if (!block.data) return;
   auto found = live_.find(block.data);
   if (found == live_.end()) {  // a small block
+    smallBytes_ -= block.capacity;
     ::operator delete(block.data, std::align_val_t{64});
     return;
   }
@@ -160,6 +170,7 @@ void HostMemory::trim() {
   while (!kept_.empty()) freeKept(kept_.size() - 1);
   highWater_ = liveBytes_;
   stats_ = {};
+  noteHeld();
 }
 
 bool HostMemory::reusesBlocks() { return kReuse; }

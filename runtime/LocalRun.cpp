@@ -397,6 +397,7 @@ void measure(const Device &device, const HostMemory::Stats &blocks, PhaseReport 
   report.freshLargeBlocks = static_cast<int64_t>(blocks.freshBlocks - since.freshBlocks);
   report.reusedLargeBlocks = static_cast<int64_t>(blocks.reusedBlocks - since.reusedBlocks);
   report.firstTouchBytes = static_cast<int64_t>(blocks.freshBytes - since.freshBytes);
+  report.heldPeakBytes = static_cast<int64_t>(blocks.heldPeakBytes);  // a peak: no `since`
 }
 
 void predict(const MemoryPrediction &prediction, PhaseReport &report) {

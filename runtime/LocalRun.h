@@ -103,6 +103,11 @@ struct PhaseReport {
   int64_t freshLargeBlocks = 0;
   int64_t reusedLargeBlocks = 0;
   int64_t firstTouchBytes = 0;
+  /// The host allocator's peak since its last trim (HostMemory's
+  /// Stats::heldPeakBytes): the ledger's bytes plus the resident bytes of
+  /// freed blocks kept for reuse, at most a sixteenth of the peak more (and
+  /// 2 MiB of rounding per block). 0 where device memory is not host memory.
+  int64_t heldPeakBytes = 0;
 };
 
 struct RankReport {

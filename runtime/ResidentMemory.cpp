@@ -57,6 +57,13 @@ int64_t ledgerPeakSumBytes(const RunResult &result) {
   return sum;
 }
 
+int64_t heldPeakSumBytes(const RunResult &result) {
+  int64_t sum = 0;
+  for (const RankReport &rank : result.ranks)
+    sum += std::max(rank.init.heldPeakBytes, rank.forward ? rank.forward->heldPeakBytes : 0);
+  return sum;
+}
+
 int64_t hostCopyBytes(const RunResult &result, int64_t worldSize) {
   int64_t bytes = 0;
   for (const HostTensor &t : result.outputs) bytes += static_cast<int64_t>(t.data.size());

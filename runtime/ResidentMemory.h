@@ -49,6 +49,12 @@ private:
 /// the ledger's process-wide peak from above.
 int64_t ledgerPeakSumBytes(const RunResult &result);
 
+/// The host allocator's figure between the two: every rank's held peak
+/// (PhaseReport::heldPeakBytes, the larger of init's and forward's: the
+/// ledger's bytes plus freed blocks kept for reuse), summed over ranks. 0
+/// where device memory is not host memory.
+int64_t heldPeakSumBytes(const RunResult &result);
+
 /// Bytes the local runner copies out of device memory into host tensors
 /// (outputs on every rank, gathered params and kept shards): resident but,
 /// by design, outside the ledger.

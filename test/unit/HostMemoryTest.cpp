@@ -318,3 +318,32 @@ TEST_CASE("a repeated transformer forward first-touches nothing after the first"
   for (const HostMemory::Block &p : params) memory.release(p);
   memory.trim();
 }
+
+TEST_CASE("the held peak counts small requests and kept blocks, and a trim restarts it",
+          "[hostmemory]") {
+  HostMemory memory(PagePolicy{/*adviseHugePages=*/false, /*prefault=*/false, "test"});
+  HostMemory::Block small = memory.allocate(1024, 64);  // below kKeptBlock: operator new
+  HostMemory::Block a = memory.allocate(4 * MiB, 64);
+  REQUIRE((small.data && a.data));
+  CHECK(memory.heldBytes() == 1024 + 4 * MiB);
+  CHECK(memory.stats().heldPeakBytes == 1024 + 4 * MiB);
+  memory.release(a);
+  memory.release(small);
+  if (!HostMemory::reusesBlocks()) {
+    WARN("AddressSanitizer build: blocks are freed, not kept");
+    CHECK(memory.heldBytes() == 0);
+    return;
+  }
+  CHECK(memory.heldBytes() == 4 * MiB);  // the kept block is still resident
+  // 8 MiB fits no kept block: the mark becomes 8 MiB, the bound 9 MiB, and
+  // the kept 4 MiB go back before the new block is touched.
+  HostMemory::Block b = memory.allocate(8 * MiB, 64);
+  REQUIRE(b.data);
+  CHECK(memory.keptBytes() == 0);
+  CHECK(memory.heldBytes() == 8 * MiB);
+  CHECK(memory.stats().heldPeakBytes == 8 * MiB);
+  memory.release(b);
+  memory.trim();
+  CHECK(memory.heldBytes() == 0);
+  CHECK(memory.stats().heldPeakBytes == 0);
+}

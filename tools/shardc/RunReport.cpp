@@ -139,7 +139,8 @@ nlohmann::json phaseJson(const runtime::PhaseReport &phase) {
           {"large_blocks",
            {{"fresh", phase.freshLargeBlocks},
             {"reused", phase.reusedLargeBlocks},
-            {"first_touch_bytes", phase.firstTouchBytes}}}};
+            {"first_touch_bytes", phase.firstTouchBytes}}},
+          {"held_peak_bytes", phase.heldPeakBytes}};
 }
 
 /// --profile: each op kind's calls and seconds, per forward.
@@ -304,8 +305,9 @@ static std::string residentMemoryLine(const runtime::RunResult &result, int64_t 
     out << "; host copies " << grouped(copies) << " (the ledgers count " << result.device
         << "'s memory)\n";
   else
-    out << "; ledger: ranks' peaks summed " << grouped(ledger) << " + host copies "
-        << grouped(copies) << "\n";
+    out << "; ledger: ranks' peaks summed " << grouped(ledger) << " (the host allocator's "
+        << grouped(runtime::heldPeakSumBytes(result)) << ", with blocks kept for reuse) + host copies " << grouped(copies)
+        << "\n";
   return out.str();
 }
 
@@ -494,6 +496,7 @@ std::string formatJsonReport(const RunSummary &summary) {
                                 ? nlohmann::json(*result.residentPeakGrowthBytes)
                                 : nlohmann::json(nullptr)},
                            {"ledger_peak_sum_bytes", runtime::ledgerPeakSumBytes(result)},
+                           {"held_peak_sum_bytes", runtime::heldPeakSumBytes(result)},
                            {"host_copy_bytes", runtime::hostCopyBytes(result, static_cast<int64_t>(result.ranks.size()))},
                            {"non_shardable", nonShardable},
                            {"ranks_run", ranksRun(result)},
