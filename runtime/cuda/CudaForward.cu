@@ -154,6 +154,16 @@ __global__ void softmaxKernel(const typename T::S *x, typename T::S *y, int64_t 
 }
 
 /// One block per (b, h, t) query row; scores in dynamic shared memory.
+///
+/// Why warps: a key's dot product is one warp's work, lanes over d, so each
+/// key row is read in coalesced pieces; with one thread per key the 32
+/// lanes of a warp read 32 rows at once, a transaction per lane, and on
+/// GPT-2's 1024 keys that was most of the kernel. The weighted sum of values
+/// splits the keys into blockDim / Dv parts (lanes over d, coalesced rows of
+/// v) summed in part order, so every thread has work when Dv is small (64
+/// on GPT-2: three quarters of the block idled). Both orders differ from the
+/// CPU's sequential sums only by float rounding (the backend suite's sdpa
+/// tolerance).
 template <typename T>
 __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const typename T::S *v,
                            typename T::S *o, int64_t T_, int64_t S, int64_t D, int64_t Dv,
@@ -167,18 +177,23 @@ __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const
   const typename T::S *kb = k + bh * S * D;
   const typename T::S *vb = v + bh * S * Dv;
   const int64_t visible = causal ? (t + 1 < S ? t + 1 : S) : S;
-  float mx = -INFINITY;
-  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+  constexpr int kWarp = 32;  // blockDim.x == kThreads, a multiple of the warp
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  // Every lane of a warp runs the same iterations: the shuffles need all 32.
+  for (int64_t s = warp; s < visible; s += warps) {
     float dot = 0;
-    if (s < visible) {
-      for (int64_t d = 0; d < D; ++d) dot += T::load(qr[d]) * T::load(kb[s * D + d]);
-      dot *= scale;
-    } else {
-      dot = -INFINITY;
-    }
-    scores[s] = dot;
-    mx = maxPropagatingNaN(mx, dot);
+    for (int64_t d = lane; d < D; d += kWarp) dot += T::load(qr[d]) * T::load(kb[s * D + d]);
+    // A butterfly: every lane ends with the same sum (each step adds the
+    // same two values in either order).
+    for (int offset = kWarp / 2; offset > 0; offset /= 2)
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    if (lane == 0) scores[s] = dot * scale;
   }
+  for (int64_t s = visible + threadIdx.x; s < S; s += blockDim.x) scores[s] = -INFINITY;
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int64_t s = threadIdx.x; s < S; s += blockDim.x) mx = maxPropagatingNaN(mx, scores[s]);
   mx = blockMax(mx, sharedF);
   if (isinf(mx) && mx < 0) mx = 0;
   double sum = 0;
@@ -188,10 +203,26 @@ __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const
     sum += e;
   }
   const double inv = 1.0 / blockSum(sum, sharedD);  // also a barrier for scores
-  for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
-    float acc = 0;
-    for (int64_t s = 0; s < visible; ++s) acc += scores[s] * T::load(vb[s * Dv + d]);
-    o[row * Dv + d] = T::store(static_cast<float>(acc * inv));
+  if (Dv * 2 > blockDim.x) {  // too wide to split the keys: one thread per d
+    for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
+      float acc = 0;
+      for (int64_t s = 0; s < visible; ++s) acc += scores[s] * T::load(vb[s * Dv + d]);
+      o[row * Dv + d] = T::store(static_cast<float>(acc * inv));
+    }
+    return;
+  }
+  // parts * Dv <= blockDim.x: each thread's partial sum has a slot in
+  // sharedF (free again: blockMax ended with a barrier).
+  const int64_t parts = blockDim.x / Dv, part = threadIdx.x / Dv, d = threadIdx.x % Dv;
+  float acc = 0;
+  if (part < parts)
+    for (int64_t s = part; s < visible; s += parts) acc += scores[s] * T::load(vb[s * Dv + d]);
+  sharedF[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x < Dv) {
+    float total = 0;
+    for (int64_t p = 0; p < parts; ++p) total += sharedF[p * Dv + threadIdx.x];
+    o[row * Dv + threadIdx.x] = T::store(static_cast<float>(total * inv));
   }
 }
 
