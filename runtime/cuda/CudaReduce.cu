@@ -9,8 +9,13 @@
 //   var: two passes in double, divided by max(0, count - correction);
 //   amax, amin: NaN propagates; argmax, argmin: the first extreme, a NaN
 //     counting as the extreme (torch), int64 indices into the reduced space.
-// A reduction over a large tensor to few outputs is slow this way (one
-// thread per output); a block-per-output version is future work.
+// Many elements into few outputs (a whole-tensor sum: one thread's walk
+// otherwise) take a block per output instead: thread i takes the reduced
+// elements i, i + blockDim, ... and the block combines through a fixed tree,
+// so that path is deterministic too. sum/mean/var sum in double in another
+// order (within the tolerance); the extremes carry their reduced index
+// through the tree, ties going to the smaller one, so amax/amin return the
+// CPU's first extreme (its NaN, its signed zero) and argmax/argmin its index.
 #include "runtime/cuda/CudaFamilies.h"
 
 #include "runtime/ForwardChecks.h"
@@ -63,22 +68,31 @@ Layout layoutOf(const char *op, const Shape &x, const std::vector<int64_t> &dims
   return l;
 }
 
-/// Calls visit(offset, reducedIndex) for output o's reduced elements in
-/// index order.
-template <typename Visit> __device__ void walk(const Layout &l, int64_t o, Visit &&visit) {
+/// Where output o's reduced elements start.
+__device__ inline int64_t baseOf(const Layout &l, int64_t o) {
   int64_t base = 0;
   for (int d = l.kept - 1; d >= 0; --d) {
     base += (o % l.keptSize[d]) * l.keptStride[d];
     o /= l.keptSize[d];
   }
-  for (int64_t k = 0; k < l.count; ++k) {
-    int64_t rest = k, at = base;
-    for (int d = l.red - 1; d >= 0; --d) {
-      at += (rest % l.redSize[d]) * l.redStride[d];
-      rest /= l.redSize[d];
-    }
-    visit(at, k);
+  return base;
+}
+
+/// The offset of reduced element k from its output's base.
+__device__ inline int64_t offsetOf(const Layout &l, int64_t base, int64_t k) {
+  int64_t at = base;
+  for (int d = l.red - 1; d >= 0; --d) {
+    at += (k % l.redSize[d]) * l.redStride[d];
+    k /= l.redSize[d];
   }
+  return at;
+}
+
+/// Calls visit(offset, reducedIndex) for output o's reduced elements in
+/// index order.
+template <typename Visit> __device__ void walk(const Layout &l, int64_t o, Visit &&visit) {
+  const int64_t base = baseOf(l, o);
+  for (int64_t k = 0; k < l.count; ++k) visit(offsetOf(l, base, k), k);
 }
 
 template <typename T>
@@ -140,6 +154,92 @@ __global__ void reduceKernel(ReduceKind kind, Layout l, int64_t correction,
   }
 }
 
+/// Whether a reduction takes the block-per-output kernel: enough elements
+/// per output to keep a block busy, and few enough outputs that one thread
+/// each would leave most of the GPU idle (an H200 runs ~34,000 threads at
+/// once; 16384 blocks keep it full either way).
+bool blockPerOutput(const Layout &l, int64_t outputs) {
+  return l.count >= 4 * kThreads && outputs <= 16384;
+}
+
+/// Whether (value b, index bi) is a better extreme than (a, ai): a NaN beats
+/// a number, then the larger (smaller) value, then the smaller index; index
+/// -1 (a thread that saw no element) loses to everything.
+__device__ inline bool betterExtreme(bool largest, double b, int64_t bi, double a, int64_t ai) {
+  if (bi < 0) return false;
+  if (ai < 0) return true;
+  const bool aNaN = a != a, bNaN = b != b;
+  if (aNaN || bNaN) return bNaN && (!aNaN || bi < ai);
+  if (b == a) return bi < ai;
+  return largest ? b > a : b < a;
+}
+
+template <typename T>
+__global__ void reduceBlockKernel(ReduceKind kind, Layout l, int64_t correction,
+                                  const typename T::S *x, void *y) {
+  using C = typename T::C;
+  __shared__ double sharedD[kThreads];
+  __shared__ int64_t sharedI[kThreads];
+  const int64_t o = blockIdx.x;
+  const int64_t base = baseOf(l, o);
+  auto load = [&](int64_t k) { return static_cast<double>(T::load(x[offsetOf(l, base, k)])); };
+  switch (kind) {
+  case ReduceKind::Sum:
+  case ReduceKind::Mean:
+  case ReduceKind::Var: {
+    double sum = 0;
+    for (int64_t k = threadIdx.x; k < l.count; k += blockDim.x) sum += load(k);
+    const double n = static_cast<double>(l.count);
+    double result = blockSum(sum, sharedD);
+    if (kind != ReduceKind::Sum) result /= n;
+    if (kind == ReduceKind::Var) {
+      const double mean = result;
+      double sq = 0;
+      for (int64_t k = threadIdx.x; k < l.count; k += blockDim.x) {
+        const double d = load(k) - mean;
+        sq += d * d;
+      }
+      sq = blockSum(sq, sharedD);
+      const double dof = n - static_cast<double>(correction);
+      result = sq / (dof > 0 ? dof : 0.0);
+    }
+    if (threadIdx.x == 0) static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(result));
+    break;
+  }
+  default: {  // amax, amin, argmax, argmin: the first extreme, with its index
+    const bool largest = kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
+    double best = 0;
+    int64_t bestAt = -1;
+    for (int64_t k = threadIdx.x; k < l.count; k += blockDim.x) {
+      if (bestAt >= 0 && best != best) break;  // this thread's first NaN is its extreme
+      const double v = load(k);
+      if (betterExtreme(largest, v, k, best, bestAt)) {
+        best = v;
+        bestAt = k;
+      }
+    }
+    sharedD[threadIdx.x] = best;
+    sharedI[threadIdx.x] = bestAt;
+    __syncthreads();
+    for (int width = kThreads / 2; width > 0; width /= 2) {
+      if (threadIdx.x < width &&
+          betterExtreme(largest, sharedD[threadIdx.x + width], sharedI[threadIdx.x + width],
+                        sharedD[threadIdx.x], sharedI[threadIdx.x])) {
+        sharedD[threadIdx.x] = sharedD[threadIdx.x + width];
+        sharedI[threadIdx.x] = sharedI[threadIdx.x + width];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x != 0) break;
+    if (kind == ReduceKind::Argmax || kind == ReduceKind::Argmin)
+      static_cast<int64_t *>(y)[o] = sharedI[0];
+    else
+      static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(sharedD[0]));
+    break;
+  }
+  }
+}
+
 }  // namespace
 
 void reduce(CudaDevice &device, ReduceKind kind, const KTensor &x,
@@ -150,10 +250,16 @@ void reduce(CudaDevice &device, ReduceKind kind, const KTensor &x,
   const int64_t outputs = y.numel();
   if (outputs == 0) return;
   device.makeCurrent();
+  const bool perBlock = blockPerOutput(l, outputs);
   dispatchFloat(op, x.dtype, true, [&](auto tag) {
     using T = decltype(tag);
-    reduceKernel<T><<<gridFor(outputs), kThreads, 0, device.stream()>>>(
-        kind, l, correction, static_cast<const typename T::S *>(x.data), y.data, outputs);
+    const auto *xs = static_cast<const typename T::S *>(x.data);
+    if (perBlock)
+      reduceBlockKernel<T><<<static_cast<unsigned>(outputs), kThreads, 0, device.stream()>>>(
+          kind, l, correction, xs, y.data);
+    else
+      reduceKernel<T><<<gridFor(outputs), kThreads, 0, device.stream()>>>(kind, l, correction, xs,
+                                                                           y.data, outputs);
   });
   checkLaunch(std::string(op) + " kernel launch");
 }

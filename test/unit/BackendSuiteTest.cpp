@@ -154,13 +154,16 @@ HostTensor input(const std::string &name, DType dtype, std::vector<int64_t> shap
 }
 
 /// Values from {-2, ..., 2} (exact in every float dtype) with a NaN every
-/// 11th element: rows full of ties, as a router's rounded scores have,
-/// where topk's choice among equal values shows.
-HostTensor tiedInput(const std::string &name, DType dtype, std::vector<int64_t> shape) {
+/// 11th element unless `nans` is false: rows full of ties, as a router's
+/// rounded scores have, where topk's (and argmax's) choice among equal
+/// values shows.
+HostTensor tiedInput(const std::string &name, DType dtype, std::vector<int64_t> shape,
+                     bool nans = true) {
   HostTensor t{name, dtype, shape, {}};
   t.data.resize(static_cast<size_t>(t.expectedBytes()));
   for (int64_t i = 0; i < t.numElements(); ++i) {
-    const float v = i % 11 == 3 ? std::nanf("") : static_cast<float>((i * 7) % 5 - 2);
+    const float v =
+        nans && i % 11 == 3 ? std::nanf("") : static_cast<float>((i * 7) % 5 - 2);
     switch (dtype) {
     case DType::F32: t.as<float>()[i] = v; break;
     case DType::F64: t.as<double>()[i] = v; break;
@@ -498,6 +501,20 @@ std::vector<SuiteCase> suiteCases() {
                               {input("q", f, {1, 2, 3, 8}), input("k", f, {1, 2, 0, 8}),
                                input("v", f, {1, 2, 0, 4})},
                               f, {1, 2, 3, 4}));
+  // Many elements into few outputs: a backend may reduce each output with a
+  // whole block of threads (CudaReduce.cu), combining partial results in a
+  // tree; the extremes must still be the first ones, NaN and ties included.
+  for (OpCode op : {OpCode::Sum, OpCode::Mean, OpCode::Var, OpCode::Amax, OpCode::Amin,
+                    OpCode::Argmax, OpCode::Argmin})
+    familyCase(std::string(opName(op)) + " of 3000 elements per output", op,
+               {input("x", f, {2, 3000})}, {{"dims", L{1}}});
+  for (OpCode op : {OpCode::Amax, OpCode::Argmax, OpCode::Argmin})
+    for (bool nans : {true, false}) {
+      familyCase(std::string(opName(op)) + " of 3000 tied elements per output" +
+                     (nans ? " with NaNs" : ""),
+                 op, {tiedInput("x", f, {2, 3000}, nans)}, {{"dims", L{1}}});
+      cases.back().tolerance = 0;  // the first extreme's bits (or index)
+    }
   familyCase("gather last dim", OpCode::Gather,
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});
