@@ -369,6 +369,17 @@ std::vector<SuiteCase> suiteCases() {
                               {input("logits", DType::F32, {4, 7}),
                                input("targets", DType::I64, {4}, 7)},
                               DType::F32, {}, {{"ignore_index", int64_t{-100}}}));
+  // Rows wider than a block of threads, and more rows than one pass of a
+  // backend's row buffer (CudaLoss.cu: 65532), some ignored.
+  cases.push_back(forwardCase("cross_entropy 5000 classes float32", OpCode::CrossEntropy,
+                              {input("logits", DType::F32, {3, 5000}),
+                               input("targets", DType::I64, {3}, 5000)},
+                              DType::F32, {}, {{"ignore_index", int64_t{-100}}}));
+  cases.push_back(forwardCase("cross_entropy 70000 rows ignore_index 2 float32",
+                              OpCode::CrossEntropy,
+                              {input("logits", DType::F32, {70000, 3}),
+                               input("targets", DType::I64, {70000}, 3)},
+                              DType::F32, {}, {{"ignore_index", int64_t{2}}}));
   // ---- the op families (SHARDC_FAMILY_OP): one case per op and dtype, the
   // output type from the family's rule (runtime/OpRules.h) ----
   for (DType dt : {DType::F32, DType::BF16}) {
