@@ -262,14 +262,15 @@ __global__ void stridedCopyKernel(const E *x, E *y, Broadcast layout, int64_t of
   }
 }
 
+/// An id out of range records its flat index in `firstBad` (the smallest
+/// wins), so the host reports the CPU's first bad id in the CPU's words.
 template <typename E>
 __global__ void embeddingKernel(const E *weight, const int64_t *ids, E *out, int64_t count,
-                                int64_t V, int64_t D, unsigned long long *badFlag,
-                                int64_t *badId) {
+                                int64_t V, int64_t D, unsigned long long *firstBad) {
   SHARDC_GRID_LOOP(i, count) {
     const int64_t n = i / D, d = i % D, id = ids[n];
     if (id < 0 || id >= V) {
-      if (atomicCAS(badFlag, 0ull, 1ull) == 0ull) *badId = id;
+      if (d == 0) atomicMin(firstBad, static_cast<unsigned long long>(n));
       continue;
     }
     out[i] = weight[id * D + d];
@@ -515,21 +516,24 @@ void embedding(CudaDevice &device, const KTensor &weight, const KTensor &ids, co
   checks::embedding(weight, ids, out);
   const int64_t V = weight.shape[0], D = weight.shape[1], count = out.numel();
   if (count == 0) return;
-  auto *flags = static_cast<unsigned long long *>(device.scratch(16));
+  auto *firstBad = static_cast<unsigned long long *>(device.scratch(8));
+  const auto *idData = static_cast<const int64_t *>(ids.data);
   device.makeCurrent();
-  checkCuda(cudaMemsetAsync(flags, 0, 16, device.stream()), "embedding: cudaMemsetAsync");
+  checkCuda(cudaMemsetAsync(firstBad, 0xff, 8, device.stream()), "embedding: cudaMemsetAsync");
   bySize(plan::dtypeSize(weight.dtype), [&](auto *tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     embeddingKernel<E><<<gridFor(count), kThreads, 0, device.stream()>>>(
-        static_cast<const E *>(weight.data), static_cast<const int64_t *>(ids.data),
-        static_cast<E *>(out.data), count, V, D, flags, reinterpret_cast<int64_t *>(flags + 1));
+        static_cast<const E *>(weight.data), idData, static_cast<E *>(out.data), count, V, D,
+        firstBad);
   });
   checkLaunch("embedding kernel launch");
-  unsigned long long host[2] = {0, 0};
-  copyToHost(device, host, flags, sizeof host);
-  if (host[0])
-    fail(op, "id " + std::to_string(static_cast<int64_t>(host[1])) + " is outside [0, " +
-                 std::to_string(V) + ")");
+  unsigned long long bad = 0;
+  copyToHost(device, &bad, firstBad, sizeof bad);
+  if (bad == ~0ull) return;
+  int64_t id = 0;
+  copyToHost(device, &id, idData + bad, sizeof id);
+  fail(op, "id " + std::to_string(id) + " at flat index " + std::to_string(bad) +
+               " is out of range for a vocabulary of V = " + std::to_string(V));
 }
 
 void linear(CudaDevice &device, const KTensor &x, const KTensor &w, const KTensor *b,

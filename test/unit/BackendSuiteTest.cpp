@@ -532,6 +532,40 @@ std::vector<SuiteCase> suiteCases() {
   return cases;
 }
 
+/// An int64 tensor holding `values`.
+HostTensor indices(const std::string &name, std::vector<int64_t> shape,
+                   const std::vector<int64_t> &values) {
+  HostTensor t{name, DType::I64, std::move(shape), {}};
+  t.data.resize(static_cast<size_t>(t.expectedBytes()));
+  REQUIRE(static_cast<int64_t>(values.size()) == t.numElements());
+  std::copy(values.begin(), values.end(), t.as<int64_t>());
+  return t;
+}
+
+/// One case per op that reads an index: several indices out of range (too
+/// large and negative), so a backend that checks on the device must still
+/// name the first one, as the CPU does.
+std::vector<SuiteCase> badIndexCases() {
+  const DType f = DType::F32;
+  std::vector<SuiteCase> cases;
+  cases.push_back(forwardCase("embedding id 11 of V = 11", OpCode::Embedding,
+                              {input("w", f, {11, 6}), indices("ids", {2, 3}, {0, 3, 10, 11, -1, 12})},
+                              f, {2, 3, 6}));
+  cases.push_back(forwardCase("cross_entropy target 9 of C = 7", OpCode::CrossEntropy,
+                              {input("logits", f, {4, 7}), indices("targets", {4}, {1, -100, 9, -3})},
+                              f, {}, {{"ignore_index", int64_t{-100}}}));
+  cases.push_back(forwardCase("gather index 4 of 4 rows", OpCode::Gather,
+                              {input("x", f, {4, 5}),
+                               indices("i", {2, 3}, {0, 1, 3, 2, 4, -1})},
+                              f, {2, 3}, {{"dim", int64_t{0}}}));
+  cases.push_back(forwardCase(
+      "moe_experts expert 3 of 3", OpCode::MoeExperts,
+      {input("x", f, {4, 8}), indices("i", {4, 2}, {0, 1, 2, 0, 1, 3, -1, 2}),
+       input("w", f, {4, 2}), input("gate_up", f, {3, 12, 8}), input("down", f, {3, 8, 6})},
+      f, {4, 8}));
+  return cases;
+}
+
 /// Largest |a - b| / max(1, |b|) over the elements; bits compared exactly
 /// for int64.
 double maxRelativeError(const HostTensor &a, const HostTensor &b) {
@@ -599,6 +633,30 @@ TEST_CASE("backend suite: every op on every backend, predicted == measured", "[b
           CHECK(maxRelativeError(run.outputs[i], expected.outputs[i]) <= c.tolerance);
         }
       }
+    }
+  }
+}
+
+TEST_CASE("backend suite: an index out of range fails as on the CPU", "[backends]") {
+  const BackendUnderTest reference = cpuBackendUnderTest(1);
+  auto failure = [](const BackendUnderTest &backend, const SuiteCase &c) -> std::string {
+    try {
+      runSuitePlan(backend, c.plan, c.inputs, 11);
+    } catch (const std::exception &e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  for (const BackendUnderTest &backend : backendsUnderTest()) {
+    const std::span<const OpCode> missing = backend.make().backend->unsupportedOps();
+    for (const SuiteCase &c : badIndexCases()) {
+      const OpCode op = c.plan.functions[1].body.back().op;
+      if (std::find(missing.begin(), missing.end(), op) != missing.end())
+        continue;  // the main suite case checks the "not supported" error
+      INFO("backend " << backend.name << ", case '" << c.name << "'");
+      const std::string expected = failure(reference, c);
+      CHECK_THAT(expected, Catch::Contains(" of range ") || Catch::Contains(" of bounds "));
+      CHECK(failure(backend, c) == expected);
     }
   }
 }
