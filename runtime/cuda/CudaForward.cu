@@ -264,16 +264,19 @@ __global__ void stridedCopyKernel(const E *x, E *y, Broadcast layout, int64_t of
 
 /// An id out of range records its flat index in `firstBad` (the smallest
 /// wins), so the host reports the CPU's first bad id in the CPU's words.
+/// Each id takes max(D, 1) threads' turns, so ids are checked even when
+/// rows are empty (D = 0), as the CPU checks them.
 template <typename E>
 __global__ void embeddingKernel(const E *weight, const int64_t *ids, E *out, int64_t count,
                                 int64_t V, int64_t D, unsigned long long *firstBad) {
+  const int64_t perId = D > 0 ? D : 1;
   SHARDC_GRID_LOOP(i, count) {
-    const int64_t n = i / D, d = i % D, id = ids[n];
+    const int64_t n = i / perId, d = i % perId, id = ids[n];
     if (id < 0 || id >= V) {
       if (d == 0) atomicMin(firstBad, static_cast<unsigned long long>(n));
       continue;
     }
-    out[i] = weight[id * D + d];
+    if (D > 0) out[i] = weight[id * D + d];
   }
 }
 
@@ -514,7 +517,8 @@ void cat(CudaDevice &device, const std::vector<KTensor> &inputs, int64_t dim, co
 void embedding(CudaDevice &device, const KTensor &weight, const KTensor &ids, const KTensor &out) {
   const char *op = "embedding";
   checks::embedding(weight, ids, out);
-  const int64_t V = weight.shape[0], D = weight.shape[1], count = out.numel();
+  const int64_t V = weight.shape[0], D = weight.shape[1];
+  const int64_t count = ids.numel() * std::max<int64_t>(D, 1);  // see embeddingKernel
   if (count == 0) return;
   auto *firstBad = static_cast<unsigned long long *>(device.scratch(8));
   const auto *idData = static_cast<const int64_t *>(ids.data);

@@ -551,6 +551,9 @@ std::vector<SuiteCase> badIndexCases() {
   cases.push_back(forwardCase("embedding id 11 of V = 11", OpCode::Embedding,
                               {input("w", f, {11, 6}), indices("ids", {2, 3}, {0, 3, 10, 11, -1, 12})},
                               f, {2, 3, 6}));
+  cases.push_back(forwardCase("embedding id -1 with empty rows (D = 0)", OpCode::Embedding,
+                              {input("w", f, {11, 0}), indices("ids", {3}, {2, -1, 11})}, f,
+                              {3, 0}));
   cases.push_back(forwardCase("cross_entropy target 9 of C = 7", OpCode::CrossEntropy,
                               {input("logits", f, {4, 7}), indices("targets", {4}, {1, -100, 9, -3})},
                               f, {}, {{"ignore_index", int64_t{-100}}}));
