@@ -21,6 +21,7 @@
 #include "runtime/ForwardChecks.h"
 #include "runtime/Kernels.h"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceFloat.h"
 #include "runtime/cuda/DeviceStorage.cuh"
 
 #include <cmath>
@@ -160,18 +161,6 @@ __global__ void reduceKernel(ReduceKind kind, Layout l, int64_t correction,
 /// once; 16384 blocks keep it full either way).
 bool blockPerOutput(const Layout &l, int64_t outputs) {
   return l.count >= 4 * kThreads && outputs <= 16384;
-}
-
-/// Whether (value b, index bi) is a better extreme than (a, ai): a NaN beats
-/// a number, then the larger (smaller) value, then the smaller index; index
-/// -1 (a thread that saw no element) loses to everything.
-__device__ inline bool betterExtreme(bool largest, double b, int64_t bi, double a, int64_t ai) {
-  if (bi < 0) return false;
-  if (ai < 0) return true;
-  const bool aNaN = a != a, bNaN = b != b;
-  if (aNaN || bNaN) return bNaN && (!aNaN || bi < ai);
-  if (b == a) return bi < ai;
-  return largest ? b > a : b < a;
 }
 
 template <typename T>

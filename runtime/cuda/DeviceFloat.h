@@ -84,4 +84,20 @@ SHARDC_HOST_DEVICE inline float maxPropagatingNaN(float a, float b) {
   return a > b ? a : b;
 }
 
+/// Whether (value b, index bi) is a better extreme than (a, ai): a NaN beats
+/// a number, then the larger (smaller, `largest` false) value, then the
+/// smaller index; index -1 (a thread that saw no element) loses to
+/// everything. A strict total order over distinct indices, so any split of
+/// the elements over threads and any combining tree picks the CPU's first
+/// extreme (CudaReduce.cu's block path; test/gpu checks it on the host).
+SHARDC_HOST_DEVICE inline bool betterExtreme(bool largest, double b, int64_t bi, double a,
+                                             int64_t ai) {
+  if (bi < 0) return false;
+  if (ai < 0) return true;
+  const bool aNaN = a != a, bNaN = b != b;
+  if (aNaN || bNaN) return bNaN && (!aNaN || bi < ai);
+  if (b == a) return bi < ai;
+  return largest ? b > a : b < a;
+}
+
 }  // namespace shardc::runtime::cuda

@@ -44,6 +44,7 @@
 #include "runtime/MemoryModel.h"
 #include "runtime/RopeFrequencies.h"
 #include "runtime/RuntimeError.h"
+#include "runtime/cpu/FamilyKernels.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -77,6 +78,66 @@ namespace {
 const DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 
 // ---- 1. host checks of DeviceFloat.h -------------------------------------------
+
+/// CudaReduce.cu's block path for amax/argmax/amin/argmin, run on the host:
+/// kThreads threads stride the elements (each stopping at its first NaN),
+/// then a halving tree combines them with betterExtreme. Rows of ties, NaNs
+/// and signed zeros must give the CPU kernel's value bits and index.
+void hostBlockExtremeCheck() {
+  constexpr int kThreads = 256;  // DeviceStorage.cuh's
+  const int64_t rows = 64, n = 3001;
+  std::vector<float> x(static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < n; ++k) {
+      const uint64_t h = static_cast<uint64_t>(r * n + k) * 0x9E3779B97F4A7C15ull >> 40;
+      float v = static_cast<float>(static_cast<int64_t>(h % 5) - 2);  // ties
+      if (v == 0 && h % 2) v = -0.0f;                                    // signed zeros
+      if (r % 4 == 1 && h % 97 == 3) v = std::numeric_limits<float>::quiet_NaN();
+      if (r % 4 == 2 && k == n - 1 - r) v = std::numeric_limits<float>::quiet_NaN();
+      x[static_cast<size_t>(r * n + k)] = v;
+    }
+  int64_t bad = 0;
+  for (ReduceKind kind : {ReduceKind::Amax, ReduceKind::Amin, ReduceKind::Argmax,
+                          ReduceKind::Argmin}) {
+    const bool index = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+    const bool largest = kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
+    std::vector<float> values(static_cast<size_t>(rows));
+    std::vector<int64_t> indices(static_cast<size_t>(rows));
+    const KTensor in{DType::F32, {rows, n}, x.data()};
+    const KTensor out = index ? KTensor{DType::I64, {rows}, indices.data()}
+                              : KTensor{DType::F32, {rows}, values.data()};
+    reduceKernel(kind, in, {1}, 0, out, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      double best[kThreads];
+      int64_t at[kThreads];
+      for (int t = 0; t < kThreads; ++t) {
+        best[t] = 0;
+        at[t] = -1;
+        for (int64_t k = t; k < n; k += kThreads) {
+          if (at[t] >= 0 && best[t] != best[t]) break;
+          const double v = x[static_cast<size_t>(r * n + k)];
+          if (cuda::betterExtreme(largest, v, k, best[t], at[t])) {
+            best[t] = v;
+            at[t] = k;
+          }
+        }
+      }
+      for (int width = kThreads / 2; width > 0; width /= 2)
+        for (int t = 0; t < width; ++t)
+          if (cuda::betterExtreme(largest, best[t + width], at[t + width], best[t], at[t])) {
+            best[t] = best[t + width];
+            at[t] = at[t + width];
+          }
+      if (index ? at[0] != indices[static_cast<size_t>(r)]
+                : std::bit_cast<uint32_t>(static_cast<float>(best[0])) !=
+                      std::bit_cast<uint32_t>(values[static_cast<size_t>(r)]))
+        ++bad;
+    }
+  }
+  report("host", "block extremes (betterExtreme tree) == CPU reduce", bad == 0,
+         std::to_string(4 * rows) + " rows of 3001 ties/NaNs/signed zeros, " +
+             std::to_string(bad) + " mismatches");
+}
 
 void hostConversionChecks() {
   int64_t bad = 0, checked = 0;
@@ -122,6 +183,7 @@ void hostConversionChecks() {
   for (size_t j = 0; tableOk && j < invFreq.size(); ++j)
     tableOk = invFreq[j] == 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / 128.0f);
   report("host", "ropeInverseFrequencies == 1/std::pow (float)", tableOk, "D = 128, theta = 1e4");
+  hostBlockExtremeCheck();
 }
 
 // ---- 3a. init bit equality -----------------------------------------------------
