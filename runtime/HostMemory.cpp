@@ -53,19 +53,20 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
     block.used = bytes;
     ++stats_.reusedBlocks;
+    const size_t residentBefore = block.resident;
     if (bytes > block.resident) {
       stats_.freshBytes += bytes - block.resident;
       residentBytes_ += bytes - block.resident;
-      // Kept blocks go back before the new pages are touched, so the
-      // process never holds them and the growth at once.
-      shrinkToBound();
-      prefault(block, block.resident, bytes);
       block.resident = bytes;
     }
-    live_[block.data] = block;
+    Block &entry = live_[block.data] = block;
+    // Kept blocks (and live blocks' unused tails; this one has none) go back
+    // before the growth's pages are touched, so the process never holds
+    // them and the growth at once.
     shrinkToBound();
+    prefault(entry, residentBefore, bytes);  // nothing when the block did not grow
     noteHeld();
-    return live_[block.data];
+    return entry;
   }
 
   residentBytes_ += bytes;

@@ -306,8 +306,8 @@ static std::string residentMemoryLine(const runtime::RunResult &result, int64_t 
         << "'s memory)\n";
   else
     out << "; ledger: ranks' peaks summed " << grouped(ledger) << " (the host allocator's "
-        << grouped(runtime::heldPeakSumBytes(result)) << ", with blocks kept for reuse) + host copies " << grouped(copies)
-        << "\n";
+        << grouped(runtime::heldPeakSumBytes(result))
+        << ", with blocks kept for reuse) + host copies " << grouped(copies) << "\n";
   return out.str();
 }
 

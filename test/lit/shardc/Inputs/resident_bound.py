@@ -5,8 +5,9 @@ against the ledger's (README.md, "Two memory figures"):
 
 held: the ranks' host allocator peaks summed (the ledger's bytes plus
 freed blocks kept for reuse); slack = 8 MiB + 1 MiB per rank
-(test/pipeline/ResidentMemoryTest.cpp says why). Run on a fresh `shardc run` process, where nothing freed
-earlier can be reused without a page fault, so the lower bound holds too.
+(test/pipeline/ResidentMemoryTest.cpp says why). Run on a fresh `shardc
+run` process, where nothing freed earlier can be reused without a page
+fault, so the lower bound holds too.
 Prints one line; exits 1 when a bound fails.
 """
 import json
