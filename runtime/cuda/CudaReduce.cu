@@ -7,8 +7,9 @@
 //     lane sums into a double: a different order, the same double
 //     accumulation, within the suite's tolerance);
 //   var: two passes in double, divided by max(0, count - correction);
-//   amax, amin: NaN propagates; argmax, argmin: the first extreme, a NaN
-//     counting as the extreme (torch), int64 indices into the reduced space.
+//   amax, amin, argmax, argmin: the first extreme, a NaN counting as the
+//     extreme (torch), its value or its int64 index into the reduced space;
+//     one rule for both kernels (firstExtreme, betterExtreme).
 // Many elements into few outputs (a whole-tensor sum: one thread's walk
 // otherwise) take a block per output instead: thread i takes the reduced
 // elements i, i + blockDim, ... and the block combines through a fixed tree,
@@ -96,6 +97,42 @@ template <typename Visit> __device__ void walk(const Layout &l, int64_t o, Visit
   for (int64_t k = 0; k < l.count; ++k) visit(offsetOf(l, base, k), k);
 }
 
+__device__ inline bool isLargest(ReduceKind kind) {
+  return kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
+}
+
+/// The first extreme (betterExtreme's order) among the reduced elements
+/// k = from, from + step, ... of the output at `base`: a thread's whole walk
+/// (step 1) or its share of a block's (step blockDim). Stops at the first
+/// NaN, which nothing later beats. bestAt -1: no element.
+template <typename T>
+__device__ void firstExtreme(const Layout &l, int64_t base, const typename T::S *x,
+                             bool largest, int64_t from, int64_t step, double &best,
+                             int64_t &bestAt) {
+  best = 0;
+  bestAt = -1;
+  for (int64_t k = from; k < l.count; k += step) {
+    if (bestAt >= 0 && best != best) break;
+    const double v = static_cast<double>(T::load(x[offsetOf(l, base, k)]));
+    if (betterExtreme(largest, v, k, best, bestAt)) {
+      best = v;
+      bestAt = k;
+    }
+  }
+}
+
+/// Output o of argmax/argmin is the index; of amax/amin the value, -inf
+/// (+inf) over no elements, where the CPU's running extreme starts.
+template <typename T>
+__device__ void storeExtreme(ReduceKind kind, double best, int64_t bestAt, void *y, int64_t o) {
+  if (kind == ReduceKind::Argmax || kind == ReduceKind::Argmin) {
+    static_cast<int64_t *>(y)[o] = bestAt;
+    return;
+  }
+  const double value = bestAt >= 0 ? best : isLargest(kind) ? -INFINITY : INFINITY;
+  static_cast<typename T::S *>(y)[o] = T::store(static_cast<typename T::C>(value));
+}
+
 template <typename T>
 __global__ void reduceKernel(ReduceKind kind, Layout l, int64_t correction,
                              const typename T::S *x, void *y, int64_t outputs) {
@@ -123,32 +160,11 @@ __global__ void reduceKernel(ReduceKind kind, Layout l, int64_t correction,
       static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(result));
       break;
     }
-    case ReduceKind::Amax:
-    case ReduceKind::Amin: {
-      const bool mx = kind == ReduceKind::Amax;
-      double best = mx ? -INFINITY : INFINITY;
-      walk(l, o, [&](int64_t at, int64_t) {
-        if (best != best) return;
-        const double v = load(at);
-        if (v != v || (mx ? v > best : v < best)) best = v;
-      });
-      static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(best));
-      break;
-    }
-    case ReduceKind::Argmax:
-    case ReduceKind::Argmin: {
-      const bool mx = kind == ReduceKind::Argmax;
-      double best = 0;
-      int64_t bestAt = -1;
-      walk(l, o, [&](int64_t at, int64_t i) {
-        if (bestAt >= 0 && best != best) return;
-        const double v = load(at);
-        if (bestAt < 0 || v != v || (mx ? v > best : v < best)) {
-          best = v;
-          bestAt = i;
-        }
-      });
-      static_cast<int64_t *>(y)[o] = bestAt;
+    default: {  // amax, amin, argmax, argmin: the first extreme
+      double best;
+      int64_t bestAt;
+      firstExtreme<T>(l, baseOf(l, o), x, isLargest(kind), 0, 1, best, bestAt);
+      storeExtreme<T>(kind, best, bestAt, y, o);
       break;
     }
     }
@@ -196,17 +212,10 @@ __global__ void reduceBlockKernel(ReduceKind kind, Layout l, int64_t correction,
     break;
   }
   default: {  // amax, amin, argmax, argmin: the first extreme, with its index
-    const bool largest = kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
-    double best = 0;
-    int64_t bestAt = -1;
-    for (int64_t k = threadIdx.x; k < l.count; k += blockDim.x) {
-      if (bestAt >= 0 && best != best) break;  // this thread's first NaN is its extreme
-      const double v = load(k);
-      if (betterExtreme(largest, v, k, best, bestAt)) {
-        best = v;
-        bestAt = k;
-      }
-    }
+    const bool largest = isLargest(kind);
+    double best;
+    int64_t bestAt;
+    firstExtreme<T>(l, base, x, largest, threadIdx.x, blockDim.x, best, bestAt);
     sharedD[threadIdx.x] = best;
     sharedI[threadIdx.x] = bestAt;
     __syncthreads();
@@ -219,11 +228,7 @@ __global__ void reduceBlockKernel(ReduceKind kind, Layout l, int64_t correction,
       }
       __syncthreads();
     }
-    if (threadIdx.x != 0) break;
-    if (kind == ReduceKind::Argmax || kind == ReduceKind::Argmin)
-      static_cast<int64_t *>(y)[o] = sharedI[0];
-    else
-      static_cast<typename T::S *>(y)[o] = T::store(static_cast<C>(sharedD[0]));
+    if (threadIdx.x == 0) storeExtreme<T>(kind, sharedD[0], sharedI[0], y, o);
     break;
   }
   }
