@@ -8,7 +8,6 @@
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/VectorMath.h"
-#include "runtime/init/ParallelFor.h"
 
 #include <cblas.h>
 

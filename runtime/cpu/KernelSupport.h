@@ -1,5 +1,5 @@
 // What the family kernels (runtime/cpu/*Kernels.cpp) share: 16-bit storage
-// conversion, the fixed-split task runner, OpenBLAS in single-threaded mode.
+// conversion, the task runner, OpenBLAS in single-threaded mode.
 // The same rules as runtime/ForwardKernels.cpp's helpers (kept private
 // there): each result is rounded to the storage dtype once, and the work is
 // cut into tasks whose boundaries do not depend on the thread count.
@@ -7,7 +7,7 @@
 
 #include "runtime/ForwardKernels.h"
 #include "runtime/HalfFloat.h"
-#include "runtime/init/ParallelFor.h"
+#include "runtime/cpu/KernelTeam.h"
 
 #include <cstdint>
 #include <cstring>
@@ -57,16 +57,21 @@ inline void storeFloats(plan::DType dtype, const float *src, int64_t n, void *ba
   }
 }
 
-/// Runs task(i) for i in [0, tasks) on up to `threads` threads; one thread
-/// when the whole job is small (work = rough count of element operations).
-/// Results must not depend on which thread runs a task.
+/// Runs task(i) for i in [0, tasks) on up to `threads` threads (the calling
+/// thread's kernel team, KernelTeam.h); on this thread alone when the whole
+/// job is small (work = rough count of element operations). Results must
+/// not depend on which thread runs a task.
 template <typename Task>
 void parallelTasks(int64_t tasks, int threads, int64_t work, const Task &task) {
   if (tasks <= 0) return;
   const int used = work < (int64_t(1) << 15) ? 1 : threads;
-  init::parallelFor(tasks, used, [&](int64_t begin, int64_t count) {
-    for (int64_t t = begin; t < begin + count; ++t) task(t);
-  });
+  runOnKernelTeam(
+      tasks, used,
+      [](const void *context, int64_t begin, int64_t end) {
+        const Task &body = *static_cast<const Task *>(context);
+        for (int64_t t = begin; t < end; ++t) body(t);
+      },
+      &task);
 }
 
 /// Sum of v[0..n) in double: element i goes to partial sum i % 8 and the
