@@ -4,19 +4,20 @@ the same run, for the zoo's transformer family (or --only NAME...): issue
 16's speed target (median ratio <= 1.5 over the zoo, <= 1.0 for transformers).
 
     /opt/shardc-venv/bin/python bench/speed_ratio.py [--only NAME]... [--runs R]
-        [--repeat W] [--shardc build/bin/shardc] [--workdir DIR]
+        [--repeat W] [--threads T] [--shardc build/bin/shardc] [--workdir DIR]
 
 Per model (bench/zoo_models.py's definitions): export through ATen capture,
 one `shardc run` to draw the parameters, torch eager on them checked against
 shardc's outputs (max-norm relative 1e-5, as bench/zoo.py), then R rounds.
-Each round is one `shardc run --threads 1 --repeat W` (a fresh process: its
+Each round is one `shardc run --threads T --repeat W` (a fresh process: its
 first forward is cold, the W repeats after it warm) and W torch forwards
 (the same module called again, after two warm-up calls) with
-torch.set_num_threads(1). A round's warm figure is the median of its W
-forwards on each side. Both sides report wall seconds and the CPU seconds
-of the thread that ran the forward (shardc's thread_cpu_seconds, torch's
-time.thread_time()): on a shared machine the CPU figure is the one other
-processes do not inflate. Ratios are medians over the R rounds:
+torch.set_num_threads(T); T is 1 unless --threads says otherwise. A
+round's warm figure is the median of its W forwards on each side. Both
+sides report wall seconds and the CPU seconds of the thread that ran the
+forward (shardc's thread_cpu_seconds, torch's time.thread_time()): on a
+shared machine the CPU figure is the one other processes do not inflate;
+at T > 1 it leaves out the other threads' work, so compare wall. Ratios are medians over the R rounds:
   ratio warm = shardc warm / torch warm: the steady state of a loop, like
                for like (the target's figure);
   ratio cold = shardc's first forward / torch warm: what one forward in a
@@ -72,12 +73,13 @@ def prepare(name, shardc, tmp):
     return g, inp, params
 
 
-def torch_forward(name, graph, params_file, inputs_file, calls):
-    """A closure timing `calls` eager forwards; returns the medians of
-    (wall s, thread CPU s)."""
+def torch_forward(name, graph, params_file, inputs_file, calls, threads):
+    """A closure timing `calls` eager forwards on `threads` threads; returns
+    the medians of (wall s, thread CPU s)."""
     import torch
     spec, kwargs, _ = zoo_models.ZOO[name]
     model, call = zoo.eager_model(spec, kwargs, graph, params_file, inputs_file)
+    torch.set_num_threads(threads)  # eager_model sets one
 
     def once():
         with torch.no_grad():
@@ -92,11 +94,12 @@ def torch_forward(name, graph, params_file, inputs_file, calls):
     return run
 
 
-def shardc_forward(shardc, g, inp, repeats):
+def shardc_forward(shardc, g, inp, repeats, threads):
     """(cold forward wall s, median warm wall s, median warm thread CPU s,
     the whole process's user + sys CPU s) of one `shardc run --repeat`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([shardc, "run", g, "--seed", "7", "--threads", "1", "--inputs", inp,
+    out = subprocess.run([shardc, "run", g, "--seed", "7", "--threads", str(threads),
+                          "--inputs", inp,
                           "--repeat", str(repeats), "--report", "json"], capture_output=True,
                          text=True, env=zoo.ENV, check=True).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -124,6 +127,8 @@ def main():
     ap.add_argument("--runs", type=int, default=7, help="timed rounds per model (7)")
     ap.add_argument("--repeat", type=int, default=5,
                     help="warm forwards per round on each side (5)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads on each side: shardc --threads, torch.set_num_threads (1)")
     ap.add_argument("--workdir", help="keep exports here and reuse them on the next run "
                     "(default: a temporary directory)")
     args = ap.parse_args()
@@ -144,10 +149,11 @@ def main():
                 print("%-32s fails: %s" % (name, e), flush=True)
                 continue
             core = core or blas_core(args.shardc, g, inp)
-            eager = torch_forward(name, json.load(open(g)), params, inp, args.repeat)
+            eager = torch_forward(name, json.load(open(g)), params, inp, args.repeat,
+                                  args.threads)
             cold, s_wall, s_cpu, s_proc, t_wall, t_cpu = [], [], [], [], [], []
             for _ in range(args.runs):
-                c0, w, c, p = shardc_forward(args.shardc, g, inp, args.repeat)
+                c0, w, c, p = shardc_forward(args.shardc, g, inp, args.repeat, args.threads)
                 cold.append(c0), s_wall.append(w), s_cpu.append(c), s_proc.append(p)
                 w, c = eager()
                 t_wall.append(w), t_cpu.append(c)
@@ -173,11 +179,12 @@ def main():
                  r["t_wall"], r["t_min"], r["t_cpu"], r["r_wall"], r["r_cpu"], r["r_cold"]))
     if rows:
         print("\nmedian ratio over %d models: warm wall %.2f, warm CPU %.2f, cold wall %.2f "
-              "(%d rounds of %d warm forwards each; load average %.1f before, %.1f after, "
-              "%d cores; OpenBLAS core %s)" % (
+              "(%d rounds of %d warm forwards each, %d thread(s) each side; load average "
+              "%.1f before, %.1f after, %d cores; OpenBLAS core %s)" % (
                   len(rows), statistics.median(r["r_wall"] for r in rows),
                   statistics.median(r["r_cpu"] for r in rows),
-                  statistics.median(r["r_cold"] for r in rows), args.runs, args.repeat, load0,
+                  statistics.median(r["r_cold"] for r in rows), args.runs, args.repeat,
+                  args.threads, load0,
                   os.getloadavg()[0], os.cpu_count(), core))
     return 0
 
