@@ -87,6 +87,8 @@ private:
   int64_t rank_ = 0, size_ = 1;
   uint64_t sequence_ = 0;
   std::chrono::duration<double> timeout_;
+  /// This machine has a core for each of the communicator's ranks on it.
+  bool rankPerCore_ = false;
 };
 
 }  // namespace shardc::runtime::mpi
