@@ -2,7 +2,7 @@
 //
 // FSDP gathers parameters unit by unit; the unit is the granularity of both
 // the collective and the memory that is live at once. The default follows
-// PyTorch FSDP practice: one unit per block of the main layer list.
+// PyTorch FSDP practice: one unit per block of each layer list.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -24,7 +24,16 @@ namespace {
 
 constexpr llvm::StringLiteral kRootUnit = "root";
 
-/// The first "P.N." in `name` with N a decimal number: returns {P, "P.N"}.
+/// Whether a module name numbers a block of a list: all digits ("3", as
+/// nn.Sequential and nn.ModuleList name their items), or a name ending in
+/// digits ("encoder_layer_3", "denselayer12", "block2-0": torchvision's
+/// ViT, DenseNet and RegNet name their blocks so).
+bool isNumbered(StringRef segment) {
+  return !segment.empty() && llvm::isDigit(segment.back());
+}
+
+/// The first "P.N." in `name` with N a numbered segment (isNumbered; P not
+/// empty): returns {P, "P.N"}. The first is the outermost list on the path.
 std::optional<std::pair<StringRef, StringRef>> numberedBlock(StringRef name) {
   size_t start = 0;
   while (true) {
@@ -34,27 +43,35 @@ std::optional<std::pair<StringRef, StringRef>> numberedBlock(StringRef name) {
     size_t end = name.find('.', dot + 1);
     if (end == StringRef::npos)
       return std::nullopt;
-    StringRef segment = name.slice(dot + 1, end);
-    if (!segment.empty() && llvm::all_of(segment, llvm::isDigit))
+    if (isNumbered(name.slice(dot + 1, end)))
       return std::make_pair(name.take_front(dot), name.take_front(end));
     start = dot + 1;
   }
 }
 
-/// The prefix with the most distinct numbered children (first seen wins).
-std::optional<StringRef> mainLayerList(ArrayRef<ParamOp> params) {
+/// The layer lists: every prefix with at least two numbered blocks, and the
+/// one with the most (first seen wins) even if it has one. A model may have
+/// several (an encoder's and a decoder's layers, ResNet's four stages,
+/// VGG's features and classifier); each of their blocks is a unit.
+llvm::StringSet<> layerLists(ArrayRef<ParamOp> params) {
   llvm::MapVector<StringRef, llvm::StringSet<>> blocks;
   for (ParamOp param : params)
     if (auto block = numberedBlock(param.getSymName()))
       blocks[block->first].insert(block->second);
-  std::optional<StringRef> best;
-  size_t bestCount = 0;
-  for (auto &[prefix, children] : blocks)
-    if (children.size() > bestCount) {
-      best = prefix;
-      bestCount = children.size();
+  llvm::StringSet<> lists;
+  std::optional<StringRef> most;
+  size_t mostCount = 0;
+  for (auto &[prefix, children] : blocks) {
+    if (children.size() >= 2)
+      lists.insert(prefix);
+    if (children.size() > mostCount) {
+      most = prefix;
+      mostCount = children.size();
     }
-  return best;
+  }
+  if (most)
+    lists.insert(*most);
+  return lists;
 }
 
 struct TcAssignUnitsPass
@@ -104,13 +121,13 @@ struct TcAssignUnitsPass
         }
       return;
     }
-    std::optional<StringRef> layers = mainLayerList(params);
+    llvm::StringSet<> lists = layerLists(params);
     for (ParamOp param : params) {
       if (param.getUnit())
         continue;
       StringRef unit = kRootUnit;
       if (auto block = numberedBlock(param.getSymName());
-          block && layers && block->first == *layers)
+          block && lists.contains(block->first))
         unit = block->second;
       param.setUnitAttr(builder.getStringAttr(unit));
     }

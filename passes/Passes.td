@@ -73,9 +73,11 @@ def TcAssignUnits : Pass<"tc-assign-units", "::mlir::ModuleOp"> {
     the start of the name) that matches it, e.g. `transformer\.h\.[0-9]+`;
     a pattern that matches no parameter is an error. Without patterns,
     parameters that already have a unit keep it and the rest follow the
-    default: the model's main layer list is the name prefix `P` with the
-    most distinct numbered children `P.N.`; each `P.N` is a unit. Every
-    other parameter goes to the unit "root".
+    default: a layer list is a name prefix `P` with at least two distinct
+    numbered children `P.N.` (N all digits, or a name ending in digits such
+    as `encoder_layer_3`), or the prefix with the most of them; each `P.N`
+    of a layer list is a unit, for the first numbered `P.N` of a name (the
+    outermost list). Every other parameter goes to the unit "root".
   }];
   let options = [
     ListOption<"patterns", "patterns", "std::string",

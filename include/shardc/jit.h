@@ -37,7 +37,7 @@ struct InputSpec {
 struct JitOptions {
   int64_t world_size = 1;
   /// FSDP unit patterns (regexes over parameter names, as shardc --units);
-  /// empty: the default units (blocks of the main layer list).
+  /// empty: the default units (blocks of each layer list).
   std::vector<std::string> units;
   bool prefetch = false;
   /// Where the ranks run (docs/jit.md): "cpu", or "cuda" / "cuda:N": every

@@ -185,7 +185,7 @@ public:
   void register_buffer(Name name, std::vector<int64_t> shape, Init init,
                        DType dtype = DType::Float32);
   /// Puts every parameter of this module and its submodules into FSDP unit
-  /// `unit` (default: the blocks of the main layer list).
+  /// `unit` (default: the blocks of each layer list).
   void set_unit(const std::string &unit);
 
   /// The proxy of parameter `name` in the trace being recorded. Throws

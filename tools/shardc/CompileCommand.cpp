@@ -30,7 +30,7 @@ const char *const kCompileUsage =
     "  --emit plan      the runtime plan, as JSON (docs/plan.md)\n"
     "  --units REGEX    FSDP units: a parameter's unit is the text REGEX matches\n"
     "                   at the start of its name (repeatable; default: one unit\n"
-    "                   per block of the main layer list, the rest in \"root\")\n"
+    "                   per block of each layer list, the rest in \"root\")\n"
     "  --prefetch       gather the next unit before the current one computes\n"
     "  --memory-plan    print each rank's predicted peak per function and what\n"
     "                   is live at it, instead of the IR or plan\n"

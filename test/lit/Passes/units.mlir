@@ -4,7 +4,8 @@
 // RUN: shardc-opt %s -tc-assign-units -tc-fsdp="world-size=2 prefetch=true" | FileCheck %s --check-prefix=PREFETCH
 // RUN: not shardc-opt %s -tc-assign-units="patterns=decoder" 2>&1 | FileCheck %s --check-prefix=NOMATCH
 
-// The main layer list is the prefix with the most numbered blocks.
+// The layer list with the most numbered blocks; model.heads (one block) is
+// not a list beside it (units-lists.mlir has the other rules).
 // DEFAULT: tc.param @model.embed : tensor<10x4xf32> device "cpu" unit "root"
 // DEFAULT: tc.param @model.layers.0.attn : tensor<4x4xf32> device "cpu" unit "model.layers.0"
 // DEFAULT: tc.param @model.layers.0.mlp : tensor<4x4xf32> device "cpu" unit "model.layers.0"
