@@ -14,7 +14,7 @@ namespace shardc::runtime::cpu {
 namespace {
 
 /// A team and the thread count it was asked for (the OS may have refused
-/// some of its workers; asking again for the same count reuses it).
+/// some of its workers; asking again for that many or fewer reuses it).
 struct CallerTeam {
   explicit CallerTeam(int threads) : requested(threads), team(threads) {}
   const int requested;
@@ -35,12 +35,13 @@ void runOnKernelTeam(int64_t tasks, int threads, TaskRange fn, const void *conte
     fn(context, 0, tasks);
     return;
   }
-  if (!callerTeam || callerTeam->requested != threads) {
+  if (!callerTeam || callerTeam->requested < threads) {
     callerTeam.reset();  // its workers end before the new team's start
     callerTeam = std::make_unique<CallerTeam>(threads);
   }
   init::RoundTeam &team = callerTeam->team;
-  const int64_t parts = std::min<int64_t>(team.size(), tasks);
+  // A larger team than asked for: its extra workers wake and find no part.
+  const int64_t parts = std::min<int64_t>({team.size(), threads, tasks});
   if (parts == 1) {  // every worker was refused
     fn(context, 0, tasks);
     return;

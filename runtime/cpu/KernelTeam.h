@@ -22,8 +22,10 @@ namespace shardc::runtime::cpu {
 /// Runs tasks [begin, end) of one call: fn(context, begin, end).
 using TaskRange = void (*)(const void *context, int64_t begin, int64_t end);
 
-/// Runs all `tasks` tasks of `fn` on the calling thread's team of `threads`
-/// threads (the caller included), and returns when they are done.
+/// Runs all `tasks` tasks of `fn` on up to `threads` threads of the calling
+/// thread's team (the caller included), and returns when they are done.
+/// The team grows when a call asks for more threads than it has; a call
+/// asking for fewer uses part of it.
 /// - A call made from inside a task (a kernel calling a kernel) runs its
 ///   tasks serially on that thread: the team is busy, and a team per worker
 ///   would multiply the threads.

@@ -59,6 +59,18 @@ TEST_CASE("the kernel team runs every task once and is kept for the next call",
     // One thread, or a small job, never needs the team: it stays as it was.
     for (int times : runCounted(100, 1)) REQUIRE(times == 1);
     CHECK(cpu::kernelTeamWorkers() == 7);
+    // Fewer threads than the team has: the same team, at most that many
+    // threads at once.
+    std::atomic<int> running{0}, most{0};
+    cpu::parallelTasks(64, 2, int64_t(1) << 20, [&](int64_t) {
+      const int now = running.fetch_add(1) + 1;
+      for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      running.fetch_sub(1);
+    });
+    CHECK(most.load() <= 2);
+    CHECK(cpu::kernelTeamWorkers() == 7);
   });
 }
 
