@@ -4,6 +4,9 @@
 // the collective and the memory that is live at once. The default follows
 // PyTorch FSDP practice: one unit per block of each layer list.
 //
+// A block that holds more than a quarter of the model is split into the
+// blocks of its own nested list (Swin's and ConvNeXt's stages).
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
@@ -33,9 +36,12 @@ bool isNumbered(StringRef segment) {
 }
 
 /// The first "P.N." in `name` with N a numbered segment (isNumbered; P not
-/// empty): returns {P, "P.N"}. The first is the outermost list on the path.
-std::optional<std::pair<StringRef, StringRef>> numberedBlock(StringRef name) {
-  size_t start = 0;
+/// empty) and N starting after `from`: returns {P, "P.N"}. From 0 it is the
+/// outermost list on the path; from the end of a block, the first list
+/// nested in that block.
+std::optional<std::pair<StringRef, StringRef>>
+numberedBlock(StringRef name, size_t from = 0) {
+  size_t start = from;
   while (true) {
     size_t dot = name.find('.', start);
     if (dot == StringRef::npos)
@@ -72,6 +78,79 @@ llvm::StringSet<> layerLists(ArrayRef<ParamOp> params) {
   if (most)
     lists.insert(*most);
   return lists;
+}
+
+/// A unit holding more than 1/kSplitShare of the model's parameter bytes is
+/// split. Each rank's forward peak is about its shard (total / N) plus the
+/// largest gathered unit; a unit over a quarter of the model outweighs the
+/// whole shard from N = 4 on, and FSDP's saving is gone. torchvision's
+/// swin_t has half its parameters in its last stage, convnext_tiny too.
+constexpr uint64_t kSplitShare = 4;
+
+uint64_t paramBytes(ParamOp param) {
+  RankedTensorType type = param.getTensorType();
+  return static_cast<uint64_t>(type.getNumElements()) *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+/// Splits every default unit that holds more than 1/kSplitShare of the
+/// parameters into the blocks of the lists nested in it, again and again,
+/// until none is left to split. A nested list is a prefix with at least two
+/// blocks of which one holds a module of its own (`features.7.0.attn.qkv`):
+/// a list of single layers (a block's `mlp.0`, `mlp.3`) is the inside of
+/// one block and stays whole, as FSDP wraps blocks, not their linears.
+/// Parameters of the unit outside those lists stay in it. Buffers are never
+/// gathered, so they do not count. `splittable[i]` is false for a parameter
+/// whose unit was given, which is never changed.
+void splitLargeUnits(ArrayRef<ParamOp> params, ArrayRef<bool> splittable,
+                     MutableArrayRef<StringRef> units) {
+  uint64_t total = 0;
+  for (ParamOp param : params)
+    if (!param.getIsBuffer())
+      total += paramBytes(param);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    llvm::MapVector<StringRef, uint64_t> unitBytes;
+    // Index loops: ParamOp's accessors are not const.
+    for (size_t i = 0; i < params.size(); ++i) {
+      ParamOp param = params[i];
+      if (splittable[i] && units[i] != kRootUnit && !param.getIsBuffer())
+        unitBytes[units[i]] += paramBytes(param);
+    }
+    for (auto &[unit, bytes] : unitBytes) {
+      if (bytes * kSplitShare <= total)
+        continue;
+      // The lists nested in `unit`: prefix -> its blocks, and whether one
+      // of them holds a module of its own.
+      struct NestedList {
+        llvm::StringSet<> blocks;
+        bool holdsModules = false;
+      };
+      llvm::MapVector<StringRef, NestedList> nested;
+      SmallVector<std::pair<size_t, std::pair<StringRef, StringRef>>> moves;
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (!splittable[i] || units[i] != unit)
+          continue;
+        StringRef name = ParamOp(params[i]).getSymName();
+        auto block = numberedBlock(name, unit.size());
+        if (!block)
+          continue;
+        NestedList &list = nested[block->first];
+        list.blocks.insert(block->second);
+        list.holdsModules |=
+            name.drop_front(block->second.size() + 1).contains('.');
+        moves.push_back({i, *block});
+      }
+      for (auto &[i, block] : moves) {
+        const NestedList &list = nested.find(block.first)->second;
+        if (list.blocks.size() >= 2 && list.holdsModules) {
+          units[i] = block.second;
+          changed = true;
+        }
+      }
+    }
+  }
 }
 
 struct TcAssignUnitsPass
@@ -122,15 +201,21 @@ struct TcAssignUnitsPass
       return;
     }
     llvm::StringSet<> lists = layerLists(params);
-    for (ParamOp param : params) {
-      if (param.getUnit())
+    SmallVector<StringRef> units(params.size(), kRootUnit);
+    SmallVector<bool> splittable(params.size(), true);
+    for (auto [i, param] : llvm::enumerate(params)) {
+      if (param.getUnit()) {
+        splittable[i] = false;
         continue;
-      StringRef unit = kRootUnit;
+      }
       if (auto block = numberedBlock(param.getSymName());
           block && lists.contains(block->first))
-        unit = block->second;
-      param.setUnitAttr(builder.getStringAttr(unit));
+        units[i] = block->second;
     }
+    splitLargeUnits(params, splittable, units);
+    for (auto [i, param] : llvm::enumerate(params))
+      if (splittable[i])
+        param.setUnitAttr(builder.getStringAttr(units[i]));
   }
 };
 

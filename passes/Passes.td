@@ -77,7 +77,11 @@ def TcAssignUnits : Pass<"tc-assign-units", "::mlir::ModuleOp"> {
     numbered children `P.N.` (N all digits, or a name ending in digits such
     as `encoder_layer_3`), or the prefix with the most of them; each `P.N`
     of a layer list is a unit, for the first numbered `P.N` of a name (the
-    outermost list). Every other parameter goes to the unit "root".
+    outermost list). A unit holding more than a quarter of the parameter
+    bytes (buffers do not count) is split into the blocks of a list nested
+    in it, if one of them holds a module of its own (Swin's stages into
+    their blocks; a block's `mlp.0`, `mlp.3` stay whole), until none is left
+    to split. Every other parameter goes to the unit "root".
   }];
   let options = [
     ListOption<"patterns", "patterns", "std::string",
