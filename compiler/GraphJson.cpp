@@ -303,9 +303,6 @@ GraphParam readParam(const GraphReader &reader, const json &value,
   param.name = reader.name(value, path);
   param.shape = reader.shape(value, path);
   param.dtype = reader.dtype(value, path);
-  if (param.dtype == plan::DType::I64)
-    reader.fail(path + ".dtype", "parameters and buffers must be floating "
-                                 "point (int64 is for inputs)");
   param.device = reader.string(reader.member(value, path, "device"),
                                path + ".device");
   if (!mlir::tc::isValidDeviceString(param.device))
@@ -340,6 +337,15 @@ GraphParam readParam(const GraphReader &reader, const json &value,
   for (InitStep &step : param.init)
     if (step.op == "load" && step.tensor.empty())
       step.tensor = param.name;
+  // int64 state is constant data only (an index table built in __init__,
+  // docs/graph-format.md "Constant data"): loaded as it is, never saved,
+  // never sharded; no init op computes integers.
+  if (param.dtype == plan::DType::I64 &&
+      (!isBuffer || param.persistent || param.init.size() != 1 ||
+       param.init.front().op != "load"))
+    reader.fail(path + ".dtype", "int64 is for inputs and for non-persistent buffers "
+                                 "whose init is one load (constant index data); "
+                                 "parameters and other buffers must be floating point");
   return param;
 }
 

@@ -43,10 +43,12 @@ void checkPlanLoads(const Plan &plan) {
       throw CheckpointError(where->file->path() + ": tensor '" + *tensor + "': shape " +
                             shapeToString(e.shape) + " does not match parameter '" + p.name +
                             "' " + shapeToString(p.shape));
-    if (e.dtype == DType::I64)
-      throw CheckpointError(where->file->path() + ": tensor '" + *tensor +
-                            "': is I64; parameters load from floating tensors (F32, F64, F16, "
-                            "BF16)");
+    if ((e.dtype == DType::I64) != (p.dtype == DType::I64))
+      throw CheckpointError(
+          where->file->path() + ": tensor '" + *tensor + "': is " + safetensorsDTypeName(e.dtype) +
+          (p.dtype == DType::I64
+               ? "; the int64 buffer '" + p.name + "' loads from an I64 tensor"
+               : "; parameters load from floating tensors (F32, F64, F16, BF16)"));
   }
 }
 

@@ -553,12 +553,39 @@ def addmm(self, node, bias, a, b, beta=1, alpha=1):
 
 
 def layer_norm(self, node, x, shape, weight=None, bias=None, eps=1e-5):
+    """The graph's layer_norm normalizes the last dim with a weight and a
+    bias. Over the last k dims (normalized_shape of k > 1: timm's
+    LayerNorm2d on channels-last maps) x, weight and bias are seen with
+    those dims as one; a missing weight or bias (timm's MetaFormer norms
+    without bias) is a constant buffer of ones or zeros, which gives the
+    same values as none (x_hat * 1 + 0 is x_hat exactly)."""
     x = self.tensor(node, x)
-    if list(shape) != x.shape[-1:] or weight is None or bias is None:
-        self.fail(node, "layer_norm over more than the last dim, or without weight and "
-                  "bias, has no graph op yet")
-    g = self.emit(node, "layer_norm", [x, self.tensor(node, weight), self.tensor(node, bias)],
-                  node.meta["val"][0], eps=float(eps))
+    shape = [int(n) for n in shape]
+    k = len(shape)
+    if k == 0 or shape != x.shape[len(x.shape) - k:]:
+        self.fail(node, "normalized_shape %s is not the input's last dims %s"
+                  % (shape, x.shape))
+    inner = 1
+    for n in shape:
+        inner *= n
+    flat = x.shape[:len(x.shape) - k] + [inner]
+    dtype = x.val.dtype
+
+    def as_row(t, fill):
+        if t is None:
+            return hf.fill_buffer(self, fill, [inner], dtype)
+        t = self.tensor(node, t)
+        if k == 1:
+            return t
+        return self.emit(node, "reshape", [t], torch.empty([inner], dtype=t.val.dtype,
+                                                           device="meta"), shape=[inner])
+
+    xin = x if k == 1 else self.emit(node, "reshape", [x], torch.empty(
+        flat, dtype=dtype, device="meta"), shape=flat)
+    g = self.emit(node, "layer_norm", [xin, as_row(weight, 1.0), as_row(bias, 0.0)],
+                  torch.empty(flat, dtype=dtype, device="meta"), eps=float(eps))
+    if k > 1:
+        g = self.emit(node, "reshape", [g], node.meta["val"][0], shape=list(x.shape))
     return Multi([g, None, None])
 
 

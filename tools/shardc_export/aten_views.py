@@ -11,6 +11,7 @@ y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
 - aten.index_select with a constant index: torch.roll decomposes into one
   (index (start + i) mod n): a rotation is two slices and a cat; an affine
   index is as_strided as above.
+- aten.repeat: a cat of copies along each repeated dim.
 - aten.constant_pad_nd (F.pad, Swin's padding to whole windows): zero pads
   are the tensor itself, others cat a fill buffer on each side; negative
   pads crop with a slice.
@@ -83,9 +84,7 @@ def index_tensor(self, node, x, indices):
         self.fail(node, "an empty index has no graph op")
     factors = affine_factors(flat)
     if factors is None:
-        self.fail(node, "its constant index (shape %s) is not an affine function of its "
-                  "position (only such an index, e.g. a relative position index, is "
-                  "expressible as one strided read)" % list(idx.shape))
+        return rows_at_constant(self, node, x, d, flat.reshape(idx.shape))
     sizes, strides, offset = factors
     xs = row_major_strides(x.shape)
     size = x.shape[:d] + sizes + x.shape[d + 1:]
@@ -93,6 +92,50 @@ def index_tensor(self, node, x, indices):
     val = torch.empty(size, dtype=x.val.dtype, device="meta")
     g = as_strided_node(self, node, x, size, stride, offset * xs[d], val)
     return self.reshape(node, g, out_shape)
+
+
+def rows_at_constant(self, node, x, d, idx):
+    """x indexed on dim d by a constant index that is not affine (BEiT's
+    relative position index, whose class-token entries break the pattern;
+    LeViT's and EfficientFormer's attention bias offsets |dy| * w + |dx|):
+    the index becomes constant data (an int64 buffer) and dim d's rows are
+    read by the graph's `embedding`, dim d first and back."""
+    from .const_data import index_buffer
+    ids = index_buffer(self, idx)
+    if ids is None:
+        self.fail(node, "its constant index (shape %s) is not an affine function of its "
+                  "position and too large for constant data" % list(idx.shape))
+    rank, m = len(x.shape), idx.dim()
+    others = [k for k in range(rank) if k != d]
+    if d:
+        order = [d] + others
+        x = self.emit(node, "permute", [x], torch.empty([x.shape[k] for k in order],
+                                                        dtype=x.val.dtype, device="meta"),
+                      dims=order)
+    kept = list(x.val.shape[1:])  # the other dims, in order
+    rest = 1
+    for n in kept:
+        rest *= n
+    table = x if rank == 2 else self.emit(
+        node, "reshape", [x], torch.empty([x.val.shape[0], rest], dtype=x.val.dtype,
+                                          device="meta"), shape=[x.val.shape[0], rest])
+    flat_ids = ids if m == 1 else self.emit(
+        node, "reshape", [ids], torch.empty([idx.numel()], dtype=torch.int64, device="meta"),
+        shape=[idx.numel()])
+    rows = self.emit(node, "embedding", [table, flat_ids],
+                     torch.empty([idx.numel(), rest], dtype=x.val.dtype, device="meta"))
+    # rows are idx's positions by the other dims in order: torch puts idx's
+    # dims where dim d was
+    shape = list(idx.shape) + kept
+    if shape != [idx.numel(), rest]:
+        rows = self.emit(node, "reshape", [rows], torch.empty(shape, dtype=x.val.dtype,
+                                                              device="meta"), shape=shape)
+    if d:
+        perm = list(range(m, m + d)) + list(range(m)) + list(range(m + d, m + len(others)))
+        out = [shape[k] for k in perm]
+        rows = self.emit(node, "permute", [rows], torch.empty(out, dtype=x.val.dtype,
+                                                              device="meta"), dims=perm)
+    return self.reshape(node, rows, self.out_shape(node))
 
 
 def rows_at(self, node, x, ids):
@@ -223,8 +266,31 @@ def slice_scatter(self, node, base, src, dim=0, start=None, end=None, step=1):
                                  slice_node(self, node, base, dim, end, n)], dim)
 
 
+def repeat(self, node, x, sizes):
+    """x.repeat(sizes): leading new dims as 1s, then each dim repeated r
+    times is a cat of r copies along it (XCiT's positional encoding, built
+    once and repeated over the batch)."""
+    x = self.tensor(node, x)
+    sizes = [int(r) for r in sizes]
+    extra = len(sizes) - len(x.shape)
+    if extra < 0:
+        self.fail(node, "repeat with %d sizes for a %d-d tensor" % (len(sizes), len(x.shape)))
+    if extra:
+        shape = [1] * extra + list(x.shape)
+        x = self.emit(node, "reshape", [x], torch.empty(shape, dtype=x.val.dtype,
+                                                         device="meta"), shape=shape)
+    for dim, r in enumerate(sizes):
+        if r < 1:
+            self.fail(node, "repeat %d times along dim %d (an empty result) has no graph op"
+                      % (r, dim))
+        if r > 1:
+            x = cat_node(self, node, [x] * r, dim)
+    return self.reshape(node, x, self.out_shape(node))
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
+            aten.repeat.default: repeat,
             aten.index_select.default: index_select,
             aten.constant_pad_nd.default: constant_pad_nd,
             aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter}

@@ -19,7 +19,22 @@ FILE_SUFFIX = ".consts.safetensors"
 def data_buffer(low, t, dtype):
     """A graph buffer holding t's values (converted to dtype), or None when t
     is too large or of a dtype the graph cannot hold."""
-    if t.numel() > MAX_DATA_ELEMENTS or dtype not in GRAPH_DTYPES or dtype == torch.int64:
+    if dtype == torch.int64:
+        return None
+    return _buffer(low, t, dtype)
+
+
+def index_buffer(low, t):
+    """A graph buffer holding the int64 index t (an index table built in
+    __init__ that no strided read expresses: BEiT's relative position index
+    with its class-token entries, LeViT's attention bias offsets), or None
+    when t is too large. int64 buffers are constant data only: the graph
+    reader takes them non-persistent and loaded, never computed."""
+    return _buffer(low, t, torch.int64)
+
+
+def _buffer(low, t, dtype):
+    if t.numel() > MAX_DATA_ELEMENTS or dtype not in GRAPH_DTYPES:
         return None
     if not hasattr(low, "const_tensors"):
         low.const_tensors, low.const_by_value = {}, {}
