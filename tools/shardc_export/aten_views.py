@@ -12,6 +12,7 @@ y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
   (index (start + i) mod n): a rotation is two slices and a cat; an affine
   index is as_strided as above.
 - aten.repeat: a cat of copies along each repeated dim.
+- aten.flip: as_strided with the flipped dims' strides negated.
 - aten.constant_pad_nd (F.pad, Swin's padding to whole windows): zero pads
   are the tensor itself, others cat a fill buffer on each side; negative
   pads crop with a slice.
@@ -61,23 +62,35 @@ def as_strided_node(self, node, x, size, stride, offset, val):
 
 
 def index_tensor(self, node, x, indices):
-    """x[..., idx, ...] with one constant integer index tensor."""
+    """x[..., idx, ...] with constant integer index tensors (one, or several on
+    adjacent dims), or a computed int64 index on dim 0."""
     x = self.tensor(node, x)
     picked = [(d, i) for d, i in enumerate(indices) if i is not None]
     if len(picked) == 1 and picked[0][0] == 0 and isinstance(picked[0][1], G):
         return rows_at(self, node, x, picked[0][1])
-    if len(picked) != 1 or not isinstance(picked[0][1], hf.Const):
-        self.fail(node, "indexing with %s: only one constant index tensor (built in "
-                  "__init__ or from constants, e.g. a relative position index) has a "
-                  "graph op" % ("several index tensors" if len(picked) > 1 else
-                                "an index computed from the input or a parameter"))
-    d, idx = picked[0][0], picked[0][1].t
-    if idx.dtype == torch.bool or idx.is_floating_point():
-        self.fail(node, "indexing with a %s mask has no graph op" % idx.dtype)
+    if not picked or not all(isinstance(i, hf.Const) for _, i in picked):
+        self.fail(node, "indexing with an index computed from the input or a parameter: "
+                  "only constant index tensors (built in __init__ or from constants, e.g. "
+                  "a relative position index) have a graph op")
+    for _, i in picked:
+        if i.t.dtype == torch.bool or i.t.is_floating_point():
+            self.fail(node, "indexing with a %s mask has no graph op" % i.t.dtype)
+    dims = [d for d, _ in picked]
+    for d, i in picked:
+        n = x.shape[d]
+        if i.t.numel() and (bool((i.t < -n).any()) or bool((i.t >= n).any())):
+            self.fail(node, "its constant index is out of range for dim %d of size %d"
+                      % (d, n))
+    if len(picked) > 1:
+        if dims != list(range(dims[0], dims[0] + len(dims))):
+            self.fail(node, "indexing with several constant index tensors on dims %s that "
+                      "are not adjacent has no graph op" % dims)
+        x, idx = merged_index(self, node, x, picked)
+        d = dims[0]
+    else:
+        d, idx = picked[0][0], picked[0][1].t.to(torch.int64)
     n = x.shape[d]
     flat = idx.reshape(-1).to(torch.int64)
-    if flat.numel() and (bool((flat < -n).any()) or bool((flat >= n).any())):
-        self.fail(node, "its constant index is out of range for dim %d of size %d" % (d, n))
     flat = torch.where(flat < 0, flat + n, flat)
     out_shape = self.out_shape(node)
     if flat.numel() == 0:
@@ -92,6 +105,30 @@ def index_tensor(self, node, x, indices):
     val = torch.empty(size, dtype=x.val.dtype, device="meta")
     g = as_strided_node(self, node, x, size, stride, offset * xs[d], val)
     return self.reshape(node, g, out_shape)
+
+
+def merged_index(self, node, x, picked):
+    """x[..., i0, i1, ...] with constant indices on adjacent dims (nn.Unfold's
+    patch gather, CrossViT): the dims seen as one of their product's size,
+    read at the broadcast indices combined row-major. torch puts the
+    result's dims where the first indexed dim was, as a single index does."""
+    dims = [d for d, _ in picked]
+    try:
+        idxs = torch.broadcast_tensors(*[i.t.to(torch.int64) for _, i in picked])
+    except RuntimeError:
+        self.fail(node, "its constant index tensors of shapes %s do not broadcast"
+                  % [list(i.t.shape) for _, i in picked])
+    merged = torch.zeros_like(idxs[0])
+    size = 1
+    for d, t in zip(dims, idxs):
+        n = x.shape[d]
+        merged = merged * n + torch.where(t < 0, t + n, t)
+        size *= n
+    shape = list(x.shape[:dims[0]]) + [size] + list(x.shape[dims[-1] + 1:])
+    if shape != list(x.shape):
+        x = self.emit(node, "reshape", [x], torch.empty(shape, dtype=x.val.dtype,
+                                                         device="meta"), shape=shape)
+    return x, merged
 
 
 def rows_at_constant(self, node, x, d, idx):
@@ -288,9 +325,23 @@ def repeat(self, node, x, sizes):
     return self.reshape(node, x, self.out_shape(node))
 
 
+def flip(self, node, x, dims):
+    """torch.flip (a bidirectional LSTM's reversed sequence): one strided
+    read with the flipped dims' strides negated, from their last element."""
+    x = self.tensor(node, x)
+    rank = len(x.shape)
+    flipped = {int(d) % rank for d in dims} if rank else set()
+    strides = row_major_strides(x.shape)
+    offset = sum((x.shape[d] - 1) * strides[d] for d in flipped if x.shape[d] > 0)
+    stride = [-s if d in flipped else s for d, s in enumerate(strides)]
+    if not flipped or all(x.shape[d] <= 1 for d in flipped):
+        return x
+    return as_strided_node(self, node, x, x.shape, stride, offset, node.meta["val"])
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
-            aten.repeat.default: repeat,
+            aten.repeat.default: repeat, aten.flip.default: flip,
             aten.index_select.default: index_select,
             aten.constant_pad_nd.default: constant_pad_nd,
             aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter}

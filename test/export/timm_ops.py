@@ -1,5 +1,4 @@
-"""Layer norms and repeat as timm's models use them
-(test/lit/export/aten-norm-repeat.test)."""
+"""ATen ops as timm's models use them (test/lit/export/aten-timm-ops.test)."""
 
 import torch
 import torch.nn as nn
@@ -21,3 +20,18 @@ class NormsAndRepeat(nn.Module):
     def forward(self, x):
         return (self.no_bias(x) + self.no_affine(x) + self.two_dims(x)
                 + self.pos.repeat(2, 3, 1, 1) + self.grid.repeat(2, 3, 2, 1))
+
+
+class UnfoldFlip(nn.Module):
+    """nn.Unfold (a gather with two constant index tensors on adjacent dims,
+    VOLO's and CrossViT's patches) and torch.flip (a bidirectional LSTM's
+    reversed sequence) on parameters and the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.unfold = nn.Unfold(kernel_size=2, stride=2)
+        self.scale = nn.Parameter(torch.randn(2, 12, 4))
+
+    def forward(self, x):
+        patches = self.unfold(x)  # [2, 3 * 2 * 2, 4]
+        return torch.flip(patches, [1, 2]) * self.scale + torch.flip(self.scale, [0])
