@@ -2,6 +2,7 @@
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class NormsAndRepeat(nn.Module):
@@ -35,3 +36,22 @@ class UnfoldFlip(nn.Module):
     def forward(self, x):
         patches = self.unfold(x)  # [2, 3 * 2 * 2, 4]
         return torch.flip(patches, [1, 2]) * self.scale + torch.flip(self.scale, [0])
+
+
+class AttentionUpsample(nn.Module):
+    """scaled_dot_product_attention on 5-d (Hiera's mask units) and 3-d
+    tensors, and nearest upsampling by 2 and to a size that is no multiple
+    (GhostNetV2's attention map)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):  # x [2, 3, 2, 5, 8]
+        q = self.proj(x)
+        a5 = F.scaled_dot_product_attention(q, x, x)
+        a3 = F.scaled_dot_product_attention(q[:, 0, 0], x[:, 0, 0], x[:, 0, 0])
+        maps = a5[:, :, 0]  # [2, 3, 5, 8]
+        up = F.interpolate(maps, scale_factor=2, mode="nearest")  # [2, 3, 10, 16]
+        odd = F.interpolate(maps, size=(7, 13), mode="nearest")
+        return up.sum() + odd.sum() + a3.sum() + a5

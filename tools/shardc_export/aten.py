@@ -595,14 +595,35 @@ def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sc
         self.fail(node, "scaled_dot_product_attention with attn_mask, dropout or GQA has "
                   "no graph op yet")
     q, k, v = (self.tensor(node, t) for t in (q, k, v))
-    if len(q.shape) != 4:
-        self.fail(node, "scaled_dot_product_attention on %d-d tensors (the graph op takes "
-                  "[B, H, T, E])" % len(q.shape))
+    rank = len(q.shape)
+    if rank < 3 or len(k.shape) != rank or len(v.shape) != rank or not (
+            q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        self.fail(node, "scaled_dot_product_attention on q, k, v of shapes %s, %s, %s (the "
+                  "graph op takes [B, H, T, E], and other ranks with the same leading dims)"
+                  % (q.shape, k.shape, v.shape))
     attrs = {"causal": bool(is_causal)}
     if scale is not None:
         attrs["scale"] = float(scale)
-    return self.emit(node, "scaled_dot_product_attention", [q, k, v], node.meta["val"],
-                     **attrs)
+    if rank == 4:
+        return self.emit(node, "scaled_dot_product_attention", [q, k, v], node.meta["val"],
+                         **attrs)
+    # [B, T, E] is one head; [B, X, H, T, E] (Hiera's mask units) is a batch of
+    # B * X: attention is independent per leading index, so the leading dims
+    # are one batch dim and come back after.
+    lead, heads = q.shape[0], 1
+    if rank > 3:
+        lead, heads = 1, q.shape[-3]
+        for n in q.shape[:-3]:
+            lead *= n
+
+    def as4(t):
+        shape = [lead, heads] + list(t.shape[-2:])
+        return self.emit(node, "reshape", [t], torch.empty(shape, dtype=t.val.dtype,
+                                                           device="meta"), shape=shape)
+    out4 = [lead, heads, q.shape[-2], v.shape[-1]]
+    g = self.emit(node, "scaled_dot_product_attention", [as4(q), as4(k), as4(v)],
+                  torch.empty(out4, dtype=q.val.dtype, device="meta"), **attrs)
+    return self.reshape(node, g, self.out_shape(node))
 
 
 def embedding(self, node, weight, ids, padding_idx=-1, *rest):

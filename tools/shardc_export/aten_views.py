@@ -13,6 +13,8 @@ y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
   index is as_strided as above.
 - aten.repeat: a cat of copies along each repeated dim.
 - aten.flip: as_strided with the flipped dims' strides negated.
+- aten.upsample_nearest{1,2,3}d: a constant index per spatial dim, found by
+  running the op on coordinates.
 - aten.constant_pad_nd (F.pad, Swin's padding to whole windows): zero pads
   are the tensor itself, others cat a fill buffer on each side; negative
   pads crop with a slice.
@@ -90,21 +92,31 @@ def index_tensor(self, node, x, indices):
     else:
         d, idx = picked[0][0], picked[0][1].t.to(torch.int64)
     n = x.shape[d]
-    flat = idx.reshape(-1).to(torch.int64)
-    flat = torch.where(flat < 0, flat + n, flat)
-    out_shape = self.out_shape(node)
+    idx = torch.where(idx < 0, idx + n, idx)
+    return self.reshape(node, rows_at_index(self, node, x, d, idx), self.out_shape(node))
+
+
+def rows_at_index(self, node, x, d, idx):
+    """x read on dim d at the constant index idx (int64, in range): shape
+    x.shape[:d] + idx.shape + x.shape[d + 1:]. An affine index is one
+    strided read; any other is constant data read by `embedding`."""
+    flat = idx.reshape(-1)
     if flat.numel() == 0:
         self.fail(node, "an empty index has no graph op")
     factors = affine_factors(flat)
     if factors is None:
-        return rows_at_constant(self, node, x, d, flat.reshape(idx.shape))
+        return rows_at_constant(self, node, x, d, idx)
     sizes, strides, offset = factors
     xs = row_major_strides(x.shape)
     size = x.shape[:d] + sizes + x.shape[d + 1:]
     stride = xs[:d] + [s * xs[d] for s in strides] + xs[d + 1:]
     val = torch.empty(size, dtype=x.val.dtype, device="meta")
     g = as_strided_node(self, node, x, size, stride, offset * xs[d], val)
-    return self.reshape(node, g, out_shape)
+    out = list(x.shape[:d]) + list(idx.shape) + list(x.shape[d + 1:])
+    if size == out:
+        return g
+    return self.emit(node, "reshape", [g], torch.empty(out, dtype=x.val.dtype, device="meta"),
+                     shape=out)
 
 
 def merged_index(self, node, x, picked):
@@ -172,7 +184,7 @@ def rows_at_constant(self, node, x, d, idx):
         out = [shape[k] for k in perm]
         rows = self.emit(node, "permute", [rows], torch.empty(out, dtype=x.val.dtype,
                                                               device="meta"), dims=perm)
-    return self.reshape(node, rows, self.out_shape(node))
+    return rows
 
 
 def rows_at(self, node, x, ids):
@@ -339,9 +351,34 @@ def flip(self, node, x, dims):
     return as_strided_node(self, node, x, x.shape, stride, offset, node.meta["val"])
 
 
+def upsample_nearest(self, node, x, *args):
+    """Nearest upsampling (F.interpolate(mode="nearest"), GhostNetV2's
+    attention map): per spatial dim, the source index of each output
+    position, found by running the same ATen op on a map of that dim's
+    coordinates (so torch's rounding is reproduced exactly), then read as a
+    constant index (an integer scale is a stride-0 strided read)."""
+    x = self.tensor(node, x)
+    rank = len(x.shape)
+    spatial = list(range(2, rank))
+    for d in spatial:
+        shape = [1, 1] + list(x.shape[2:])
+        view = [1] * rank
+        view[d] = x.shape[d]
+        coords = torch.arange(x.shape[d], dtype=torch.float64).reshape(view).expand(shape)
+        src = node.target(coords.contiguous(), *args)
+        pick = [0] * rank
+        pick[d] = slice(None)
+        x = rows_at_index(self, node, x, d, src[tuple(pick)].to(torch.int64))
+    return self.reshape(node, x, self.out_shape(node))
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
             aten.repeat.default: repeat, aten.flip.default: flip,
+            **{getattr(aten, "upsample_nearest%dd" % k).vec: upsample_nearest
+               for k in (1, 2, 3)},
+            **{getattr(aten, "upsample_nearest%dd" % k).default: upsample_nearest
+               for k in (1, 2, 3)},
             aten.index_select.default: index_select,
             aten.constant_pad_nd.default: constant_pad_nd,
             aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter}
