@@ -55,3 +55,24 @@ class AttentionUpsample(nn.Module):
         up = F.interpolate(maps, scale_factor=2, mode="nearest")  # [2, 3, 10, 16]
         odd = F.interpolate(maps, size=(7, 13), mode="nearest")
         return up.sum() + odd.sum() + a3.sum() + a5
+
+
+class StdConvWindows(nn.Module):
+    """A weight-standardized conv (timm's StdConv2d: F.batch_norm over the
+    weight with batch statistics), batch statistics over a real batch,
+    Tensor.unfold's sliding windows (HaloNet) and a permuted expanded view
+    (BoTNet's relative logits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 3, 3, 3))
+        self.rel = nn.Parameter(torch.randn(1, 5, 1, 6))
+
+    def forward(self, x):  # x [2, 3, 6, 6]
+        w = F.batch_norm(self.weight.reshape(1, 4, -1), None, None, training=True,
+                         momentum=0.0, eps=1e-6).reshape_as(self.weight)
+        y = F.conv2d(x, w, padding=1)  # [2, 4, 6, 6]
+        z = F.batch_norm(y, None, None, training=True, eps=1e-5)
+        win = y.unfold(2, 3, 2).unfold(3, 3, 2)  # [2, 4, 2, 2, 3, 3]
+        rel = self.rel.expand(2, 5, 4, 6).permute(0, 2, 1, 3)  # [2, 4, 5, 6]
+        return z.sum() + win.sum(dim=(4, 5)).sum() + rel.sum() + y

@@ -381,7 +381,8 @@ def view(self, node, x, *rest, **kw):
 
 
 def permute(self, node, x, dims):
-    x = self.tensor(node, x)
+    # an expanded view permuted (BoTNet's relative logits) is materialized
+    x = materialize(self, node, x) if isinstance(x, Expanded) else self.tensor(node, x)
     rank = len(x.shape)
     dims = [d % rank for d in dims] if rank else []
     if dims == list(range(rank)):
@@ -724,6 +725,44 @@ def native_batch_norm(self, node, x, weight, bias, mean, var, training, momentum
     return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
 
 
+def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps):
+    """Batch norm over the batch's own statistics with no running ones
+    (timm's StdConv2d standardizes its weight so: F.batch_norm(w.reshape(1,
+    out, -1), None, None, training=True)): per channel over the batch and the
+    spatial dims, which is group_norm with one group per channel on
+    [1, C, N * rest] (the batch moved beside the spatial dims)."""
+    if not training:
+        self.fail(node, "batch_norm without running statistics in eval mode has no "
+                  "meaning")
+    x = self.tensor(node, x)
+    if len(x.shape) < 2:
+        self.fail(node, "batch_norm on a %d-d tensor" % len(x.shape))
+    if (weight is None) != (bias is None):
+        self.fail(node, "batch_norm with only one of weight and bias has no graph op")
+    n, c = x.shape[0], x.shape[1]
+    rest = 1
+    for k in x.shape[2:]:
+        rest *= k
+    dtype = x.val.dtype
+    if n > 1:
+        perm = [1, 0] + list(range(2, len(x.shape)))
+        x = self.emit(node, "permute", [x], torch.empty([x.shape[k] for k in perm],
+                                                       dtype=dtype, device="meta"), dims=perm)
+    flat = [1, c, n * rest]
+    xin = self.emit(node, "reshape", [x], torch.empty(flat, dtype=dtype, device="meta"),
+                    shape=flat) if list(x.shape) != flat else x
+    ins = [xin] + ([self.tensor(node, weight), self.tensor(node, bias)]
+                   if weight is not None else [])
+    g = self.emit(node, "group_norm", ins, torch.empty(flat, dtype=dtype, device="meta"),
+                  groups=int(c), eps=float(eps))
+    if list(x.shape) != flat:
+        g = self.emit(node, "reshape", [g], torch.empty(x.shape, dtype=dtype, device="meta"),
+                      shape=list(x.shape))
+    if n > 1:
+        g = self.emit(node, "permute", [g], node.meta["val"][0], dims=perm)
+    return Multi([g, None, None])
+
+
 def group_norm(self, node, x, weight, bias, n, c, hw, groups, eps):
     x = self.tensor(node, x)
     if (weight is None) != (bias is None):
@@ -894,6 +933,7 @@ RULES = {
     aten.convolution.default: convolution,
     aten._native_batch_norm_legit_no_training.default: batch_norm_no_training,
     aten.native_batch_norm.default: native_batch_norm,
+    aten._native_batch_norm_legit.no_stats: batch_norm_batch_stats,
     aten.native_group_norm.default: group_norm,
     aten.max_pool2d_with_indices.default: max_pool,
     aten.avg_pool2d.default: avg_pool,

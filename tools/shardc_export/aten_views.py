@@ -13,6 +13,7 @@ y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
   index is as_strided as above.
 - aten.repeat: a cat of copies along each repeated dim.
 - aten.flip: as_strided with the flipped dims' strides negated.
+- aten.unfold (Tensor.unfold's sliding windows): as_strided.
 - aten.upsample_nearest{1,2,3}d: a constant index per spatial dim, found by
   running the op on coordinates.
 - aten.constant_pad_nd (F.pad, Swin's padding to whole windows): zero pads
@@ -372,9 +373,26 @@ def upsample_nearest(self, node, x, *args):
     return self.reshape(node, x, self.out_shape(node))
 
 
+def unfold_windows(self, node, x, dim, size, step):
+    """Tensor.unfold(dim, size, step) (HaloNet's key/value windows): a view
+    with dim's windows as a new last dim, one strided read."""
+    x = self.tensor(node, x)
+    rank = len(x.shape)
+    dim = int(dim) % rank if rank else 0
+    size, step = int(size), int(step)
+    strides = row_major_strides(x.shape)
+    shape = list(x.shape)
+    shape[dim] = (x.shape[dim] - size) // step + 1
+    stride = list(strides)
+    stride[dim] = strides[dim] * step
+    return as_strided_node(self, node, x, shape + [size], stride + [strides[dim]], 0,
+                           node.meta["val"])
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
             aten.repeat.default: repeat, aten.flip.default: flip,
+            aten.unfold.default: unfold_windows,
             **{getattr(aten, "upsample_nearest%dd" % k).vec: upsample_nearest
                for k in (1, 2, 3)},
             **{getattr(aten, "upsample_nearest%dd" % k).default: upsample_nearest
