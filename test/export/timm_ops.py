@@ -58,8 +58,9 @@ class AttentionUpsample(nn.Module):
 
 
 class StdConvWindows(nn.Module):
-    """A weight-standardized conv (timm's StdConv2d: F.batch_norm over the
-    weight with batch statistics), batch statistics over a real batch,
+    """A weight-standardized conv with a gain (timm's ScaledStdConv2d:
+    F.batch_norm over the weight with batch statistics and a weight but no
+    bias), batch statistics over a real batch,
     Tensor.unfold's sliding windows (HaloNet) and a permuted expanded view
     (BoTNet's relative logits)."""
 
@@ -67,10 +68,11 @@ class StdConvWindows(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(4, 3, 3, 3))
         self.rel = nn.Parameter(torch.randn(1, 5, 1, 6))
+        self.gain = nn.Parameter(torch.rand(4) + 0.5)
 
     def forward(self, x):  # x [2, 3, 6, 6]
-        w = F.batch_norm(self.weight.reshape(1, 4, -1), None, None, training=True,
-                         momentum=0.0, eps=1e-6).reshape_as(self.weight)
+        w = F.batch_norm(self.weight.reshape(1, 4, -1), None, None, weight=self.gain,
+                         training=True, momentum=0.0, eps=1e-6).reshape_as(self.weight)
         y = F.conv2d(x, w, padding=1)  # [2, 4, 6, 6]
         z = F.batch_norm(y, None, None, training=True, eps=1e-5)
         win = y.unfold(2, 3, 2).unfold(3, 3, 2)  # [2, 4, 2, 2, 3, 3]

@@ -737,9 +737,13 @@ def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps)
     x = self.tensor(node, x)
     if len(x.shape) < 2:
         self.fail(node, "batch_norm on a %d-d tensor" % len(x.shape))
-    if (weight is None) != (bias is None):
-        self.fail(node, "batch_norm with only one of weight and bias has no graph op")
     n, c = x.shape[0], x.shape[1]
+    # one of weight and bias alone (ScaledStdConv2d's gain): the other is a
+    # constant of ones or zeros, which changes no value
+    if weight is not None and bias is None:
+        bias = hf.fill_buffer(self, 0.0, [c], x.val.dtype)
+    elif bias is not None and weight is None:
+        weight = hf.fill_buffer(self, 1.0, [c], x.val.dtype)
     rest = 1
     for k in x.shape[2:]:
         rest *= k
