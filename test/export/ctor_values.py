@@ -34,3 +34,19 @@ class ReadsParameter(nn.Module):
 
     def forward(self, x):
         return x * self.w
+
+
+class BufferOnParamDevice(nn.Module):
+    """Builds a non-persistent buffer on a parameter's device (timm's Swin
+    builds its window mask on norm1.weight.device): built with parameters
+    on meta, the buffer is on meta too, so the exporter builds the model
+    again with real parameters to read its values."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 6))
+        ramp = torch.arange(24, device=self.w.device, dtype=self.w.dtype).reshape(4, 6)
+        self.register_buffer("table", torch.sin(ramp) * 3, persistent=False)
+
+    def forward(self, x):
+        return x * self.w + self.table

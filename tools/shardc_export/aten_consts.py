@@ -159,15 +159,37 @@ def parameters_on_meta():
         nn.Module.__setattr__ = setattr_orig
 
 
+# A model whose buffers come out on meta is built once more with real
+# parameters, up to this many parameter bytes (1 GiB of float32: any image
+# model; a language model's buffers never depend on its parameters).
+MAX_REBUILD_PARAM_BYTES = 1 << 30
+
+
 def concrete_buffers(factory, kwargs):
     """name -> CPU tensor for every buffer of a fresh instance (parameters stay
-    on meta, so this costs the buffers' memory only)."""
+    on meta, so this costs the buffers' memory only). A buffer computed on a
+    parameter's device (timm's Swin builds its window mask on
+    norm1.weight.device) is on meta too and has no values: then the model is
+    built again with its parameters on the CPU, if they are small enough."""
     kw = dict(kwargs)
     if "device" in kw:
         kw["device"] = "cpu"
     torch.manual_seed(0)
     with parameters_on_meta():
         model = factory(**kw)
+    buffers = {n: b.detach() for n, b in model.named_buffers(remove_duplicate=False)}
+    on_meta = [n for n, b in buffers.items() if b.device.type == "meta"]
+    if not on_meta:
+        return buffers
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if param_bytes > MAX_REBUILD_PARAM_BYTES:
+        raise RuntimeError(
+            "buffer %s is computed on a parameter's device, so its values need the "
+            "parameters built (%d bytes, over the %d this exporter builds for it)"
+            % (on_meta[0], param_bytes, MAX_REBUILD_PARAM_BYTES))
+    del model
+    torch.manual_seed(0)
+    model = factory(**kw)
     return {n: b.detach() for n, b in model.named_buffers(remove_duplicate=False)}
 
 
