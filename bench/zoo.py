@@ -4,7 +4,7 @@ through ATen capture, run it with shardc at N = 1 and N = 4, compare with
 torch eager on shardc's own parameters, and write docs/models.md.
 
     /opt/shardc-venv/bin/python bench/zoo.py [--shardc build/bin/shardc]
-        [--only NAME]... [--out docs/models.md]
+        [--only NAME]... [--family WORD]... [--out docs/models.md]
 
 Per model: parameters, export seconds, shardc forward seconds (N = 1, its
 own report) vs torch eager forward seconds (median of 5, same thread count:
@@ -179,10 +179,14 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
     ap.add_argument("--only", action="append", help="a model name (repeatable)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "models.md"))
+    ap.add_argument("--family", action="append",
+                    help="the models whose name starts with this word, e.g. timm (repeatable)")
     ap.add_argument("--ci", action="store_true",
                     help="only the fast subset CI runs (zoo_models.CI); exit 1 if one fails")
     args = ap.parse_args()
     names = args.only or (zoo_models.CI if args.ci else list(zoo_models.ZOO))
+    if args.family:
+        names = [n for n in names if n.split(" ", 1)[0] in args.family]
     unknown = [n for n in names if n not in zoo_models.ZOO]
     if unknown:
         print("zoo.py: error: unknown model(s) %s" % unknown, file=sys.stderr)

@@ -147,6 +147,10 @@ ZOO.update({
 import zoo_hf  # noqa: E402
 ZOO.update(zoo_hf.ZOO)
 
+# timm's image models, one per family (bench/zoo_timm.py).
+import zoo_timm  # noqa: E402
+ZOO.update(zoo_timm.ZOO)
+
 # The fast subset CI runs (test/lit/models/zoo-ci.test: bench/zoo.py --ci).
 # Fourteen models spanning convnets (plain, depthwise, grouped/shuffled, squeeze-
 # excite), a ViT and a Swin (shifted windows: roll, window mask as constant
