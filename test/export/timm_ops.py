@@ -78,3 +78,19 @@ class StdConvWindows(nn.Module):
         win = y.unfold(2, 3, 2).unfold(3, 3, 2)  # [2, 4, 2, 2, 3, 3]
         rel = self.rel.expand(2, 5, 4, 6).permute(0, 2, 1, 3)  # [2, 4, 5, 6]
         return z.sum() + win.sum(dim=(4, 5)).sum() + rel.sum() + y
+
+
+class SliceAssign(nn.Module):
+    """An in-place assignment into a slice of an intermediate (MViTv2's
+    relative position terms added into attn[:, :, 1:, 1:]): functionalized
+    into aten.copy and slice_scatter."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(torch.randn(2, 3, 4))
+
+    def forward(self, x):  # x [2, 4, 4]
+        y = x * 2
+        y[:, 1:, 1:] = (y[:, 1:, 1:].view(2, 3, 3, 1)
+                        + self.p[:, :, 1:, None]).view(2, 3, 3)
+        return y

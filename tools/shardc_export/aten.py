@@ -359,6 +359,14 @@ class AtenLowering(GraphEmitter):
 
 
 # ---------------------------------------------------------------- rules
+def copy_into(self, node, dst, src, non_blocking=False):
+    """aten.copy (functionalized in-place assignment, `a[...] = b`): the
+    result is src in dst's shape and dtype; dst's values are not read."""
+    if isinstance(src, Expanded) and list(src.shape) == self.out_shape(node):
+        return src
+    return identity(self, node, src)
+
+
 def identity(self, node, x, *rest, **kw):
     if isinstance(x, Expanded):
         return x
@@ -904,6 +912,7 @@ RULES = {
     aten.squeeze.dim: view,
     aten.squeeze.dims: view,
     aten.clone.default: identity,
+    aten.copy.default: copy_into,
     aten.alias.default: identity,
     aten.detach.default: identity,
     aten._to_copy.default: identity,
