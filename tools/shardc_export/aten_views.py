@@ -15,7 +15,8 @@ y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
 - aten.flip: as_strided with the flipped dims' strides negated.
 - aten.unfold (Tensor.unfold's sliding windows): as_strided.
 - aten.upsample_nearest{1,2,3}d: a constant index per spatial dim, found by
-  running the op on coordinates.
+  running the op on coordinates; the linear, bilinear and trilinear ones a
+  blend of two such reads per dim.
 - aten.constant_pad_nd (F.pad, Swin's padding to whole windows): zero pads
   are the tensor itself, others cat a fill buffer on each side; negative
   pads crop with a slice.
@@ -389,6 +390,44 @@ def unfold_windows(self, node, x, dim, size, step):
                            node.meta["val"])
 
 
+def upsample_linear(self, node, x, *args):
+    """Linear, bilinear and trilinear upsampling (EfficientFormerV2's
+    attention downsampling): per spatial dim, each output position's source
+    position p, found by running the same ATen op on that dim's coordinates
+    (torch's align_corners and scale rules exactly), is a blend of rows
+    floor(p) and the next (the last row at the edge), with weights 1 - f and
+    f (f = p - floor(p)) as constant data broadcast along the dim: two
+    constant-index reads, two multiplies and an add."""
+    from .const_data import data_buffer
+    x = self.tensor(node, x)
+    rank = len(x.shape)
+    for d in range(2, rank):
+        n = x.shape[d]
+        view = [1] * rank
+        view[d] = n
+        coords = torch.arange(n, dtype=torch.float64).reshape(view).expand(
+            [1, 1] + list(x.shape[2:]))
+        pick = [0] * rank
+        pick[d] = slice(None)
+        pos = node.target(coords.contiguous(), *args)[tuple(pick)]
+        lo = torch.floor(pos).clamp(0, n - 1)
+        frac = (pos - lo).clamp(0, 1)
+        hi = torch.clamp(lo + 1, max=n - 1)
+        lo, hi = lo.to(torch.int64), hi.to(torch.int64)
+        a = rows_at_index(self, node, x, d, lo)
+        b = rows_at_index(self, node, x, d, hi)
+        wshape = [pos.numel()] + [1] * (rank - 1 - d)
+        w1 = data_buffer(self, frac.reshape(wshape), x.val.dtype)
+        w0 = data_buffer(self, (1 - frac).reshape(wshape), x.val.dtype)
+        if w0 is None or w1 is None:
+            self.fail(node, "an upsampled dim of %d positions is too large for constant "
+                      "data" % pos.numel())
+        out = torch.empty(a.val.shape, dtype=x.val.dtype, device="meta")
+        x = self.emit(node, "add", [self.emit(node, "mul", [a, w0], out),
+                                    self.emit(node, "mul", [b, w1], out)], out)
+    return self.reshape(node, x, self.out_shape(node))
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
             aten.repeat.default: repeat, aten.flip.default: flip,
@@ -397,6 +436,10 @@ def rules(aten):
                for k in (1, 2, 3)},
             **{getattr(aten, "upsample_nearest%dd" % k).default: upsample_nearest
                for k in (1, 2, 3)},
+            **{getattr(aten, name).vec: upsample_linear for name in (
+                "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d")},
+            **{getattr(aten, name).default: upsample_linear for name in (
+                "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d")},
             aten.index_select.default: index_select,
             aten.constant_pad_nd.default: constant_pad_nd,
             aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter}
