@@ -50,3 +50,19 @@ class BufferOnParamDevice(nn.Module):
 
     def forward(self, x):
         return x * self.w + self.table
+
+
+class BufferCopiedFromParamDevice(nn.Module):
+    """Fills a CPU buffer from a tensor built on a parameter's device (timm's
+    SwinV2-CR): with parameters on meta the copy itself fails, so the
+    exporter builds the model with real parameters to read the buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 6))
+        self.register_buffer("table", torch.empty(4, 6), persistent=False)
+        ramp = torch.arange(24, device=self.w.device, dtype=self.w.dtype).reshape(4, 6)
+        self.table.copy_(torch.sin(ramp) * 3)
+
+    def forward(self, x):
+        return x * self.w + self.table

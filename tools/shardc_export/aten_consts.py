@@ -165,29 +165,37 @@ def parameters_on_meta():
 MAX_REBUILD_PARAM_BYTES = 1 << 30
 
 
-def concrete_buffers(factory, kwargs):
+def concrete_buffers(factory, kwargs, param_bytes):
     """name -> CPU tensor for every buffer of a fresh instance (parameters stay
     on meta, so this costs the buffers' memory only). A buffer computed on a
     parameter's device (timm's Swin builds its window mask on
     norm1.weight.device) is on meta too and has no values: then the model is
-    built again with its parameters on the CPU, if they are small enough."""
+    built again with its parameters on the CPU, if they are small enough
+    (param_bytes: the model's parameter bytes); so is a model whose
+    construction mixes such a buffer with CPU tensors (timm's SwinV2-CR) and
+    fails with its parameters on meta."""
     kw = dict(kwargs)
     if "device" in kw:
         kw["device"] = "cpu"
     torch.manual_seed(0)
-    with parameters_on_meta():
-        model = factory(**kw)
-    buffers = {n: b.detach() for n, b in model.named_buffers(remove_duplicate=False)}
-    on_meta = [n for n, b in buffers.items() if b.device.type == "meta"]
-    if not on_meta:
-        return buffers
-    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    try:
+        with parameters_on_meta():
+            model = factory(**kw)
+    except Exception as e:
+        if param_bytes > MAX_REBUILD_PARAM_BYTES:
+            raise
+        why = "%s: %s" % (type(e).__name__, e)
+    else:
+        buffers = {n: b.detach() for n, b in model.named_buffers(remove_duplicate=False)}
+        on_meta = [n for n, b in buffers.items() if b.device.type == "meta"]
+        if not on_meta:
+            return buffers
+        why = "buffer %s is computed on a parameter's device" % on_meta[0]
+        del model
     if param_bytes > MAX_REBUILD_PARAM_BYTES:
         raise RuntimeError(
-            "buffer %s is computed on a parameter's device, so its values need the "
-            "parameters built (%d bytes, over the %d this exporter builds for it)"
-            % (on_meta[0], param_bytes, MAX_REBUILD_PARAM_BYTES))
-    del model
+            "%s, so its values need the parameters built (%d bytes, over the %d this "
+            "exporter builds for it)" % (why, param_bytes, MAX_REBUILD_PARAM_BYTES))
     torch.manual_seed(0)
     model = factory(**kw)
     return {n: b.detach() for n, b in model.named_buffers(remove_duplicate=False)}

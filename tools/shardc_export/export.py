@@ -266,7 +266,8 @@ def export(args):
         # buffer values (parameters on meta) for constants folded in forward
         from .aten_consts import concrete_buffers
         try:
-            return concrete_buffers(factory, kwargs)
+            return concrete_buffers(factory, kwargs, sum(
+                p.numel() * p.element_size() for p in model.parameters()))
         except Exception as e:
             raise ExportError("constructing %s with parameters on meta (to read its "
                               "buffers' values) failed: %s: %s" % (
