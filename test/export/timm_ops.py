@@ -6,20 +6,22 @@ import torch.nn.functional as F
 
 
 class NormsAndRepeat(nn.Module):
-    """A layer norm without bias (MetaFormer's), one without weight and bias,
+    """A layer norm and a group norm without bias (MetaFormer's), a layer
+    norm without weight and bias,
     one over the last two dims (normalized_shape [4, 8]), and parameters
     repeated over new and existing dims (XCiT's positional encoding)."""
 
     def __init__(self):
         super().__init__()
         self.no_bias = nn.LayerNorm(8, bias=False)
+        self.group_no_bias = nn.GroupNorm(1, 3, bias=False)
         self.no_affine = nn.LayerNorm(8, elementwise_affine=False)
         self.two_dims = nn.LayerNorm([4, 8])
         self.pos = nn.Parameter(torch.randn(1, 1, 4, 8))
         self.grid = nn.Parameter(torch.randn(2, 8))
 
     def forward(self, x):
-        return (self.no_bias(x) + self.no_affine(x) + self.two_dims(x)
+        return (self.no_bias(x) + self.no_affine(x) + self.two_dims(x) + self.group_no_bias(x)
                 + self.pos.repeat(2, 3, 1, 1) + self.grid.repeat(2, 3, 2, 1))
 
 

@@ -777,8 +777,12 @@ def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps)
 
 def group_norm(self, node, x, weight, bias, n, c, hw, groups, eps):
     x = self.tensor(node, x)
-    if (weight is None) != (bias is None):
-        self.fail(node, "group_norm with only one of weight and bias has no graph op")
+    # one of weight and bias alone (timm's GroupNorm1NoBias): the other is a
+    # constant of ones or zeros, which changes no value
+    if weight is not None and bias is None:
+        bias = hf.fill_buffer(self, 0.0, [int(c)], x.val.dtype)
+    elif bias is not None and weight is None:
+        weight = hf.fill_buffer(self, 1.0, [int(c)], x.val.dtype)
     ins = [x] + ([self.tensor(node, weight), self.tensor(node, bias)] if weight is not None
                  else [])
     g = self.emit(node, "group_norm", ins, node.meta["val"][0], groups=int(groups),
