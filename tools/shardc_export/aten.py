@@ -733,6 +733,17 @@ def native_batch_norm(self, node, x, weight, bias, mean, var, training, momentum
     return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
 
 
+def complete_affine(self, weight, bias, c, dtype):
+    """A norm's weight and bias when one of them alone is given (timm's
+    ScaledStdConv2d gain, GroupNorm1NoBias): the other becomes a constant of
+    ones or zeros, which changes no value; both or neither pass through."""
+    if weight is not None and bias is None:
+        bias = hf.fill_buffer(self, 0.0, [c], dtype)
+    elif bias is not None and weight is None:
+        weight = hf.fill_buffer(self, 1.0, [c], dtype)
+    return weight, bias
+
+
 def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps):
     """Batch norm over the batch's own statistics with no running ones
     (timm's StdConv2d standardizes its weight so: F.batch_norm(w.reshape(1,
@@ -746,12 +757,7 @@ def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps)
     if len(x.shape) < 2:
         self.fail(node, "batch_norm on a %d-d tensor" % len(x.shape))
     n, c = x.shape[0], x.shape[1]
-    # one of weight and bias alone (ScaledStdConv2d's gain): the other is a
-    # constant of ones or zeros, which changes no value
-    if weight is not None and bias is None:
-        bias = hf.fill_buffer(self, 0.0, [c], x.val.dtype)
-    elif bias is not None and weight is None:
-        weight = hf.fill_buffer(self, 1.0, [c], x.val.dtype)
+    weight, bias = complete_affine(self, weight, bias, c, x.val.dtype)
     rest = 1
     for k in x.shape[2:]:
         rest *= k
@@ -777,12 +783,7 @@ def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps)
 
 def group_norm(self, node, x, weight, bias, n, c, hw, groups, eps):
     x = self.tensor(node, x)
-    # one of weight and bias alone (timm's GroupNorm1NoBias): the other is a
-    # constant of ones or zeros, which changes no value
-    if weight is not None and bias is None:
-        bias = hf.fill_buffer(self, 0.0, [int(c)], x.val.dtype)
-    elif bias is not None and weight is None:
-        weight = hf.fill_buffer(self, 1.0, [int(c)], x.val.dtype)
+    weight, bias = complete_affine(self, weight, bias, int(c), x.val.dtype)
     ins = [x] + ([self.tensor(node, weight), self.tensor(node, bias)] if weight is not None
                  else [])
     g = self.emit(node, "group_norm", ins, node.meta["val"][0], groups=int(groups),
