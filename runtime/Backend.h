@@ -115,7 +115,8 @@ struct Region {
   VIRTUAL void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b, \
                     const KTensor &y) SUFFIX;                                                \
   VIRTUAL void pool(const PoolParams &p, const KTensor &x, const KTensor &y) SUFFIX;         \
-  VIRTUAL void adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) SUFFIX;       \
+  VIRTUAL void adaptivePool(PoolKind kind, const std::vector<int64_t> &outputSize,            \
+                            const KTensor &x, const KTensor &y) SUFFIX;                      \
   VIRTUAL void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,          \
                          const KTensor *w, const KTensor *b, double eps, const KTensor &y)   \
       SUFFIX;                                                                                \

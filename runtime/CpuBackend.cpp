@@ -118,8 +118,9 @@ void CpuBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, c
 void CpuBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
   poolKernel(p, x, y, threads_);
 }
-void CpuBackend::adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) {
-  adaptivePoolKernel(kind, x, y, threads_);
+void CpuBackend::adaptivePool(PoolKind kind, const std::vector<int64_t> &outputSize,
+                              const KTensor &x, const KTensor &y) {
+  adaptivePoolKernel(kind, outputSize, x, y, threads_);
 }
 void CpuBackend::batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,
                            const KTensor *w, const KTensor *b, double eps, const KTensor &y) {

@@ -65,7 +65,8 @@ void Backend::conv(const ConvParams &, const KTensor &, const KTensor &, const K
 void Backend::pool(const PoolParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Pool);
 }
-void Backend::adaptivePool(PoolKind, const KTensor &, const KTensor &) {
+void Backend::adaptivePool(PoolKind, const std::vector<int64_t> &, const KTensor &,
+                           const KTensor &) {
   noKernel(OpFamily::AdaptivePool);
 }
 void Backend::batchNorm(const KTensor &, const KTensor &, const KTensor &, const KTensor *,
@@ -397,7 +398,9 @@ private:
       return backend_.pool(poolParams(static_cast<PoolKind>(info.variant), inst.attrs), in[0],
                            y);
     case OpFamily::AdaptivePool:
-      return backend_.adaptivePool(static_cast<PoolKind>(info.variant), in[0], y);
+      return backend_.adaptivePool(static_cast<PoolKind>(info.variant),
+                                   std::get<std::vector<int64_t>>(inst.attrs.at("output_size")),
+                                   in[0], y);
     case OpFamily::BatchNorm:
       return backend_.batchNorm(in[0], in[1], in[2], optional(3), optional(4),
                                 attrDouble(inst, "eps"), y);

@@ -36,8 +36,8 @@ void expectParam(const char *op, const char *what, const std::vector<int64_t> &v
 }
 
 void expectSpatialDims(const char *op, int dims) {
-  if (dims != 1 && dims != 2)
-    fail(op, "spatialDims is " + str(dims) + ", only 1 and 2 are supported");
+  if (dims < 1 || dims > 3)
+    fail(op, "spatialDims is " + str(dims) + ", only 1, 2 and 3 are supported");
 }
 
 /// Batched ([N, C, *spatial]) or unbatched ([C, *spatial]) pooling input.
@@ -80,6 +80,8 @@ Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape
   expectParam(op, "dilation", p.dilation, dims, 1);
   if (p.groups < 1) fail(op, "groups must be positive, got " + str(p.groups));
   if (p.transposed) {
+    if (dims == 3)
+      fail(op, "a transposed convolution over 3 spatial dims has no kernel (1 and 2 do)");
     expectParam(op, "output_padding", p.outputPadding, dims, 0);
     for (int d = 0; d < dims; ++d)
       if (p.outputPadding[d] >= p.stride[d] && p.outputPadding[d] >= p.dilation[d])
@@ -93,7 +95,8 @@ Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape
   const size_t rank = static_cast<size_t>(dims) + 2;
   if (x.size() != rank)
     fail(op, "expected " + str(static_cast<int64_t>(rank)) + "-d input [N, C, " +
-                 (dims == 1 ? "L" : "H, W") + "], got " + shapeToString(x));
+                 (dims == 1 ? "L" : dims == 2 ? "H, W" : "D, H, W") + "], got " +
+                 shapeToString(x));
   if (w.size() != rank)
     fail(op, "expected " + str(static_cast<int64_t>(rank)) + "-d weight, got " +
                  shapeToString(w));

@@ -26,11 +26,12 @@ namespace shardc::runtime {
 
 // ---- convolution -----------------------------------------------------------
 
-/// torch's aten.convolution for 1 or 2 spatial dims. x [N, Cin, *spatial],
+/// torch's aten.convolution for 1, 2 or 3 spatial dims (transposed: 1 or 2).
+/// x [N, Cin, *spatial],
 /// w [Cout, Cin/groups, *kernel] (transposed: [Cin, Cout/groups, *kernel]),
 /// b [Cout] optional. Every vector has `spatialDims` entries.
 struct ConvParams {
-  int spatialDims = 2;  // 1 or 2
+  int spatialDims = 2;  // 1, 2 or 3
   std::vector<int64_t> stride, padding, dilation;
   int64_t groups = 1;
   bool transposed = false;
@@ -42,7 +43,7 @@ Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape
 // ---- pooling ---------------------------------------------------------------
 
 enum class PoolKind { Max, Avg };
-/// max_pool{1,2}d / avg_pool{1,2}d as torch: x [N, C, *spatial] or
+/// max_pool{1,2,3}d / avg_pool{1,2,3}d as torch: x [N, C, *spatial] or
 /// [C, *spatial]; output size floor or ceil ((in + 2p - d(k-1) - 1) / s) + 1,
 /// with torch's rule that the last window must start inside the input or
 /// left padding when ceil_mode. Padding is at most half the kernel. An empty
@@ -57,7 +58,7 @@ struct PoolParams {
 };
 Shape poolShape(const PoolParams &p, const Shape &x);
 
-/// adaptive_{avg,max}_pool{1,2}d: x [N, C, *spatial] or [C, *spatial] to
+/// adaptive_{avg,max}_pool{1,2,3}d: x [N, C, *spatial] or [C, *spatial] to
 /// `outputSize` (spatialDims entries); window i covers
 /// [floor(i*in/out), ceil((i+1)*in/out)).
 Shape adaptivePoolShape(PoolKind kind, const std::vector<int64_t> &outputSize, const Shape &x);

@@ -120,8 +120,8 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
 }  // namespace
 
 ConvParams convParams(const AttrMap &attrs, size_t inputRank) {
-  if (inputRank != 3 && inputRank != 4)
-    checks::fail("conv", "x must be [N, C, L] or [N, C, H, W], got rank " +
+  if (inputRank < 3 || inputRank > 5)
+    checks::fail("conv", "x must be [N, C, L], [N, C, H, W] or [N, C, D, H, W], got rank " +
                              std::to_string(inputRank));
   ConvParams p;
   p.spatialDims = static_cast<int>(inputRank) - 2;
@@ -141,8 +141,8 @@ PoolParams poolParams(PoolKind kind, const AttrMap &attrs) {
   PoolParams p;
   p.kind = kind;
   p.kernel = listOr(attrs, "kernel", {});
-  if (p.kernel.size() != 1 && p.kernel.size() != 2)
-    checks::fail(op, "kernel needs 1 or 2 entries, got " + std::to_string(p.kernel.size()));
+  if (p.kernel.empty() || p.kernel.size() > 3)
+    checks::fail(op, "kernel needs 1, 2 or 3 entries, got " + std::to_string(p.kernel.size()));
   p.spatialDims = static_cast<int>(p.kernel.size());
   p.stride = spatial(op, attrs, "stride", p.kernel.size(), {});
   p.padding = spatial(op, attrs, "padding", p.kernel.size(), {});

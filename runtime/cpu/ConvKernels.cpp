@@ -1,18 +1,20 @@
 // convKernel (runtime/cpu/FamilyKernels.h): torch's aten.convolution on the
-// CPU for 1 and 2 spatial dims.
-//
-//   - 1-d is 2-d with a height of 1.
-//   - Depthwise (one input channel per group) runs directly: per output
-//     plane, from a zero-padded copy of the input plane split into column
-//     phases of the stride, kernel taps in a fixed order, float accumulators.
-//   - The others: per (sample, group, block of output pixels), im2col of the
-//     block ([Cin/groups * kh * kw, P] floats, about 1 MiB) then one sgemm
-//     W_g [Cout/groups, K] x col into the output, started from the bias.
-//     A 1x1, stride 1, unpadded convolution needs no im2col: sgemm reads the
-//     input planes directly. 16-bit storage converts weights and columns in
-//     K blocks of 256 and accumulates in a float tile.
-//   - Transposed: per (sample, group, block of output channels), sgemm
-//     W_g^T x x_g into columns, then col2im adds them into the output planes.
+// CPU for 1, 2 and 3 spatial dims.
+//   - 1-d and 2-d are 3-d with a depth of 1 (runtime/ConvGeometry.h).
+//   - Depthwise (one input channel per group, 1-d or 2-d) runs directly: per
+//     output plane, from a zero-padded copy of the input plane split into
+//     column phases of the stride, kernel taps in a fixed order, float
+//     accumulators.
+//   - The others (and every 3-d one): per (sample, group, block of output
+//     pixels), im2col of the block ([Cin/groups * kd * kh * kw, P] floats,
+//     about 1 MiB) then one sgemm W_g [Cout/groups, K] x col into the
+//     output, started from the bias. A 1x1(x1), stride 1, unpadded
+//     convolution needs no im2col: sgemm reads the input planes directly.
+//     16-bit storage converts weights and columns in K blocks of 256 and
+//     accumulates in a float tile.
+//   - Transposed (1-d and 2-d): per (sample, group, block of output
+//     channels), sgemm W_g^T x x_g into columns, then col2im adds them into
+//     the output planes.
 // Tasks never share an output element and their boundaries depend only on
 // the shapes of one sample, so a sample's bytes do not depend on the batch
 // size or the thread count.
@@ -37,7 +39,7 @@ constexpr int64_t kScratchFloats = int64_t(1) << 18;  // 1 MiB per worker
 constexpr int64_t kTileK16 = 256;   // K block of the 16-bit path
 constexpr int64_t kTileM16 = 128;   // output-channel block of the 16-bit path
 
-/// The 2-d view of a 1-d or 2-d convolution (shared with the CUDA kernels).
+/// The 3-d view of a convolution (shared with the CUDA kernels).
 using Geometry = ConvGeometry;
 
 /// [lo, hi): the output columns ow whose input column ow*s - pad + off lies in [0, W).
@@ -58,25 +60,29 @@ float loadOne(DType dtype, const void *base, int64_t i) {
 
 /// Rows [r0, r1) of the column matrix of the output pixels [p0, p0 + P) of
 /// one sample-group, into col (row r at col + (r - r0) * P):
-/// r = (ci * kh + ki) * kw + kj; zero where the window reads padding.
-/// `plane0` is the element offset of the group's first input channel.
+/// r = ((ci * kd + kz) * kh + ki) * kw + kj; pixel p = (od * OH + oh) * OW + ow;
+/// zero where the window reads padding. `plane0` is the element offset of
+/// the group's first input channel.
 void im2col(const Geometry &g, DType dtype, const void *x, int64_t plane0, int64_t p0,
             int64_t P, int64_t r0, int64_t r1, float *col) {
-  const int64_t HW = g.H * g.W;
+  const int64_t taps = g.taps(), HW = g.H * g.W;
   for (int64_t r = r0; r < r1; ++r) {
-    const int64_t ci = r / (g.kh * g.kw), ki = (r / g.kw) % g.kh, kj = r % g.kw;
+    const int64_t ci = r / taps, kz = (r / (g.kh * g.kw)) % g.kd;
+    const int64_t ki = (r / g.kw) % g.kh, kj = r % g.kw;
     int64_t lo, hi;
     validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
     const int64_t shift = kj * g.dw - g.pw;
     float *dst = col + (r - r0) * P;
     for (int64_t p = p0; p < p0 + P;) {
-      const int64_t oh = p / g.OW, ow0 = p % g.OW, ow1 = std::min(g.OW, ow0 + (p0 + P - p));
+      const int64_t row = p / g.OW, ow0 = p % g.OW, ow1 = std::min(g.OW, ow0 + (p0 + P - p));
+      const int64_t oh = row % g.OH, od = row / g.OH;
       float *out = dst + (p - p0);
+      const int64_t id = od * g.sd - g.pd + kz * g.dd;
       const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-      if (ih < 0 || ih >= g.H) {
+      if (id < 0 || id >= g.D || ih < 0 || ih >= g.H) {
         std::fill(out, out + (ow1 - ow0), 0.0f);
       } else {
-        const int64_t line = plane0 + ci * HW + ih * g.W;
+        const int64_t line = plane0 + ci * g.inPlane() + id * HW + ih * g.W;
         const int64_t a = std::clamp(lo, ow0, ow1), b = std::clamp(hi, a, ow1);
         std::fill(out, out + (a - ow0), 0.0f);
         if (g.sw == 1) {
@@ -121,21 +127,21 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
               const KTensor &y, int threads) {
   const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();
   const bool f32 = x.dtype == DType::F32;
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
-                         g.pw == 0 && g.H == g.OH && g.W == g.OW;
+  const bool pointwise = g.taps() == 1 && g.sd == 1 && g.sh == 1 && g.sw == 1 && g.pd == 0 &&
+                         g.ph == 0 && g.pw == 0 && g.D == g.OD && g.H == g.OH && g.W == g.OW;
   // f32: the whole K per block. 16-bit: K blocks of kTileK16, weight blocks
   // of kTileM16 rows, a float accumulator.
   const int64_t kb16 = std::min(K, kTileK16), mb16 = std::min(M, kTileM16);
   const int64_t P = f32 ? (pointwise ? std::min<int64_t>(PIX, 1024) : pixelBlock(g, K, 0))
                         : pixelBlock(g, M + kb16, mb16 * kb16);
   const int64_t blocks = (PIX + P - 1) / P;
-  const int64_t xSample = g.Cin * g.H * g.W, ySample = g.Cout * PIX;
+  const int64_t xSample = g.Cin * g.inPlane(), ySample = g.Cout * PIX;
   cpu::singleThreadedBlas();
   cpu::parallelTasks(g.N * g.groups * blocks, threads, g.N * g.Cout * PIX * K, [&](int64_t task) {
     thread_local std::vector<float> scratch;
     const int64_t n = task / (g.groups * blocks), grp = (task / blocks) % g.groups;
     const int64_t p0 = (task % blocks) * P, pb = std::min(P, PIX - p0);
-    const int64_t plane0 = n * xSample + grp * g.cinG() * g.H * g.W;
+    const int64_t plane0 = n * xSample + grp * g.cinG() * g.inPlane();
     const int64_t yOff = n * ySample + grp * M * PIX + p0;  // (co = grp*M, pixel p0)
     const int64_t wOff = grp * M * K;
     if (f32) {
@@ -417,18 +423,18 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
   const Geometry g = convGeometryOf(p, x.shape, w.shape, y.shape);
   if (y.numel() == 0) return;
   // sgemm takes int sizes and leading dims.
-  for (int64_t v : {g.K(), g.coutG() * g.kh * g.kw, g.pixels(), g.H * g.W, g.Cin})
+  for (int64_t v : {g.K(), g.coutG() * g.taps(), g.pixels(), g.inPlane(), g.Cin})
     if (v > INT_MAX)
       checks::fail(op, "a matrix size of " + std::to_string(v) +
                            " exceeds the BLAS int range (input " + shapeToString(x.shape) +
                            ", weight " + shapeToString(w.shape) + ")");
-  if (p.transposed) return convTransposed(g, x, w, b, y, threads);
+  if (p.transposed) return convTransposed(g, x, w, b, y, threads);  // 1-d, 2-d (shape rule)
   // Depthwise holds one padded input plane per worker: planes beyond about
   // 4 MiB take the im2col path (bounded blocks), which computes the same sums.
   const int64_t paddedPlane = (g.H + 2 * g.ph) * (g.W + 2 * g.pw + g.sw) + g.pixels();
   // Many output channels per input channel (a single-channel input such as
   // audio's first conv) is a real matrix product: sgemm beats the tap loops.
-  if (g.cinG() == 1 && g.coutG() < 16 && paddedPlane <= 4 * kScratchFloats) {
+  if (g.flat() && g.cinG() == 1 && g.coutG() < 16 && paddedPlane <= 4 * kScratchFloats) {
     // Rows shorter than 32 outputs vectorize poorly: 16 channels at a time.
     if (g.OW < 32 && paddedPlane * kLanes <= 4 * kScratchFloats)
       return convDepthwiseLanes(g, x, w, b, y, threads);

@@ -6,7 +6,8 @@
 //     divisor, clipped to the input the other one; divisor_override replaces
 //     both; a window wholly in the padding gives 0. Sums in double.
 //   adaptive: window i of out covers [floor(i*in/out), ceil((i+1)*in/out)).
-// 1-d is 2-d with a height of 1. One task per (sample, channel) plane.
+// 1-d and 2-d are 3-d with a depth (and height) of 1. One task per
+// (sample, channel) volume, "plane" below.
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
@@ -23,17 +24,25 @@ using plan::DType;
 namespace {
 
 struct Plane {
-  int64_t planes, H, W, OH, OW;
+  int64_t planes, D, H, W, OD, OH, OW;
+  int64_t in() const { return D * H * W; }
+  int64_t out() const { return OD * OH * OW; }
 };
 
-/// Planes and 2-d sizes of a pooling input x and output y with `dims` spatial dims.
+/// Planes and 3-d sizes of a pooling input x and output y with `dims`
+/// spatial dims (the missing leading ones have size 1).
 Plane planeOf(const Shape &x, const Shape &y, int dims) {
+  auto size = [&](const Shape &s, int d) {  // d = 0 (depth), 1 (height), 2 (width)
+    return d < 3 - dims ? int64_t(1) : s[s.size() - 3 + d];
+  };
   Plane p;
-  p.H = dims == 2 ? x[x.size() - 2] : 1;
-  p.W = x.back();
-  p.OH = dims == 2 ? y[y.size() - 2] : 1;
-  p.OW = y.back();
-  p.planes = plan::numElements(x) / std::max<int64_t>(p.H * p.W, 1);
+  p.D = size(x, 0);
+  p.H = size(x, 1);
+  p.W = size(x, 2);
+  p.OD = size(y, 0);
+  p.OH = size(y, 1);
+  p.OW = size(y, 2);
+  p.planes = plan::numElements(x) / std::max<int64_t>(p.in(), 1);
   return p;
 }
 
@@ -44,17 +53,17 @@ template <typename Body>
 void perPlane(const KTensor &x, const KTensor &y, const Plane &g, int64_t work, int threads,
               const Body &body) {
   cpu::parallelTasks(g.planes, threads, work, [&](int64_t plane) {
-    const int64_t inOff = plane * g.H * g.W, outOff = plane * g.OH * g.OW;
+    const int64_t inOff = plane * g.in(), outOff = plane * g.out();
     if (x.dtype == DType::F32) {
       body(static_cast<const float *>(x.data) + inOff, static_cast<float *>(y.data) + outOff);
       return;
     }
     thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(g.H * g.W + g.OH * g.OW));
-    float *in = buf.data(), *out = in + g.H * g.W;
-    cpu::loadFloats(x.dtype, x.data, inOff, g.H * g.W, in);
+    buf.resize(static_cast<size_t>(g.in() + g.out()));
+    float *in = buf.data(), *out = in + g.in();
+    cpu::loadFloats(x.dtype, x.data, inOff, g.in(), in);
     body(in, out);
-    cpu::storeFloats(y.dtype, out, g.OH * g.OW, y.data, outOff);
+    cpu::storeFloats(y.dtype, out, g.out(), y.data, outOff);
   });
 }
 
@@ -68,58 +77,70 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
   checks::expectDType(op, "output", y, x.dtype);
   checks::expectShape(op, "output", y, poolShape(p, x.shape));
   if (y.numel() == 0) return;
-  const bool two = p.spatialDims == 2;
   const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
+  // Entry d (0 depth, 1 height, 2 width) of a per-dim parameter.
+  const int lead = 3 - p.spatialDims;
   auto at = [&](const std::vector<int64_t> &v, int d, int64_t none) {
-    if (v.empty()) return none;
-    return two ? v[d] : (d == 0 ? none : v[0]);
+    return v.empty() || d < lead ? none : v[d - lead];
   };
-  const int64_t kh = two ? p.kernel[0] : 1, kw = p.kernel.back();
-  const int64_t sh = at(stride, 0, 1), sw = at(stride, 1, 1);
-  const int64_t ph = at(p.padding, 0, 0), pw = at(p.padding, 1, 0);
-  const int64_t dh = at(p.dilation, 0, 1), dw = at(p.dilation, 1, 1);
+  const int64_t kd = at(p.kernel, 0, 1), kh = at(p.kernel, 1, 1), kw = at(p.kernel, 2, 1);
+  const int64_t sd = at(stride, 0, 1), sh = at(stride, 1, 1), sw = at(stride, 2, 1);
+  const int64_t pd = at(p.padding, 0, 0), ph = at(p.padding, 1, 0), pw = at(p.padding, 2, 0);
+  const int64_t dd = at(p.dilation, 0, 1), dh = at(p.dilation, 1, 1), dw = at(p.dilation, 2, 1);
   const Plane g = planeOf(x.shape, y.shape, p.spatialDims);
-  const int64_t work = y.numel() * kh * kw;
+  const int64_t work = y.numel() * kd * kh * kw;
   if (p.kind == PoolKind::Max) {
     perPlane(x, y, g, work, threads, [&](const float *in, float *out) {
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          float best = -std::numeric_limits<float>::infinity();
-          for (int64_t ki = 0; ki < kh; ++ki) {
-            const int64_t ih = oh * sh - ph + ki * dh;
-            if (ih < 0 || ih >= g.H) continue;
-            for (int64_t kj = 0; kj < kw; ++kj) {
-              const int64_t iw = ow * sw - pw + kj * dw;
-              if (iw >= 0 && iw < g.W) best = maxOf(best, in[ih * g.W + iw]);
+      for (int64_t od = 0; od < g.OD; ++od)
+        for (int64_t oh = 0; oh < g.OH; ++oh)
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            float best = -std::numeric_limits<float>::infinity();
+            for (int64_t kz = 0; kz < kd; ++kz) {
+              const int64_t id = od * sd - pd + kz * dd;
+              if (id < 0 || id >= g.D) continue;
+              for (int64_t ki = 0; ki < kh; ++ki) {
+                const int64_t ih = oh * sh - ph + ki * dh;
+                if (ih < 0 || ih >= g.H) continue;
+                const float *line = in + (id * g.H + ih) * g.W;
+                for (int64_t kj = 0; kj < kw; ++kj) {
+                  const int64_t iw = ow * sw - pw + kj * dw;
+                  if (iw >= 0 && iw < g.W) best = maxOf(best, line[iw]);
+                }
+              }
             }
+            out[(od * g.OH + oh) * g.OW + ow] = best;
           }
-          out[oh * g.OW + ow] = best;
-        }
     });
     return;
   }
   perPlane(x, y, g, work, threads, [&](const float *in, float *out) {
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
-        int64_t h1 = std::min(h0 + kh, g.H + ph), w1 = std::min(w0 + kw, g.W + pw);
-        const int64_t padded = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, g.H);
-        w1 = std::min(w1, g.W);
-        if (h0 >= h1 || w0 >= w1) {
-          out[oh * g.OW + ow] = 0;
-          continue;
+    for (int64_t od = 0; od < g.OD; ++od)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          int64_t d0 = od * sd - pd, h0 = oh * sh - ph, w0 = ow * sw - pw;
+          int64_t d1 = std::min(d0 + kd, g.D + pd), h1 = std::min(h0 + kh, g.H + ph),
+                  w1 = std::min(w0 + kw, g.W + pw);
+          const int64_t padded = (d1 - d0) * (h1 - h0) * (w1 - w0);
+          d0 = std::max<int64_t>(d0, 0);
+          h0 = std::max<int64_t>(h0, 0);
+          w0 = std::max<int64_t>(w0, 0);
+          d1 = std::min(d1, g.D);
+          h1 = std::min(h1, g.H);
+          w1 = std::min(w1, g.W);
+          float &o = out[(od * g.OH + oh) * g.OW + ow];
+          if (d0 >= d1 || h0 >= h1 || w0 >= w1) {
+            o = 0;
+            continue;
+          }
+          double sum = 0;
+          for (int64_t id = d0; id < d1; ++id)
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw) sum += in[(id * g.H + ih) * g.W + iw];
+          const int64_t divisor = p.divisorOverride ? p.divisorOverride
+                                  : p.countIncludePad ? padded
+                                                      : (d1 - d0) * (h1 - h0) * (w1 - w0);
+          o = static_cast<float>(sum / static_cast<double>(divisor));
         }
-        double sum = 0;
-        for (int64_t ih = h0; ih < h1; ++ih)
-          for (int64_t iw = w0; iw < w1; ++iw) sum += in[ih * g.W + iw];
-        const int64_t divisor = p.divisorOverride ? p.divisorOverride
-                                : p.countIncludePad ? padded
-                                                    : (h1 - h0) * (w1 - w0);
-        out[oh * g.OW + ow] = static_cast<float>(sum / static_cast<double>(divisor));
-      }
   });
 }
 
@@ -144,20 +165,27 @@ void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outSize, cons
   auto start = [](int64_t i, int64_t in, int64_t out) { return (i * in) / out; };
   auto end = [](int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; };
   perPlane(x, y, g, x.numel() + y.numel(), threads, [&](const float *in, float *out) {
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t h0 = start(oh, g.H, g.OH), h1 = end(oh, g.H, g.OH);
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        const int64_t w0 = start(ow, g.W, g.OW), w1 = end(ow, g.W, g.OW);
-        if (kind == PoolKind::Max) {
-          float best = -std::numeric_limits<float>::infinity();
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) best = maxOf(best, in[ih * g.W + iw]);
-          out[oh * g.OW + ow] = best;
-        } else {
-          double sum = 0;
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) sum += in[ih * g.W + iw];
-          out[oh * g.OW + ow] = static_cast<float>(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
+    for (int64_t od = 0; od < g.OD; ++od) {
+      const int64_t d0 = start(od, g.D, g.OD), d1 = end(od, g.D, g.OD);
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t h0 = start(oh, g.H, g.OH), h1 = end(oh, g.H, g.OH);
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t w0 = start(ow, g.W, g.OW), w1 = end(ow, g.W, g.OW);
+          float &o = out[(od * g.OH + oh) * g.OW + ow];
+          if (kind == PoolKind::Max) {
+            float best = -std::numeric_limits<float>::infinity();
+            for (int64_t id = d0; id < d1; ++id)
+              for (int64_t ih = h0; ih < h1; ++ih)
+                for (int64_t iw = w0; iw < w1; ++iw)
+                  best = maxOf(best, in[(id * g.H + ih) * g.W + iw]);
+            o = best;
+          } else {
+            double sum = 0;
+            for (int64_t id = d0; id < d1; ++id)
+              for (int64_t ih = h0; ih < h1; ++ih)
+                for (int64_t iw = w0; iw < w1; ++iw) sum += in[(id * g.H + ih) * g.W + iw];
+            o = static_cast<float>(sum / static_cast<double>((d1 - d0) * (h1 - h0) * (w1 - w0)));
+          }
         }
       }
     }

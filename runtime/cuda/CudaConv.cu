@@ -1,12 +1,14 @@
-// conv (CudaFamilies.h): torch's aten.convolution for 1 and 2 spatial dims,
-// runtime/cpu/ConvKernels.cpp's semantics (1-d is 2-d with a height of 1).
+// conv (CudaFamilies.h): torch's aten.convolution for 1, 2 and 3 spatial
+// dims, runtime/cpu/ConvKernels.cpp's semantics (1-d and 2-d are 3-d with a
+// depth of 1).
 //   - General path: per (sample, group, block of output pixels), im2col of
 //     the block into the device's kernel scratch (at most 1 MiB, in the
 //     storage dtype: a copy, no rounding), then one cublasGemmEx
 //     W_g [Cout/g, K] x col [K, P] onto the output, which a first kernel set
 //     to the bias (beta = 1; compute type CUBLAS_COMPUTE_32F, no TF32; a
 //     16-bit output is rounded once, as linear's).
-//   - Depthwise (one input channel per group) and transposed convolutions:
+//   - Depthwise (one input channel per group, 1-d or 2-d) and transposed
+//     (1-d or 2-d) convolutions:
 //     one thread per output element sums its taps in float (direct; the
 //     transposed one gathers the input pixels that land on it).
 // cuDNN is not used: the toolkit here has it, but it would be one more
@@ -28,7 +30,7 @@ using plan::DType;
 namespace {
 using namespace dev;
 
-/// The 2-d view of a 1-d or 2-d convolution (runtime/ConvGeometry.h).
+/// The 3-d view of a convolution (runtime/ConvGeometry.h).
 using Geometry = ConvGeometry;
 
 /// y[n, co, pixel] = b[co] or 0, before the GEMMs accumulate onto it.
@@ -38,19 +40,22 @@ __global__ void biasKernel(const typename T::S *b, typename T::S *y, int64_t Cou
   SHARDC_GRID_LOOP(i, count) { y[i] = b ? b[(i / PIX) % Cout] : T::store(0.0f); }
 }
 
-/// col[r, p - p0] for rows r = (ci * kh + ki) * kw + kj of the group's
-/// input channels and output pixels [p0, p0 + P); 0 where the tap reads
-/// padding. Elements are copied in their storage type.
+/// col[r, p - p0] for rows r = ((ci * kd + kz) * kh + ki) * kw + kj of the
+/// group's input channels and output pixels [p0, p0 + P) (p = (od * OH +
+/// oh) * OW + ow); 0 where the tap reads padding. Elements are copied in
+/// their storage type.
 template <typename E>
 __global__ void im2colKernel(Geometry g, const E *x, int64_t plane0, int64_t p0, int64_t P,
                              E *col, int64_t count) {
   SHARDC_GRID_LOOP(i, count) {
     const int64_t r = i / P, p = p0 + i % P;
-    const int64_t ci = r / (g.kh * g.kw), ki = (r / g.kw) % g.kh, kj = r % g.kw;
-    const int64_t ih = (p / g.OW) * g.sh - g.ph + ki * g.dh;
+    const int64_t ci = r / g.taps(), kz = (r / (g.kh * g.kw)) % g.kd;
+    const int64_t ki = (r / g.kw) % g.kh, kj = r % g.kw;
+    const int64_t id = (p / (g.OW * g.OH)) * g.sd - g.pd + kz * g.dd;
+    const int64_t ih = ((p / g.OW) % g.OH) * g.sh - g.ph + ki * g.dh;
     const int64_t iw = (p % g.OW) * g.sw - g.pw + kj * g.dw;
-    col[i] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
-                 ? x[plane0 + ci * g.H * g.W + ih * g.W + iw]
+    col[i] = (id >= 0 && id < g.D && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+                 ? x[plane0 + ci * g.inPlane() + (id * g.H + ih) * g.W + iw]
                  : E{0};
   }
 }
@@ -118,14 +123,15 @@ void convGemm(CudaDevice &device, const char *op, const Geometry &g, const KTens
   // Pixel blocks of equal size whose columns fit the scratch.
   const int64_t most = scratchElements / std::max<int64_t>(K, 1);
   const int64_t blocks = (PIX + most - 1) / most, P = (PIX + blocks - 1) / blocks;
-  const int64_t ySample = g.Cout * PIX, xSample = g.Cin * g.H * g.W;
+  const int64_t ySample = g.Cout * PIX, xSample = g.Cin * g.inPlane();
   const cudaDataType_t type = blasType(x.dtype);
   const float alpha = 1.0f, beta = 1.0f;
   void *col = device.scratch(static_cast<size_t>(K * P * size));
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t grp = 0; grp < g.groups; ++grp)
       for (int64_t p0 = 0; p0 < PIX; p0 += P) {
-        const int64_t pb = std::min(P, PIX - p0), plane0 = n * xSample + grp * g.cinG() * g.H * g.W;
+        const int64_t pb = std::min(P, PIX - p0);
+        const int64_t plane0 = n * xSample + grp * g.cinG() * g.inPlane();
         bySize(size, [&](auto *tag) {
           using E = std::remove_pointer_t<decltype(tag)>;
           im2colKernel<E><<<gridFor(K * pb), kThreads, 0, device.stream()>>>(
@@ -161,7 +167,9 @@ void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTens
                            " exceeds the cuBLAS int range (input " + shapeToString(x.shape) +
                            ", weight " + shapeToString(w.shape) + ")");
   device.makeCurrent();
-  const bool direct = p.transposed || g.cinG() == 1;
+  // 3-d convolutions take the im2col path (the direct kernels are 2-d;
+  // the shape rule refuses a 3-d transposed one).
+  const bool direct = p.transposed || (g.cinG() == 1 && g.flat());
   dispatchFloat(op, x.dtype, false, [&](auto tag) {
     using T = decltype(tag);
     using S = typename T::S;

@@ -192,8 +192,9 @@ void CudaBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, 
 void CudaBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
   cuda::pool(device_, p, x, y);
 }
-void CudaBackend::adaptivePool(PoolKind kind, const KTensor &x, const KTensor &y) {
-  cuda::adaptivePool(device_, kind, x, y);
+void CudaBackend::adaptivePool(PoolKind kind, const std::vector<int64_t> &outputSize,
+                               const KTensor &x, const KTensor &y) {
+  cuda::adaptivePool(device_, kind, outputSize, x, y);
 }
 void CudaBackend::batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,
                             const KTensor *w, const KTensor *b, double eps, const KTensor &y) {

@@ -31,8 +31,9 @@ void batchNorm(CudaDevice &device, const KTensor &x, const KTensor &mean, const 
 void groupNorm(CudaDevice &device, const KTensor &x, int64_t groups, const KTensor *w,
                const KTensor *b, double eps, const KTensor &y);
 void pool(CudaDevice &device, const PoolParams &p, const KTensor &x, const KTensor &y);
-/// Spatial dims from x's rank, as the CPU's adaptivePoolKernel(kind, x, y).
-void adaptivePool(CudaDevice &device, PoolKind kind, const KTensor &x, const KTensor &y);
+/// `outputSize` has one entry per spatial dim (1, 2 or 3).
+void adaptivePool(CudaDevice &device, PoolKind kind, const std::vector<int64_t> &outputSize,
+                  const KTensor &x, const KTensor &y);
 void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &w,
           const KTensor *b, const KTensor &y);
 

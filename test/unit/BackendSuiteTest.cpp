@@ -469,6 +469,22 @@ std::vector<SuiteCase> suiteCases() {
               {"groups", int64_t{2}}, {"transposed", int64_t{1}}, {"output_padding", L{1, 1}}});
   familyCase("conv 1d dilated", OpCode::Conv, {input("x", f, {2, 3, 10}), input("w", f, {5, 3, 3})},
              {{"stride", L{1}}, {"padding", L{2}}, {"dilation", L{2}}, {"groups", int64_t{1}}});
+  familyCase("conv 3d strided, grouped, with bias", OpCode::Conv,
+             {input("x", f, {2, 4, 5, 6, 5}), input("w", f, {6, 2, 3, 3, 1}), input("b", f, {6})},
+             {{"stride", L{2, 1, 1}}, {"padding", L{1, 1, 0}}, {"dilation", L{1, 2, 1}},
+              {"groups", int64_t{2}}});
+  familyCase("conv 3d depthwise", OpCode::Conv,
+             {input("x", f, {1, 3, 4, 5, 5}), input("w", f, {3, 1, 3, 3, 3})},
+             {{"stride", L{1, 1, 1}}, {"padding", L{1, 1, 1}}, {"dilation", L{1, 1, 1}},
+              {"groups", int64_t{3}}});
+  familyCase("max_pool 3d", OpCode::MaxPool, {input("x", f, {2, 3, 5, 7, 6})},
+             {{"kernel", L{3, 3, 3}}, {"stride", L{2, 2, 2}}, {"padding", L{1, 1, 1}}});
+  familyCase("avg_pool 3d ceil_mode without padding count", OpCode::AvgPool,
+             {input("x", f, {2, 3, 5, 7, 6})},
+             {{"kernel", L{2, 3, 2}}, {"stride", L{2, 2, 1}}, {"padding", L{1, 1, 0}},
+              {"ceil_mode", int64_t{1}}, {"count_include_pad", int64_t{0}}});
+  familyCase("adaptive_avg_pool 3d", OpCode::AdaptiveAvgPool, {input("x", f, {2, 3, 5, 7, 4})},
+             {{"output_size", L{2, 3, 1}}});
   familyCase("avg_pool ceil_mode without padding count", OpCode::AvgPool,
              {input("x", f, {2, 3, 7, 6})},
              {{"kernel", L{3, 2}}, {"stride", L{2, 2}}, {"padding", L{1, 1}},

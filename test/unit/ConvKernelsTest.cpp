@@ -15,21 +15,38 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+
 using namespace shardc::runtime;
 using namespace shardc::runtime::familytest;
 
 namespace {
 
-struct Conv2d {  // every parameter as 2-d (a 1-d case has height 1)
-  int64_t sh, sw, ph, pw, dh, dw, oph = 0, opw = 0;
+/// Every parameter and size as 3-d: a 2-d case has depth 1, a 1-d case
+/// also height 1 (the missing leading dims have size 1, stride 1, no padding).
+struct Conv3d {
+  int64_t s[3], pad[3], dil[3], outPad[3];
 };
 
-Conv2d as2d(const ConvParams &p) {
-  if (p.spatialDims == 2)
-    return {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
-            p.transposed ? p.outputPadding[0] : 0, p.transposed ? p.outputPadding[1] : 0};
-  return {1, p.stride[0], 0, p.padding[0], 1, p.dilation[0], 0,
-          p.transposed ? p.outputPadding[0] : 0};
+Conv3d as3d(const ConvParams &p) {
+  const int lead = 3 - p.spatialDims;
+  Conv3d c{};
+  for (int d = 0; d < 3; ++d) {
+    const bool real = d >= lead;
+    c.s[d] = real ? p.stride[d - lead] : 1;
+    c.pad[d] = real ? p.padding[d - lead] : 0;
+    c.dil[d] = real ? p.dilation[d - lead] : 1;
+    c.outPad[d] = real && p.transposed ? p.outputPadding[d - lead] : 0;
+  }
+  return c;
+}
+
+/// The three spatial sizes of a [N, C, *spatial] shape, as 3-d.
+std::array<int64_t, 3> spatial3(const Shape &s) {
+  std::array<int64_t, 3> out{1, 1, 1};
+  const size_t dims = s.size() - 2;
+  for (size_t d = 0; d < dims; ++d) out[3 - dims + d] = s[2 + d];
+  return out;
 }
 
 /// want[i] and the bound on |got - want| for each output element.
@@ -38,53 +55,60 @@ struct Expected {
 };
 
 Expected reference(const ConvParams &p, const TT &x, const TT &w, const TT *b, const Shape &yShape) {
-  const Conv2d c = as2d(p);
-  const bool one = p.spatialDims == 1;
-  const int64_t N = x.shape[0], Cin = x.shape[1], H = one ? 1 : x.shape[2], W = x.shape.back();
-  const int64_t kh = one ? 1 : w.shape[2], kw = w.shape.back();
-  const int64_t Cout = yShape[1], OH = one ? 1 : yShape[2], OW = yShape.back();
+  const Conv3d c = as3d(p);
+  const int64_t N = x.shape[0], Cin = x.shape[1], Cout = yShape[1];
+  const auto in = spatial3(x.shape), k = spatial3(w.shape), out = spatial3(yShape);
+  const int64_t inPlane = in[0] * in[1] * in[2], outPlane = out[0] * out[1] * out[2];
+  const int64_t taps = k[0] * k[1] * k[2];
   const int64_t G = p.groups, cinG = Cin / G, coutG = Cout / G;
-  const size_t total = size_t(N * Cout * OH * OW);
+  const size_t total = size_t(N * Cout * outPlane);
   std::vector<double> sum(total, 0), mag(total, 0);
-  int64_t terms = 0;
-  auto X = [&](int64_t n, int64_t ci, int64_t ih, int64_t iw) { return x.at(((n * Cin + ci) * H + ih) * W + iw); };
-  auto Y = [&](int64_t n, int64_t co, int64_t oh, int64_t ow) { return size_t(((n * Cout + co) * OH + oh) * OW + ow); };
-  if (!p.transposed) {
-    terms = cinG * kh * kw;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t co = 0; co < Cout; ++co)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow)
-            for (int64_t cl = 0; cl < cinG; ++cl)
-              for (int64_t ki = 0; ki < kh; ++ki)
-                for (int64_t kj = 0; kj < kw; ++kj) {
-                  const int64_t ih = oh * c.sh - c.ph + ki * c.dh, iw = ow * c.sw - c.pw + kj * c.dw;
-                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                  const double t = w.at(((co * cinG + cl) * kh + ki) * kw + kj) *
-                                   X(n, (co / coutG) * cinG + cl, ih, iw);
-                  sum[Y(n, co, oh, ow)] += t;
-                  mag[Y(n, co, oh, ow)] += std::abs(t);
-                }
-  } else {
-    terms = cinG * kh * kw;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t ci = 0; ci < Cin; ++ci)
-        for (int64_t ih = 0; ih < H; ++ih)
-          for (int64_t iw = 0; iw < W; ++iw)
-            for (int64_t cl = 0; cl < coutG; ++cl)
-              for (int64_t ki = 0; ki < kh; ++ki)
-                for (int64_t kj = 0; kj < kw; ++kj) {
-                  const int64_t oh = ih * c.sh - c.ph + ki * c.dh, ow = iw * c.sw - c.pw + kj * c.dw;
-                  if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
-                  const int64_t co = (ci / cinG) * coutG + cl;
-                  const double t = w.at(((ci * coutG + cl) * kh + ki) * kw + kj) * X(n, ci, ih, iw);
-                  sum[Y(n, co, oh, ow)] += t;
-                  mag[Y(n, co, oh, ow)] += std::abs(t);
-                }
-  }
+  const int64_t terms = cinG * taps;
+  // Flat index of a 3-d position in a plane of sizes e; -1 outside.
+  auto at = [](const std::array<int64_t, 3> &e, const int64_t (&q)[3]) -> int64_t {
+    for (int d = 0; d < 3; ++d)
+      if (q[d] < 0 || q[d] >= e[d]) return -1;
+    return (q[0] * e[1] + q[1]) * e[2] + q[2];
+  };
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t t = 0; t < taps; ++t) {
+      const int64_t kk[3] = {t / (k[1] * k[2]), (t / k[2]) % k[1], t % k[2]};
+      // Non-transposed: every output pixel o reads input o*s - pad + k*dil.
+      // Transposed: every input pixel i lands on output i*s - pad + k*dil.
+      const auto &from = p.transposed ? in : out;
+      const auto &to = p.transposed ? out : in;
+      const int64_t fromPlane = from[0] * from[1] * from[2];
+      for (int64_t f = 0; f < fromPlane; ++f) {
+        const int64_t fq[3] = {f / (from[1] * from[2]), (f / from[2]) % from[1], f % from[2]};
+        int64_t q[3];
+        for (int d = 0; d < 3; ++d) q[d] = fq[d] * c.s[d] - c.pad[d] + kk[d] * c.dil[d];
+        const int64_t other = at(to, q);
+        if (other < 0) continue;
+        const int64_t xi = p.transposed ? f : other, yi = p.transposed ? other : f;
+        if (!p.transposed) {
+          for (int64_t co = 0; co < Cout; ++co)
+            for (int64_t cl = 0; cl < cinG; ++cl) {
+              const double v = w.at((co * cinG + cl) * taps + t) *
+                               x.at((n * Cin + (co / coutG) * cinG + cl) * inPlane + xi);
+              const size_t o = size_t((n * Cout + co) * outPlane + yi);
+              sum[o] += v;
+              mag[o] += std::abs(v);
+            }
+        } else {
+          for (int64_t ci = 0; ci < Cin; ++ci)
+            for (int64_t cl = 0; cl < coutG; ++cl) {
+              const int64_t co = (ci / cinG) * coutG + cl;
+              const double v = w.at((ci * coutG + cl) * taps + t) * x.at((n * Cin + ci) * inPlane + xi);
+              const size_t o = size_t((n * Cout + co) * outPlane + yi);
+              sum[o] += v;
+              mag[o] += std::abs(v);
+            }
+        }
+      }
+    }
   Expected e{std::vector<double>(total), std::vector<double>(total)};
   for (size_t i = 0; i < total; ++i) {
-    const int64_t co = int64_t(i / size_t(OH * OW)) % Cout;
+    const int64_t co = int64_t(i / size_t(outPlane)) % Cout;
     const double bias = b ? b->at(co) : 0;
     e.want[i] = sum[i] + bias;
     e.tol[i] = (mag[i] + std::abs(bias)) * double(terms + 2) * std::ldexp(1.0, -24) +
@@ -138,6 +162,14 @@ std::vector<Case> cases() {
       {"transposed 1d", params(1, {3}, {2}, {2}, 1, true), {2, 5, 7}, {5, 4, 4}},
       // One channel per group, but a plane over 4 MiB: the im2col path.
       {"single-channel plane too big for depthwise", params(2, {4, 4}, {1, 1}, {1, 1}, 1), {1, 1, 1030, 1030}, {2, 1, 3, 3}},
+      // 3-d (video models): the im2col path, depthwise ones too.
+      {"conv3d 3x3x3 pad 1 (r3d)", params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1), {2, 3, 4, 6, 5}, {5, 3, 3, 3, 3}},
+      {"conv3d 3x7x7 stride 1,2,2 (stem)", params(3, {1, 2, 2}, {1, 3, 3}, {1, 1, 1}, 1), {1, 3, 5, 13, 12}, {4, 3, 3, 7, 7}},
+      {"conv3d 1x3x3 then 3x1x1 (r2plus1d)", params(3, {2, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1), {1, 4, 7, 5, 5}, {6, 4, 1, 3, 3}},
+      {"conv3d 3x1x1 stride 2, dilation, groups", params(3, {2, 1, 1}, {2, 0, 0}, {2, 1, 1}, 2), {2, 4, 9, 3, 4}, {6, 2, 3, 1, 1}},
+      {"conv3d 1x1x1 pointwise", params(3, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1), {2, 6, 3, 4, 5}, {7, 6, 1, 1, 1}},
+      {"conv3d depthwise 3x3x3 stride 2", params(3, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 4), {1, 4, 5, 6, 7}, {4, 1, 3, 3, 3}},
+      {"conv3d patch embed 2x4x4 (swin3d)", params(3, {2, 4, 4}, {0, 0, 0}, {1, 1, 1}, 1), {1, 3, 4, 8, 8}, {5, 3, 2, 4, 4}},
   };
 }
 
@@ -173,6 +205,7 @@ TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread coun
       {"depthwise narrow 5x5/2", params(2, {2, 2}, {2, 2}, {1, 1}, 40), {3, 40, 14, 14}, {40, 1, 5, 5}},
       {"pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 32, 48, 48}, {16, 32, 1, 1}},
       {"transposed", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {3, 16, 20, 20}, {16, 24, 3, 3}},
+      {"3-d 3x3x3", params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1), {3, 16, 6, 14, 14}, {8, 16, 3, 3, 3}},
   };
   for (const Case &c : big)
     for (DType dtype : {DType::F32, DType::BF16}) {

@@ -105,39 +105,55 @@ const UnaryCase kUnary[] = {
 /// torch's pooling by its definition: window cells inside the input count;
 /// for avg, cells inside input + padding count toward count_include_pad's divisor.
 std::vector<double> poolReference(const PoolParams &p, const TT &x, const Shape &yShape) {
-  const bool two = p.spatialDims == 2;
-  const int64_t H = two ? x.shape[x.shape.size() - 2] : 1, W = x.shape.back();
-  const int64_t OH = two ? yShape[yShape.size() - 2] : 1, OW = yShape.back();
+  // Every size and parameter as 3-d: the missing leading dims have size 1,
+  // kernel 1, stride 1, no padding.
+  const int lead = 3 - p.spatialDims;
   const auto s = p.stride.empty() ? p.kernel : p.stride;
-  const int64_t kh = two ? p.kernel[0] : 1, kw = p.kernel.back();
-  const int64_t sh = two ? s[0] : 1, sw = s.back(), ph = two ? p.padding[0] : 0, pw = p.padding.back();
-  const int64_t dh = p.dilation.empty() || !two ? 1 : p.dilation[0];
-  const int64_t dw = p.dilation.empty() ? 1 : p.dilation.back();
-  const int64_t planes = x.numel() / (H * W);
-  std::vector<double> out;
+  int64_t in[3], out[3], k[3], st[3], pad[3], dil[3];
+  for (int d = 0; d < 3; ++d) {
+    const bool real = d >= lead;
+    const size_t e = size_t(d - lead);
+    in[d] = real ? x.shape[x.shape.size() - 3 + size_t(d)] : 1;
+    out[d] = real ? yShape[yShape.size() - 3 + size_t(d)] : 1;
+    k[d] = real ? p.kernel[e] : 1;
+    st[d] = real ? s[e] : 1;
+    pad[d] = real ? p.padding[e] : 0;
+    dil[d] = real && !p.dilation.empty() ? p.dilation[e] : 1;
+  }
+  const int64_t inPlane = in[0] * in[1] * in[2];
+  const int64_t planes = x.numel() / inPlane;
+  std::vector<double> result;
   for (int64_t pl = 0; pl < planes; ++pl)
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        double best = -kInf, sum = 0;
-        int64_t inside = 0, padded = 0;
-        for (int64_t ki = 0; ki < kh; ++ki)
-          for (int64_t kj = 0; kj < kw; ++kj) {
-            const int64_t ih = oh * sh - ph + ki * dh, iw = ow * sw - pw + kj * dw;
-            if (ih >= -ph && ih < H + ph && iw >= -pw && iw < W + pw) ++padded;
-            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-            const double v = x.at((pl * H + ih) * W + iw);
+    for (int64_t od = 0; od < out[0]; ++od)
+      for (int64_t oh = 0; oh < out[1]; ++oh)
+        for (int64_t ow = 0; ow < out[2]; ++ow) {
+          const int64_t o[3] = {od, oh, ow};
+          double best = -kInf, sum = 0;
+          int64_t inside = 0, padded = 0;
+          for (int64_t t = 0; t < k[0] * k[1] * k[2]; ++t) {
+            const int64_t kk[3] = {t / (k[1] * k[2]), (t / k[2]) % k[1], t % k[2]};
+            int64_t q[3];
+            bool inPad = true, inInput = true;
+            for (int d = 0; d < 3; ++d) {
+              q[d] = o[d] * st[d] - pad[d] + kk[d] * dil[d];
+              inPad = inPad && q[d] >= -pad[d] && q[d] < in[d] + pad[d];
+              inInput = inInput && q[d] >= 0 && q[d] < in[d];
+            }
+            if (inPad) ++padded;
+            if (!inInput) continue;
+            const double v = x.at(pl * inPlane + (q[0] * in[1] + q[1]) * in[2] + q[2]);
             if (std::isnan(v) || v > best) best = std::isnan(best) ? best : v;
             sum += v;
             ++inside;
           }
-        if (p.kind == PoolKind::Max) out.push_back(best);
-        else if (inside == 0) out.push_back(0);
-        else
-          out.push_back(sum / double(p.divisorOverride ? p.divisorOverride
-                                     : p.countIncludePad ? padded
-                                                         : inside));
-      }
-  return out;
+          if (p.kind == PoolKind::Max) result.push_back(best);
+          else if (inside == 0) result.push_back(0);
+          else
+            result.push_back(sum / double(p.divisorOverride ? p.divisorOverride
+                                          : p.countIncludePad ? padded
+                                                              : inside));
+        }
+  return result;
 }
 
 PoolParams pool(PoolKind kind, int dims, std::vector<int64_t> k, std::vector<int64_t> s,
@@ -421,7 +437,7 @@ TEST_CASE("pooling matches torch's numbers on a 5x5 ramp", "[family-kernels]") {
   checkExact(ya, {11, 13, 15, 21, 23, 25});
 }
 
-TEST_CASE("pooling matches its definition: 1-d, 2-d, unbatched, bf16, NaN", "[family-kernels]") {
+TEST_CASE("pooling matches its definition: 1-d, 2-d, 3-d, unbatched, bf16, NaN", "[family-kernels]") {
   struct Case {
     const char *name;
     PoolParams p;
@@ -433,6 +449,10 @@ TEST_CASE("pooling matches its definition: 1-d, 2-d, unbatched, bf16, NaN", "[fa
   excl.countIncludePad = false;
   PoolParams override1d = pool(PoolKind::Avg, 1, {4}, {3}, {2});
   override1d.divisorOverride = 3;
+  PoolParams dilated3d = pool(PoolKind::Max, 3, {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, true);
+  dilated3d.dilation = {2, 1, 2};
+  PoolParams excl3d = pool(PoolKind::Avg, 3, {3, 2, 3}, {2, 2, 1}, {1, 1, 1}, true);
+  excl3d.countIncludePad = false;
   const Case cases[] = {
       {"max 3x3/2 pad 1 (resnet stem)", pool(PoolKind::Max, 2, {3, 3}, {2, 2}, {1, 1}), {2, 3, 12, 11}},
       {"max dilated ceil", dilated, {1, 2, 13, 14}},
@@ -441,6 +461,11 @@ TEST_CASE("pooling matches its definition: 1-d, 2-d, unbatched, bf16, NaN", "[fa
       {"avg include pad ceil", pool(PoolKind::Avg, 2, {3, 3}, {2, 2}, {1, 1}, true), {2, 2, 9, 10}},
       {"avg exclude pad ceil", excl, {2, 2, 9, 10}},
       {"avg 1d divisor_override", override1d, {2, 3, 17}},
+      {"max 3d 1x3x3/1,2,2 pad 0,1,1 (video stem)", pool(PoolKind::Max, 3, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}), {2, 3, 4, 9, 8}},
+      {"max 3d dilated ceil", dilated3d, {1, 2, 7, 9, 8}},
+      {"max 3d unbatched", pool(PoolKind::Max, 3, {2, 2, 2}, {}, {0, 0, 0}), {3, 4, 5, 6}},
+      {"avg 3d include pad ceil", pool(PoolKind::Avg, 3, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true), {2, 2, 5, 6, 7}},
+      {"avg 3d exclude pad ceil", excl3d, {1, 3, 6, 5, 7}},
   };
   for (const Case &c : cases)
     for (DType dtype : {DType::F32, DType::BF16}) {
@@ -477,6 +502,34 @@ TEST_CASE("adaptive pooling windows, batch and thread invariance, errors", "[fam
         }
       checkWithin(y, want, [&](int64_t i) { return std::ldexp(1.0, -23) * std::abs(want[size_t(i)]); });
     }
+  // 3-d: window (d, i, j) covers the product of the per-dim windows.
+  for (PoolKind kind : {PoolKind::Avg, PoolKind::Max}) {
+    const int64_t in[3] = {5, 7, 4}, out[3] = {2, 3, 4};
+    TT x = random(DType::F32, {2, 3, in[0], in[1], in[2]}, 9);
+    TT y = zeros(DType::F32, {2, 3, out[0], out[1], out[2]});
+    adaptivePoolKernel(kind, {out[0], out[1], out[2]}, x.k(), y.k(), 2);
+    auto lo = [&](int d, int64_t i) { return (i * in[d]) / out[d]; };
+    auto hi = [&](int d, int64_t i) { return ((i + 1) * in[d] + out[d] - 1) / out[d]; };
+    std::vector<double> want;
+    for (int64_t pl = 0; pl < 6; ++pl)
+      for (int64_t a = 0; a < out[0]; ++a)
+        for (int64_t b = 0; b < out[1]; ++b)
+          for (int64_t c = 0; c < out[2]; ++c) {
+            double sum = 0, m = -kInf;
+            int64_t count = 0;
+            for (int64_t i = lo(0, a); i < hi(0, a); ++i)
+              for (int64_t j = lo(1, b); j < hi(1, b); ++j)
+                for (int64_t l = lo(2, c); l < hi(2, c); ++l) {
+                  const double v = x.at(((pl * in[0] + i) * in[1] + j) * in[2] + l);
+                  sum += v;
+                  m = std::max(m, v);
+                  ++count;
+                }
+            want.push_back(kind == PoolKind::Avg ? sum / double(count) : m);
+          }
+    INFO("3-d adaptive " << (kind == PoolKind::Avg ? "avg" : "max"));
+    checkWithin(y, want, [&](int64_t i) { return std::ldexp(1.0, -23) * std::abs(want[size_t(i)]); });
+  }
   TT x = random(DType::BF16, {3, 16, 30, 30}, 2);
   TT x1 = firstRows(x, 1);
   PoolParams mp = pool(PoolKind::Max, 2, {3, 3}, {2, 2}, {1, 1});

@@ -90,10 +90,22 @@ TEST_CASE("conv shape errors use torch's words", "[op-families]") {
                     Catch::StartsWith("convolution: stride") && Catch::Contains("positive"));
   CHECK_THROWS_WITH(convShape(conv2d(1, 1), {3, 5, 5}, {4, 3, 3, 3}, nullptr),
                     Catch::Contains("expected 4-d input"));
-  ConvParams three = conv2d(1, 1);
+  ConvParams four = conv2d(1, 1);
+  four.spatialDims = 4;
+  CHECK_THROWS_WITH(convShape(four, {1, 3, 5, 5, 5, 5}, {4, 3, 3, 3, 3, 3}, nullptr),
+                    Catch::Contains("only 1, 2 and 3 are supported"));
+  ConvParams three;
   three.spatialDims = 3;
-  CHECK_THROWS_WITH(convShape(three, {1, 3, 5, 5, 5}, {4, 3, 3, 3, 3}, nullptr),
-                    Catch::Contains("only 1 and 2 are supported"));
+  three.stride = {1, 2, 2};
+  three.padding = {1, 0, 1};
+  three.dilation = {1, 1, 2};
+  CHECK(convShape(three, {2, 3, 4, 9, 8}, {5, 3, 3, 3, 3}, nullptr) == Shape{2, 5, 4, 4, 3});
+  CHECK_THROWS_WITH(convShape(three, {2, 3, 9, 8}, {5, 3, 3, 3, 3}, nullptr),
+                    Catch::Contains("expected 5-d input [N, C, D, H, W]"));
+  three.transposed = true;
+  three.outputPadding = {0, 0, 0};
+  CHECK_THROWS_WITH(convShape(three, {2, 3, 4, 9, 8}, {3, 5, 3, 3, 3}, nullptr),
+                    Catch::Contains("transposed convolution over 3 spatial dims has no kernel"));
   CHECK_THROWS_AS(convShape(conv2d(1, 1, 1, 2), {1, 4, 5, 5}, {3, 2, 3, 3}, nullptr),
                   RuntimeError);  // 3 out channels in 2 groups
 }

@@ -31,7 +31,9 @@ aten = torch.ops.aten
 KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
               aten.hardsigmoid.default, aten._adaptive_avg_pool2d.default,
               aten.adaptive_max_pool2d.default, aten.avg_pool2d.default,
-              aten.max_pool2d_with_indices.default)
+              aten.max_pool2d_with_indices.default, aten._adaptive_avg_pool3d.default,
+              aten.adaptive_max_pool3d.default, aten.avg_pool3d.default,
+              aten.max_pool3d_with_indices.default)
 
 
 class Expanded:
@@ -699,8 +701,11 @@ def convolution(self, node, x, w, bias, stride, padding, dilation, transposed,
                 output_padding, groups):
     x, w = self.tensor(node, x), self.tensor(node, w, "weight")
     n = len(x.shape) - 2
-    if n not in (1, 2):
-        self.fail(node, "convolution over %d spatial dims (the graph op takes 1 or 2)" % n)
+    if n not in (1, 2, 3):
+        self.fail(node, "convolution over %d spatial dims (the graph op takes 1, 2 or 3)" % n)
+    if transposed and n == 3:
+        self.fail(node, "transposed convolution over 3 spatial dims (the graph op takes 1 "
+                  "or 2)")
     ins = [x, w] + ([self.tensor(node, bias, "bias")] if bias is not None else [])
     attrs = dict(stride=spatial_list(stride, n), padding=spatial_list(padding, n),
                  dilation=spatial_list(dilation, n), groups=int(groups))
@@ -957,6 +962,10 @@ RULES = {
     aten.avg_pool2d.default: avg_pool,
     aten._adaptive_avg_pool2d.default: adaptive_avg_pool,
     aten.adaptive_max_pool2d.default: adaptive_max_pool,
+    aten.max_pool3d_with_indices.default: max_pool,
+    aten.avg_pool3d.default: avg_pool,
+    aten._adaptive_avg_pool3d.default: adaptive_avg_pool,
+    aten.adaptive_max_pool3d.default: adaptive_max_pool,
     aten.sum.dim_IntList: reduction("sum"),
     aten.sum.default: reduction("sum"),
     aten.mean.dim: reduction("mean"),
