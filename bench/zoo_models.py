@@ -35,6 +35,15 @@ def torchvision_model(name):
     return torchvision.models.get_model(name, weights=None)
 
 
+def torchvision_dense(name):
+    """A segmentation or video model of torchvision, untrained (no weights
+    and, for segmentation, no pretrained backbone: nothing is downloaded)."""
+    import torchvision
+    seg = name in torchvision.models.list_models(module=torchvision.models.segmentation)
+    kw = {"weights_backbone": None} if seg else {}
+    return torchvision.models.get_model(name, weights=None, **kw)
+
+
 def vit_tiny():
     """torchvision's VisionTransformer class at a CI size (vit_b_16 needs 224)."""
     from torchvision.models.vision_transformer import VisionTransformer
@@ -131,6 +140,26 @@ for _name in torchvision_classifiers():
     _side = classifier_input(_name)
     ZOO["torchvision " + _name] = ("zoo_models:torchvision_model", {"name": _name},
                                    {"x": [1, 3, _side, _side]})
+# torchvision's segmentation models (outputs "out" and, for FCN and DeepLabV3,
+# "aux": both are checked) at 64x64 (ASPP's dilations of 12-36 on an 8x8 map
+# are padded convolutions like any other), and its video classifiers on 8 or
+# 16 frames: the ResNet (2+1)-d / 3-d models and Swin3D take any clip (adaptive
+# pooling, padded windows), S3D's last pooling needs 16 x 224 x 224, MViT's
+# positional encodings fix its clip at 16 x 224 x 224.
+for _name in ("fcn_resnet50", "fcn_resnet101", "deeplabv3_resnet50", "deeplabv3_resnet101",
+              "deeplabv3_mobilenet_v3_large"):
+    ZOO["torchvision " + _name] = ("zoo_models:torchvision_dense", {"name": _name},
+                                   {"x": [1, 3, 64, 64]})
+ZOO["torchvision lraspp_mobilenet_v3_large"] = (
+    "zoo_models:torchvision_dense", {"name": "lraspp_mobilenet_v3_large"},
+    {"input": [1, 3, 64, 64]})
+for _name, _clip in (("r3d_18", [1, 3, 8, 112, 112]), ("mc3_18", [1, 3, 8, 112, 112]),
+                     ("r2plus1d_18", [1, 3, 8, 112, 112]), ("s3d", [1, 3, 16, 224, 224]),
+                     ("mvit_v1_b", [1, 3, 16, 224, 224]), ("mvit_v2_s", [1, 3, 16, 224, 224]),
+                     ("swin3d_t", [1, 3, 8, 112, 112]), ("swin3d_s", [1, 3, 8, 112, 112]),
+                     ("swin3d_b", [1, 3, 8, 112, 112])):
+    ZOO["torchvision " + _name] = ("zoo_models:torchvision_dense", {"name": _name},
+                                   {"x": _clip})
 ZOO.update({
     "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
                                  {"waveforms": [1, 16000]}),

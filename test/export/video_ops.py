@@ -1,6 +1,7 @@
 """ATen ops of video models (torchvision.models.video): 3-d convolutions,
 batch norm and pooling over [N, C, T, H, W] (test/lit/export/aten-video-ops.test)."""
 
+import torch
 import torch.nn as nn
 
 
@@ -41,3 +42,18 @@ class Transposed3d(nn.Module):
 
     def forward(self, x):
         return self.up(x)
+
+
+class ClassToken(nn.Module):
+    """MViT's class token: a parameter expanded over the batch, then
+    unsqueezed (stays a lazy broadcast), beside a reshape that merges an
+    expanded dim (materialized first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):  # x [B, T, 4]
+        token = self.cls.expand(x.size(0), -1).unsqueeze(1)
+        merged = self.cls.expand(x.size(0), 2, -1).reshape(x.size(0), 8)
+        return torch.cat([token, x], dim=1), merged * 2

@@ -386,8 +386,29 @@ def view(self, node, x, *rest, **kw):
     if isinstance(x, Expanded):
         if out == x.shape:
             return x
-        self.fail(node, "reshaping an expanded view needs it materialized")
+        lazy = reshape_expanded(self, node, x, out)
+        if lazy is not None:
+            return lazy
+        # any other reshape reads the broadcast copy
+        x = materialize(self, node, x)
     return self.reshape(node, self.tensor(node, x), out)
+
+
+def reshape_expanded(self, node, x, out):
+    """An expanded view reshaped only by inserting or dropping size-1 dims
+    (MViT's `class_token.expand(B, -1).unsqueeze(1)`) stays lazy: the base
+    gets the same size-1 dims. None for any other reshape."""
+    if [n for n in x.shape if n != 1] != [n for n in out if n != 1]:
+        return None
+    # the base's shape aligned on the right with the expanded one (broadcast)
+    base = [1] * (len(x.shape) - len(x.base.shape)) + list(x.base.shape)
+    kept = iter(b for n, b in zip(x.shape, base) if n != 1)
+    new_base = [1 if n == 1 else next(kept) for n in out]
+    b = x.base
+    if new_base != list(b.shape):
+        b = self.emit(node, "reshape", [b],
+                      torch.empty(new_base, dtype=b.val.dtype, device="meta"), shape=new_base)
+    return b if new_base == out else Expanded(b, out)
 
 
 def permute(self, node, x, dims):
