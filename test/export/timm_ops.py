@@ -112,3 +112,36 @@ class BilinearUp(nn.Module):
         odd = F.interpolate(y, size=(7, 9), mode="bilinear", align_corners=True)
         line = F.interpolate(y[:, :, 0], size=11, mode="linear")
         return up.sum() + odd.sum() * 2 + line.sum() * 3 + up
+
+
+class Fold(nn.Module):
+    """F.fold of F.unfold's blocks (VOLO's outlook attention): overlapping
+    blocks (3x3, stride 2, padding 1) summed back, and a non-overlapping
+    2x2 fold whose blocks reach the last row only with output padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(27, 27)
+
+    def forward(self, x):  # x [B, 3, 7, 9]
+        cols = F.unfold(x, 3, padding=1, stride=2)            # [B, 27, 4 * 5]
+        cols = self.proj(cols.transpose(1, 2)).transpose(1, 2)
+        y = F.fold(cols, (7, 9), 3, padding=1, stride=2)
+        blocks = F.unfold(x[:, :, :6, :8], 2, stride=2)        # [B, 12, 12]
+        z = F.fold(blocks * 2, (7, 9), 2, stride=2)            # row 7, col 9 stay 0
+        return y + z
+
+
+class MaxMinDim(nn.Module):
+    """torch.max / torch.min along a dim (VOLO's head: `x.max(1)[0]`), the
+    values and the indices."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):  # x [B, T, 6]
+        y = self.proj(x)
+        values, indices = y.max(1)
+        low = y.min(-1, keepdim=True)[0]
+        return values + 0.5 * low.sum(1), indices, y.min(2)[1]

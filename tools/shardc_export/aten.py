@@ -33,7 +33,9 @@ KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
               aten.adaptive_max_pool2d.default, aten.avg_pool2d.default,
               aten.max_pool2d_with_indices.default, aten._adaptive_avg_pool3d.default,
               aten.adaptive_max_pool3d.default, aten.avg_pool3d.default,
-              aten.max_pool3d_with_indices.default)
+              aten.max_pool3d_with_indices.default,
+              # F.fold: one transposed convolution instead of an accumulating index_put
+              aten.col2im.default)
 
 
 class Expanded:
@@ -917,6 +919,19 @@ def arg_reduction(op):
     return rule
 
 
+def extreme_with_index(value_op, index_op):
+    """torch.max(x, dim) / torch.min(x, dim): the values are amax / amin, the
+    indices argmax / argmin (the first extreme, NaN counting as one, as
+    torch's CPU kernel); an unread result is removed as dead code."""
+    def rule(self, node, x, dim, keepdim=False):
+        x = self.tensor(node, x)
+        attrs = {"dims": [int(dim)], "keepdim": int(bool(keepdim))}
+        values, indices = node.meta["val"]
+        return Multi([self.emit(node, value_op, [x], values, **attrs),
+                      self.emit(node, index_op, [x], indices, **attrs)])
+    return rule
+
+
 def scalar_attrs(op, names, defaults=()):
     """A unary family op whose ATen scalars become float attributes (None:
     absent)."""
@@ -998,6 +1013,8 @@ RULES = {
     aten.gather.default: gather,
     aten.argmax.default: arg_reduction("argmax"),
     aten.argmin.default: arg_reduction("argmin"),
+    aten.max.dim: extreme_with_index("amax", "argmax"),
+    aten.min.dim: extreme_with_index("amin", "argmin"),
     aten.sigmoid.default: unary("sigmoid"),
     aten.tanh.default: unary("tanh"),
     aten.exp.default: unary("exp"),

@@ -428,6 +428,54 @@ def upsample_linear(self, node, x, *args):
     return self.reshape(node, x, self.out_shape(node))
 
 
+def col2im(self, node, x, output_size, kernel_size, dilation, padding, stride):
+    """F.fold (VOLO's outlook attention): column (c, ki, kj) of each block
+    adds into output pixel (oh * s - p + ki * d, ow * s - p + kj * d) of
+    channel c. That is a transposed convolution of the columns seen as
+    [B, C * kh * kw, OH, OW] with one group per channel and a constant one-hot
+    weight ([C * kh * kw, 1, kh, kw], 1 at tap (ki, kj) of column (c, ki,
+    kj)); output_padding makes up the rows the last block does not reach."""
+    from .const_data import data_buffer
+    x = self.tensor(node, x)
+    batched = len(x.shape) == 3
+    k, dil, pad, st = (spatial_pair(v) for v in (kernel_size, dilation, padding, stride))
+    size = spatial_pair(output_size)
+    taps = k[0] * k[1]
+    rows = x.shape[-2]
+    if rows % taps:
+        self.fail(node, "fold: %d columns rows are not a multiple of the kernel's %d taps"
+                  % (rows, taps))
+    c = rows // taps
+    blocks = [(size[i] + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) // st[i] + 1 for i in (0, 1)]
+    if blocks[0] * blocks[1] != x.shape[-1]:
+        self.fail(node, "fold: %d blocks, the output size gives %d x %d"
+                  % (x.shape[-1], blocks[0], blocks[1]))
+    dtype = x.val.dtype
+    n = x.shape[0] if batched else 1
+    grid = [n, rows] + blocks
+    x = self.emit(node, "reshape", [x], torch.empty(grid, dtype=dtype, device="meta"),
+                  shape=grid)
+    one_hot = torch.zeros(rows, 1, k[0], k[1], dtype=torch.float64)
+    for r in range(rows):
+        t = r % taps
+        one_hot[r, 0, t // k[1], t % k[1]] = 1
+    w = data_buffer(self, one_hot, dtype)
+    if w is None:
+        self.fail(node, "fold: its one-hot weight (%d elements) is too large for constant "
+                  "data" % one_hot.numel())
+    reach = [(blocks[i] - 1) * st[i] - 2 * pad[i] + dil[i] * (k[i] - 1) + 1 for i in (0, 1)]
+    out = [n, c] + size
+    y = self.emit(node, "conv", [x, w], torch.empty(out, dtype=dtype, device="meta"),
+                  stride=st, padding=pad, dilation=dil, groups=c, transposed=1,
+                  output_padding=[size[i] - reach[i] for i in (0, 1)])
+    return self.reshape(node, y, self.out_shape(node))
+
+
+def spatial_pair(v):
+    v = [int(e) for e in v] if isinstance(v, (list, tuple)) else [int(v)]
+    return v * 2 if len(v) == 1 else v
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
             aten.repeat.default: repeat, aten.flip.default: flip,
@@ -442,4 +490,5 @@ def rules(aten):
                 "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d")},
             aten.index_select.default: index_select,
             aten.constant_pad_nd.default: constant_pad_nd,
-            aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter}
+            aten.full_like.default: full_like, aten.slice_scatter.default: slice_scatter,
+            aten.col2im.default: col2im}
