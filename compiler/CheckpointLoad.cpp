@@ -44,8 +44,12 @@ std::vector<std::string> applyCheckpointLoad(Graph &graph,
       keptInit.push_back(param.name);
       continue;
     }
-    if (first.op == "load" && !first.file.empty())
-      continue; // its own file wins
+    // A non-persistent buffer keeps its own file (the exporter's constant
+    // data, which checkpoints never hold); a parameter or persistent buffer
+    // that loads its own file (an exporter constant such as ConViT's
+    // positional projection) takes the checkpoint's trained values.
+    if (first.op == "load" && !first.file.empty() && param.isBuffer && !param.persistent)
+      continue;
     if (fileless) {
       first.file = path;
       // An explicit "tensor" names the checkpoint's tensor as is.

@@ -66,3 +66,34 @@ class BufferCopiedFromParamDevice(nn.Module):
 
     def forward(self, x):
         return x * self.w + self.table
+
+
+class ElementwiseInit(nn.Module):
+    """ConViT's local init: a parameter written element by element in
+    __init__, then scaled. No init op expresses it, but its values do not
+    depend on the seed: constant data."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Linear(3, 4, bias=False)
+        for h in range(4):
+            self.pos.weight.data[h, 2] = -1
+            self.pos.weight.data[h, 1] = 2 * (h % 2) - 1
+            self.pos.weight.data[h, 0] = 2 * (h // 2) - 1
+        self.pos.weight.data *= 0.5
+
+    def forward(self, x):
+        return self.pos(x)
+
+
+class SeedDependentPartialInit(nn.Module):
+    """A random parameter with one element overwritten: neither an init chain
+    nor constant data (an error)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 3))
+        self.w.data[1, 2] = 0
+
+    def forward(self, x):
+        return x @ self.w.t()

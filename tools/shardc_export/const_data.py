@@ -60,6 +60,7 @@ def write_and_attach(graph, tensors, graph_path, write_safetensors):
     load at that file (relative: the graph reader resolves it against the
     graph's directory)."""
     live = {b["name"] for b in graph["buffers"]}
+    live |= {p["name"] for p in graph["parameters"] if p["init"][0]["op"] == "load"}
     tensors = {n: t for n, t in tensors.items() if n in live}
     if not tensors:
         return None
@@ -67,7 +68,7 @@ def write_and_attach(graph, tensors, graph_path, write_safetensors):
     tmp = "%s.tmp.%d" % (path, os.getpid())
     write_safetensors(tmp, tensors)
     os.replace(tmp, path)
-    for b in graph["buffers"]:
-        if b["name"] in tensors:
+    for b in graph["buffers"] + graph["parameters"]:
+        if b["name"] in tensors and b["init"][0]["op"] == "load":
             b["init"][0]["file"] = os.path.basename(path)
     return path

@@ -186,6 +186,43 @@ def capture_fx(model, metas, concrete, params, buffers, buffer_chains, inputs, d
     return low, low.run(output_names)
 
 
+def constant_parameters(factory, kwargs, model, pending):
+    """name -> values for the parameters whose init chain the graph cannot
+    express (pending: (name, error)) but whose values do not depend on the
+    seed (ConViT's positional projection, written element by element in
+    __init__): two constructions with different seeds give the same bits.
+    They become constant data, loaded from the graph's constants file;
+    `--load` replaces them like any parameter. Any other is an error: the
+    original one, saying why the fallback did not apply."""
+    if not pending:
+        return {}
+    from .aten_consts import MAX_REBUILD_PARAM_BYTES
+    from .const_data import MAX_DATA_ELEMENTS
+    name, error = pending[0]
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if param_bytes > MAX_REBUILD_PARAM_BYTES:
+        raise ExportError("%s (its values cannot be checked for constant data: the model's "
+                          "%d parameter bytes are over the %d this exporter builds)" % (
+                              error, param_bytes, MAX_REBUILD_PARAM_BYTES))
+    try:
+        first = dict(construct_eager(factory, kwargs, 0).named_parameters())
+        second = dict(construct_eager(factory, kwargs, 1).named_parameters())
+    except Exception as e:
+        raise ExportError("%s (building the model on the CPU to read its values failed: "
+                          "%s: %s)" % (error, type(e).__name__, e))
+    values = {}
+    for name, error in pending:
+        a, b = first[name].detach(), second[name].detach()
+        if a.numel() > MAX_DATA_ELEMENTS:
+            raise ExportError("%s (%d elements: too many for constant data)" % (
+                error, a.numel()))
+        if not torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)):
+            raise ExportError("%s (its values depend on the seed, so they are not constant "
+                              "data either)" % error)
+        values[name] = a.contiguous().clone()
+    return values
+
+
 def param_names_by_storage(model):
     names = {}
     for name, p in model.named_parameters():
@@ -214,6 +251,7 @@ def export(args):
     params = canonical_params(model)
     # parameters and their init chains (snapshot before tracing)
     param_decls = []
+    pending = []  # (decl, error): init chains the graph cannot express
     seen = set()
     for name, p in model.named_parameters():
         if id(p) in seen:
@@ -231,12 +269,19 @@ def export(args):
             # values the constructor computed: one fill when all are equal
             value = shadow_fill_value(p)
             if value is None:
-                raise
-            init = [{"op": "fill", "value": value}]
-        resolve_derived(init, name, param_names_by_storage(model))
+                init = None  # maybe constant data (below)
+                pending.append((name, sys.exc_info()[1]))
+            else:
+                init = [{"op": "fill", "value": value}]
+        if init is not None:
+            resolve_derived(init, name, param_names_by_storage(model))
         param_decls.append({"name": name, "shape": list(p.shape),
                             "dtype": GRAPH_DTYPES[p.dtype], "device": device,
                             "init": init})
+    param_data = constant_parameters(factory, kwargs, model, pending)
+    for d in param_decls:
+        if d["init"] is None:
+            d["init"] = [{"op": "load", "tensor": d["name"]}]
     buffers, buffer_chains = {}, {}
     for name, b in model.named_buffers():
         if id(b) in buffers:
@@ -334,8 +379,10 @@ def export(args):
              "name": args.name or type(model).__name__,
              "parameters": ordered, "buffers": graph_buffers, "inputs": inputs,
              "nodes": nodes, "outputs": outputs}
-    if getattr(low, "const_tensors", None):
-        graph["_const_data"] = low.const_tensors  # written beside the graph (main)
+    const_data = dict(getattr(low, "const_tensors", None) or {})
+    const_data.update(param_data)
+    if const_data:
+        graph["_const_data"] = const_data  # written beside the graph (main)
     if capture == "aten":
         # torch.export specialises shapes (and shape-dependent Python control
         # flow) on the example inputs: say so, with what they were.
