@@ -6,7 +6,9 @@ families use (docs/exporter.md): relative position tables read at constant
 indices (BEiT, LeViT, EfficientFormer, Swin), weight standardization (BiT,
 NFNet), sliding windows (HaloNet), LSTMs (Sequencer), nearest upsampling
 (GhostNetV2), masked-unit attention (Hiera), norms without bias
-(MetaFormer)."""
+(MetaFormer), a 3-d convolution over positions (LambdaNet), F.fold (VOLO), a
+parameter written element by element in __init__ (ConViT), stages counted
+with torch.unique in __init__ (RegNetY)."""
 
 
 def timm_model(name):
@@ -43,7 +45,8 @@ MODELS = {
     "gcvit_xxtiny": 224, "nextvit_small": 224, "maxvit_nano_rw_256": 256,
     "coatnet_nano_rw_224": 224, "hiera_tiny_224": 224, "mobilevit_xxs": 256,
     "mobilevitv2_050": 256, "edgenext_xx_small": 256, "halonet26t": 256,
-    "botnet26t_256": 256,
+    "botnet26t_256": 256, "lambda_resnet26t": 256, "volo_d1_224": 224, "convit_tiny": 224,
+    "regnety_002": 224,
     # MLPs, MetaFormers, RNNs
     "mixer_s16_224": 224, "resmlp_12_224": 224, "gmlp_ti16_224": 224,
     "poolformer_s12": 224, "caformer_s18": 224, "sequencer2d_s": 224,

@@ -13,6 +13,10 @@ class WidthsFromTensors(nn.Module):
         super().__init__()
         # RegNet's pattern: arange * slope + w0, rounded, read with tolist()
         widths = (torch.round((torch.arange(3) * 2.5 + 8) / 4) * 4).int().tolist()
+        # timm's RegNet counts its stages: a value-dependent shape
+        # (torch.unique has no meta kernel; it runs on the CPU shadow)
+        stages = len(torch.unique(torch.tensor(widths, device="cpu")))
+        assert stages == 2, stages
         dims = [4] + widths
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
         self.depth = int(torch.tensor(len(widths)).item())

@@ -113,7 +113,10 @@ _TAGGED_METHODS = {
 SHADOW_MAX_ELEMENTS = 1 << 16
 _NO_SHADOW_FACTORIES = ("empty", "empty_strided", "rand", "randn", "randint")
 _VALUE_READS = {"tolist", "item", "__int__", "__float__", "__bool__", "__index__",
-                "numpy", "__format__", "__repr__", "__str__"}
+                "numpy", "__format__", "__repr__", "__str__",
+                # value-dependent shapes (timm's RegNet counts its stages with
+                # torch.unique): computed on the shadow, a CPU result
+                "unique", "_unique2", "unique_consecutive", "nonzero"}
 
 
 def shadow_of(t):
