@@ -131,6 +131,49 @@ def _user_frame(error):
     return "%s:%d in %s (`%s`)" % (path, f.lineno, f.name, (f.line or "").strip())
 
 
+def _as_slice(index):
+    """A Python list of ints that is an ascending run with a constant step (or
+    one int) as the slice selecting the same elements, else None."""
+    if not isinstance(index, list) or not index or \
+            not all(isinstance(i, int) and not isinstance(i, bool) for i in index):
+        return None
+    if len(set(i < 0 for i in index)) != 1:
+        return None  # mixed signs: positions depend on the size
+    step = index[1] - index[0] if len(index) > 1 else 1
+    if step <= 0 or any(b - a != step for a, b in zip(index, index[1:])):
+        return None
+    end = index[-1] + 1
+    return slice(index[0], None if end == 0 else end, step)
+
+
+class _ListIndexMode(torch.overrides.TorchFunctionMode):
+    """x[..., [-2], :] (Falcon's key / value heads) indexes with a tensor made
+    from the list inside forward; traced on meta, that constant has no
+    values. The same elements as a slice keep the dim and need no tensor."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.__getitem__ and len(args) == 2:
+            idx = args[1] if isinstance(args[1], tuple) else (args[1],)
+            lists = [i for i, v in enumerate(idx) if isinstance(v, list)]
+            # one list index among basic ones only: the result's dims stay in
+            # place (beside an int or another list, advanced indexing moves
+            # the broadcast dims first, which a slice would not reproduce)
+            basic = all(i in lists or v is None or v is Ellipsis or isinstance(v, slice)
+                        for i, v in enumerate(idx))
+            if len(lists) == 1 and basic:
+                sl = _as_slice(idx[lists[0]])
+                if sl is not None:
+                    idx = idx[:lists[0]] + (sl,) + idx[lists[0] + 1:]
+                    args = (args[0], idx)
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def list_indices_as_slices():
+    with _ListIndexMode():
+        yield
+
+
 def trace(model, metas, values=None):
     """torch.export on meta inputs, then Core ATen decompositions. `values`
     ({input name: CPU tensor}): example values of inputs that forward's
@@ -138,7 +181,7 @@ def trace(model, metas, values=None):
     {input name: source line} of the inputs whose values were read."""
     from .specialize import shadowed_forward
     from .moe import static_experts
-    with no_fused_fast_paths(), static_experts(model), \
+    with no_fused_fast_paths(), static_experts(model), list_indices_as_slices(), \
             shadowed_forward(model, values or {}) as shadows:
         try:
             ep = torch.export.export(model, (), dict(metas))
@@ -306,8 +349,16 @@ class AtenLowering(GraphEmitter):
                     torch.tensor(decl["value"], dtype=node.meta["val"].dtype)
                     .reshape(decl["shape"]), G(decl["name"], node.meta["val"]))
             return G(decl["name"], node.meta["val"])
+        lifted = getattr(sig, "inputs_to_lifted_tensor_constants", {}).get(name)
+        value = self.ep.constants.get(lifted) if lifted is not None else None
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            # a plain tensor attribute, or a tensor built in forward (not a
+            # parameter or buffer): a constant, folded like those
+            return hf.Const(value.detach())
         raise ExportError("forward reads a tensor constant %s built outside the parameters "
-                          "and buffers; the ATen path cannot express it yet" % name)
+                          "and buffers%s; the ATen path cannot express it yet" % (
+                              name, " (on the meta device: no values)" if value is not None
+                              else ""))
 
     def buffer_const(self, target, bname, t):
         """A buffer folded as a constant (aten_consts.py): integer ones (position
@@ -625,10 +676,15 @@ def layer_norm(self, node, x, shape, weight=None, bias=None, eps=1e-5):
 
 def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
          enable_gqa=False):
-    if attn_mask is not None or dropout_p != 0.0 or enable_gqa:
-        self.fail(node, "scaled_dot_product_attention with attn_mask, dropout or GQA has "
+    if attn_mask is not None or dropout_p != 0.0:
+        self.fail(node, "scaled_dot_product_attention with attn_mask or dropout has "
                   "no graph op yet")
     q, k, v = (self.tensor(node, t) for t in (q, k, v))
+    if enable_gqa:
+        k, v = (repeat_heads(self, node, t, q) for t in (k, v))
+    # k, v broadcast over q's leading dims (Falcon's multi-query attention:
+    # one key / value head for every query head): copies of the shared head
+    k, v = (broadcast_leading(self, node, t, q) for t in (k, v))
     rank = len(q.shape)
     if rank < 3 or len(k.shape) != rank or len(v.shape) != rank or not (
             q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
@@ -658,6 +714,40 @@ def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sc
     g = self.emit(node, "scaled_dot_product_attention", [as4(q), as4(k), as4(v)],
                   torch.empty(out4, dtype=q.val.dtype, device="meta"), **attrs)
     return self.reshape(node, g, self.out_shape(node))
+
+
+def repeat_heads(self, node, t, q):
+    """sdpa's enable_gqa: key / value head j serves query heads j*g ... j*g +
+    g - 1 (g = query heads / key-value heads), i.e. each head repeated g
+    times in place: [..., Hkv, T, E] -> [..., Hkv, g, T, E] -> [..., H, T, E]."""
+    if len(t.shape) < 3 or len(q.shape) != len(t.shape):
+        self.fail(node, "enable_gqa on q, k of shapes %s, %s" % (q.shape, t.shape))
+    h, hkv = q.shape[-3], t.shape[-3]
+    if h == hkv:
+        return t
+    if hkv == 0 or h % hkv:
+        self.fail(node, "enable_gqa: %d query heads are not a multiple of %d key / value "
+                  "heads" % (h, hkv))
+    dtype = t.val.dtype
+    split = list(t.shape[:-2]) + [1] + list(t.shape[-2:])
+    base = self.emit(node, "reshape", [t], torch.empty(split, dtype=dtype, device="meta"),
+                     shape=split)
+    wide = list(t.shape[:-2]) + [h // hkv] + list(t.shape[-2:])
+    copies = materialize(self, node, Expanded(base, wide))
+    out = list(t.shape[:-3]) + [h] + list(t.shape[-2:])
+    return self.emit(node, "reshape", [copies], torch.empty(out, dtype=dtype, device="meta"),
+                     shape=out)
+
+
+def broadcast_leading(self, node, t, q):
+    """t with q's leading dims (all but the last two) where t has size 1 in
+    them; t itself when they already agree or cannot broadcast (the shape
+    check reports it)."""
+    lead, want = list(t.shape[:-2]), list(q.shape[:-2])
+    if lead == want or len(lead) != len(want) or \
+            any(a != b and a != 1 for a, b in zip(lead, want)):
+        return t
+    return materialize(self, node, Expanded(t, want + list(t.shape[-2:])))
 
 
 def embedding(self, node, weight, ids, padding_idx=-1, *rest):
