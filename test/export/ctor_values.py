@@ -101,3 +101,16 @@ class SeedDependentPartialInit(nn.Module):
 
     def forward(self, x):
         return x @ self.w.t()
+
+
+class PartlyUninitialized(nn.Module):
+    """torch.empty with only one column written: the rest is never
+    initialized (an error, not constant data)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(4, 3))
+        self.w.data[:, 0] = 1.0
+
+    def forward(self, x):
+        return x @ self.w.t()

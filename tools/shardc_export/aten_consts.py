@@ -160,9 +160,8 @@ def parameters_on_meta():
 
 
 # A model whose buffers come out on meta is built once more with real
-# parameters, up to this many parameter bytes (1 GiB of float32: any image
-# model; a language model's buffers never depend on its parameters).
-MAX_REBUILD_PARAM_BYTES = 1 << 30
+# parameters, up to const_data.MAX_REBUILD_PARAM_BYTES.
+from .const_data import MAX_REBUILD_PARAM_BYTES  # noqa: E402
 
 
 def concrete_buffers(factory, kwargs, param_bytes):

@@ -15,6 +15,12 @@ from .graph_emitter import GRAPH_DTYPES, G
 MAX_DATA_ELEMENTS = 1 << 20
 FILE_SUFFIX = ".consts.safetensors"
 
+# A model whose buffers come out on meta, or whose parameters may be constant
+# data (export.py), is built again with real parameters, up to this many
+# parameter bytes (1 GiB of float32: any image model; a language model's
+# buffers never depend on its parameters).
+MAX_REBUILD_PARAM_BYTES = 1 << 30
+
 
 def data_buffer(low, t, dtype):
     """A graph buffer holding t's values (converted to dtype), or None when t

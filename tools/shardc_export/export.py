@@ -196,20 +196,31 @@ def constant_parameters(factory, kwargs, model, pending):
     original one, saying why the fallback did not apply."""
     if not pending:
         return {}
-    from .aten_consts import MAX_REBUILD_PARAM_BYTES
-    from .const_data import MAX_DATA_ELEMENTS
+    from .const_data import MAX_DATA_ELEMENTS, MAX_REBUILD_PARAM_BYTES
     name, error = pending[0]
+    if not hasattr(torch.utils, "deterministic"):
+        # torch < 2.1 leaves torch.empty's memory as it is: a part no init op
+        # writes could look constant
+        raise ExportError("%s (constant data needs torch >= 2.1 to tell a part never "
+                          "written)" % error)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     if param_bytes > MAX_REBUILD_PARAM_BYTES:
         raise ExportError("%s (its values cannot be checked for constant data: the model's "
                           "%d parameter bytes are over the %d this exporter builds)" % (
                               error, param_bytes, MAX_REBUILD_PARAM_BYTES))
+    # torch.empty's memory filled with NaN (torch's deterministic mode): a
+    # part no init op writes shows as NaN, not as whatever both builds found
+    was = (torch.are_deterministic_algorithms_enabled(),
+           torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         first = dict(construct_eager(factory, kwargs, 0).named_parameters())
         second = dict(construct_eager(factory, kwargs, 1).named_parameters())
     except Exception as e:
         raise ExportError("%s (building the model on the CPU to read its values failed: "
                           "%s: %s)" % (error, type(e).__name__, e))
+    finally:
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
     values = {}
     for name, error in pending:
         a, b = first[name].detach(), second[name].detach()
@@ -219,6 +230,9 @@ def constant_parameters(factory, kwargs, model, pending):
         if not torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)):
             raise ExportError("%s (its values depend on the seed, so they are not constant "
                               "data either)" % error)
+        if a.is_floating_point() and bool(torch.isnan(a).any()):
+            raise ExportError("%s (part of it is never written: torch.empty's values, so "
+                              "not constant data either)" % error)
         values[name] = a.contiguous().clone()
     return values
 
@@ -268,11 +282,14 @@ def export(args):
             # an init op the graph lacks (log, exp...) on a constant whose
             # values the constructor computed: one fill when all are equal
             value = shadow_fill_value(p)
-            if value is None:
+            chain = rec.chains.get(storage_key(p))
+            if value is not None:
+                init = [{"op": "fill", "value": value}]
+            elif chain is not None and chain.unsupported:
                 init = None  # maybe constant data (below)
                 pending.append((name, sys.exc_info()[1]))
             else:
-                init = [{"op": "fill", "value": value}]
+                raise
         if init is not None:
             resolve_derived(init, name, param_names_by_storage(model))
         param_decls.append({"name": name, "shape": list(p.shape),
