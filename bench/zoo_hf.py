@@ -30,8 +30,14 @@ LM = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_laye
 
 def _build(config, auto=None):
     auto = auto or tf.AutoModelForCausalLM
-    config._attn_implementation = ATTN
-    model = auto.from_config(config, attn_implementation=ATTN)
+    try:
+        config._attn_implementation = ATTN
+        model = auto.from_config(config, attn_implementation=ATTN)
+    except ValueError:
+        # the architecture has no sdpa attention (BLOOM, Gemma 2): its own,
+        # as transformers picks for it by default
+        config._attn_implementation = "eager"
+        model = auto.from_config(config, attn_implementation="eager")
     return model.eval()
 
 
@@ -39,6 +45,20 @@ def _lm(config_class, kw, **extra):
     """A small decoder-only LM (grouped-query attention: 4 heads share 2 key / value
     heads): LM's shape, then `extra`, then the caller's kw."""
     return _build(config_class(**dict(dict(LM, num_key_value_heads=2, **extra), **kw)))
+
+
+def causal_lm(config, **kw):
+    """A decoder-only LM of transformers' config class named `config`: LM's
+    shape, then kw (names through the config's attribute_map: hidden_size is
+    GPT-J's n_embd, MPT's d_model)."""
+    return _build(getattr(tf, config)(**dict(LM, **kw)))
+
+
+def encoder(config, **kw):
+    """An encoder (BERT-like) of the config class named `config`, AutoModel."""
+    cfg = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+               num_attention_heads=4, max_position_embeddings=128)
+    return _build(getattr(tf, config)(**dict(cfg, **kw)), tf.AutoModel)
 
 
 def llama(**kw):
@@ -132,3 +152,36 @@ ZOO = {
                               "intermediate_size": 768, "num_hidden_layers": 4,
                               "num_attention_heads": 3}, {"pixel_values": [2, 3, 224, 224]}),
 }
+
+# More architectures through the generic factories, at the zoo's sizes
+# (2026-12-03: each passed the full check at a small size first).
+GQA = dict(WIDE, num_key_value_heads=2)
+for _name, _config, _kw in (
+        ("GPT-NeoX", "GPTNeoXConfig", WIDE),
+        ("OPT", "OPTConfig", dict(WIDE, ffn_dim=1024, word_embed_proj_dim=256)),
+        ("BLOOM", "BloomConfig", WIDE),
+        ("Falcon", "FalconConfig", WIDE),
+        ("GPT-J", "GPTJConfig", dict(WIDE, rotary_dim=16)),
+        ("CodeGen", "CodeGenConfig", dict(WIDE, rotary_dim=16, n_ctx=256)),
+        ("StableLM", "StableLmConfig", dict(WIDE, num_key_value_heads=4)),
+        ("Phi-3", "Phi3Config", dict(WIDE, pad_token_id=0)),
+        ("Qwen3", "Qwen3Config", dict(GQA, head_dim=64)),
+        ("Gemma 2", "Gemma2Config", dict(GQA, head_dim=64)),
+        ("Gemma 3", "Gemma3TextConfig", dict(GQA, head_dim=64)),
+        ("Cohere", "CohereConfig", GQA),
+        ("OLMo 2", "Olmo2Config", GQA),
+        ("Granite", "GraniteConfig", GQA),
+        ("StarCoder2", "Starcoder2Config", GQA),
+        ("GPTBigCode", "GPTBigCodeConfig", WIDE),
+        ("MPT", "MptConfig", dict(WIDE, max_seq_len=256)),
+        ("SmolLM3", "SmolLM3Config", dict(GQA, pad_token_id=0))):
+    ZOO["HF " + _name] = ("zoo_hf:causal_lm", dict(_kw, config=_config), IDS)
+for _name, _config, _kw in (
+        ("DistilBERT", "DistilBertConfig", dict(WIDE, hidden_dim=1024)),
+        ("ALBERT", "AlbertConfig", dict(WIDE, embedding_size=128)),
+        ("DeBERTa-v2", "DebertaV2Config", WIDE),
+        ("ELECTRA", "ElectraConfig", dict(WIDE, embedding_size=128)),
+        ("ModernBERT", "ModernBertConfig", dict(WIDE, pad_token_id=0, bos_token_id=0,
+                                                 eos_token_id=0, cls_token_id=0,
+                                                 sep_token_id=0))):
+    ZOO["HF " + _name] = ("zoo_hf:encoder", dict(_kw, config=_config), IDS)

@@ -161,7 +161,17 @@ class _ListIndexMode(torch.overrides.TorchFunctionMode):
             basic = all(i in lists or v is None or v is Ellipsis or isinstance(v, slice)
                         for i, v in enumerate(idx))
             if len(lists) == 1 and basic:
-                sl = _as_slice(idx[lists[0]])
+                at = lists[0]
+                before, after = idx[:at], idx[at + 1:]
+                # the dim the list indexes (None adds a dim, ... spans the rest)
+                if any(v is Ellipsis for v in before):
+                    dim = args[0].dim() - 1 - sum(v is not None and v is not Ellipsis
+                                                  for v in after)
+                else:
+                    dim = sum(v is not None for v in before)
+                size = args[0].shape[dim] if 0 <= dim < args[0].dim() else None
+                in_range = size is not None and all(-size <= i < size for i in idx[at])
+                sl = _as_slice(idx[at]) if in_range else None  # else torch's own error
                 if sl is not None:
                     idx = idx[:lists[0]] + (sl,) + idx[lists[0] + 1:]
                     args = (args[0], idx)
