@@ -40,3 +40,16 @@ class GroupedQuery(nn.Module):
         k, v = self.kv(x).view(b, t, 2, self.kv_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         return y.transpose(1, 2).reshape(b, t, -1)
+
+
+class BoolMaskBias(nn.Module):
+    """HF BEiT's `relative_position_bias + attention_mask`: a bool constant
+    built in forward added to a float tensor (torch promotes it to 1.0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(1, 2, 5, 5))
+
+    def forward(self, x):  # x [B, 2, 5, 5]
+        mask = torch.ones(x.shape[0], 1, 5, 5, dtype=torch.bool, device=x.device)
+        return torch.softmax(x + (self.bias + mask), dim=-1)

@@ -256,6 +256,10 @@ def materialize(low, node, c, like=None, broadcast=False):
     table repeats may stay size 1."""
     t = c.t
     dtype = like.val.dtype if like is not None else t.dtype
+    if not t.is_floating_point() and dtype.is_floating_point:
+        # a bool or integer constant beside a floating tensor (HF BEiT adds its
+        # all-true mask to the position bias): torch promotes it to that dtype
+        t = t.to(dtype)
     if t.is_floating_point() and t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
         return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
     if t.is_floating_point() and t.numel() > 0:
