@@ -61,6 +61,12 @@ def encoder(config, **kw):
     return _build(getattr(tf, config)(**dict(cfg, **kw)), tf.AutoModel)
 
 
+def hf_model(config, auto="AutoModel", **kw):
+    """Any architecture: the config class named `config` from kw alone, built
+    with the Auto class named `auto`."""
+    return _build(getattr(tf, config)(**kw), getattr(tf, auto))
+
+
 def llama(**kw):
     return _lm(tf.LlamaConfig, kw)
 
@@ -185,3 +191,43 @@ for _name, _config, _kw in (
                                                  eos_token_id=0, cls_token_id=0,
                                                  sep_token_id=0))):
     ZOO["HF " + _name] = ("zoo_hf:encoder", dict(_kw, config=_config), IDS)
+
+# Vision, sequence-to-sequence and speech models through hf_model (same date).
+VISION = dict(image_size=64, patch_size=8, hidden_size=128, intermediate_size=512,
+              num_hidden_layers=4, num_attention_heads=4)
+PIXELS = {"pixel_values": [2, 3, 64, 64]}
+SEQ2SEQ = dict(vocab_size=1024, d_model=256, encoder_layers=4, decoder_layers=4,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
+               decoder_ffn_dim=1024, max_position_embeddings=256, use_cache=False)
+DECODER_IDS = {"decoder_input_ids": {"shape": [2, 32], "dtype": "int64", "high": 1024}}
+for _name, _config, _auto, _kw, _inputs in (
+        ("CLIP vision", "CLIPVisionConfig", "AutoModel", VISION, PIXELS),
+        ("SigLIP vision", "SiglipVisionConfig", "AutoModel", VISION, PIXELS),
+        ("DINOv2", "Dinov2Config", "AutoModel", VISION, PIXELS),
+        ("DeiT", "DeiTConfig", "AutoModel", VISION, PIXELS),
+        ("BEiT", "BeitConfig", "AutoModel", dict(VISION, use_relative_position_bias=True),
+         PIXELS),
+        ("Swin", "SwinConfig", "AutoModel",
+         dict(image_size=64, patch_size=4, embed_dim=32, depths=[2, 2, 2],
+              num_heads=[2, 4, 8], window_size=4), PIXELS),
+        ("ConvNeXt", "ConvNextConfig", "AutoModel",
+         dict(hidden_sizes=[32, 64, 128], depths=[2, 2, 2], num_stages=3), PIXELS),
+        ("ResNet", "ResNetConfig", "AutoModel",
+         dict(hidden_sizes=[32, 64, 128], depths=[2, 2, 2], embedding_size=32), PIXELS),
+        ("SegFormer", "SegformerConfig", "AutoModel",
+         dict(num_encoder_blocks=2, depths=[2, 2], sr_ratios=[2, 1], hidden_sizes=[32, 64],
+              num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2],
+              mlp_ratios=[4, 4]), PIXELS),
+        ("BART", "BartConfig", "AutoModelForSeq2SeqLM", SEQ2SEQ, dict(IDS, **DECODER_IDS)),
+        ("Pegasus", "PegasusConfig", "AutoModelForSeq2SeqLM", SEQ2SEQ,
+         dict(IDS, **DECODER_IDS)),
+        ("Whisper", "WhisperConfig", "AutoModelForSpeechSeq2Seq",
+         dict(SEQ2SEQ, num_mel_bins=80, max_source_positions=100, max_target_positions=128,
+              pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0),
+         dict({"input_features": [2, 80, 200]}, **DECODER_IDS)),
+        ("Wav2Vec2", "Wav2Vec2Config", "AutoModel",
+         dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+              intermediate_size=1024, conv_dim=[64, 64, 64], conv_stride=[5, 2, 2],
+              conv_kernel=[10, 3, 3], num_conv_pos_embeddings=32,
+              num_conv_pos_embedding_groups=4), {"input_values": [2, 16000]})):
+    ZOO["HF " + _name] = ("zoo_hf:hf_model", dict(_kw, config=_config, auto=_auto), _inputs)
