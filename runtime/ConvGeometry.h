@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/OpFamilies.h"
+#include "runtime/Spatial3d.h"
 
 #include <cstdint>
 #include <vector>
@@ -38,35 +39,17 @@ struct ConvGeometry {
 /// The geometry of conv(x, w) -> y; the shapes were checked by conv's shape rule.
 inline ConvGeometry convGeometryOf(const ConvParams &p, const Shape &x, const Shape &w,
                                    const Shape &y) {
-  // Spatial dim d of the 3-d view is dim d - (3 - dims) of the op's; the
-  // missing leading ones have size 1, stride 1, no padding.
-  const int lead = 3 - p.spatialDims;
-  auto in = [&](const Shape &s, int d) { return d < lead ? int64_t(1) : s[2 + d - lead]; };
-  auto at = [&](const std::vector<int64_t> &v, int d, int64_t none) {
-    return d < lead ? none : v[d - lead];
-  };
+  const int dims = p.spatialDims;
   ConvGeometry g;
   g.N = x[0];
   g.Cin = x[1];
-  g.D = in(x, 0);
-  g.H = in(x, 1);
-  g.W = in(x, 2);
   g.Cout = y[1];
-  g.kd = in(w, 0);
-  g.kh = in(w, 1);
-  g.kw = in(w, 2);
-  g.OD = in(y, 0);
-  g.OH = in(y, 1);
-  g.OW = in(y, 2);
-  g.sd = at(p.stride, 0, 1);
-  g.sh = at(p.stride, 1, 1);
-  g.sw = at(p.stride, 2, 1);
-  g.pd = at(p.padding, 0, 0);
-  g.ph = at(p.padding, 1, 0);
-  g.pw = at(p.padding, 2, 0);
-  g.dd = at(p.dilation, 0, 1);
-  g.dh = at(p.dilation, 1, 1);
-  g.dw = at(p.dilation, 2, 1);
+  set3(g.D, g.H, g.W, spatialSizes(x, dims));
+  set3(g.kd, g.kh, g.kw, spatialSizes(w, dims));
+  set3(g.OD, g.OH, g.OW, spatialSizes(y, dims));
+  set3(g.sd, g.sh, g.sw, spatialParams(p.stride, dims, 1));
+  set3(g.pd, g.ph, g.pw, spatialParams(p.padding, dims, 0));
+  set3(g.dd, g.dh, g.dw, spatialParams(p.dilation, dims, 1));
   g.groups = p.groups;
   return g;
 }

@@ -11,6 +11,7 @@
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/Spatial3d.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <algorithm>
@@ -32,16 +33,9 @@ struct Plane {
 /// Planes and 3-d sizes of a pooling input x and output y with `dims`
 /// spatial dims (the missing leading ones have size 1).
 Plane planeOf(const Shape &x, const Shape &y, int dims) {
-  auto size = [&](const Shape &s, int d) {  // d = 0 (depth), 1 (height), 2 (width)
-    return d < 3 - dims ? int64_t(1) : s[s.size() - 3 + d];
-  };
   Plane p;
-  p.D = size(x, 0);
-  p.H = size(x, 1);
-  p.W = size(x, 2);
-  p.OD = size(y, 0);
-  p.OH = size(y, 1);
-  p.OW = size(y, 2);
+  set3(p.D, p.H, p.W, spatialSizes(x, dims));
+  set3(p.OD, p.OH, p.OW, spatialSizes(y, dims));
   p.planes = plan::numElements(x) / std::max<int64_t>(p.in(), 1);
   return p;
 }
@@ -78,15 +72,11 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
   checks::expectShape(op, "output", y, poolShape(p, x.shape));
   if (y.numel() == 0) return;
   const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
-  // Entry d (0 depth, 1 height, 2 width) of a per-dim parameter.
-  const int lead = 3 - p.spatialDims;
-  auto at = [&](const std::vector<int64_t> &v, int d, int64_t none) {
-    return v.empty() || d < lead ? none : v[d - lead];
-  };
-  const int64_t kd = at(p.kernel, 0, 1), kh = at(p.kernel, 1, 1), kw = at(p.kernel, 2, 1);
-  const int64_t sd = at(stride, 0, 1), sh = at(stride, 1, 1), sw = at(stride, 2, 1);
-  const int64_t pd = at(p.padding, 0, 0), ph = at(p.padding, 1, 0), pw = at(p.padding, 2, 0);
-  const int64_t dd = at(p.dilation, 0, 1), dh = at(p.dilation, 1, 1), dw = at(p.dilation, 2, 1);
+  const int dims = p.spatialDims;
+  const auto [kd, kh, kw] = spatialParams(p.kernel, dims, 1);
+  const auto [sd, sh, sw] = spatialParams(stride, dims, 1);
+  const auto [pd, ph, pw] = spatialParams(p.padding, dims, 0);
+  const auto [dd, dh, dw] = spatialParams(p.dilation, dims, 1);
   const Plane g = planeOf(x.shape, y.shape, p.spatialDims);
   const int64_t work = y.numel() * kd * kh * kw;
   if (p.kind == PoolKind::Max) {

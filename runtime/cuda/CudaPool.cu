@@ -10,6 +10,7 @@
 #include "runtime/cuda/CudaFamilies.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/Spatial3d.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceStorage.cuh"
 
@@ -35,16 +36,9 @@ struct Window {
 
 /// Sizes of x and y with `dims` spatial dims (the missing leading ones are 1).
 Window planeOf(const Shape &x, const Shape &y, int dims) {
-  auto size = [&](const Shape &s, int d) {  // d = 0 (depth), 1 (height), 2 (width)
-    return d < 3 - dims ? int64_t(1) : s[s.size() - 3 + d];
-  };
   Window g;
-  g.D = size(x, 0);
-  g.H = size(x, 1);
-  g.W = size(x, 2);
-  g.OD = size(y, 0);
-  g.OH = size(y, 1);
-  g.OW = size(y, 2);
+  set3(g.D, g.H, g.W, spatialSizes(x, dims));
+  set3(g.OD, g.OH, g.OW, spatialSizes(y, dims));
   return g;
 }
 
@@ -134,24 +128,12 @@ void pool(CudaDevice &device, const PoolParams &p, const KTensor &x, const KTens
   const int64_t count = y.numel();
   if (count == 0) return;
   const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
-  // Entry d (0 depth, 1 height, 2 width) of a per-dim parameter.
-  const int lead = 3 - p.spatialDims;
-  auto at = [&](const std::vector<int64_t> &v, int d, int64_t none) {
-    return v.empty() || d < lead ? none : v[d - lead];
-  };
-  Window g = planeOf(x.shape, y.shape, p.spatialDims);
-  g.kd = at(p.kernel, 0, 1);
-  g.kh = at(p.kernel, 1, 1);
-  g.kw = at(p.kernel, 2, 1);
-  g.sd = at(stride, 0, 1);
-  g.sh = at(stride, 1, 1);
-  g.sw = at(stride, 2, 1);
-  g.pd = at(p.padding, 0, 0);
-  g.ph = at(p.padding, 1, 0);
-  g.pw = at(p.padding, 2, 0);
-  g.dd = at(p.dilation, 0, 1);
-  g.dh = at(p.dilation, 1, 1);
-  g.dw = at(p.dilation, 2, 1);
+  const int dims = p.spatialDims;
+  Window g = planeOf(x.shape, y.shape, dims);
+  set3(g.kd, g.kh, g.kw, spatialParams(p.kernel, dims, 1));
+  set3(g.sd, g.sh, g.sw, spatialParams(stride, dims, 1));
+  set3(g.pd, g.ph, g.pw, spatialParams(p.padding, dims, 0));
+  set3(g.dd, g.dh, g.dw, spatialParams(p.dilation, dims, 1));
   g.max = p.kind == PoolKind::Max;
   g.countIncludePad = p.countIncludePad;
   g.divisorOverride = p.divisorOverride;
