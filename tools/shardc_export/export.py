@@ -197,7 +197,7 @@ def constant_parameters(factory, kwargs, model, pending):
     if not pending:
         return {}
     from .const_data import MAX_DATA_ELEMENTS, MAX_REBUILD_PARAM_BYTES
-    name, error = pending[0]
+    error = pending[0][1]  # the first one speaks for all below
     if not hasattr(torch.utils, "deterministic"):
         # torch < 2.1 leaves torch.empty's memory as it is: a part no init op
         # writes could look constant
@@ -265,7 +265,7 @@ def export(args):
     params = canonical_params(model)
     # parameters and their init chains (snapshot before tracing)
     param_decls = []
-    pending = []  # (decl, error): init chains the graph cannot express
+    pending = []  # (name, error): init chains the graph cannot express
     seen = set()
     for name, p in model.named_parameters():
         if id(p) in seen:
