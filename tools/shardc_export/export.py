@@ -197,7 +197,7 @@ def constant_parameters(factory, kwargs, model, pending):
     if not pending:
         return {}
     from .const_data import MAX_DATA_ELEMENTS, MAX_REBUILD_PARAM_BYTES
-    error = pending[0][1]  # the first one speaks for all below
+    error = pending[0][1]  # a failure for the whole model reports the first parameter
     if not hasattr(torch.utils, "deterministic"):
         # torch < 2.1 leaves torch.empty's memory as it is: a part no init op
         # writes could look constant
