@@ -15,6 +15,7 @@
 #include "runtime/cpu/KernelSupport.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -72,11 +73,15 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
   checks::expectShape(op, "output", y, poolShape(p, x.shape));
   if (y.numel() == 0) return;
   const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
+  // Plain variables, not structured bindings: the lambdas below capture
+  // them, which clang before 16 refuses for bindings (the fuzzers' build).
   const int dims = p.spatialDims;
-  const auto [kd, kh, kw] = spatialParams(p.kernel, dims, 1);
-  const auto [sd, sh, sw] = spatialParams(stride, dims, 1);
-  const auto [pd, ph, pw] = spatialParams(p.padding, dims, 0);
-  const auto [dd, dh, dw] = spatialParams(p.dilation, dims, 1);
+  const std::array<int64_t, 3> k = spatialParams(p.kernel, dims, 1);
+  const std::array<int64_t, 3> st = spatialParams(stride, dims, 1);
+  const std::array<int64_t, 3> pad = spatialParams(p.padding, dims, 0);
+  const std::array<int64_t, 3> dil = spatialParams(p.dilation, dims, 1);
+  const int64_t kd = k[0], kh = k[1], kw = k[2], sd = st[0], sh = st[1], sw = st[2];
+  const int64_t pd = pad[0], ph = pad[1], pw = pad[2], dd = dil[0], dh = dil[1], dw = dil[2];
   const Plane g = planeOf(x.shape, y.shape, p.spatialDims);
   const int64_t work = y.numel() * kd * kh * kw;
   if (p.kind == PoolKind::Max) {
