@@ -438,8 +438,9 @@ def col2im(self, node, x, output_size, kernel_size, dilation, padding, stride):
     from .const_data import data_buffer
     x = self.tensor(node, x)
     batched = len(x.shape) == 3
-    k, dil, pad, st = (spatial_pair(v) for v in (kernel_size, dilation, padding, stride))
-    size = spatial_pair(output_size)
+    from .aten import spatial_list
+    k, dil, pad, st = (spatial_list(v, 2) for v in (kernel_size, dilation, padding, stride))
+    size = spatial_list(output_size, 2)
     taps = k[0] * k[1]
     rows = x.shape[-2]
     if rows % taps:
@@ -469,11 +470,6 @@ def col2im(self, node, x, output_size, kernel_size, dilation, padding, stride):
                   stride=st, padding=pad, dilation=dil, groups=c, transposed=1,
                   output_padding=[size[i] - reach[i] for i in (0, 1)])
     return self.reshape(node, y, self.out_shape(node))
-
-
-def spatial_pair(v):
-    v = [int(e) for e in v] if isinstance(v, (list, tuple)) else [int(v)]
-    return v * 2 if len(v) == 1 else v
 
 
 def rules(aten):
