@@ -338,14 +338,22 @@ GraphParam readParam(const GraphReader &reader, const json &value,
     if (step.op == "load" && step.tensor.empty())
       step.tensor = param.name;
   // int64 state is constant data only (an index table built in __init__,
-  // docs/graph-format.md "Constant data"): loaded as it is, never saved,
-  // never sharded; no init op computes integers.
-  if (param.dtype == plan::DType::I64 &&
-      (!isBuffer || param.persistent || param.init.size() != 1 ||
-       param.init.front().op != "load"))
+  // docs/graph-format.md "Constant data"; an integer scalar of forward):
+  // loaded as it is or one fill with an integer, never saved, never sharded;
+  // no other init op computes integers.
+  auto constantInit = [&] {
+    if (param.init.size() != 1) return false;
+    const InitStep &step = param.init.front();
+    if (step.op == "load") return true;
+    const double value = step.numbers.count("value") ? step.number("value") : 0.5;
+    return step.op == "fill" && value == std::trunc(value) &&
+           std::abs(value) < 9007199254740992.0;  // 2^53: the value exact
+  };
+  if (param.dtype == plan::DType::I64 && (!isBuffer || param.persistent || !constantInit()))
     reader.fail(path + ".dtype", "int64 is for inputs and for non-persistent buffers "
-                                 "whose init is one load (constant index data); "
-                                 "parameters and other buffers must be floating point");
+                                 "whose init is one load (constant index data) or one fill "
+                                 "with an integer; parameters and other buffers must be "
+                                 "floating point");
   return param;
 }
 

@@ -133,7 +133,16 @@ using Rule = std::function<void(NodeReader &)>;
 
 void elementwise(NodeReader &r) {
   r.arity(2, 2);
-  r.floatInputs(0, 2);
+  // add, sub and mul also take int64 (position ids); div of integers is
+  // torch's true division, which gives floats: the exporter casts first.
+  const bool ints = r.dtype(0) == plan::DType::I64 && r.dtype(1) == plan::DType::I64;
+  if (ints && r.value().value("op", std::string()) == "div")
+    r.fail("int64 operands: torch divides integers into floats, so cast them to a float "
+           "dtype first");
+  if (ints)
+    r.node().dtype = plan::DType::I64;
+  else
+    r.floatInputs(0, 2);
   Shape out;
   if (!broadcast(r.shape(0), r.shape(1), out))
     r.fail("shapes " + shapeString(r.shape(0)) + " and " +

@@ -101,7 +101,8 @@ struct Region {
 ///     by the core (runtime/OpRules.h), y never aliasing an input;
 ///     batchNorm is eval mode (running statistics; weight and bias both or
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
-///     topk (index == nullptr; y int64) or gather (index int64).
+///     topk (index == nullptr; y int64) or gather (index int64); compare is
+///     the scalar form (a OP value) when b == nullptr.
 #define SHARDC_BACKEND_OPTIONAL_KERNELS(VIRTUAL, SUFFIX)                                     \
   VIRTUAL void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,  \
                           int64_t rows, int64_t cols, void *out, void *work) SUFFIX;          \
@@ -131,7 +132,11 @@ struct Region {
                           const KTensor &down, const KTensor &y, std::byte *workspace)       \
       SUFFIX;                                                                                \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
-                     const KTensor *index, const KTensor &y) SUFFIX;
+                     const KTensor *index, const KTensor &y) SUFFIX;                         \
+  VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \
+                       const KTensor &y) SUFFIX;                                             \
+  VIRTUAL void cast(const KTensor &x, const KTensor &y) SUFFIX;                              \
+  VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;
 
 class Backend {
 public:

@@ -147,6 +147,14 @@ void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
   if (kind == IndexKind::TopK) topkKernel(p, x, y, threads_);
   else gatherKernel(p, x, *index, y, threads_);
 }
+void CpuBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
+                         const KTensor &y) {
+  compareKernel(op, a, b, value, y, threads_);
+}
+void CpuBackend::cast(const KTensor &x, const KTensor &y) { castKernel(x, y, threads_); }
+void CpuBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
+  cumsumKernel(p, x, y, threads_);
+}
 
 // ---- the CPU entry point --------------------------------------------------
 

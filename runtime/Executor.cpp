@@ -88,6 +88,13 @@ void Backend::index(IndexKind, const IndexParams &, const KTensor &, const KTens
                     const KTensor &) {
   noKernel(OpFamily::Index);
 }
+void Backend::compare(CompareOp, const KTensor &, const KTensor *, double, const KTensor &) {
+  noKernel(OpFamily::Compare);
+}
+void Backend::cast(const KTensor &, const KTensor &) { noKernel(OpFamily::Cast); }
+void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
+  noKernel(OpFamily::Scan);
+}
 void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, const KTensor &,
                          const KTensor &, const KTensor &, const KTensor &, std::byte *) {
   noKernel(OpFamily::Experts);
@@ -426,6 +433,13 @@ private:
       return backend_.moeExperts(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4], y,
                                  work.data());
     }
+    case OpFamily::Compare:
+      return backend_.compare(static_cast<CompareOp>(info.variant), in[0], optional(1),
+                              compareValue(info, in.size(), inst.attrs).value_or(0.0), y);
+    case OpFamily::Cast:
+      return backend_.cast(in[0], y);
+    case OpFamily::Scan:
+      return backend_.cumsum(scanParams(inst.attrs), in[0], y);
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)
       return backend_.stridedCopy(in[0], *attrList(inst, "stride"), attrIntOr(inst, "offset", 0),
                                   y);

@@ -96,9 +96,13 @@ void binary(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out)
   if (*expected != out.shape)
     fail(name, "output shape " + shapeToString(out.shape) + " is not the broadcast shape " +
                    shapeToString(*expected));
-  if (out.dtype != DType::F32 && out.dtype != DType::F64 && out.dtype != DType::BF16)
+  if (out.dtype == DType::I64 && op == BinaryOp::Div)
+    fail(name, "int64 operands are not supported (torch's division of integers gives floats: "
+               "cast them first)");
+  if (out.dtype != DType::F32 && out.dtype != DType::F64 && out.dtype != DType::BF16 &&
+      out.dtype != DType::I64)
     fail(name, std::string("dtype ") + plan::dtypeName(out.dtype) +
-                   " is not supported (float32, float64 and bfloat16 are)");
+                   " is not supported (float32, float64, bfloat16 and int64 are)");
 }
 
 void activation(const KTensor &x, const KTensor &y) {
@@ -286,6 +290,20 @@ void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const 
   if (index.dtype != DType::I64)
     fail("gather", std::string("index is ") + plan::dtypeName(index.dtype) + "; expects int64");
   expectResult("gather", y, gatherShape(x.shape, index.shape, p), x.dtype);
+}
+
+void compare(CompareOp op, const KTensor &a, const KTensor *b, const KTensor &y) {
+  const char *name = compareOpName(op);
+  if (b && b->dtype != a.dtype)
+    fail(name, std::string("operands differ in dtype: ") + plan::dtypeName(a.dtype) + " and " +
+                   plan::dtypeName(b->dtype));
+  expectResult(name, y, compareShape(op, a.shape, b ? &b->shape : nullptr), DType::I64);
+}
+
+void cast(const KTensor &x, const KTensor &y) { expectShape("cast", "output", y, x.shape); }
+
+void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
+  expectResult("cumsum", y, cumsumShape(x.shape, p), x.dtype);
 }
 
 void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,

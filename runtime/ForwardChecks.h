@@ -36,7 +36,8 @@ struct MatmulDims {
 };
 MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c);
 
-/// float32, float64 and bfloat16; one dtype; out has the broadcast shape.
+/// float32, float64, bfloat16 and int64 (not div); one dtype; out has the
+/// broadcast shape.
 void binary(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor &out);
 void activation(const KTensor &x, const KTensor &y);
 
@@ -81,5 +82,12 @@ void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const 
 /// of x's dtype, y with moeExpertsShape (expert ids are data: kernels check).
 void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
                 const KTensor &gateUp, const KTensor &down, const KTensor &y);
+
+/// eq, ne, ...: a (and b) of one dtype, y int64 of compareShape.
+void compare(CompareOp op, const KTensor &a, const KTensor *b, const KTensor &y);
+/// cast: y of x's shape (its dtype is the target).
+void cast(const KTensor &x, const KTensor &y);
+/// cumsum: y of x's shape and dtype, dim in range.
+void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y);
 
 }  // namespace shardc::runtime::checks

@@ -56,6 +56,11 @@ using F32Storage = Storage<float, float, idF, idF>;
 using F64Storage = Storage<double, double, idD, idD>;
 using BF16Storage = Storage<uint16_t, float, bfloat16BitsToFloat, floatToBFloat16Bits>;
 using F16Storage = Storage<uint16_t, float, halfBitsToFloat, floatToHalfBits>;
+// int64 (add, sub, mul): computed in uint64 so it wraps as torch's int64
+// arithmetic does, without signed overflow.
+inline uint64_t toU64(int64_t v) { return static_cast<uint64_t>(v); }
+inline int64_t fromU64(uint64_t v) { return static_cast<int64_t>(v); }
+using I64Storage = Storage<int64_t, uint64_t, toU64, fromU64>;
 
 template <typename C> C applyBinary(BinaryOp op, C a, C b) {
   switch (op) {
@@ -290,6 +295,7 @@ void binaryKernel(BinaryOp op, const KTensor &a, const KTensor &b, const KTensor
   switch (out.dtype) {
   case DType::F32: return binaryDispatchOp<F32Storage>(op, a, b, out, threads);
   case DType::F64: return binaryDispatchOp<F64Storage>(op, a, b, out, threads);
+  case DType::I64: return binaryDispatchOp<I64Storage>(op, a, b, out, threads);
   default: return binaryDispatchOp<BF16Storage>(op, a, b, out, threads);
   }
 }

@@ -385,6 +385,40 @@ Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p) {
   return index;
 }
 
+// ---- integer values, comparisons and dtype conversion ---------------------------
+
+const char *compareOpName(CompareOp op) {
+  switch (op) {
+  case CompareOp::Eq: return "eq";
+  case CompareOp::Ne: return "ne";
+  case CompareOp::Lt: return "lt";
+  case CompareOp::Le: return "le";
+  case CompareOp::Gt: return "gt";
+  case CompareOp::Ge: return "ge";
+  }
+  return "?";
+}
+
+Shape compareShape(CompareOp op, const Shape &a, const Shape *b) {
+  if (!b) return a;
+  auto shape = broadcastShapes(a, *b);
+  if (!shape)
+    fail(compareOpName(op), "shapes " + shapeToString(a) + " and " + shapeToString(*b) +
+                                " do not broadcast");
+  return *shape;
+}
+
+plan::DType castDTypeNamed(const std::string &name) {
+  if (auto dtype = plan::parseDType(name)) return *dtype;
+  fail("cast", "dtype must be float32, float64, bfloat16, float16 or int64, got \"" + name +
+                   "\"");
+}
+
+Shape cumsumShape(const Shape &x, const ScanParams &p) {
+  wrapDim("cumsum", p.dim, x.size());
+  return x;
+}
+
 // ---- a mixture of experts' experts -----------------------------------------------
 
 GateActivation gateActivationNamed(const std::string &name) {

@@ -133,6 +133,43 @@ Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p);
 /// dim in [-rank, rank) (a 0-d tensor takes 0 or -1) as a position; fails naming op.
 int64_t wrapDim(const char *op, int64_t dim, size_t rank);
 
+// ---- integer values, comparisons and dtype conversion ---------------------------
+
+/// The graph's integers are int64 (token ids, position ids, masks): torch's
+/// bool and narrower integer values are carried as int64 holding the same
+/// values (docs/ops.md, "Integer values").
+///
+/// Compare: y = (a OP b) as int64 1 or 0, a and b one dtype (float or
+/// int64) broadcast as numpy; or (a OP value) with the scalar `value`
+/// rounded to a's dtype first, as torch wraps a Python number. NaN compares
+/// unequal to everything. An int64 operand against a value that is not an
+/// integer compares both in float32 (torch's promotion to its default dtype).
+enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
+const char *compareOpName(CompareOp op);
+/// b == nullptr: the scalar form (the shape is a's).
+Shape compareShape(CompareOp op, const Shape &a, const Shape *b);
+
+/// Cast: y = x converted to `dtype`, torch's rules: float to float rounds
+/// to nearest even (float64 to a 16-bit float through float32, as c10's
+/// conversions), float to int64 truncates toward zero (NaN and values
+/// outside int64's range give INT64_MIN, what torch's x86 kernel gives),
+/// int64 to float rounds to nearest (to a 16-bit float through float32).
+/// Any of float32, float64, bfloat16, float16, int64 to any.
+struct CastParams {
+  plan::DType dtype = plan::DType::F32;
+};
+/// The `dtype` attribute's name to its dtype; fails naming the known names.
+plan::DType castDTypeNamed(const std::string &name);
+
+/// Cumsum: the running sum along `dim`, x's shape and dtype: int64 exact
+/// (wrapping as torch), float32 and float64 accumulated in double, 16-bit
+/// floats in float (torch's CPU accumulation types), each result rounded to
+/// the dtype once.
+struct ScanParams {
+  int64_t dim = 0;  // as given: [-rank, rank)
+};
+Shape cumsumShape(const Shape &x, const ScanParams &p);
+
 // ---- a mixture of experts' experts -----------------------------------------------
 
 /// moe_experts: x [T, H], index [T, k] int64 (each token's experts, in

@@ -46,6 +46,16 @@ std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *n
   return list;
 }
 
+/// The integer-value families' operands: one dtype, int64 or floating
+/// (cast: any dtype).
+void requireValues(const OpInfo &info, std::span<const TensorType> operands) {
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].dtype != operands[0].dtype)
+      checks::fail(info.name, std::string("operands differ in dtype: ") +
+                                  plan::dtypeName(operands[0].dtype) + " and " +
+                                  plan::dtypeName(operands[i].dtype));
+}
+
 /// Float operands of one dtype: float32, bfloat16, float16 (the unary ops
 /// and reductions also float64, as their kernels).
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
@@ -58,6 +68,11 @@ void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   if (indexOperand && operands[1].dtype != plan::DType::I64)
     checks::fail(info.name, std::string("index (operand 1) is ") +
                                 plan::dtypeName(operands[1].dtype) + "; expects int64");
+  // gather copies elements: its x may also be int64 (RoBERTa's token type
+  // ids gathered at the position ids)
+  if (info.family == OpFamily::Index && info.variant == static_cast<int>(IndexKind::Gather) &&
+      operands[0].dtype == plan::DType::I64)
+    return;
   for (size_t i = 0; i < operands.size(); ++i) {
     if (indexOperand && i == 1) continue;
     if (!checks::isFloatStorage(operands[i].dtype) &&
@@ -112,6 +127,14 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   case OpFamily::Experts:
     moeParams(attrs);  // checks the activation's name
     return moeExpertsShape(in[0].shape, in[1].shape, in[2].shape, in[3].shape, in[4].shape);
+  case OpFamily::Compare:
+    compareValue(info, in.size(), attrs);  // one operand and a value, or two
+    return compareShape(static_cast<CompareOp>(info.variant), in[0].shape, optional(1));
+  case OpFamily::Cast:
+    castParams(attrs);  // checks the dtype's name
+    return in[0].shape;
+  case OpFamily::Scan:
+    return cumsumShape(in[0].shape, scanParams(attrs));
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");
@@ -184,6 +207,22 @@ IndexParams indexParams(IndexKind kind, const AttrMap &attrs) {
   return p;
 }
 
+std::optional<double> compareValue(const OpInfo &info, size_t operands, const AttrMap &attrs) {
+  auto it = attrs.find("value");
+  if (operands == 1 && it == attrs.end())
+    checks::fail(info.name, "compares one operand with `value`, which is missing");
+  if (operands == 2 && it != attrs.end())
+    checks::fail(info.name, "compares two operands; `value` is for the one-operand form");
+  if (it == attrs.end()) return std::nullopt;
+  return std::get<double>(it->second);
+}
+
+CastParams castParams(const AttrMap &attrs) {
+  return {castDTypeNamed(std::get<std::string>(attrs.at("dtype")))};
+}
+
+ScanParams scanParams(const AttrMap &attrs) { return {intOr(attrs, "dim", 0)}; }
+
 UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs) {
   const double inf = std::numeric_limits<double>::infinity();
   switch (op) {
@@ -210,8 +249,15 @@ TensorType resultType(const OpInfo &info, std::span<const TensorType> operands,
                                      ? ""
                                      : " to " + std::to_string(info.maxInputs)) +
                                 " operands, got " + std::to_string(n));
-  requireFloat(info, operands);
+  const bool values = info.family == OpFamily::Compare || info.family == OpFamily::Cast ||
+                      info.family == OpFamily::Scan;
+  if (values)
+    requireValues(info, operands);
+  else
+    requireFloat(info, operands);
   TensorType result{shapeRule(info, operands, attrs), operands[0].dtype};
+  if (info.family == OpFamily::Compare) result.dtype = plan::DType::I64;
+  if (info.family == OpFamily::Cast) result.dtype = castParams(attrs).dtype;
   if (info.family == OpFamily::Reduce &&
       (info.variant == static_cast<int>(ReduceKind::Argmax) ||
        info.variant == static_cast<int>(ReduceKind::Argmin)))

@@ -50,6 +50,13 @@ ReduceArgs reduceArgs(const plan::OpInfo &info, const AttrMap &attrs);
 IndexParams indexParams(IndexKind kind, const AttrMap &attrs);
 MoeParams moeParams(const AttrMap &attrs);
 
+/// eq, ne, ...: `value` (the scalar form, one operand), absent with two
+/// operands; cast: `dtype`; cumsum: `dim`.
+std::optional<double> compareValue(const plan::OpInfo &info, size_t operands,
+                                   const AttrMap &attrs);
+CastParams castParams(const AttrMap &attrs);
+ScanParams scanParams(const AttrMap &attrs);
+
 struct UnaryArgs {
   double a = 0, b = 0;
 };
@@ -57,7 +64,8 @@ UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs);
 
 /// The result type of family op `info` on `operands`: the family's shape
 /// rule; dtype: the float operands' one dtype (float32, bfloat16, float16),
-/// int64 for argmax/argmin. Throws RuntimeError "<op>: <reason>".
+/// int64 for argmax/argmin and comparisons, the `dtype` attribute for cast;
+/// comparisons and cumsum also take int64 operands, cast any dtype. Throws RuntimeError "<op>: <reason>".
 TensorType resultType(const plan::OpInfo &info, std::span<const TensorType> operands,
                       const AttrMap &attrs);
 /// The same without exceptions (for MLIR code): the reason, or nullopt with

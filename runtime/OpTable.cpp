@@ -48,6 +48,7 @@ using runtime::PoolKind;
 using runtime::ReduceKind;
 using runtime::UnaryOp;
 using runtime::IndexKind;
+using runtime::CompareOp;
 
 const OpInfo kOps[] = {
 #define SHARDC_OP(code, name, minIn, maxIn, outs, memory, workspace, ...)              \
@@ -113,6 +114,9 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::View: return "view";
   case OpFamily::Index: return "index";
   case OpFamily::Experts: return "experts";
+  case OpFamily::Compare: return "comparison";
+  case OpFamily::Cast: return "cast";
+  case OpFamily::Scan: return "scan";
   }
   return "?";
 }

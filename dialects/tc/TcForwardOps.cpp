@@ -101,7 +101,13 @@ FailureOr<SmallVector<int64_t>> matmulShape(Operation *op, RankedTensorType a,
 LogicalResult AddOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult SubOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBroadcastBinary(*this); }
-LogicalResult DivOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult DivOp::verify() {
+  // torch divides integers into floats: an int64 division has no one result type.
+  if (tensorOf(getLhs()).getElementType().isInteger(64))
+    return emitOpError() << "operands must be floating point (cast int64 first), got "
+                         << getLhs().getType();
+  return verifyBroadcastBinary(*this);
+}
 
 LogicalResult EmbeddingOp::verify() {
   auto weight = tensorOf(getWeight());

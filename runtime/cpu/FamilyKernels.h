@@ -48,6 +48,12 @@ void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index
                       const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                       const KTensor &y, std::byte *workspace, int threads);
 
+/// eq, ne, ...: y int64 1/0 (b == nullptr: a against `value`).
+void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double value,
+                   const KTensor &y, int threads);
+void castKernel(const KTensor &x, const KTensor &y, int threads);
+void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads);
+
 /// y may alias x.
 void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,
                  int threads);

@@ -222,6 +222,14 @@ void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
   if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);
   else cuda::gather(device_, p, x, *index, y);
 }
+void CudaBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
+                          const KTensor &y) {
+  cuda::compare(device_, op, a, b, value, y);
+}
+void CudaBackend::cast(const KTensor &x, const KTensor &y) { cuda::cast(device_, x, y); }
+void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
+  cuda::cumsum(device_, p, x, y);
+}
 
 // ---- the CUDA entry point --------------------------------------------------
 

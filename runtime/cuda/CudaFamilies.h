@@ -49,4 +49,10 @@ void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const 
                 const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                 const KTensor &y, std::byte *workspace);
 
+/// Comparisons, casts and cumsum (CudaValues.cu): bit-identical to the CPU.
+void compare(CudaDevice &device, CompareOp op, const KTensor &a, const KTensor *b, double value,
+             const KTensor &y);
+void cast(CudaDevice &device, const KTensor &x, const KTensor &y);
+void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y);
+
 }  // namespace shardc::runtime::cuda

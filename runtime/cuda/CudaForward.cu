@@ -27,23 +27,12 @@ using checks::fail;
 
 // ---- elementwise ----------------------------------------------------------
 
-struct Broadcast {
-  int rank;
-  int64_t shape[kMaxRank];
-  int64_t aStride[kMaxRank], bStride[kMaxRank];
-};
-
 template <typename T>
 __global__ void binaryKernel(BinaryOp op, Broadcast bc, const typename T::S *a,
                              const typename T::S *b, typename T::S *out, int64_t count) {
   SHARDC_GRID_LOOP(i, count) {
-    int64_t rest = i, ai = 0, bi = 0;
-    for (int d = bc.rank - 1; d >= 0; --d) {
-      const int64_t idx = rest % bc.shape[d];
-      rest /= bc.shape[d];
-      ai += idx * bc.aStride[d];
-      bi += idx * bc.bStride[d];
-    }
+    int64_t ai, bi;
+    bc.offsets(i, ai, bi);
     const typename T::C x = T::load(a[ai]), y = T::load(b[bi]);
     typename T::C r;
     switch (op) {
@@ -315,31 +304,22 @@ void binary(CudaDevice &device, BinaryOp op, const KTensor &a, const KTensor &b,
             const KTensor &out) {
   const char *name = binaryOpName(op);
   checks::binary(op, a, b, out);
-  const Shape *shape = &out.shape;
   requireRank(name, out, 0, "output");
-  Broadcast bc{};
-  bc.rank = static_cast<int>(shape->size());
-  int64_t aStride = 1, bStride = 1;
-  for (int d = bc.rank - 1; d >= 0; --d) {
-    bc.shape[d] = (*shape)[d];
-    const int ad = d - (bc.rank - static_cast<int>(a.shape.size()));
-    const int bd = d - (bc.rank - static_cast<int>(b.shape.size()));
-    const int64_t aDim = ad >= 0 ? a.shape[ad] : 1, bDim = bd >= 0 ? b.shape[bd] : 1;
-    bc.aStride[d] = aDim == 1 ? 0 : aStride;
-    bc.bStride[d] = bDim == 1 ? 0 : bStride;
-    aStride *= aDim;
-    bStride *= bDim;
-  }
+  const Broadcast bc = broadcastFor(out.shape, a.shape, b.shape);
   const int64_t count = out.numel();
   if (count == 0) return;
   device.makeCurrent();
-  dispatchFloat(name, a.dtype, true, [&](auto tag) {
+  auto launch = [&](auto tag) {
     using T = decltype(tag);
     using S = typename T::S;
     binaryKernel<T><<<gridFor(count), kThreads, 0, device.stream()>>>(
         op, bc, static_cast<const S *>(a.data), static_cast<const S *>(b.data),
         static_cast<S *>(out.data), count);
-  });
+  };
+  if (a.dtype == DType::I64)
+    launch(I64{});
+  else
+    dispatchFloat(name, a.dtype, true, launch);
   checkLaunch(std::string(name) + " kernel launch");
 }
 

@@ -59,6 +59,55 @@ struct F16 {
   __device__ static uint16_t store(float v) { return floatToHalfBitsHD(v); }
 };
 
+/// int64 for add, sub and mul: math in unsigned 64 bits, so it wraps as
+/// torch's int64 arithmetic does (the CPU's I64Storage).
+struct I64 {
+  using S = int64_t;
+  using C = unsigned long long;
+  __device__ static unsigned long long load(int64_t v) {
+    return static_cast<unsigned long long>(v);
+  }
+  __device__ static int64_t store(unsigned long long v) { return static_cast<int64_t>(v); }
+};
+
+/// An output's row-major shape and its two operands' element strides under
+/// numpy broadcasting (0 on a broadcast dim), for one thread per element.
+struct Broadcast {
+  int rank;
+  int64_t shape[kMaxRank];
+  int64_t aStride[kMaxRank], bStride[kMaxRank];
+
+  /// Element i's offsets in a and b.
+  __device__ void offsets(int64_t i, int64_t &ai, int64_t &bi) const {
+    int64_t rest = i;
+    ai = 0;
+    bi = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t idx = rest % shape[d];
+      rest /= shape[d];
+      ai += idx * aStride[d];
+      bi += idx * bStride[d];
+    }
+  }
+};
+/// out's rank must be at most kMaxRank (the caller checks, naming its op).
+inline Broadcast broadcastFor(const Shape &out, const Shape &a, const Shape &b) {
+  Broadcast bc{};
+  bc.rank = static_cast<int>(out.size());
+  int64_t aStride = 1, bStride = 1;
+  for (int d = bc.rank - 1; d >= 0; --d) {
+    bc.shape[d] = out[d];
+    const int ad = d - (bc.rank - static_cast<int>(a.size()));
+    const int bd = d - (bc.rank - static_cast<int>(b.size()));
+    const int64_t aDim = ad >= 0 ? a[ad] : 1, bDim = bd >= 0 ? b[bd] : 1;
+    bc.aStride[d] = aDim == 1 ? 0 : aStride;
+    bc.bStride[d] = bDim == 1 ? 0 : bStride;
+    aStride *= aDim;
+    bStride *= bDim;
+  }
+  return bc;
+}
+
 /// fn(tag) for float32, bfloat16, float16 storage (and float64 when
 /// allowed); any other dtype fails naming the op.
 template <typename Fn> void dispatchFloat(const char *op, plan::DType dtype, bool allowF64, Fn &&fn) {

@@ -438,6 +438,17 @@ std::vector<SuiteCase> suiteCases() {
           attrs = {{"dim", int64_t{0}}};
         }
         break;
+      case OpFamily::Compare:  // ties and NaNs (tiedInput), broadcast
+        in = {tiedInput("a", dt, {4, 1, 9}), tiedInput("b", dt, {3, 1})};
+        break;
+      case OpFamily::Cast:  // to int64: truncation, and NaN's INT64_MIN
+        in = {tiedInput("x", dt, {9, 7})};
+        attrs = {{"dtype", std::string("int64")}};
+        break;
+      case OpFamily::Scan:
+        in = {input("x", dt, {3, 4, 5})};
+        attrs = {{"dim", int64_t{1}}};
+        break;
       case OpFamily::None: break;
       }
       std::vector<runtime::TensorType> types;
@@ -461,6 +472,24 @@ std::vector<SuiteCase> suiteCases() {
   };
   using L = std::vector<int64_t>;
   const DType f = DType::F32;
+  // int64 values: position ids from token ids (RoBERTa's ne, cumsum, mul, add)
+  const DType i64 = DType::I64;
+  familyCase("ne int64 scalar", OpCode::Ne, {input("ids", i64, {3, 17}, 4)}, {{"value", 1.0}});
+  familyCase("lt int64 fraction", OpCode::Lt, {input("ids", i64, {3, 17}, 4)}, {{"value", 1.5}});
+  familyCase("ge int64 broadcast", OpCode::Ge,
+             {input("a", i64, {3, 17}, 4), input("b", i64, {17}, 4)}, {});
+  familyCase("eq float scalar", OpCode::Eq, {tiedInput("x", f, {5, 9})}, {{"value", 1.0}});
+  familyCase("cumsum int64", OpCode::Cumsum, {input("m", i64, {3, 17}, 2)}, {{"dim", int64_t{-1}}});
+  familyCase("cast int64 to bfloat16", OpCode::Cast, {input("ids", i64, {4, 9}, 1000)},
+             {{"dtype", std::string("bfloat16")}});
+  familyCase("cast float32 to float16", OpCode::Cast, {input("x", f, {4, 9})},
+             {{"dtype", std::string("float16")}});
+  for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul}) {
+    cases.push_back(forwardCase(std::string(opName(op)) + " int64 broadcast", op,
+                                {input("a", i64, {3, 17}, 50), input("b", i64, {3, 1}, 50)}, i64,
+                                {3, 17}));
+    cases.back().tolerance = 0;
+  }
   familyCase("conv depthwise", OpCode::Conv, {input("x", f, {2, 4, 6, 6}), input("w", f, {4, 1, 3, 3})},
              {{"stride", L{1, 1}}, {"padding", L{1, 1}}, {"dilation", L{1, 1}}, {"groups", int64_t{4}}});
   familyCase("conv transposed", OpCode::Conv,

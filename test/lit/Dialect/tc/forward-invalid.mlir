@@ -141,3 +141,11 @@ func.func @f(%a: tensor<4x3xf32>, %b: tensor<2xf32>) {
   %0 = tc.mul %a, %b : tensor<4x3xf32>, tensor<2xf32> -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<4xi64>) {
+  // expected-error @+1 {{operands must be floating point (cast int64 first), got 'tensor<4xi64>'}}
+  %0 = tc.div %a, %a : tensor<4xi64>, tensor<4xi64> -> tensor<4xi64>
+  return
+}

@@ -127,3 +127,35 @@ func.func @f(%x: tensor<2x4x6xf32>, %m: tensor<4xf32>) {
   %0 = tc.op "batch_norm"(%x, %m, %m, %m) {eps = 1.0e-5 : f64} : (tensor<2x4x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x6xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4xi64>) {
+  // expected-error @+1 {{ne: compares one operand with `value`, which is missing}}
+  %0 = tc.op "ne"(%x) : (tensor<4xi64>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xi64>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{eq: operands differ in dtype: int64 and float32}}
+  %0 = tc.op "eq"(%x, %y) : (tensor<4xi64>, tensor<4xf32>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{cast: dtype must be float32, float64, bfloat16, float16 or int64, got "int32"}}
+  %0 = tc.op "cast"(%x) {dtype = "int32"} : (tensor<4xf32>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{cumsum: Dimension out of range (expected to be in range of [-1, 0], but got 1)}}
+  %0 = tc.op "cumsum"(%x) {dim = 1} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}

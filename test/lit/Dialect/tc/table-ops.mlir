@@ -39,3 +39,22 @@ func.func @norms_and_reductions(%x: tensor<2x8x5xbf16>, %g: tensor<8xbf16>) -> t
   %v = tc.op "var"(%n) {dims = [1], keepdim = 1, correction = 0} : (tensor<2x8x5xbf16>) -> tensor<2x1x5xbf16>
   return %v : tensor<2x1x5xbf16>
 }
+
+// RoBERTa's position ids from its token ids: comparisons give int64 1/0,
+// cumsum and int64 add/mul keep int64, cast changes the dtype.
+// CHECK-LABEL: func.func @position_ids(
+func.func @position_ids(%ids: tensor<2x6xi64>, %one: tensor<i64>) -> (tensor<2x6xi64>, tensor<2x6xf32>) {
+  // CHECK: %[[MASK:.*]] = tc.op "ne"(%{{.*}}) {value = 1.000000e+00 : f64} : (tensor<2x6xi64>) -> tensor<2x6xi64>
+  %mask = tc.op "ne"(%ids) {value = 1.0 : f64} : (tensor<2x6xi64>) -> tensor<2x6xi64>
+  // CHECK: %[[SUM:.*]] = tc.op "cumsum"(%[[MASK]]) {dim = 1 : i64} : (tensor<2x6xi64>) -> tensor<2x6xi64>
+  %sum = tc.op "cumsum"(%mask) {dim = 1} : (tensor<2x6xi64>) -> tensor<2x6xi64>
+  // CHECK: %[[M:.*]] = tc.mul %[[SUM]], %[[MASK]] : tensor<2x6xi64>, tensor<2x6xi64> -> tensor<2x6xi64>
+  %m = tc.mul %sum, %mask : tensor<2x6xi64>, tensor<2x6xi64> -> tensor<2x6xi64>
+  // CHECK: %[[P:.*]] = tc.add %[[M]], %{{.*}} : tensor<2x6xi64>, tensor<i64> -> tensor<2x6xi64>
+  %p = tc.add %m, %one : tensor<2x6xi64>, tensor<i64> -> tensor<2x6xi64>
+  // CHECK: %[[GE:.*]] = tc.op "ge"(%[[P]], %[[SUM]]) : (tensor<2x6xi64>, tensor<2x6xi64>) -> tensor<2x6xi64>
+  %ge = tc.op "ge"(%p, %sum) : (tensor<2x6xi64>, tensor<2x6xi64>) -> tensor<2x6xi64>
+  // CHECK: tc.op "cast"(%[[GE]]) {dtype = "float32"} : (tensor<2x6xi64>) -> tensor<2x6xf32>
+  %f = tc.op "cast"(%ge) {dtype = "float32"} : (tensor<2x6xi64>) -> tensor<2x6xf32>
+  return %p, %f : tensor<2x6xi64>, tensor<2x6xf32>
+}

@@ -1,0 +1,217 @@
+// CPU kernels of the integer-value families (runtime/OpFamilies.h):
+// comparisons, dtype casts and cumsum. Elementwise work is cut into fixed
+// chunks and cumsum into independent lines along `dim`, so results do not
+// depend on the thread count; each value is converted exactly as the
+// family's comment says (torch's CPU conversions).
+#include "runtime/cpu/FamilyKernels.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/InitOps.h"
+#include "runtime/cpu/KernelSupport.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace shardc::runtime {
+using plan::DType;
+
+namespace {
+
+constexpr int64_t kChunk = 1 << 14;
+
+/// Element strides of `shape` seen from an output of rank `rank` under
+/// numpy broadcasting: 0 on the dims it is broadcast along.
+std::vector<int64_t> broadcastStrides(const Shape &shape, size_t rank) {
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
+    strides[outDim] = shape[dim] == 1 ? 0 : stride;
+    stride *= shape[dim];
+  }
+  return strides;
+}
+
+/// Runs body(out, aOffset, bOffset) for each output element of `outShape`
+/// in row-major order, a and b read with broadcast strides; chunks of
+/// kChunk elements are the tasks.
+template <typename Body>
+void forEachBroadcast(const Shape &outShape, const Shape &aShape, const Shape &bShape,
+                      int threads, const Body &body) {
+  const int64_t total = plan::numElements(outShape);
+  const size_t rank = outShape.size();
+  const std::vector<int64_t> as = broadcastStrides(aShape, rank), bs = broadcastStrides(bShape, rank);
+  cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+    const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
+    std::vector<int64_t> index(rank, 0);
+    int64_t ao = 0, bo = 0, rest = begin;
+    for (size_t d = rank; d-- > 0;) {
+      index[d] = rest % outShape[d];
+      rest /= outShape[d];
+      ao += index[d] * as[d];
+      bo += index[d] * bs[d];
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      body(i, ao, bo);
+      for (size_t d = rank; d-- > 0;) {
+        ao += as[d];
+        bo += bs[d];
+        if (++index[d] < outShape[d]) break;
+        ao -= as[d] * outShape[d];
+        bo -= bs[d] * outShape[d];
+        index[d] = 0;
+      }
+    }
+  });
+}
+
+template <typename T> bool applyCompare(CompareOp op, T a, T b) {
+  switch (op) {
+  case CompareOp::Eq: return a == b;
+  case CompareOp::Ne: return a != b;
+  case CompareOp::Lt: return a < b;
+  case CompareOp::Le: return a <= b;
+  case CompareOp::Gt: return a > b;
+  case CompareOp::Ge: return a >= b;
+  }
+  return false;
+}
+
+/// The scalar `value` as torch wraps it against a tensor of `dtype`: rounded
+/// to that dtype (float32 and 16-bit floats through float, as c10 converts).
+double valueInDType(DType dtype, double value) {
+  alignas(8) unsigned char element[8];
+  storeFromDouble(dtype, element, 0, value);
+  return loadAsDouble(dtype, element, 0);
+}
+
+/// An integral double inside int64's range.
+bool isInt64Value(double v) {
+  return std::isfinite(v) && v == std::trunc(v) && v >= -9223372036854775808.0 &&
+         v < 9223372036854775808.0;
+}
+
+/// torch's float-to-int64 conversion on x86: truncation toward zero, and
+/// INT64_MIN for NaN and values outside int64's range (cvttsd2si's answer).
+int64_t truncateToInt64(double v) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+    return static_cast<int64_t>(uint64_t(1) << 63);
+  return static_cast<int64_t>(v);
+}
+
+/// One element of x (any dtype) into element i of y (any dtype).
+void castElement(DType from, const void *x, int64_t i, DType to, void *y) {
+  if (from == DType::I64) {
+    const int64_t v = static_cast<const int64_t *>(x)[i];
+    switch (to) {
+    case DType::I64: static_cast<int64_t *>(y)[i] = v; return;
+    case DType::F64: static_cast<double *>(y)[i] = static_cast<double>(v); return;
+    default:  // int64 -> float (one rounding), then to 16-bit storage as c10 does
+      storeFromDouble(to, y, i, static_cast<double>(static_cast<float>(v)));
+      return;
+    }
+  }
+  const double v = loadAsDouble(from, x, i);  // exact: every float dtype widens to double
+  if (to == DType::I64)
+    static_cast<int64_t *>(y)[i] = truncateToInt64(v);
+  else
+    storeFromDouble(to, y, i, v);
+}
+
+/// The running sum of one line: n elements `stride` apart, accumulated in
+/// Acc (torch's CPU accumulation type), each result rounded once.
+template <typename Acc>
+void scanLine(DType dtype, const void *x, void *y, int64_t first, int64_t n, int64_t stride) {
+  Acc acc = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t at = first + j * stride;
+    acc += static_cast<Acc>(loadAsDouble(dtype, x, at));
+    storeFromDouble(dtype, y, at, static_cast<double>(acc));
+  }
+}
+
+void scanLineInt64(const int64_t *x, int64_t *y, int64_t first, int64_t n, int64_t stride) {
+  uint64_t acc = 0;  // unsigned: wraps as torch's int64 sum does, without UB
+  for (int64_t j = 0; j < n; ++j) {
+    acc += static_cast<uint64_t>(x[first + j * stride]);
+    y[first + j * stride] = static_cast<int64_t>(acc);
+  }
+}
+
+}  // namespace
+
+void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double value,
+                   const KTensor &y, int threads) {
+  checks::compare(op, a, b, y);
+  int64_t *out = static_cast<int64_t *>(y.data);
+  if (y.numel() == 0) return;
+  if (!b) {
+    const int64_t total = a.numel();
+    if (a.dtype == DType::I64 && isInt64Value(value)) {
+      const int64_t *x = static_cast<const int64_t *>(a.data);
+      const int64_t v = static_cast<int64_t>(value);
+      cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+        for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
+          out[i] = applyCompare(op, x[i], v);
+      });
+      return;
+    }
+    // int64 against a fraction: both in float32, torch's promotion (its
+    // default dtype); a float tensor against the value rounded to its dtype.
+    const DType common = a.dtype == DType::I64 ? DType::F32 : a.dtype;
+    const double v = valueInDType(common, value);
+    cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+      for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
+        out[i] = applyCompare(op, valueInDType(common, loadAsDouble(a.dtype, a.data, i)), v);
+    });
+    return;
+  }
+  if (a.dtype == DType::I64) {
+    const int64_t *x = static_cast<const int64_t *>(a.data);
+    const int64_t *z = static_cast<const int64_t *>(b->data);
+    forEachBroadcast(y.shape, a.shape, b->shape, threads, [&](int64_t i, int64_t ia, int64_t ib) {
+      out[i] = applyCompare(op, x[ia], z[ib]);
+    });
+    return;
+  }
+  forEachBroadcast(y.shape, a.shape, b->shape, threads, [&](int64_t i, int64_t ia, int64_t ib) {
+    out[i] = applyCompare(op, loadAsDouble(a.dtype, a.data, ia), loadAsDouble(b->dtype, b->data, ib));
+  });
+}
+
+void castKernel(const KTensor &x, const KTensor &y, int threads) {
+  checks::cast(x, y);
+  const int64_t total = x.numel();
+  if (x.dtype == y.dtype) {
+    if (total > 0) std::memcpy(y.data, x.data, static_cast<size_t>(total * plan::dtypeSize(x.dtype)));
+    return;
+  }
+  cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+    for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
+      castElement(x.dtype, x.data, i, y.dtype, y.data);
+  });
+}
+
+void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads) {
+  checks::cumsum(p, x, y);
+  if (x.numel() == 0) return;
+  const int64_t dim = wrapDim("cumsum", p.dim, x.shape.size());
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d)
+    (d < dim ? outer : d == dim ? n : inner) *= x.shape[d];
+  cpu::parallelTasks(outer * inner, threads, x.numel(), [&](int64_t line) {
+    const int64_t first = (line / inner) * n * inner + line % inner;
+    switch (x.dtype) {
+    case DType::I64:
+      return scanLineInt64(static_cast<const int64_t *>(x.data), static_cast<int64_t *>(y.data),
+                           first, n, inner);
+    case DType::F32:
+    case DType::F64: return scanLine<double>(x.dtype, x.data, y.data, first, n, inner);
+    case DType::BF16:
+    case DType::F16: return scanLine<float>(x.dtype, x.data, y.data, first, n, inner);
+    }
+  });
+}
+
+}  // namespace shardc::runtime

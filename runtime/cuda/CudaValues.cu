@@ -1,0 +1,187 @@
+// The integer-value families on a CUDA device: comparisons, dtype casts and
+// cumsum (runtime/OpFamilies.h), with the CPU kernels' conversions
+// (runtime/cpu/ValueKernels.cpp) written as device code, so results are
+// bit-identical to the CPU's: they only compare, convert once, and (cumsum)
+// add in the CPU's order, one thread per line.
+#include "runtime/cuda/CudaFamilies.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceStorage.cuh"
+
+#include <string>
+
+namespace shardc::runtime::cuda {
+using plan::DType;
+
+namespace {
+
+using namespace dev;
+
+/// Element i of any dtype as double (exact for every float dtype).
+__device__ double loadValue(DType dtype, const void *data, int64_t i) {
+  if (dtype == DType::I64) return static_cast<double>(static_cast<const int64_t *>(data)[i]);
+  return loadAnyFloat(dtype, data, i);
+}
+
+/// v into element i of a float dtype: to float first for 32- and 16-bit
+/// storage (c10's conversions; runtime/InitOps.cpp's storeFromDouble).
+__device__ void storeFloatValue(DType dtype, void *data, int64_t i, double v) {
+  switch (dtype) {
+  case DType::F64: static_cast<double *>(data)[i] = v; return;
+  case DType::BF16:
+    static_cast<uint16_t *>(data)[i] = floatToBFloat16BitsHD(static_cast<float>(v));
+    return;
+  case DType::F16:
+    static_cast<uint16_t *>(data)[i] = floatToHalfBitsHD(static_cast<float>(v));
+    return;
+  default: static_cast<float *>(data)[i] = static_cast<float>(v); return;
+  }
+}
+
+/// v rounded to `dtype` (a float dtype), as double.
+__device__ double roundedTo(DType dtype, double v) {
+  switch (dtype) {
+  case DType::F64: return v;
+  case DType::BF16: return bfloat16BitsToFloatHD(floatToBFloat16BitsHD(static_cast<float>(v)));
+  case DType::F16: return halfBitsToFloatHD(floatToHalfBitsHD(static_cast<float>(v)));
+  default: return static_cast<float>(v);
+  }
+}
+
+template <typename T> __device__ bool applyCompare(CompareOp op, T a, T b) {
+  switch (op) {
+  case CompareOp::Eq: return a == b;
+  case CompareOp::Ne: return a != b;
+  case CompareOp::Lt: return a < b;
+  case CompareOp::Le: return a <= b;
+  case CompareOp::Gt: return a > b;
+  default: return a >= b;
+  }
+}
+
+/// The scalar form: `intValue` set when a is int64 and value an integer.
+__global__ void compareScalarKernel(CompareOp op, DType dtype, const void *a, bool intValue,
+                                    int64_t valueInt, double value, int64_t *y, int64_t count) {
+  const DType common = dtype == DType::I64 ? DType::F32 : dtype;
+  const double v = roundedTo(common, value);
+  SHARDC_GRID_LOOP(i, count) {
+    y[i] = intValue ? applyCompare(op, static_cast<const int64_t *>(a)[i], valueInt)
+                    : applyCompare(op, roundedTo(common, loadValue(dtype, a, i)), v);
+  }
+}
+
+__global__ void compareKernel(CompareOp op, DType dtype, Broadcast bc, const void *a,
+                              const void *b, int64_t *y, int64_t count) {
+  SHARDC_GRID_LOOP(i, count) {
+    int64_t ai, bi;
+    bc.offsets(i, ai, bi);
+    y[i] = dtype == DType::I64
+               ? applyCompare(op, static_cast<const int64_t *>(a)[ai],
+                              static_cast<const int64_t *>(b)[bi])
+               : applyCompare(op, loadValue(dtype, a, ai), loadValue(dtype, b, bi));
+  }
+}
+
+__global__ void castKernel(DType from, const void *x, DType to, void *y, int64_t count) {
+  SHARDC_GRID_LOOP(i, count) {
+    if (from == DType::I64) {
+      const int64_t v = static_cast<const int64_t *>(x)[i];
+      if (to == DType::I64) static_cast<int64_t *>(y)[i] = v;
+      else if (to == DType::F64) static_cast<double *>(y)[i] = static_cast<double>(v);
+      else storeFloatValue(to, y, i, static_cast<float>(v));
+      continue;
+    }
+    const double v = loadAnyFloat(from, x, i);
+    if (to != DType::I64) {
+      storeFloatValue(to, y, i, v);
+      continue;
+    }
+    // truncation toward zero; NaN and out of range give INT64_MIN (the CPU's rule)
+    static_cast<int64_t *>(y)[i] = (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
+                                       ? static_cast<int64_t>(v)
+                                       : static_cast<int64_t>(1ull << 63);
+  }
+}
+
+/// One thread per line along dim: element j of line (o, k) is at
+/// (o * n + j) * inner + k.
+__global__ void cumsumKernel(DType dtype, const void *x, void *y, int64_t lines, int64_t n,
+                             int64_t inner) {
+  SHARDC_GRID_LOOP(line, lines) {
+    const int64_t first = (line / inner) * n * inner + line % inner;
+    if (dtype == DType::I64) {
+      unsigned long long acc = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        acc += static_cast<unsigned long long>(static_cast<const int64_t *>(x)[first + j * inner]);
+        static_cast<int64_t *>(y)[first + j * inner] = static_cast<int64_t>(acc);
+      }
+    } else if (dtype == DType::F32 || dtype == DType::F64) {
+      double acc = 0;  // torch's CPU accumulation type for float and double
+      for (int64_t j = 0; j < n; ++j) {
+        acc += loadAnyFloat(dtype, x, first + j * inner);
+        storeFloatValue(dtype, y, first + j * inner, acc);
+      }
+    } else {
+      float acc = 0;  // ... and for the 16-bit floats
+      for (int64_t j = 0; j < n; ++j) {
+        acc += static_cast<float>(loadAnyFloat(dtype, x, first + j * inner));
+        storeFloatValue(dtype, y, first + j * inner, acc);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void compare(CudaDevice &device, CompareOp op, const KTensor &a, const KTensor *b, double value,
+             const KTensor &y) {
+  const char *name = compareOpName(op);
+  checks::compare(op, a, b, y);
+  const int64_t count = y.numel();
+  if (count == 0) return;
+  if (y.shape.size() > static_cast<size_t>(kMaxRank))
+    checks::fail(name, "rank " + std::to_string(y.shape.size()) + " exceeds the CUDA backend's " +
+                           std::to_string(kMaxRank));
+  device.makeCurrent();
+  int64_t *out = static_cast<int64_t *>(y.data);
+  if (!b) {
+    // int64 against an integral value compares exactly (the range test first:
+    // converting a double outside int64's range is undefined)
+    const bool intValue = a.dtype == DType::I64 && value >= -9223372036854775808.0 &&
+                          value < 9223372036854775808.0 &&
+                          value == static_cast<double>(static_cast<int64_t>(value));
+    compareScalarKernel<<<gridFor(count), kThreads, 0, device.stream()>>>(
+        op, a.dtype, a.data, intValue, intValue ? static_cast<int64_t>(value) : 0, value, out,
+        count);
+  } else {
+    compareKernel<<<gridFor(count), kThreads, 0, device.stream()>>>(
+        op, a.dtype, broadcastFor(y.shape, a.shape, b->shape), a.data, b->data, out, count);
+  }
+  checkLaunch(std::string(name) + " kernel launch");
+}
+
+void cast(CudaDevice &device, const KTensor &x, const KTensor &y) {
+  checks::cast(x, y);
+  const int64_t count = x.numel();
+  if (count == 0) return;
+  device.makeCurrent();
+  castKernel<<<gridFor(count), kThreads, 0, device.stream()>>>(x.dtype, x.data, y.dtype, y.data,
+                                                               count);
+  checkLaunch("cast kernel launch");
+}
+
+void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y) {
+  checks::cumsum(p, x, y);
+  if (x.numel() == 0) return;
+  const int64_t dim = wrapDim("cumsum", p.dim, x.shape.size());
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d)
+    (d < dim ? outer : d == dim ? n : inner) *= x.shape[d];
+  device.makeCurrent();
+  cumsumKernel<<<gridFor(outer * inner), kThreads, 0, device.stream()>>>(x.dtype, x.data, y.data,
+                                                                         outer * inner, n, inner);
+  checkLaunch("cumsum kernel launch");
+}
+
+}  // namespace shardc::runtime::cuda
