@@ -189,7 +189,15 @@ for _name, _config, _kw in (
         ("ELECTRA", "ElectraConfig", dict(WIDE, embedding_size=128)),
         ("ModernBERT", "ModernBertConfig", dict(WIDE, pad_token_id=0, bos_token_id=0,
                                                  eos_token_id=0, cls_token_id=0,
-                                                 sep_token_id=0))):
+                                                 sep_token_id=0)),
+        # position ids from the token ids (ne, cumsum, int64 arithmetic)
+        ("RoBERTa", "RobertaConfig", dict(WIDE, pad_token_id=1)),
+        ("XLM-RoBERTa", "XLMRobertaConfig", dict(WIDE, pad_token_id=1)),
+        ("CamemBERT", "CamembertConfig", dict(WIDE, pad_token_id=1)),
+        ("Data2VecText", "Data2VecTextConfig", dict(WIDE, pad_token_id=1)),
+        ("ESM", "EsmConfig", dict(WIDE, pad_token_id=1, mask_token_id=2,
+                                  position_embedding_type="rotary")),
+        ("MPNet", "MPNetConfig", dict(WIDE, pad_token_id=1))):
     ZOO["HF " + _name] = ("zoo_hf:encoder", dict(_kw, config=_config), IDS)
 
 # Vision, sequence-to-sequence and speech models through hf_model (same date).

@@ -15,8 +15,9 @@ import operator
 import torch
 
 from .init_recorder import ExportError, to_graph_chain
-from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter
+from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter, value_dtype
 from . import aten_consts as hf
+from . import aten_values
 
 aten = torch.ops.aten
 
@@ -429,7 +430,10 @@ def copy_into(self, node, dst, src, non_blocking=False):
     result is src in dst's shape and dtype; dst's values are not read."""
     if isinstance(src, Expanded) and list(src.shape) == self.out_shape(node):
         return src
-    return identity(self, node, src)
+    src = self.tensor(node, src)
+    if list(src.shape) != self.out_shape(node):
+        self.fail(node, "expected the shape to be kept")
+    return aten_values.cast_to(self, node, src, node.meta["val"].dtype)
 
 
 def identity(self, node, x, *rest, **kw):
@@ -556,15 +560,22 @@ def elementwise(op):
                                           (b.base if isinstance(b, Expanded) else b))
         if not isinstance(like, G):
             self.fail(node, "both operands are scalars")
-        a, b = operand(self, node, a, like), operand(self, node, b, like)
+        out_dtype = node.meta["val"].dtype
+        if out_dtype == torch.bool and op != "mul":
+            self.fail(node, "%s of bool values (logical) has no graph op" % op)
+        # torch's type promotion: scalars are made in the result's dtype and
+        # tensor operands cast to it (an int mask times a float, x.float() *
+        # a bfloat16 weight); ints and bools are int64 in the graph
+        like = G(like.name, torch.empty(like.shape, dtype=out_dtype, device="meta"))
+        a, b = (aten_values.cast_to(self, node, operand(self, node, v, like), out_dtype)
+                for v in (a, b))
         if alpha != 1:
             b = self.emit(node, "mul", [b, self.const(alpha, like)], b.val)
         if torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)) != \
                 torch.Size(self.out_shape(node)):
             self.fail(node, "its operands do not broadcast to the result")
-        if a.val.dtype != b.val.dtype or node.meta["val"].dtype != a.val.dtype:
-            self.fail(node, "type promotion (%s, %s -> %s) has no graph op yet"
-                      % (a.val.dtype, b.val.dtype, node.meta["val"].dtype))
+        if value_dtype(out_dtype) is None:
+            self.fail(node, "dtype %s has no graph dtype" % out_dtype)
         if op == "add" and fold_bias(self, node, a, b):
             return G(a.name, node.meta["val"])
         return self.emit(node, op, [a, b], node.meta["val"])
@@ -1061,7 +1072,6 @@ RULES = {
     aten.copy.default: copy_into,
     aten.alias.default: identity,
     aten.detach.default: identity,
-    aten._to_copy.default: identity,
     aten.permute.default: permute,
     aten.as_strided.default: as_strided,
     aten.expand.default: expand,
@@ -1153,3 +1163,6 @@ if moe_experts_op() is not None:
 # ---- views and copies (torchvision classifiers: Swin, MaxViT) -----------------
 from . import aten_views  # noqa: E402
 RULES.update(aten_views.rules(aten))
+
+# ---- integer values, comparisons, dtype conversion (RoBERTa, mixed precision) ---
+RULES.update(aten_values.rules(aten))

@@ -260,7 +260,9 @@ def materialize(low, node, c, like=None, broadcast=False):
         # a bool or integer constant beside a floating tensor (HF BEiT adds its
         # all-true mask to the position bias): torch promotes it to that dtype
         t = t.to(dtype)
-    if t.is_floating_point() and t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()):
+    if t.numel() > 0 and bool((t == t.reshape(-1)[0]).all()) and \
+            (t.is_floating_point() or abs(int(t.reshape(-1)[0])) < 2 ** 53):
+        # all equal: a fill (an integer one exact as the fill's float value)
         return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
     if t.is_floating_point() and t.numel() > 0:
         # an additive causal mask, a table in a few runs (const_tables.py):
@@ -287,12 +289,12 @@ def materialize(low, node, c, like=None, broadcast=False):
 
 def fill_buffer(low, value, shape, dtype):
     """A non-persistent buffer of `shape` filled with `value`."""
-    from .graph_emitter import GRAPH_DTYPES
+    from .graph_emitter import value_dtype
     if not shape:
         return low.const(value, G("", torch.empty((), dtype=dtype, device="meta")))
     name = low.fresh("const.%r.%s" % (value, "x".join(str(s) for s in shape))
                      if math.isfinite(value) else "const.inf")
-    low.graph_buffers[name] = {"name": name, "shape": shape, "dtype": GRAPH_DTYPES[dtype],
+    low.graph_buffers[name] = {"name": name, "shape": shape, "dtype": value_dtype(dtype),
                                "device": low.device, "init": [{"op": "fill", "value": value}]}
     return G(name, torch.empty(shape, dtype=dtype, device="meta"))
 

@@ -30,6 +30,18 @@ GRAPH_DTYPES = {torch.float32: "float32", torch.float64: "float64",
                 torch.int64: "int64"}
 
 
+def value_dtype(dtype):
+    """The graph dtype of a value torch computes in `dtype`: GRAPH_DTYPES',
+    and int64 for torch's bool and narrower integer types, which the graph
+    carries as int64 with the same values (docs/ops.md, "Integer values");
+    None for dtypes the graph cannot hold (complex)."""
+    if dtype in GRAPH_DTYPES:
+        return GRAPH_DTYPES[dtype]
+    if dtype == torch.bool or not (dtype.is_floating_point or dtype.is_complex):
+        return "int64"
+    return None
+
+
 class GraphEmitter:
     def __init__(self, params, buffers, input_decls, device):
         self.device = device
@@ -58,7 +70,7 @@ class GraphEmitter:
 
     def const(self, value, like):
         """A 0-d buffer holding a Python number (fill), dtype of `like`."""
-        dt = GRAPH_DTYPES.get(like.val.dtype)
+        dt = value_dtype(like.val.dtype)
         key = (float(value), dt)
         if key not in self.consts:
             name = self.fresh("const.%r" % float(value) if math.isfinite(value) else "const.inf")

@@ -1,0 +1,39 @@
+"""Integer values, comparisons and dtype conversion in forward
+(test/lit/export/aten-int-values.test)."""
+
+import torch
+import torch.nn as nn
+
+
+class PositionIds(nn.Module):
+    """RoBERTa's embeddings: position ids counted from the token ids, so a
+    padding token (id 1) gets position 1 and the others 2, 3, ... in order."""
+
+    def __init__(self, vocab=32, dim=16, pad=1):
+        super().__init__()
+        self.pad = pad
+        self.words = nn.Embedding(vocab, dim, padding_idx=pad)
+        self.positions = nn.Embedding(64, dim, padding_idx=pad)
+
+    def forward(self, input_ids):
+        mask = input_ids.ne(self.pad).int()
+        incremental = (torch.cumsum(mask, dim=1).type_as(mask)) * mask
+        position_ids = incremental.long() + self.pad
+        return self.words(input_ids) + self.positions(position_ids)
+
+
+class MaskMath(nn.Module):
+    """Masks combined with & | ~, a bfloat16 round trip, an int64 cumsum, and
+    torch's type promotion of bool and int64 operands beside float32."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = self.lin(x)
+        keep = (h > 0) & (x < 0.5)
+        either = (h < -0.2) | keep
+        rounded = h.to(torch.bfloat16).float()
+        counts = torch.cumsum(either.long(), dim=-1)
+        return rounded * keep + counts * 0.5 + (~either).float()

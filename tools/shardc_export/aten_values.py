@@ -1,0 +1,152 @@
+"""ATen rules for integer values, comparisons and dtype conversion: the graph
+ops eq/ne/lt/le/gt/ge, cast and cumsum (docs/ops.md, "Integer values").
+
+torch's bool and narrower integer values are carried as int64 with the same
+values (graph_emitter.value_dtype), so a conversion between them is no op; a
+conversion to bool is `ne 0`; any other changes the graph dtype with `cast`.
+RoBERTa's position ids (`input_ids.ne(pad).int()`, `cumsum`, `* mask`,
+`.long() + pad`) and mixed-precision upcasts (`x.float()`, `.to(dtype)`) go
+through here."""
+
+import torch
+
+from . import aten_consts as hf
+from .graph_emitter import G, value_dtype
+
+
+def _meta(shape, dtype):
+    return torch.empty(list(shape), dtype=dtype, device="meta")
+
+
+def cast_to(low, node, x, dtype):
+    """Graph tensor x as a value of torch dtype `dtype`: x itself when the
+    graph dtype is already the same, `ne 0` for bool (torch: nonzero and NaN
+    are True), else a cast."""
+    want = value_dtype(dtype)
+    if want is None:
+        low.fail(node, "dtype %s has no graph dtype" % dtype)
+    if dtype == torch.bool and x.val.dtype != torch.bool:
+        return low.emit(node, "ne", [x], _meta(x.shape, dtype), value=0.0)
+    if value_dtype(x.val.dtype) == want:
+        return x if x.val.dtype == dtype else G(x.name, _meta(x.shape, dtype))
+    return low.emit(node, "cast", [x], _meta(x.shape, dtype), dtype=want)
+
+
+def _lazy_base(low, node, v):
+    """(graph tensor, shape to re-expand to or None): an Expanded view's base
+    (elementwise ops commute with the expand), a Lazy materialized."""
+    from .aten import Expanded
+    if isinstance(v, hf.Lazy):
+        v = v.materialize(low, node)
+    if isinstance(v, Expanded):
+        return v.base, v.shape
+    return low.tensor(node, v), None
+
+
+def _reexpand(g, shape):
+    from .aten import Expanded
+    return g if shape is None or list(g.shape) == list(shape) else Expanded(g, shape)
+
+
+def to_copy(low, node, x, dtype=None, layout=None, device=None, pin_memory=None,
+            non_blocking=False, memory_format=None):
+    """x.to(dtype) (also .float(), .long(), .type_as(), .bool())."""
+    base, shape = _lazy_base(low, node, x)
+    dtype = node.meta["val"].dtype
+    if shape is None and list(base.shape) != low.out_shape(node):
+        low.fail(node, "expected the shape to be kept")
+    return _reexpand(cast_to(low, node, base, dtype), shape)
+
+
+def _scalar(v):
+    return isinstance(v, (bool, int, float))
+
+
+def compare(op):
+    """eq/ne/lt/le/gt/ge, .Scalar and .Tensor: one graph tensor against a
+    Python number (the op's `value`), or two of one dtype (torch's promotion:
+    both cast to the promoted dtype)."""
+    def rule(low, node, a, b):
+        out = node.meta["val"]
+        if _scalar(b) or (isinstance(b, hf.Const) and b.t.numel() == 1 and b.t.dim() == 0):
+            value = b if _scalar(b) else b.t.item()
+            base, shape = _lazy_base(low, node, a)
+            y = low.emit(node, op, [base], _meta(base.shape, out.dtype), value=float(value))
+            return _reexpand(y, shape if shape is not None else None)
+        from .aten import Expanded, operand
+        bases = [_lazy_base(low, node, v)[0] if isinstance(v, (G, Expanded, hf.Lazy)) else None
+                 for v in (a, b)]
+        like = bases[0] if bases[0] is not None else bases[1]
+        if like is None:
+            low.fail(node, "both operands are constants")
+        a_base, b_base = (g if g is not None else operand(low, node, v, like)
+                          for g, v in zip(bases, (a, b)))
+        common = torch.promote_types(a_base.val.dtype, b_base.val.dtype)
+        a_base, b_base = (cast_to(low, node, v, common) for v in (a_base, b_base))
+        both = list(torch.broadcast_shapes(tuple(a_base.shape), tuple(b_base.shape)))
+        y = low.emit(node, op, [a_base, b_base], _meta(both, out.dtype))
+        return _reexpand(y, list(out.shape))
+    return rule
+
+
+def cumsum(low, node, x, dim, dtype=None):
+    x = low.tensor(node, x)
+    out = node.meta["val"]
+    x = cast_to(low, node, x, out.dtype)
+    return low.emit(node, "cumsum", [x], out, dim=int(dim))
+
+
+def _bool_only(rule):
+    """bitwise_* on bool only: on other integers they are bit operations."""
+    def checked(low, node, *args):
+        if node.meta["val"].dtype != torch.bool:
+            low.fail(node, "bitwise operations on %s have no graph op (on bool they are "
+                     "logical)" % node.meta["val"].dtype)
+        return rule(low, node, *args)
+    return checked
+
+
+def logical_not(low, node, x):
+    """~mask, logical_not(x): x == 0 (on bool as int64 1/0, and on any x as torch)."""
+    base, shape = _lazy_base(low, node, x)
+    return _reexpand(low.emit(node, "eq", [base], _meta(base.shape, torch.bool), value=0.0),
+                     shape)
+
+
+def logical_and(low, node, a, b):
+    """mask & mask: the product of two 1/0 values (both cast to bool first)."""
+    a, _ = _lazy_base(low, node, a)
+    b, _ = _lazy_base(low, node, b)
+    a, b = (cast_to(low, node, v, torch.bool) for v in (a, b))
+    both = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    y = low.emit(node, "mul", [a, b], _meta(both, torch.bool))
+    return _reexpand(y, list(node.meta["val"].shape))
+
+
+def logical_or(low, node, a, b):
+    """mask | mask: (a + b) != 0 on 1/0 values."""
+    a, _ = _lazy_base(low, node, a)
+    b, _ = _lazy_base(low, node, b)
+    a, b = (cast_to(low, node, v, torch.bool) for v in (a, b))
+    both = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    s = low.emit(node, "add", [a, b], _meta(both, torch.int64))
+    y = low.emit(node, "ne", [s], _meta(both, torch.bool), value=0.0)
+    return _reexpand(y, list(node.meta["val"].shape))
+
+
+def rules(aten):
+    table = {
+        aten._to_copy.default: to_copy,
+        aten.cumsum.default: cumsum,
+        aten.logical_not.default: logical_not,
+        aten.bitwise_not.default: _bool_only(logical_not),
+        aten.logical_and.default: logical_and,
+        aten.logical_or.default: logical_or,
+        aten.bitwise_and.Tensor: _bool_only(logical_and),
+        aten.bitwise_or.Tensor: _bool_only(logical_or),
+    }
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        op = getattr(aten, name)
+        table[op.Scalar] = compare(name)
+        table[op.Tensor] = compare(name)
+    return table
