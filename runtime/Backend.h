@@ -135,6 +135,8 @@ struct Region {
                      const KTensor *index, const KTensor &y) SUFFIX;                         \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \
                        const KTensor &y) SUFFIX;                                             \
+  VIRTUAL void where(const KTensor &cond, const KTensor &a, const KTensor &b,               \
+                     const KTensor &y) SUFFIX;                                               \
   VIRTUAL void cast(const KTensor &x, const KTensor &y) SUFFIX;                              \
   VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;
 

@@ -151,6 +151,10 @@ void CpuBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, doubl
                          const KTensor &y) {
   compareKernel(op, a, b, value, y, threads_);
 }
+void CpuBackend::where(const KTensor &cond, const KTensor &a, const KTensor &b,
+                       const KTensor &y) {
+  whereKernel(cond, a, b, y, threads_);
+}
 void CpuBackend::cast(const KTensor &x, const KTensor &y) { castKernel(x, y, threads_); }
 void CpuBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cumsumKernel(p, x, y, threads_);

@@ -91,6 +91,9 @@ void Backend::index(IndexKind, const IndexParams &, const KTensor &, const KTens
 void Backend::compare(CompareOp, const KTensor &, const KTensor *, double, const KTensor &) {
   noKernel(OpFamily::Compare);
 }
+void Backend::where(const KTensor &, const KTensor &, const KTensor &, const KTensor &) {
+  noKernel(OpFamily::Where);
+}
 void Backend::cast(const KTensor &, const KTensor &) { noKernel(OpFamily::Cast); }
 void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Scan);
@@ -436,6 +439,8 @@ private:
     case OpFamily::Compare:
       return backend_.compare(static_cast<CompareOp>(info.variant), in[0], optional(1),
                               compareValue(info, in.size(), inst.attrs).value_or(0.0), y);
+    case OpFamily::Where:
+      return backend_.where(in[0], in[1], in[2], y);
     case OpFamily::Cast:
       return backend_.cast(in[0], y);
     case OpFamily::Scan:

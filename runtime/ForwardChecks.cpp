@@ -300,6 +300,12 @@ void compare(CompareOp op, const KTensor &a, const KTensor *b, const KTensor &y)
   expectResult(name, y, compareShape(op, a.shape, b ? &b->shape : nullptr), DType::I64);
 }
 
+void where(const KTensor &cond, const KTensor &a, const KTensor &b, const KTensor &y) {
+  expectDType("where", "cond", cond, DType::I64);
+  expectDType("where", "b", b, a.dtype);
+  expectResult("where", y, whereShape(cond.shape, a.shape, b.shape), a.dtype);
+}
+
 void cast(const KTensor &x, const KTensor &y) { expectShape("cast", "output", y, x.shape); }
 
 void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {

@@ -85,6 +85,8 @@ void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
 
 /// eq, ne, ...: a (and b) of one dtype, y int64 of compareShape.
 void compare(CompareOp op, const KTensor &a, const KTensor *b, const KTensor &y);
+/// where: cond int64, a and b one dtype, y of a's dtype and whereShape.
+void where(const KTensor &cond, const KTensor &a, const KTensor &b, const KTensor &y);
 /// cast: y of x's shape (its dtype is the target).
 void cast(const KTensor &x, const KTensor &y);
 /// cumsum: y of x's shape and dtype, dim in range.

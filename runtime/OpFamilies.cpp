@@ -408,6 +408,15 @@ Shape compareShape(CompareOp op, const Shape &a, const Shape *b) {
   return *shape;
 }
 
+Shape whereShape(const Shape &cond, const Shape &a, const Shape &b) {
+  auto ab = broadcastShapes(a, b);
+  auto all = ab ? broadcastShapes(cond, *ab) : std::nullopt;
+  if (!all)
+    fail("where", "shapes " + shapeToString(cond) + ", " + shapeToString(a) + " and " +
+                      shapeToString(b) + " do not broadcast");
+  return *all;
+}
+
 plan::DType castDTypeNamed(const std::string &name) {
   if (auto dtype = plan::parseDType(name)) return *dtype;
   fail("cast", "dtype must be float32, float64, bfloat16, float16 or int64, got \"" + name +

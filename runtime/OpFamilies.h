@@ -161,6 +161,11 @@ struct CastParams {
 /// The `dtype` attribute's name to its dtype; fails naming the known names.
 plan::DType castDTypeNamed(const std::string &name);
 
+/// Where: y = cond ? a : b elementwise, cond int64 (nonzero is true), a and
+/// b one dtype (any), the three broadcast as numpy; y has a's dtype. The
+/// elements are copied, so the result is exact for every dtype.
+Shape whereShape(const Shape &cond, const Shape &a, const Shape &b);
+
 /// Cumsum: the running sum along `dim`, x's shape and dtype: int64 exact
 /// (wrapping as torch), float32 and float64 accumulated in double, 16-bit
 /// floats in float (torch's CPU accumulation types), each result rounded to

@@ -47,12 +47,20 @@ std::vector<int64_t> spatial(const char *op, const AttrMap &attrs, const char *n
 }
 
 /// The integer-value families' operands: one dtype, int64 or floating
-/// (cast: any dtype).
+/// (cast: any dtype; where: an int64 condition, then two of one dtype).
 void requireValues(const OpInfo &info, std::span<const TensorType> operands) {
-  for (size_t i = 0; i < operands.size(); ++i)
-    if (operands[i].dtype != operands[0].dtype)
+  size_t first = 0;
+  if (info.family == OpFamily::Where) {
+    if (operands[0].dtype != plan::DType::I64)
+      checks::fail(info.name, std::string("cond (operand 0) is ") +
+                                  plan::dtypeName(operands[0].dtype) +
+                                  "; expects int64 (a comparison's 1/0)");
+    first = 1;
+  }
+  for (size_t i = first; i < operands.size(); ++i)
+    if (operands[i].dtype != operands[first].dtype)
       checks::fail(info.name, std::string("operands differ in dtype: ") +
-                                  plan::dtypeName(operands[0].dtype) + " and " +
+                                  plan::dtypeName(operands[first].dtype) + " and " +
                                   plan::dtypeName(operands[i].dtype));
 }
 
@@ -130,6 +138,8 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   case OpFamily::Compare:
     compareValue(info, in.size(), attrs);  // one operand and a value, or two
     return compareShape(static_cast<CompareOp>(info.variant), in[0].shape, optional(1));
+  case OpFamily::Where:
+    return whereShape(in[0].shape, in[1].shape, in[2].shape);
   case OpFamily::Cast:
     castParams(attrs);  // checks the dtype's name
     return in[0].shape;
@@ -249,8 +259,8 @@ TensorType resultType(const OpInfo &info, std::span<const TensorType> operands,
                                      ? ""
                                      : " to " + std::to_string(info.maxInputs)) +
                                 " operands, got " + std::to_string(n));
-  const bool values = info.family == OpFamily::Compare || info.family == OpFamily::Cast ||
-                      info.family == OpFamily::Scan;
+  const bool values = info.family == OpFamily::Compare || info.family == OpFamily::Where ||
+                      info.family == OpFamily::Cast || info.family == OpFamily::Scan;
   if (values)
     requireValues(info, operands);
   else
@@ -258,6 +268,7 @@ TensorType resultType(const OpInfo &info, std::span<const TensorType> operands,
   TensorType result{shapeRule(info, operands, attrs), operands[0].dtype};
   if (info.family == OpFamily::Compare) result.dtype = plan::DType::I64;
   if (info.family == OpFamily::Cast) result.dtype = castParams(attrs).dtype;
+  if (info.family == OpFamily::Where) result.dtype = operands[1].dtype;
   if (info.family == OpFamily::Reduce &&
       (info.variant == static_cast<int>(ReduceKind::Argmax) ||
        info.variant == static_cast<int>(ReduceKind::Argmin)))

@@ -115,6 +115,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Index: return "index";
   case OpFamily::Experts: return "experts";
   case OpFamily::Compare: return "comparison";
+  case OpFamily::Where: return "where";
   case OpFamily::Cast: return "cast";
   case OpFamily::Scan: return "scan";
   }

@@ -60,10 +60,11 @@ using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer
 // View (as_strided): a strided read of the input, the views-and-copies family.
 // Index (topk, gather): indices chosen by values, and reads at computed indices.
 // Experts (moe_experts): a mixture of experts' experts, tokens grouped by expert.
-// Compare (eq, ne, lt, le, gt, ge), Cast, Scan (cumsum): integer values and
-// dtype conversion, the ops that take int64 operands besides float ones.
+// Compare (eq, ne, lt, le, gt, ge), Where, Cast, Scan (cumsum): integer
+// values, selection by them and dtype conversion, the ops that take int64
+// operands besides float ones.
 enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
-                                View, Index, Experts, Compare, Cast, Scan };
+                                View, Index, Experts, Compare, Where, Cast, Scan };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

@@ -51,6 +51,9 @@ void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index
 /// eq, ne, ...: y int64 1/0 (b == nullptr: a against `value`).
 void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double value,
                    const KTensor &y, int threads);
+/// y = cond ? a : b (cond int64, nonzero true), broadcast; element copies.
+void whereKernel(const KTensor &cond, const KTensor &a, const KTensor &b, const KTensor &y,
+                 int threads);
 void castKernel(const KTensor &x, const KTensor &y, int threads);
 void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads);
 

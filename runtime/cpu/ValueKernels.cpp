@@ -9,6 +9,7 @@
 #include "runtime/InitOps.h"
 #include "runtime/cpu/KernelSupport.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -33,33 +34,32 @@ std::vector<int64_t> broadcastStrides(const Shape &shape, size_t rank) {
   return strides;
 }
 
-/// Runs body(out, aOffset, bOffset) for each output element of `outShape`
-/// in row-major order, a and b read with broadcast strides; chunks of
-/// kChunk elements are the tasks.
-template <typename Body>
-void forEachBroadcast(const Shape &outShape, const Shape &aShape, const Shape &bShape,
+/// Runs body(i, offsets) for each output element i of `outShape` in
+/// row-major order, offsets[k] the element of operand k (shapes[k], read
+/// with broadcast strides); chunks of kChunk elements are the tasks.
+template <size_t N, typename Body>
+void forEachBroadcast(const Shape &outShape, const std::array<const Shape *, N> &shapes,
                       int threads, const Body &body) {
   const int64_t total = plan::numElements(outShape);
   const size_t rank = outShape.size();
-  const std::vector<int64_t> as = broadcastStrides(aShape, rank), bs = broadcastStrides(bShape, rank);
+  std::array<std::vector<int64_t>, N> strides;
+  for (size_t k = 0; k < N; ++k) strides[k] = broadcastStrides(*shapes[k], rank);
   cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
     const int64_t begin = task * kChunk, end = std::min(total, begin + kChunk);
     std::vector<int64_t> index(rank, 0);
-    int64_t ao = 0, bo = 0, rest = begin;
+    std::array<int64_t, N> at{};
+    int64_t rest = begin;
     for (size_t d = rank; d-- > 0;) {
       index[d] = rest % outShape[d];
       rest /= outShape[d];
-      ao += index[d] * as[d];
-      bo += index[d] * bs[d];
+      for (size_t k = 0; k < N; ++k) at[k] += index[d] * strides[k][d];
     }
     for (int64_t i = begin; i < end; ++i) {
-      body(i, ao, bo);
+      body(i, at);
       for (size_t d = rank; d-- > 0;) {
-        ao += as[d];
-        bo += bs[d];
+        for (size_t k = 0; k < N; ++k) at[k] += strides[k][d];
         if (++index[d] < outShape[d]) break;
-        ao -= as[d] * outShape[d];
-        bo -= bs[d] * outShape[d];
+        for (size_t k = 0; k < N; ++k) at[k] -= strides[k][d] * outShape[d];
         index[d] = 0;
       }
     }
@@ -170,14 +170,32 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
   if (a.dtype == DType::I64) {
     const int64_t *x = static_cast<const int64_t *>(a.data);
     const int64_t *z = static_cast<const int64_t *>(b->data);
-    forEachBroadcast(y.shape, a.shape, b->shape, threads, [&](int64_t i, int64_t ia, int64_t ib) {
-      out[i] = applyCompare(op, x[ia], z[ib]);
-    });
+    forEachBroadcast<2>(y.shape, {&a.shape, &b->shape}, threads,
+                        [&](int64_t i, const std::array<int64_t, 2> &at) {
+                          out[i] = applyCompare(op, x[at[0]], z[at[1]]);
+                        });
     return;
   }
-  forEachBroadcast(y.shape, a.shape, b->shape, threads, [&](int64_t i, int64_t ia, int64_t ib) {
-    out[i] = applyCompare(op, loadAsDouble(a.dtype, a.data, ia), loadAsDouble(b->dtype, b->data, ib));
-  });
+  forEachBroadcast<2>(y.shape, {&a.shape, &b->shape}, threads,
+                      [&](int64_t i, const std::array<int64_t, 2> &at) {
+                        out[i] = applyCompare(op, loadAsDouble(a.dtype, a.data, at[0]),
+                                              loadAsDouble(b->dtype, b->data, at[1]));
+                      });
+}
+
+void whereKernel(const KTensor &cond, const KTensor &a, const KTensor &b, const KTensor &y,
+                 int threads) {
+  checks::where(cond, a, b, y);
+  if (y.numel() == 0) return;
+  const int64_t *c = static_cast<const int64_t *>(cond.data);
+  const size_t size = static_cast<size_t>(plan::dtypeSize(y.dtype));
+  const char *pa = static_cast<const char *>(a.data), *pb = static_cast<const char *>(b.data);
+  char *out = static_cast<char *>(y.data);
+  forEachBroadcast<3>(y.shape, {&cond.shape, &a.shape, &b.shape}, threads,
+                      [&](int64_t i, const std::array<int64_t, 3> &at) {
+                        const char *src = c[at[0]] != 0 ? pa + at[1] * size : pb + at[2] * size;
+                        std::memcpy(out + i * size, src, size);
+                      });
 }
 
 void castKernel(const KTensor &x, const KTensor &y, int threads) {

@@ -226,6 +226,10 @@ void CudaBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, doub
                           const KTensor &y) {
   cuda::compare(device_, op, a, b, value, y);
 }
+void CudaBackend::where(const KTensor &cond, const KTensor &a, const KTensor &b,
+                        const KTensor &y) {
+  cuda::where(device_, cond, a, b, y);
+}
 void CudaBackend::cast(const KTensor &x, const KTensor &y) { cuda::cast(device_, x, y); }
 void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cuda::cumsum(device_, p, x, y);

@@ -49,9 +49,11 @@ void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const 
                 const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                 const KTensor &y, std::byte *workspace);
 
-/// Comparisons, casts and cumsum (CudaValues.cu): bit-identical to the CPU.
+/// Comparisons, where, casts and cumsum (CudaValues.cu): bit-identical to the CPU.
 void compare(CudaDevice &device, CompareOp op, const KTensor &a, const KTensor *b, double value,
              const KTensor &y);
+void where(CudaDevice &device, const KTensor &cond, const KTensor &a, const KTensor &b,
+           const KTensor &y);
 void cast(CudaDevice &device, const KTensor &x, const KTensor &y);
 void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y);
 

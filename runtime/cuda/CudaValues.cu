@@ -10,6 +10,7 @@
 #include "runtime/cuda/DeviceStorage.cuh"
 
 #include <string>
+#include <type_traits>
 
 namespace shardc::runtime::cuda {
 using plan::DType;
@@ -80,6 +81,18 @@ __global__ void compareKernel(CompareOp op, DType dtype, Broadcast bc, const voi
                ? applyCompare(op, static_cast<const int64_t *>(a)[ai],
                               static_cast<const int64_t *>(b)[bi])
                : applyCompare(op, loadValue(dtype, a, ai), loadValue(dtype, b, bi));
+  }
+}
+
+/// cond's and a's offsets from `condA`, b's from `bOnly` (b against itself).
+template <typename E>
+__global__ void whereKernel(Broadcast condA, Broadcast bOnly, const int64_t *cond, const E *a,
+                            const E *b, E *y, int64_t count) {
+  SHARDC_GRID_LOOP(i, count) {
+    int64_t ci, ai, bi, unused;
+    condA.offsets(i, ci, ai);
+    bOnly.offsets(i, bi, unused);
+    y[i] = cond[ci] != 0 ? a[ai] : b[bi];
   }
 }
 
@@ -159,6 +172,26 @@ void compare(CudaDevice &device, CompareOp op, const KTensor &a, const KTensor *
         op, a.dtype, broadcastFor(y.shape, a.shape, b->shape), a.data, b->data, out, count);
   }
   checkLaunch(std::string(name) + " kernel launch");
+}
+
+void where(CudaDevice &device, const KTensor &cond, const KTensor &a, const KTensor &b,
+           const KTensor &y) {
+  checks::where(cond, a, b, y);
+  const int64_t count = y.numel();
+  if (count == 0) return;
+  if (y.shape.size() > static_cast<size_t>(kMaxRank))
+    checks::fail("where", "rank " + std::to_string(y.shape.size()) +
+                              " exceeds the CUDA backend's " + std::to_string(kMaxRank));
+  device.makeCurrent();
+  const Broadcast condA = broadcastFor(y.shape, cond.shape, a.shape);
+  const Broadcast bOnly = broadcastFor(y.shape, b.shape, b.shape);
+  bySize(plan::dtypeSize(y.dtype), [&](auto *tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    whereKernel<E><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        condA, bOnly, static_cast<const int64_t *>(cond.data), static_cast<const E *>(a.data),
+        static_cast<const E *>(b.data), static_cast<E *>(y.data), count);
+  });
+  checkLaunch("where kernel launch");
 }
 
 void cast(CudaDevice &device, const KTensor &x, const KTensor &y) {

@@ -441,6 +441,10 @@ std::vector<SuiteCase> suiteCases() {
       case OpFamily::Compare:  // ties and NaNs (tiedInput), broadcast
         in = {tiedInput("a", dt, {4, 1, 9}), tiedInput("b", dt, {3, 1})};
         break;
+      case OpFamily::Where:  // a [4, 1] condition over [4, 9] and [9], NaNs copied
+        in = {input("c", DType::I64, {4, 1}, 2), tiedInput("a", dt, {4, 9}),
+              tiedInput("b", dt, {9})};
+        break;
       case OpFamily::Cast:  // to int64: truncation, and NaN's INT64_MIN
         in = {tiedInput("x", dt, {9, 7})};
         attrs = {{"dtype", std::string("int64")}};
@@ -479,6 +483,9 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("ge int64 broadcast", OpCode::Ge,
              {input("a", i64, {3, 17}, 4), input("b", i64, {17}, 4)}, {});
   familyCase("eq float scalar", OpCode::Eq, {tiedInput("x", f, {5, 9})}, {{"value", 1.0}});
+  familyCase("where int64 values", OpCode::Where,
+             {input("c", i64, {3, 1, 5}, 2), input("a", i64, {2, 5}, 100), input("b", i64, {1}, 100)},
+             {});
   familyCase("cumsum int64", OpCode::Cumsum, {input("m", i64, {3, 17}, 2)}, {{"dim", int64_t{-1}}});
   familyCase("cast int64 to bfloat16", OpCode::Cast, {input("ids", i64, {4, 9}, 1000)},
              {{"dtype", std::string("bfloat16")}});

@@ -89,6 +89,36 @@ TEST_CASE("comparisons: int64 ids, torch's scalar rounding, NaN, broadcasting", 
   CHECK(compare(CompareOp::Lt, row, &col) == V{1, 0, 0, 1, 0, 0});
 }
 
+TEST_CASE("where: picks a or b by a nonzero condition, broadcast, exact bits", "[values]") {
+  // masked_fill(scores, ~mask, -inf) on an attention mask [2, 1, 3] over scores [2, 2, 3]
+  const TT cond = fromInts({2, 1, 3}, {1, 0, 1, 0, 0, 5});
+  const TT a = fromValues(DType::BF16, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, kNaN});
+  const TT b = fromValues(DType::BF16, {}, {-std::numeric_limits<double>::infinity()});
+  TT y = zeros(DType::BF16, whereShape(cond.shape, a.shape, b.shape));
+  REQUIRE(y.shape == Shape{2, 2, 3});
+  whereKernel(cond.k(), a.k(), b.k(), y.k(), 2);
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> want{1, -inf, 3, 4, -inf, 6, -inf, -inf, 9, -inf, -inf, kNaN};
+  for (int64_t i = 0; i < 12; ++i) {
+    INFO("element " << i);
+    if (std::isnan(want[i])) CHECK(std::isnan(y.at(i)));
+    else CHECK(y.at(i) == want[i]);
+  }
+  // int64 values, and the same bytes for any thread count
+  const TT big = fromInts({3, 1}, {kMax, kMin, 0});
+  const TT c2 = fromInts({3, 2}, {1, 0, 0, 1, 1, 1});
+  TT y2 = zeros(DType::I64, {3, 2});
+  whereKernel(c2.k(), big.k(), fromInts({2}, {7, 8}).k(), y2.k(), 1);
+  CHECK(ints(y2) == std::vector<int64_t>{kMax, 8, 7, kMin, 0, 0});
+  const TT rc = fromInts({64, 1, 300}, std::vector<int64_t>(64 * 300, 0));
+  const TT ra = random(DType::F32, {64, 7, 300}, 1), rb = random(DType::F32, {7, 1}, 2);
+  TT y1 = zeros(DType::F32, {64, 7, 300}), y4 = y1;
+  whereKernel(rc.k(), ra.k(), rb.k(), y1.k(), 1);
+  whereKernel(rc.k(), ra.k(), rb.k(), y4.k(), 4);
+  CHECK(y1.bytes == y4.bytes);
+  CHECK(y1.at(5) == rb.at(0));
+}
+
 TEST_CASE("cast: torch's truncation, rounding and NaN rules", "[values]") {
   // float to int64: toward zero; NaN and out of range give INT64_MIN
   // (torch on x86: torch.tensor([nan, 1e20]).long() is [-2^63, -2^63]).
@@ -175,6 +205,12 @@ TEST_CASE("value families: the rules' errors", "[values]") {
         "ne: compares two operands; `value` is for the one-operand form");
   CHECK(reason(OpCode::Eq, {ids, f}, {}) == "eq: operands differ in dtype: int64 and float32");
   CHECK(reason(OpCode::Lt, {ids, row}, {}) == "lt: shapes [2, 3] and [4] do not broadcast");
+  CHECK(reason(OpCode::Where, {f, f, f}, {}) ==
+        "where: cond (operand 0) is float32; expects int64 (a comparison's 1/0)");
+  CHECK(reason(OpCode::Where, {ids, f, ids}, {}) ==
+        "where: operands differ in dtype: float32 and int64");
+  CHECK(reason(OpCode::Where, {ids, f, TensorType{{4}, DType::F32}}, {}) ==
+        "where: shapes [2, 3], [2, 3] and [4] do not broadcast");
   CHECK(reason(OpCode::Cast, {f}, {{"dtype", std::string("int32")}}) ==
         "cast: dtype must be float32, float64, bfloat16, float16 or int64, got \"int32\"");
   CHECK(reason(OpCode::Cumsum, {f}, {{"dim", int64_t{2}}}) ==

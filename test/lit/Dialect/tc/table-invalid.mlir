@@ -159,3 +159,11 @@ func.func @f(%x: tensor<4xf32>) {
   %0 = tc.op "cumsum"(%x) {dim = 1} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f(%c: tensor<4xf32>, %x: tensor<4xf32>) {
+  // expected-error @+1 {{where: cond (operand 0) is float32; expects int64 (a comparison's 1/0)}}
+  %0 = tc.op "where"(%c, %x, %x) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}

@@ -54,7 +54,10 @@ func.func @position_ids(%ids: tensor<2x6xi64>, %one: tensor<i64>) -> (tensor<2x6
   %p = tc.add %m, %one : tensor<2x6xi64>, tensor<i64> -> tensor<2x6xi64>
   // CHECK: %[[GE:.*]] = tc.op "ge"(%[[P]], %[[SUM]]) : (tensor<2x6xi64>, tensor<2x6xi64>) -> tensor<2x6xi64>
   %ge = tc.op "ge"(%p, %sum) : (tensor<2x6xi64>, tensor<2x6xi64>) -> tensor<2x6xi64>
-  // CHECK: tc.op "cast"(%[[GE]]) {dtype = "float32"} : (tensor<2x6xi64>) -> tensor<2x6xf32>
+  // CHECK: %[[F:.*]] = tc.op "cast"(%[[GE]]) {dtype = "float32"} : (tensor<2x6xi64>) -> tensor<2x6xf32>
   %f = tc.op "cast"(%ge) {dtype = "float32"} : (tensor<2x6xi64>) -> tensor<2x6xf32>
-  return %p, %f : tensor<2x6xi64>, tensor<2x6xf32>
+  // CHECK: tc.op "where"(%[[MASK]], %[[F]], %{{.*}}) : (tensor<2x6xi64>, tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
+  %zero = tc.op "cast"(%one) {dtype = "float32"} : (tensor<i64>) -> tensor<f32>
+  %w = tc.op "where"(%mask, %f, %zero) : (tensor<2x6xi64>, tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
+  return %p, %w : tensor<2x6xi64>, tensor<2x6xf32>
 }
