@@ -200,6 +200,15 @@ for _name, _config, _kw in (
         ("MPNet", "MPNetConfig", dict(WIDE, pad_token_id=1))):
     ZOO["HF " + _name] = ("zoo_hf:encoder", dict(_kw, config=_config), IDS)
 
+# Padded batches: an attention mask of 0s and 1s beside the ids (random per
+# token here: sdpa masks the keys whose mask is 0, as for right padding).
+MASKED = dict(IDS, attention_mask={"shape": [2, 128], "dtype": "int64", "high": 2})
+ZOO["HF BERT (attention mask)"] = ("zoo_hf:bert", WIDE, MASKED)
+ZOO["HF RoBERTa (attention mask)"] = ("zoo_hf:encoder",
+                                      dict(WIDE, config="RobertaConfig", pad_token_id=1), MASKED)
+ZOO["HF Llama (attention mask)"] = ("zoo_hf:llama", WIDE, MASKED)
+ZOO["HF GPT-2 (attention mask)"] = ZOO["HF GPT-2"][:2] + (MASKED,)
+
 # Vision, sequence-to-sequence and speech models through hf_model (same date).
 VISION = dict(image_size=64, patch_size=8, hidden_size=128, intermediate_size=512,
               num_hidden_layers=4, num_attention_heads=4)

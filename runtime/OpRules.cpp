@@ -76,11 +76,13 @@ void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   if (indexOperand && operands[1].dtype != plan::DType::I64)
     checks::fail(info.name, std::string("index (operand 1) is ") +
                                 plan::dtypeName(operands[1].dtype) + "; expects int64");
-  // gather copies elements: its x may also be int64 (RoBERTa's token type
-  // ids gathered at the position ids)
-  if (info.family == OpFamily::Index && info.variant == static_cast<int>(IndexKind::Gather) &&
-      operands[0].dtype == plan::DType::I64)
-    return;
+  // gather and as_strided copy elements: their x may also be int64
+  // (RoBERTa's token type ids gathered at the position ids, an attention
+  // mask's view)
+  const bool copies = info.family == OpFamily::View ||
+                      (info.family == OpFamily::Index &&
+                       info.variant == static_cast<int>(IndexKind::Gather));
+  if (copies && operands[0].dtype == plan::DType::I64) return;
   for (size_t i = 0; i < operands.size(); ++i) {
     if (indexOperand && i == 1) continue;
     if (!checks::isFloatStorage(operands[i].dtype) &&

@@ -37,3 +37,25 @@ class MaskMath(nn.Module):
         rounded = h.to(torch.bfloat16).float()
         counts = torch.cumsum(either.long(), dim=-1)
         return rounded * keep + counts * 0.5 + (~either).float()
+
+
+class PaddedAttention(nn.Module):
+    """Causal self-attention over a padded batch: the keys whose
+    attention_mask is 0 are masked (a bool mask computed from the input, and'ed
+    with a constant causal one; a query row with no key left gives zeros, as
+    torch's sdpa), then the padded positions' outputs are zeroed with
+    masked_fill."""
+
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x, attention_mask):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        keys = attention_mask.bool()[:, None, None, :]
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keys & causal)
+        y = y.transpose(1, 2).reshape(b, t, d)
+        return y.masked_fill(attention_mask[..., None] == 0, 0.0)

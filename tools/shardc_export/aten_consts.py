@@ -274,6 +274,16 @@ def materialize(low, node, c, like=None, broadcast=False):
             if isinstance(table, Expanded):
                 return table.base if broadcast else materialize_expand(low, node, table)
             return table
+    if not t.is_floating_point() and t.numel() > 0 and t.long().abs().max() < 2 ** 24:
+        # a bool or integer table (a causal mask beside a computed padding
+        # mask): its values as a float32 table, exact below 2^24, then
+        # converted back (aten_values.cast_to: `ne 0` for bool, else `cast`)
+        from .aten_values import cast_to
+        f = materialize(low, node, Const(t.to(torch.float32)), broadcast=broadcast)
+        from .aten import Expanded
+        if isinstance(f, Expanded):
+            return Expanded(cast_to(low, node, f.base, t.dtype), f.shape)
+        return cast_to(low, node, f, t.dtype)
     # other values: bounded constant data beside the graph (const_data.py)
     from .const_data import data_buffer
     if t.is_floating_point():
@@ -442,6 +452,19 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
         low.fail(node, "scaled_dot_product_attention on %d-d tensors (expects [B, H, T, E])"
                  % rank)
     dt = q.val.dtype
+    row_allowed = None
+    if bias.val.dtype == torch.bool:
+        # a mask computed from the inputs (a padding mask): 0 where allowed, the
+        # dtype's lowest value elsewhere, as for a constant mask above; a query
+        # row with no allowed key gives zeros, as torch's sdpa does (left
+        # padding's rows): the probabilities times max(allowed) over the keys
+        from .aten_values import cast_to, where_of
+        allowed = cast_to(low, node, bias, dt)
+        row_shape = allowed.shape[:-1] + [1]
+        row_allowed = low.emit(node, "amax", [allowed], torch.empty(row_shape, dtype=dt,
+                                                                     device="meta"),
+                               dims=[-1], keepdim=1)
+        bias = where_of(low, node, bias, 0.0, torch.finfo(dt).min, dt)
     kt_shape = k.shape[:2] + [k.shape[3], k.shape[2]]
     kt = low.emit(node, "transpose", [k], torch.empty(kt_shape, dtype=dt, device="meta"),
                   dim0=2, dim1=3)
@@ -458,6 +481,8 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
         low.fail(node, "its attn_mask is %s, the scores %s" % (bias.val.dtype, dt))
     scores = low.emit(node, "add", [scores, bias], scores_val)
     probs = low.emit(node, "softmax", [scores], scores_val, dim=3)
+    if row_allowed is not None:
+        probs = low.emit(node, "mul", [probs, row_allowed], scores_val)
     return low.emit(node, "matmul", [probs, v], node.meta["val"])
 
 

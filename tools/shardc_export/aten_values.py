@@ -113,31 +113,75 @@ def logical_not(low, node, x):
                      shape)
 
 
+def _bool_operands(low, node, a, b):
+    """Two mask operands as bool graph tensors (an expand's base: the ops
+    broadcast) and their broadcast shape."""
+    a, b = (cast_to(low, node, _lazy_base(low, node, v)[0], torch.bool) for v in (a, b))
+    return a, b, list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+
+
 def logical_and(low, node, a, b):
-    """mask & mask: the product of two 1/0 values (both cast to bool first)."""
-    a, _ = _lazy_base(low, node, a)
-    b, _ = _lazy_base(low, node, b)
-    a, b = (cast_to(low, node, v, torch.bool) for v in (a, b))
-    both = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    """mask & mask: the product of two 1/0 values."""
+    a, b, both = _bool_operands(low, node, a, b)
     y = low.emit(node, "mul", [a, b], _meta(both, torch.bool))
     return _reexpand(y, list(node.meta["val"].shape))
 
 
 def logical_or(low, node, a, b):
     """mask | mask: (a + b) != 0 on 1/0 values."""
-    a, _ = _lazy_base(low, node, a)
-    b, _ = _lazy_base(low, node, b)
-    a, b = (cast_to(low, node, v, torch.bool) for v in (a, b))
-    both = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    a, b, both = _bool_operands(low, node, a, b)
     s = low.emit(node, "add", [a, b], _meta(both, torch.int64))
     y = low.emit(node, "ne", [s], _meta(both, torch.bool), value=0.0)
     return _reexpand(y, list(node.meta["val"].shape))
+
+
+def where_of(low, node, cond, a, b, dtype):
+    """where(cond, a, b) as a graph tensor of torch dtype `dtype`: cond a
+    graph tensor (cast to bool), a and b graph tensors or Python numbers
+    (0-d fills); the result has the broadcast shape of the three."""
+    like = G("", _meta([], dtype))
+    cond = cast_to(low, node, low.tensor(node, cond), torch.bool)
+    a, b = (low.const(v, like) if _scalar(v) else cast_to(low, node, v, dtype) for v in (a, b))
+    shape = list(torch.broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape)))
+    return low.emit(node, "where", [cond, a, b], _meta(shape, dtype))
+
+
+def _operand_or_number(low, node, v):
+    """An elementwise operand of where / masked_fill: a Python number as it
+    is, a 0-d constant as its number, else the graph tensor (an expand's base:
+    where broadcasts)."""
+    if _scalar(v):
+        return v
+    if isinstance(v, hf.Const) and v.t.numel() == 1:
+        return v.t.item()
+    return _lazy_base(low, node, v)[0]
+
+
+def where(low, node, cond, a, b):
+    """torch.where(cond, a, b) on a computed condition (a constant one is
+    folded or taken by aten_consts.hf_where first)."""
+    out = node.meta["val"]
+    cond = _lazy_base(low, node, cond)[0]
+    y = where_of(low, node, cond, _operand_or_number(low, node, a),
+                 _operand_or_number(low, node, b), out.dtype)
+    return _reexpand(y, list(out.shape))
+
+
+def masked_fill(low, node, x, mask, value):
+    """x.masked_fill(mask, value): where(mask, value, x)."""
+    out = node.meta["val"]
+    y = where_of(low, node, _lazy_base(low, node, mask)[0], _operand_or_number(low, node, value),
+                 _lazy_base(low, node, x)[0], out.dtype)
+    return _reexpand(y, list(out.shape))
 
 
 def rules(aten):
     table = {
         aten._to_copy.default: to_copy,
         aten.cumsum.default: cumsum,
+        aten.where.self: where,
+        aten.masked_fill.Scalar: masked_fill,
+        aten.masked_fill.Tensor: masked_fill,
         aten.logical_not.default: logical_not,
         aten.bitwise_not.default: _bool_only(logical_not),
         aten.logical_and.default: logical_and,
