@@ -5,17 +5,12 @@
 // accessors run on the device too.
 #pragma once
 
+#include "runtime/HostDevice.h"
 #include "runtime/OpFamilies.h"
 #include "runtime/Spatial3d.h"
 
 #include <cstdint>
 #include <vector>
-
-#ifdef __CUDACC__
-#define SHARDC_HOST_DEVICE __host__ __device__
-#else
-#define SHARDC_HOST_DEVICE
-#endif
 
 namespace shardc::runtime {
 

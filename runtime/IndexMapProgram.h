@@ -11,15 +11,9 @@
 // failing element (the same message as when the host maps).
 #pragma once
 
-#include <cstdint>
+#include "runtime/HostDevice.h"
 
-#ifndef SHARDC_HOST_DEVICE
-#if defined(__CUDACC__)
-#define SHARDC_HOST_DEVICE __host__ __device__
-#else
-#define SHARDC_HOST_DEVICE
-#endif
-#endif
+#include <cstdint>
 
 namespace shardc::runtime {
 

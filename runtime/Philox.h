@@ -7,13 +7,9 @@
 // kernels, and in static_asserts; no std:: containers for that reason.
 #pragma once
 
-#include <cstdint>
+#include "runtime/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define SHARDC_HOST_DEVICE __host__ __device__
-#else
-#define SHARDC_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace shardc::runtime::philox {
 

@@ -16,15 +16,9 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
                 const KTensor &y, int threads);
 
 void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads);
-/// adaptive_{avg,max}_pool with outputSize.size() spatial dims (1 or 2).
+/// adaptive_{avg,max}_pool with outputSize.size() spatial dims (1, 2 or 3).
 void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outputSize, const KTensor &x,
                         const KTensor &y, int threads);
-/// The same with the spatial dims read from x's rank as aten's
-/// adaptive_*_pool2d does: [N, C, H, W] and [C, H, W] are 2-d, [C, L] 1-d.
-/// A batched 1-d [N, C, L] is then pooled as 2-d over (C, L) with y's sizes
-/// (C, out): windows of one channel, so the values are the 1-d ones (the
-/// overload above skips that detour).
-void adaptivePoolKernel(PoolKind kind, const KTensor &x, const KTensor &y, int threads);
 
 void batchNormKernel(const KTensor &x, const KTensor &mean, const KTensor &var,
                      const KTensor *w, const KTensor *b, double eps, const KTensor &y,

@@ -139,15 +139,6 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
   });
 }
 
-void adaptivePoolKernel(PoolKind kind, const KTensor &x, const KTensor &y, int threads) {
-  // Spatial dims from the rank, as aten's adaptive_*_pool2d reads a 3-d
-  // input: 2 for [N, C, H, W] and [C, H, W], 1 for [C, L].
-  const size_t dims = x.shape.size() == 2 ? 1 : 2;
-  std::vector<int64_t> outSize;
-  if (y.shape.size() >= dims) outSize.assign(y.shape.end() - dims, y.shape.end());
-  adaptivePoolKernel(kind, outSize, x, y, threads);
-}
-
 void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outSize, const KTensor &x,
                         const KTensor &y, int threads) {
   const char *op = kind == PoolKind::Max ? "adaptive_max_pool" : "adaptive_avg_pool";

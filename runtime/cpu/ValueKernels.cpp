@@ -7,6 +7,7 @@
 
 #include "runtime/ForwardChecks.h"
 #include "runtime/InitOps.h"
+#include "runtime/ValueRules.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <array>
@@ -66,38 +67,12 @@ void forEachBroadcast(const Shape &outShape, const std::array<const Shape *, N> 
   });
 }
 
-template <typename T> bool applyCompare(CompareOp op, T a, T b) {
-  switch (op) {
-  case CompareOp::Eq: return a == b;
-  case CompareOp::Ne: return a != b;
-  case CompareOp::Lt: return a < b;
-  case CompareOp::Le: return a <= b;
-  case CompareOp::Gt: return a > b;
-  case CompareOp::Ge: return a >= b;
-  }
-  return false;
-}
-
 /// The scalar `value` as torch wraps it against a tensor of `dtype`: rounded
 /// to that dtype (float32 and 16-bit floats through float, as c10 converts).
 double valueInDType(DType dtype, double value) {
   alignas(8) unsigned char element[8];
   storeFromDouble(dtype, element, 0, value);
   return loadAsDouble(dtype, element, 0);
-}
-
-/// An integral double inside int64's range.
-bool isInt64Value(double v) {
-  return std::isfinite(v) && v == std::trunc(v) && v >= -9223372036854775808.0 &&
-         v < 9223372036854775808.0;
-}
-
-/// torch's float-to-int64 conversion on x86: truncation toward zero, and
-/// INT64_MIN for NaN and values outside int64's range (cvttsd2si's answer).
-int64_t truncateToInt64(double v) {
-  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
-    return static_cast<int64_t>(uint64_t(1) << 63);
-  return static_cast<int64_t>(v);
 }
 
 /// One element of x (any dtype) into element i of y (any dtype).
@@ -114,7 +89,7 @@ void castElement(DType from, const void *x, int64_t i, DType to, void *y) {
   }
   const double v = loadAsDouble(from, x, i);  // exact: every float dtype widens to double
   if (to == DType::I64)
-    static_cast<int64_t *>(y)[i] = truncateToInt64(v);
+    static_cast<int64_t *>(y)[i] = values::truncateToInt64(v);
   else
     storeFromDouble(to, y, i, v);
 }
@@ -148,12 +123,12 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
   if (y.numel() == 0) return;
   if (!b) {
     const int64_t total = a.numel();
-    if (a.dtype == DType::I64 && isInt64Value(value)) {
+    if (a.dtype == DType::I64 && values::isInt64Value(value)) {
       const int64_t *x = static_cast<const int64_t *>(a.data);
       const int64_t v = static_cast<int64_t>(value);
       cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
         for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
-          out[i] = applyCompare(op, x[i], v);
+          out[i] = values::compare(op, x[i], v);
       });
       return;
     }
@@ -163,7 +138,7 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
     const double v = valueInDType(common, value);
     cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
       for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
-        out[i] = applyCompare(op, valueInDType(common, loadAsDouble(a.dtype, a.data, i)), v);
+        out[i] = values::compare(op, valueInDType(common, loadAsDouble(a.dtype, a.data, i)), v);
     });
     return;
   }
@@ -172,13 +147,13 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
     const int64_t *z = static_cast<const int64_t *>(b->data);
     forEachBroadcast<2>(y.shape, {&a.shape, &b->shape}, threads,
                         [&](int64_t i, const std::array<int64_t, 2> &at) {
-                          out[i] = applyCompare(op, x[at[0]], z[at[1]]);
+                          out[i] = values::compare(op, x[at[0]], z[at[1]]);
                         });
     return;
   }
   forEachBroadcast<2>(y.shape, {&a.shape, &b->shape}, threads,
                       [&](int64_t i, const std::array<int64_t, 2> &at) {
-                        out[i] = applyCompare(op, loadAsDouble(a.dtype, a.data, at[0]),
+                        out[i] = values::compare(op, loadAsDouble(a.dtype, a.data, at[0]),
                                               loadAsDouble(b->dtype, b->data, at[1]));
                       });
 }
@@ -214,12 +189,10 @@ void castKernel(const KTensor &x, const KTensor &y, int threads) {
 void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads) {
   checks::cumsum(p, x, y);
   if (x.numel() == 0) return;
-  const int64_t dim = wrapDim("cumsum", p.dim, x.shape.size());
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d)
-    (d < dim ? outer : d == dim ? n : inner) *= x.shape[d];
-  cpu::parallelTasks(outer * inner, threads, x.numel(), [&](int64_t line) {
-    const int64_t first = (line / inner) * n * inner + line % inner;
+  const values::ScanLines lines = values::scanLines(x.shape, p.dim);
+  const int64_t n = lines.n, inner = lines.inner;
+  cpu::parallelTasks(lines.count(), threads, x.numel(), [&](int64_t line) {
+    const int64_t first = lines.first(line);
     switch (x.dtype) {
     case DType::I64:
       return scanLineInt64(static_cast<const int64_t *>(x.data), static_cast<int64_t *>(y.data),

@@ -6,6 +6,7 @@
 #include "runtime/cuda/CudaFamilies.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/ValueRules.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceStorage.cuh"
 
@@ -50,25 +51,14 @@ __device__ double roundedTo(DType dtype, double v) {
   }
 }
 
-template <typename T> __device__ bool applyCompare(CompareOp op, T a, T b) {
-  switch (op) {
-  case CompareOp::Eq: return a == b;
-  case CompareOp::Ne: return a != b;
-  case CompareOp::Lt: return a < b;
-  case CompareOp::Le: return a <= b;
-  case CompareOp::Gt: return a > b;
-  default: return a >= b;
-  }
-}
-
 /// The scalar form: `intValue` set when a is int64 and value an integer.
 __global__ void compareScalarKernel(CompareOp op, DType dtype, const void *a, bool intValue,
                                     int64_t valueInt, double value, int64_t *y, int64_t count) {
   const DType common = dtype == DType::I64 ? DType::F32 : dtype;
   const double v = roundedTo(common, value);
   SHARDC_GRID_LOOP(i, count) {
-    y[i] = intValue ? applyCompare(op, static_cast<const int64_t *>(a)[i], valueInt)
-                    : applyCompare(op, roundedTo(common, loadValue(dtype, a, i)), v);
+    y[i] = intValue ? values::compare(op, static_cast<const int64_t *>(a)[i], valueInt)
+                    : values::compare(op, roundedTo(common, loadValue(dtype, a, i)), v);
   }
 }
 
@@ -78,9 +68,9 @@ __global__ void compareKernel(CompareOp op, DType dtype, Broadcast bc, const voi
     int64_t ai, bi;
     bc.offsets(i, ai, bi);
     y[i] = dtype == DType::I64
-               ? applyCompare(op, static_cast<const int64_t *>(a)[ai],
+               ? values::compare(op, static_cast<const int64_t *>(a)[ai],
                               static_cast<const int64_t *>(b)[bi])
-               : applyCompare(op, loadValue(dtype, a, ai), loadValue(dtype, b, bi));
+               : values::compare(op, loadValue(dtype, a, ai), loadValue(dtype, b, bi));
   }
 }
 
@@ -110,19 +100,15 @@ __global__ void castKernel(DType from, const void *x, DType to, void *y, int64_t
       storeFloatValue(to, y, i, v);
       continue;
     }
-    // truncation toward zero; NaN and out of range give INT64_MIN (the CPU's rule)
-    static_cast<int64_t *>(y)[i] = (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
-                                       ? static_cast<int64_t>(v)
-                                       : static_cast<int64_t>(1ull << 63);
+    static_cast<int64_t *>(y)[i] = values::truncateToInt64(v);
   }
 }
 
-/// One thread per line along dim: element j of line (o, k) is at
-/// (o * n + j) * inner + k.
-__global__ void cumsumKernel(DType dtype, const void *x, void *y, int64_t lines, int64_t n,
-                             int64_t inner) {
-  SHARDC_GRID_LOOP(line, lines) {
-    const int64_t first = (line / inner) * n * inner + line % inner;
+/// One thread per line along dim (values::ScanLines).
+__global__ void cumsumKernel(DType dtype, const void *x, void *y, values::ScanLines lines) {
+  const int64_t n = lines.n, inner = lines.inner;
+  SHARDC_GRID_LOOP(line, lines.count()) {
+    const int64_t first = lines.first(line);
     if (dtype == DType::I64) {
       unsigned long long acc = 0;
       for (int64_t j = 0; j < n; ++j) {
@@ -159,11 +145,8 @@ void compare(CudaDevice &device, CompareOp op, const KTensor &a, const KTensor *
   device.makeCurrent();
   int64_t *out = static_cast<int64_t *>(y.data);
   if (!b) {
-    // int64 against an integral value compares exactly (the range test first:
-    // converting a double outside int64's range is undefined)
-    const bool intValue = a.dtype == DType::I64 && value >= -9223372036854775808.0 &&
-                          value < 9223372036854775808.0 &&
-                          value == static_cast<double>(static_cast<int64_t>(value));
+    // int64 against an integral value compares exactly
+    const bool intValue = a.dtype == DType::I64 && values::isInt64Value(value);
     compareScalarKernel<<<gridFor(count), kThreads, 0, device.stream()>>>(
         op, a.dtype, a.data, intValue, intValue ? static_cast<int64_t>(value) : 0, value, out,
         count);
@@ -207,13 +190,10 @@ void cast(CudaDevice &device, const KTensor &x, const KTensor &y) {
 void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y) {
   checks::cumsum(p, x, y);
   if (x.numel() == 0) return;
-  const int64_t dim = wrapDim("cumsum", p.dim, x.shape.size());
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d)
-    (d < dim ? outer : d == dim ? n : inner) *= x.shape[d];
+  const values::ScanLines lines = values::scanLines(x.shape, p.dim);
   device.makeCurrent();
-  cumsumKernel<<<gridFor(outer * inner), kThreads, 0, device.stream()>>>(x.dtype, x.data, y.data,
-                                                                         outer * inner, n, inner);
+  cumsumKernel<<<gridFor(lines.count()), kThreads, 0, device.stream()>>>(x.dtype, x.data,
+                                                                         y.data, lines);
   checkLaunch("cumsum kernel launch");
 }
 

@@ -32,12 +32,6 @@ namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-TT fromValues(DType dtype, Shape shape, const std::vector<double> &values) {
-  TT t = zeros(dtype, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
-  return t;
-}
-
 /// got equals want exactly, NaN matching NaN.
 void checkExact(const TT &got, const std::vector<double> &want) {
   REQUIRE(int64_t(want.size()) == got.numel());
@@ -430,7 +424,7 @@ TEST_CASE("pooling matches torch's numbers on a 5x5 ramp", "[family-kernels]") {
   checkExact(run(dil, alternating), {13, -2, 15, -6, 19, -8, 23, -12, 25});
   // torch: F.adaptive_avg_pool2d(x, 3), F.adaptive_max_pool2d(alternating, (2, 3))
   TT x = fromValues(DType::F32, {1, 1, 5, 5}, ramp), y = zeros(DType::F32, {1, 1, 3, 3});
-  adaptivePoolKernel(PoolKind::Avg, x.k(), y.k(), 1);
+  adaptivePoolKernel(PoolKind::Avg, {3, 3}, x.k(), y.k(), 1);
   checkExact(y, {4, 5.5, 7, 11.5, 13, 14.5, 19, 20.5, 22});
   TT xa = fromValues(DType::F32, {1, 1, 5, 5}, alternating), ya = zeros(DType::F32, {1, 1, 2, 3});
   adaptivePoolKernel(PoolKind::Max, {2, 3}, xa.k(), ya.k(), 1);
@@ -541,20 +535,20 @@ TEST_CASE("adaptive pooling windows, batch and thread invariance, errors", "[fam
   CHECK(y1.bytes == y3.slice(0, y1.numel()));
   CHECK(y3b.bytes == y3.bytes);
   TT a3 = zeros(DType::BF16, {3, 16, 4, 4}), a1 = zeros(DType::BF16, {1, 16, 4, 4});
-  adaptivePoolKernel(PoolKind::Avg, x.k(), a3.k(), 3);
-  adaptivePoolKernel(PoolKind::Avg, x1.k(), a1.k(), 1);
+  adaptivePoolKernel(PoolKind::Avg, {4, 4}, x.k(), a3.k(), 3);
+  adaptivePoolKernel(PoolKind::Avg, {4, 4}, x1.k(), a1.k(), 1);
   CHECK(a1.bytes == a3.slice(0, a1.numel()));
-  // A batched 1-d input through the overload without output size (read as
-  // 2-d over (C, L)) gives the 1-d values.
+  // A batched 1-d input [N, C, L] pooled over L equals the same values pooled
+  // as 2-d over (C, L) with windows of one channel.
   TT l = random(DType::F32, {2, 3, 11}, 6), l1 = zeros(DType::F32, {2, 3, 4}), l2 = l1;
   adaptivePoolKernel(PoolKind::Avg, {4}, l.k(), l1.k(), 1);
-  adaptivePoolKernel(PoolKind::Avg, l.k(), l2.k(), 1);
+  adaptivePoolKernel(PoolKind::Avg, {3, 4}, l.k(), l2.k(), 1);
   CHECK(l1.bytes == l2.bytes);
   TT bad = zeros(DType::BF16, {3, 16, 14, 14});
   CHECK_THROWS_WITH(poolKernel(mp, x.k(), bad.k(), 1),
                     Catch::Equals("max_pool: output has shape [3, 16, 14, 14], expected [3, 16, 15, 15]"));
   TT badDtype = zeros(DType::F32, {3, 16, 4, 4});
-  CHECK_THROWS_WITH(adaptivePoolKernel(PoolKind::Avg, x.k(), badDtype.k(), 1),
+  CHECK_THROWS_WITH(adaptivePoolKernel(PoolKind::Avg, {4, 4}, x.k(), badDtype.k(), 1),
                     Catch::Equals("adaptive_avg_pool: output is float32, expected bfloat16"));
 }
 

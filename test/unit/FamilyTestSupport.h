@@ -54,6 +54,13 @@ inline TT zeros(DType dtype, Shape shape) {
   return t;
 }
 
+/// A tensor of `dtype` holding `values` (each rounded once into the dtype).
+inline TT fromValues(DType dtype, Shape shape, const std::vector<double> &values) {
+  TT t = zeros(dtype, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
+  return t;
+}
+
 inline TT random(DType dtype, Shape shape, uint32_t seed, double lo = -1, double hi = 1) {
   TT t = zeros(dtype, std::move(shape));
   std::mt19937 rng(seed);

@@ -23,12 +23,6 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-TT fromValues(DType dtype, Shape shape, const std::vector<double> &values) {
-  TT t = zeros(dtype, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
-  return t;
-}
-
 TT fromInts(Shape shape, const std::vector<int64_t> &values) {
   TT t = zeros(DType::I64, std::move(shape));
   std::memcpy(t.bytes.data(), values.data(), values.size() * 8);
