@@ -25,7 +25,13 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # jit-outside-consumer builds an outside project against the installed
 # package; it tests packaging, not code, and an uninstrumented outside build
 # cannot link instrumented libraries. It runs in the regular build.
-ctest --test-dir "$build" --output-on-failure -E '^(jit-outside-consumer|mpi.*)$'
+# The zoo's CI subset (lit models/zoo-ci.test, about 4 minutes on one core)
+# is left to the regular build: its cost is exporting and running 14 models
+# in torch (uninstrumented), and the graphs' op families run under the
+# sanitizers in the export tests (aten-timm-ops, aten-hf, aten-transformer,
+# torchvision-convnets) and the backend suite.
+LIT_FILTER_OUT='models/zoo-ci' \
+  ctest --test-dir "$build" --output-on-failure -E '^(jit-outside-consumer|mpi.*)$'
 # OpenMPI's dlopen'ed components keep allocations to the end of the process
 # by design (reported from unloaded modules, which suppressions cannot name):
 # the MPI tests run with AddressSanitizer and UBSan but without leak checks.

@@ -2,7 +2,8 @@
 # Install, build, and run every test: the Catch2 unit tests and the lit
 # suite through ctest; then the runtime-only build (no MLIR) and its tests,
 # the GPU bundle (scripts/gpu-bundle.sh: built and smoke-tested, no GPU
-# needed), the whole suite again under ASan + UBSan, and the fuzzers for a bounded
+# needed), the whole suite again under ASan + UBSan (but the zoo's CI subset:
+# scripts/sanitize.sh says why), and the fuzzers for a bounded
 # time (docs/errors.md). SHARDC_QUICK=1 runs only the first part (for a
 # quick local check; CI always runs everything).
 set -euo pipefail
