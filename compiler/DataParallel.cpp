@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <variant>
 
 namespace shardc::compiler {
 
@@ -31,11 +32,28 @@ int64_t graphBatchRows(const Graph &graph) {
 
 namespace {
 
-/// Whether `node` acts along dim 0 (the batch) of its first operand.
-bool actsAlongDim0(const GraphNode &node) {
+/// Whether `node` acts along dim 0 (the batch) of its first operand, of
+/// rank `rank`: a `dim`, `dim0` or `dim1` of 0, a family op's `dim` or
+/// `dims` naming dim 0 (negative dims counted from the end: cumsum, topk,
+/// gather, the reductions), a permute that moves dim 0, or an as_strided
+/// read (its strides may cross batch rows). rank 0: the first operand holds
+/// no batch rows (gather from a parameter table at batch indices keeps the
+/// rows apart), so only the plain ops' keys count.
+bool actsAlongDim0(const GraphNode &node, size_t rank) {
   for (const char *key : {"dim", "dim0", "dim1"})
     if (auto it = node.numbers.find(key); it != node.numbers.end() && it->second == 0)
       return true;
+  if (node.familyOp && rank > 0) {
+    auto isDim0 = [&](int64_t d) { return d == 0 || d == -static_cast<int64_t>(rank); };
+    if (auto it = node.attrs.find("dim"); it != node.attrs.end() &&
+        std::holds_alternative<int64_t>(it->second) && isDim0(std::get<int64_t>(it->second)))
+      return true;
+    if (auto it = node.attrs.find("dims"); it != node.attrs.end() &&
+        std::holds_alternative<std::vector<int64_t>>(it->second))
+      for (int64_t d : std::get<std::vector<int64_t>>(it->second))
+        if (isDim0(d)) return true;
+    if (node.op == "as_strided") return true;
+  }
   return node.op == "permute" && !node.ints.empty() && node.ints[0] != 0;
 }
 
@@ -66,7 +84,8 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
         if (factor == 0) factor = rowsPerBatchRow[in];
       }
     if (batchOperands.empty()) continue;  // parameters only: no batch rows
-    if (actsAlongDim0(node))
+    const auto first = batchValues.find(node.inputs[0]);
+    if (actsAlongDim0(node, first == batchValues.end() ? 0 : first->second.size()))
       throw fail(node.path, "'" + node.op + "' acts along dim 0, the batch; each rank holds only "
                             "its rows, so the forward cannot be split over ranks");
     if (node.op == "matmul" && node.inputs.size() == 2 && batchValues.count(node.inputs[1]) &&
