@@ -200,10 +200,11 @@ std::vector<InitStep> readInitChain(const GraphReader &reader,
         if (std::isnan(fallback))
           reader.fail(stepPath, std::string("missing required key \"") + key + "\"");
         step.numbers[key] = fallback;
-      } else if (!it->is_number()) {
-        reader.fail(stepPath + "." + key, "must be a number, got " + it->dump());
+      } else if (auto number = jsonFloat(*it)) {
+        step.numbers[key] = *number;
       } else {
-        step.numbers[key] = it->get<double>();
+        reader.fail(stepPath + "." + key,
+                    "must be a number (or \"inf\", \"-inf\", \"nan\"), got " + it->dump());
       }
     }
     if (step.op == "load") {

@@ -436,8 +436,8 @@ std::optional<plan::AttrValue> jsonAttr(const json &value, plan::AttrKind kind) 
       return value.get<int64_t>();
     return std::nullopt;
   case plan::AttrKind::Float:
-    if (value.is_number())
-      return value.get<double>();
+    if (auto number = jsonFloat(value))
+      return *number;
     return std::nullopt;
   case plan::AttrKind::String:
     if (value.is_string())

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,6 +110,24 @@ public:
 private:
   std::string sourceName_;
 };
+
+/// A float value of the graph format: a JSON number, or one of the strings
+/// "inf", "-inf", "nan" (JSON has no literal for them: a fill of -inf, a
+/// masked_fill's value); nullopt for anything else.
+inline std::optional<double> jsonFloat(const nlohmann::json &value) {
+  if (value.is_number())
+    return value.get<double>();
+  if (value.is_string()) {
+    const std::string &text = value.get_ref<const std::string &>();
+    if (text == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (text == "-inf")
+      return -std::numeric_limits<double>::infinity();
+    if (text == "nan")
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+  return std::nullopt;
+}
 
 inline std::string indexed(const std::string &path, size_t index) {
   return path + "[" + std::to_string(index) + "]";

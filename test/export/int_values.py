@@ -59,3 +59,16 @@ class PaddedAttention(nn.Module):
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keys & causal)
         y = y.transpose(1, 2).reshape(b, t, d)
         return y.masked_fill(attention_mask[..., None] == 0, 0.0)
+
+
+class MaskedScores(nn.Module):
+    """Scores masked with -inf where the input's mask is 0, then softmax: the
+    fill value -inf, which JSON has no number for ("-inf" in the graph)."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x, attention_mask):
+        s = self.lin(x).masked_fill(attention_mask[:, None, :] == 0, float("-inf"))
+        return torch.softmax(s, -1)

@@ -299,13 +299,13 @@ def materialize(low, node, c, like=None, broadcast=False):
 
 def fill_buffer(low, value, shape, dtype):
     """A non-persistent buffer of `shape` filled with `value`."""
-    from .graph_emitter import value_dtype
+    from .graph_emitter import json_float, value_dtype
     if not shape:
         return low.const(value, G("", torch.empty((), dtype=dtype, device="meta")))
-    name = low.fresh("const.%r.%s" % (value, "x".join(str(s) for s in shape))
-                     if math.isfinite(value) else "const.inf")
+    name = low.fresh("const.%s.%s" % (json_float(value), "x".join(str(s) for s in shape)))
     low.graph_buffers[name] = {"name": name, "shape": shape, "dtype": value_dtype(dtype),
-                               "device": low.device, "init": [{"op": "fill", "value": value}]}
+                               "device": low.device,
+                               "init": [{"op": "fill", "value": json_float(value)}]}
     return G(name, torch.empty(shape, dtype=dtype, device="meta"))
 
 

@@ -30,6 +30,15 @@ GRAPH_DTYPES = {torch.float32: "float32", torch.float64: "float64",
                 torch.int64: "int64"}
 
 
+def json_float(value):
+    """A float for the graph file: the number, or "inf", "-inf", "nan" (JSON
+    has no literal for them; docs/graph-format.md)."""
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
 def value_dtype(dtype):
     """The graph dtype of a value torch computes in `dtype`: GRAPH_DTYPES',
     and int64 for torch's bool and narrower integer types, which the graph
@@ -73,10 +82,11 @@ class GraphEmitter:
         dt = value_dtype(like.val.dtype)
         key = (float(value), dt)
         if key not in self.consts:
-            name = self.fresh("const.%r" % float(value) if math.isfinite(value) else "const.inf")
+            name = self.fresh("const.%r" % float(value) if math.isfinite(value)
+                              else "const." + json_float(value))
             self.graph_buffers[name] = {"name": name, "shape": [], "dtype": dt,
                                         "device": self.device,
-                                        "init": [{"op": "fill", "value": float(value)}]}
+                                        "init": [{"op": "fill", "value": json_float(value)}]}
             self.consts[key] = G(name, torch.empty((), dtype=like.val.dtype, device="meta"))
         return self.consts[key]
 
