@@ -197,7 +197,10 @@ for _name, _config, _kw in (
         ("Data2VecText", "Data2VecTextConfig", dict(WIDE, pad_token_id=1)),
         ("ESM", "EsmConfig", dict(WIDE, pad_token_id=1, mask_token_id=2,
                                   position_embedding_type="rotary")),
-        ("MPNet", "MPNetConfig", dict(WIDE, pad_token_id=1))):
+        ("MPNet", "MPNetConfig", dict(WIDE, pad_token_id=1)),
+        ("DeBERTa", "DebertaConfig", dict(WIDE, pad_token_id=0)),
+        ("BigBird (full attention)", "BigBirdConfig",
+         dict(WIDE, pad_token_id=0, attention_type="original_full"))):
     ZOO["HF " + _name] = ("zoo_hf:encoder", dict(_kw, config=_config), IDS)
 
 # Padded batches: an attention mask of 0s and 1s beside the ids (random per
