@@ -200,7 +200,17 @@ for _name, _config, _kw in (
         ("MPNet", "MPNetConfig", dict(WIDE, pad_token_id=1)),
         ("DeBERTa", "DebertaConfig", dict(WIDE, pad_token_id=0)),
         ("BigBird (full attention)", "BigBirdConfig",
-         dict(WIDE, pad_token_id=0, attention_type="original_full"))):
+         dict(WIDE, pad_token_id=0, attention_type="original_full")),
+        ("ConvBERT", "ConvBertConfig", dict(WIDE, pad_token_id=0)),
+        ("RoFormer", "RoFormerConfig", dict(WIDE, pad_token_id=0)),
+        ("ERNIE", "ErnieConfig", dict(WIDE, pad_token_id=0)),
+        ("MegatronBERT", "MegatronBertConfig", dict(WIDE, pad_token_id=0)),
+        ("MobileBERT", "MobileBertConfig", dict(WIDE, pad_token_id=0, embedding_size=128,
+                                                intra_bottleneck_size=128,
+                                                true_hidden_size=128)),
+        ("RemBERT", "RemBertConfig", dict(WIDE, pad_token_id=0, bos_token_id=0,
+                                          eos_token_id=0, input_embedding_size=128,
+                                          output_embedding_size=128))):
     ZOO["HF " + _name] = ("zoo_hf:encoder", dict(_kw, config=_config), IDS)
 
 # Padded batches: an attention mask of 0s and 1s beside the ids (random per
