@@ -251,6 +251,13 @@ for _name, _config, _auto, _kw, _inputs in (
         ("BART", "BartConfig", "AutoModelForSeq2SeqLM", SEQ2SEQ, dict(IDS, **DECODER_IDS)),
         ("Pegasus", "PegasusConfig", "AutoModelForSeq2SeqLM", SEQ2SEQ,
          dict(IDS, **DECODER_IDS)),
+        # sinusoidal positions read at ids counted from the token ids
+        ("M2M100", "M2M100Config", "AutoModelForSeq2SeqLM", dict(SEQ2SEQ, pad_token_id=1),
+         dict(IDS, **DECODER_IDS)),
+        ("mBART", "MBartConfig", "AutoModelForSeq2SeqLM", SEQ2SEQ, dict(IDS, **DECODER_IDS)),
+        ("Marian", "MarianConfig", "AutoModelForSeq2SeqLM", dict(SEQ2SEQ, pad_token_id=0,
+                                                                  decoder_start_token_id=0),
+         dict(IDS, **DECODER_IDS)),
         ("Whisper", "WhisperConfig", "AutoModelForSpeechSeq2Seq",
          dict(SEQ2SEQ, num_mel_bins=80, max_source_positions=100, max_target_positions=128,
               pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0),

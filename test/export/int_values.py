@@ -72,3 +72,17 @@ class MaskedScores(nn.Module):
     def forward(self, x, attention_mask):
         s = self.lin(x).masked_fill(attention_mask[:, None, :] == 0, float("-inf"))
         return torch.softmax(s, -1)
+
+
+class PositionTable(nn.Module):
+    """M2M100's positions: a table read with index_select at position ids
+    counted from the token ids (padding 1)."""
+
+    def __init__(self, rows=40, dim=8):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(rows, dim))
+
+    def forward(self, input_ids):
+        mask = input_ids.ne(1).int()
+        positions = torch.cumsum(mask, dim=1).type_as(mask) * mask + 1
+        return self.table.index_select(0, positions.view(-1)).view(*input_ids.shape, -1)

@@ -193,8 +193,8 @@ def rows_at(self, node, x, ids):
     """x[ids] with a computed int64 index on dim 0 (a mixture of experts'
     expert weights picked per token): the rows of x seen as [rows, rest] by
     the graph's `embedding`, then the result's shape."""
-    if ids.val.dtype != torch.int64:
-        self.fail(node, "indexing with a computed %s index: only int64 indices on dim 0 "
+    if ids.val.dtype == torch.bool or ids.val.dtype.is_floating_point:
+        self.fail(node, "indexing with a computed %s index: only integer indices on dim 0 "
                   "have a graph op" % ids.val.dtype)
     rest = 1
     for n in x.shape[1:]:
@@ -248,12 +248,18 @@ def cat_node(self, node, parts, dim):
 
 def index_select(self, node, x, dim, index):
     """x.index_select(dim, constant index): a rotation (torch.roll) is two
-    slices and a cat, an affine index one as_strided."""
+    slices and a cat, an affine index one as_strided; a computed index on
+    dim 0 reads the rows by `embedding`."""
     x = self.tensor(node, x)
     dim %= len(x.shape)
+    if isinstance(index, G) and dim == 0:
+        # a computed index on dim 0 (M2M100's sinusoidal table read at position
+        # ids counted from the token ids): the rows, as x[index]
+        return rows_at(self, node, x, index)
     if not isinstance(index, hf.Const):
         self.fail(node, "index_select with an index computed from the input or a "
-                  "parameter has no graph op (only a constant index)")
+                  "parameter has no graph op (only a constant index, or a computed one "
+                  "on dim 0)")
     idx = index.t.reshape(-1).to(torch.int64)
     n = x.shape[dim]
     if idx.numel() == n and n > 0:
