@@ -99,17 +99,8 @@ void binaryTyped(const KTensor &aT, const KTensor &bT, const KTensor &outT, int 
   }
   // General case: strides with 0 on broadcast dims; rows of the inner dim.
   const size_t rank = outShape.size();
-  auto stridesFor = [&](const Shape &shape) {
-    std::vector<int64_t> strides(rank, 0);
-    int64_t stride = 1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
-      strides[outDim] = shape[dim] == 1 ? 0 : stride;
-      stride *= shape[dim];
-    }
-    return strides;
-  };
-  const std::vector<int64_t> as = stridesFor(aT.shape), bs = stridesFor(bT.shape);
+  const std::vector<int64_t> as = broadcastStrides(aT.shape, rank),
+                             bs = broadcastStrides(bT.shape, rank);
   const int64_t inner = outShape[rank - 1], ai = as[rank - 1], bi = bs[rank - 1];
   const int64_t rows = total / inner;
   const int64_t rowsPerTask = std::max<int64_t>(1, kChunk / inner);
@@ -242,17 +233,8 @@ void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int thre
   const int64_t M = dims.M, N = dims.N, K = dims.K;
   // Batch offsets (in matrices) of a and b for each output batch index.
   const size_t rank = batch->size();
-  auto stridesFor = [&](const Shape &shape) {
-    std::vector<int64_t> strides(rank, 0);
-    int64_t stride = 1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
-      strides[outDim] = shape[dim] == 1 ? 0 : stride;
-      stride *= shape[dim];
-    }
-    return strides;
-  };
-  const std::vector<int64_t> as = stridesFor(aBatch), bs = stridesFor(bBatch);
+  const std::vector<int64_t> as = broadcastStrides(aBatch, rank),
+                             bs = broadcastStrides(bBatch, rank);
   const int64_t batches = plan::numElements(*batch);
   // One B for every batch (a 2-D weight) and an unbroadcast a: the batches
   // are just more rows of one GEMM, B packed once rather than per batch.

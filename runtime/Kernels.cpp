@@ -57,6 +57,17 @@ std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b) {
   return out;
 }
 
+std::vector<int64_t> broadcastStrides(const Shape &shape, size_t rank) {
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
+    strides[outDim] = shape[dim] == 1 ? 0 : stride;
+    stride *= shape[dim];
+  }
+  return strides;
+}
+
 void add(DType dtype, const void *a, const Shape &aShape, const void *b, const Shape &bShape,
          void *out, const Shape &outShape) {
   binaryKernel(BinaryOp::Add, {dtype, aShape, const_cast<void *>(a)},

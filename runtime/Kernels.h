@@ -25,6 +25,9 @@ void shardedFill(plan::DType dtype, void *data, int64_t localElements, int64_t v
 
 /// numpy broadcasting; nullopt when the shapes are incompatible.
 std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b);
+/// Element strides of row-major `shape` read as an operand of a rank-`rank`
+/// broadcast result: 0 on the dims it is broadcast along (size 1 or absent).
+std::vector<int64_t> broadcastStrides(const Shape &shape, size_t rank);
 
 /// out = a + b with numpy broadcasting, float32, float64 and bfloat16
 /// (binaryKernel, one thread). outShape must be

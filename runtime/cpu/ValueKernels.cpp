@@ -22,19 +22,6 @@ namespace {
 
 constexpr int64_t kChunk = 1 << 14;
 
-/// Element strides of `shape` seen from an output of rank `rank` under
-/// numpy broadcasting: 0 on the dims it is broadcast along.
-std::vector<int64_t> broadcastStrides(const Shape &shape, size_t rank) {
-  std::vector<int64_t> strides(rank, 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const size_t dim = shape.size() - 1 - i, outDim = rank - 1 - i;
-    strides[outDim] = shape[dim] == 1 ? 0 : stride;
-    stride *= shape[dim];
-  }
-  return strides;
-}
-
 /// Runs body(i, offsets) for each output element i of `outShape` in
 /// row-major order, offsets[k] the element of operand k (shapes[k], read
 /// with broadcast strides); chunks of kChunk elements are the tasks.
@@ -133,12 +120,15 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
       return;
     }
     // int64 against a fraction: both in float32, torch's promotion (its
-    // default dtype); a float tensor against the value rounded to its dtype.
-    const DType common = a.dtype == DType::I64 ? DType::F32 : a.dtype;
-    const double v = valueInDType(common, value);
+    // default dtype); a float tensor against the value rounded to its dtype
+    // (its own elements are exact as doubles already).
+    const bool intAsFloat = a.dtype == DType::I64;
+    const double v = valueInDType(intAsFloat ? DType::F32 : a.dtype, value);
     cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
-      for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
-        out[i] = values::compare(op, valueInDType(common, loadAsDouble(a.dtype, a.data, i)), v);
+      for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i) {
+        const double x = loadAsDouble(a.dtype, a.data, i);
+        out[i] = values::compare(op, intAsFloat ? valueInDType(DType::F32, x) : x, v);
+      }
     });
     return;
   }

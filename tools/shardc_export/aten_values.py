@@ -72,7 +72,7 @@ def compare(op):
             value = b if _scalar(b) else b.t.item()
             base, shape = _lazy_base(low, node, a)
             y = low.emit(node, op, [base], _meta(base.shape, out.dtype), value=float(value))
-            return _reexpand(y, shape if shape is not None else None)
+            return _reexpand(y, shape)
         from .aten import Expanded, operand
         bases = [_lazy_base(low, node, v)[0] if isinstance(v, (G, Expanded, hf.Lazy)) else None
                  for v in (a, b)]
