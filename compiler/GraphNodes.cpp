@@ -246,14 +246,23 @@ const std::map<std::string, Rule> &rules() {
        }},
       {"scaled_dot_product_attention",
        [](NodeReader &r) {
-         r.arity(3, 3);
-         r.floatInputs(0, 3);
+         r.arity(3, 4);
+         r.floatInputs(0, 4);
          const Shape &q = r.shape(0), &k = r.shape(1), &v = r.shape(2);
          if (q.size() != 4 || k.size() != 4 || v.size() != 4 || q[0] != k[0] ||
              q[1] != k[1] || k[0] != v[0] || k[1] != v[1] || q[3] != k[3] ||
              k[2] != v[2])
            r.fail("q " + r.describe(0) + ", k " + r.describe(1) + ", v " +
                   r.describe(2) + " do not fit [B, H, T, E], [B, H, S, E], [B, H, S, Ev]");
+         if (r.node().inputs.size() == 4) {
+           // The additive mask: each dim 1 or the scores' [B, H, T, S].
+           const Shape &m = r.shape(3), scores{q[0], q[1], q[2], k[2]};
+           bool fits = m.size() == 4;
+           for (size_t i = 0; fits && i < 4; ++i) fits = m[i] == 1 || m[i] == scores[i];
+           if (!fits)
+             r.fail("mask " + r.describe(3) + " does not broadcast to the scores " +
+                    shapeString(scores) + " (4 dims, each 1 or the scores')");
+         }
          if (auto it = r.value().find("causal"); it != r.value().end()) {
            if (!it->is_boolean())
              r.failAt("causal", "must be true or false");

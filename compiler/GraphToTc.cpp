@@ -208,7 +208,7 @@ SmallVector<Value> buildNode(OpBuilder &builder, Location loc,
     return {builder.create<tc::SoftmaxOp>(loc, in[0], i64(node.integer("dim")))};
   if (op == "scaled_dot_product_attention")
     return {builder.create<tc::SdpaOp>(loc, type, in[0], in[1], in[2],
-                                       node.causal ? builder.getUnitAttr() : UnitAttr(),
+                                       in.size() > 3 ? in[3] : Value(), node.causal ? builder.getUnitAttr() : UnitAttr(),
                                        f64("scale"))};
   if (op == "rotary_embedding")
     return {builder.create<tc::RopeOp>(loc, in[0], f64("theta"))};

@@ -272,6 +272,15 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k,
     attrs["scale"] = *scale;
   return one("scaled_dot_product_attention", {&q, &k, &v}, std::move(attrs), loc);
 }
+Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k,
+                                    const Tensor &v, const Tensor &mask, bool causal,
+                                    std::optional<double> scale,
+                                    SourceLocation loc) {
+  json attrs = {{"causal", causal}};
+  if (scale)
+    attrs["scale"] = *scale;
+  return one("scaled_dot_product_attention", {&q, &k, &v, &mask}, std::move(attrs), loc);
+}
 Tensor rotary_embedding(const Tensor &x, double theta, SourceLocation loc) {
   return one("rotary_embedding", {&x}, {{"theta", theta}}, loc);
 }

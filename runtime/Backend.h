@@ -78,8 +78,9 @@ struct Region {
   VIRTUAL void rmsNorm(const KTensor &x, const KTensor *weight, double eps,                  \
                        const KTensor &y) SUFFIX;                                             \
   VIRTUAL void softmax(const KTensor &x, int64_t dim, const KTensor &y) SUFFIX;              \
-  VIRTUAL void sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,  \
-                    bool causal, double scale) SUFFIX;                                       \
+  VIRTUAL void sdpa(const KTensor &q, const KTensor &k, const KTensor &v,                   \
+                    const KTensor *mask, const KTensor &o, bool causal,                      \
+                    double scale) SUFFIX;                                                    \
   VIRTUAL void rope(const KTensor &x, double theta, const KTensor &y) SUFFIX;                \
   VIRTUAL void stridedCopy(const KTensor &x, const std::vector<int64_t> &strides,            \
                            int64_t offset, const KTensor &y) SUFFIX;                         \

@@ -90,9 +90,9 @@ void CpuBackend::rmsNorm(const KTensor &x, const KTensor *weight, double eps, co
 void CpuBackend::softmax(const KTensor &x, int64_t dim, const KTensor &y) {
   softmaxKernel(x, dim, y, threads_);
 }
-void CpuBackend::sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
-                      bool causal, double scale) {
-  sdpaKernel(q, k, v, o, causal, scale, threads_);
+void CpuBackend::sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor *mask,
+                      const KTensor &o, bool causal, double scale) {
+  sdpaKernel(q, k, v, mask, o, causal, scale, threads_);
 }
 void CpuBackend::rope(const KTensor &x, double theta, const KTensor &y) {
   ropeKernel(x, theta, y, threads_);

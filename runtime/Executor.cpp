@@ -355,8 +355,11 @@ private:
       if (causal != 0 && causal != 1) fail("causal must be 0 or 1, got " + std::to_string(causal));
       const double defaultScale =
           q.shape.size() == 4 && q.shape[3] > 0 ? 1.0 / std::sqrt(double(q.shape[3])) : 1.0;
+      // The optional fourth input: an additive mask (torch's float attn_mask).
+      const KTensor mask = inst.inputs.size() > 3 ? tensor(inst.inputs[3]) : KTensor{};
       return backend_.sdpa(q, tensor(inst.inputs[1]), tensor(inst.inputs[2]),
-                           tensor(inst.outputs[0]), causal == 1,
+                           inst.inputs.size() > 3 ? &mask : nullptr, tensor(inst.outputs[0]),
+                           causal == 1,
                            attrDoubleOr(inst, "scale", defaultScale));
     }
     case OpCode::Rope:

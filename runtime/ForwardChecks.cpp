@@ -136,7 +136,8 @@ void softmax(const KTensor &x, int64_t dim, const KTensor &y) {
     fail(op, "dim " + std::to_string(dim) + " out of range for shape " + shapeToString(x.shape));
 }
 
-SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o) {
+SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor *mask,
+              const KTensor &o) {
   const char *op = "sdpa";
   expectFloat(op, "q", q);
   expectDType(op, "k", k, q.dtype);
@@ -150,7 +151,23 @@ SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTenso
   expectShape(op, "k", k, {B, H, S, D});
   expectShape(op, "v", v, {B, H, S, Dv});
   expectShape(op, "output", o, {B, H, T, Dv});
-  return {B, H, T, S, D, Dv};
+  SdpaDims dims{B, H, T, S, D, Dv};
+  if (mask) {
+    expectDType(op, "mask", *mask, q.dtype);
+    const Shape scores{B, H, T, S};
+    bool fits = mask->shape.size() == 4;
+    for (size_t i = 0; fits && i < 4; ++i)
+      fits = mask->shape[i] == scores[i] || mask->shape[i] == 1;
+    if (!fits)
+      fail(op, "mask " + shapeToString(mask->shape) + " does not broadcast to the scores " +
+                   shapeToString(scores) + " (4-d, each dim 1 or the scores')");
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      dims.maskStride[i] = mask->shape[i] == 1 ? 0 : stride;
+      stride *= mask->shape[i];
+    }
+  }
+  return dims;
 }
 
 void rope(const KTensor &x, double theta, const KTensor &y) {

@@ -50,8 +50,14 @@ void softmax(const KTensor &x, int64_t dim, const KTensor &y);
 
 struct SdpaDims {
   int64_t B, H, T, S, D, Dv;
+  /// The mask's element strides over the scores [B, H, T, S]: 0 along a dim
+  /// the mask broadcasts (size 1); all 0 without a mask.
+  int64_t maskStride[4] = {0, 0, 0, 0};
 };
-SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o);
+/// mask (optional: nullptr): additive, q's dtype, 4-d, each dim 1 or the
+/// scores' [B, H, T, S].
+SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor *mask,
+              const KTensor &o);
 void rope(const KTensor &x, double theta, const KTensor &y);
 void stridedCopy(const KTensor &x, const std::vector<int64_t> &strides, int64_t offset,
                  const KTensor &y);

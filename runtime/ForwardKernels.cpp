@@ -374,11 +374,12 @@ void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads)
 
 // --------------------------------------------------------------------- sdpa --
 
-void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
-                bool causal, double scale, int threads) {
+void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor *mask,
+                const KTensor &o, bool causal, double scale, int threads) {
   const char *op = "sdpa";
-  const auto [bDim, hDim, tDim, sDim, dDim, dvDim] = checks::sdpa(q, k, v, o);
-  const int64_t B = bDim, H = hDim, T = tDim, S = sDim, D = dDim, Dv = dvDim;  // as in linearKernel
+  const checks::SdpaDims dims = checks::sdpa(q, k, v, mask, o);
+  const int64_t B = dims.B, H = dims.H, T = dims.T, S = dims.S, D = dims.D, Dv = dims.Dv;
+  const int64_t *maskStride = dims.maskStride;
   checkBlasDims(op, {T, S, D, Dv});
   singleThreadedBlas();
   // Query rows per block: one block of scores (rows x S floats) stays <= 1 MiB.
@@ -388,7 +389,7 @@ void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTen
   const bool direct = q.dtype == DType::F32;
   const float alpha = static_cast<float>(scale);
   parallelTasks(B * H * blocks, threads, B * H * T * S * (D + Dv) / 8, [&](int64_t task) {
-    thread_local std::vector<float> scratch;
+    thread_local std::vector<float> scratch, maskRow;
     const int64_t bh = task / blocks, t0 = (task % blocks) * rowsPerBlock;
     const int64_t tb = std::min(rowsPerBlock, T - t0);
     const int64_t sEnd = causal ? std::min(S, t0 + tb) : S;  // keys any row may see
@@ -423,8 +424,23 @@ void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTen
     for (int64_t i = 0; i < tb; ++i) {
       float *row = scores + i * sEnd;
       const int64_t valid = causal ? std::min(sEnd, t0 + i + 1) : sEnd;
+      if (mask && valid > 0) {
+        // The scaled score plus the mask element, in float: torch's CPU
+        // attention adds its float mask to the float scores the same way.
+        const int64_t at = (bh / H) * maskStride[0] + (bh % H) * maskStride[1] +
+                           (t0 + i) * maskStride[2];
+        maskRow.resize(static_cast<size_t>(maskStride[3] ? valid : 1));
+        loadFloats(mask->dtype, mask->data, at, static_cast<int64_t>(maskRow.size()),
+                   maskRow.data());
+        for (int64_t s = 0; s < valid; ++s) row[s] += maskRow[maskStride[3] ? s : 0];
+      }
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t s = 0; s < valid; ++s) mx = std::max(mx, row[s]);
+      if (mx == -std::numeric_limits<float>::infinity()) {
+        // No key allowed (every score -inf): zeros, torch's safe softmax.
+        std::fill(row, row + sEnd, 0.0f);
+        continue;
+      }
       cpu::vecExpShifted(row, mx, row, valid);
       const double inv = 1.0 / cpu::sumLanes(row, valid);
       for (int64_t s = 0; s < valid; ++s) row[s] = static_cast<float>(row[s] * inv);

@@ -81,10 +81,14 @@ void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads)
 
 /// Scaled dot-product attention. q [B, H, T, D], k [B, H, S, D],
 /// v [B, H, S, Dv], o [B, H, T, Dv]. causal: query t attends keys s <= t
-/// (torch's is_causal, a top-left aligned tril mask). o must not overlap
-/// q, k or v.
-void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
-                bool causal, double scale, int threads);
+/// (torch's is_causal, a top-left aligned tril mask). mask (optional:
+/// nullptr) is added to the scaled scores before softmax: q's dtype, 4-d,
+/// each dim 1 or the scores' [B, H, T, S] (torch's float attn_mask; -inf
+/// excludes a key). A query row whose every score is -inf gives zeros, as
+/// torch's sdpa does (its safe softmax: a fully padded row). o must not
+/// overlap q, k, v or mask.
+void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor *mask,
+                const KTensor &o, bool causal, double scale, int threads);
 
 /// Rotary position embedding, Llama/HF rotate_half convention, positions
 /// t = 0..T-1 of x [B, H, T, D] (D even), computed as torch does in float32:

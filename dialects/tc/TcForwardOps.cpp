@@ -223,6 +223,20 @@ LogicalResult SdpaOp::verify() {
       failed(requireSameElementType(
           *this, {getQuery(), getKey(), getValue(), getResult()})))
     return failure();
+  if (Value mask = getMask()) {
+    auto m = tensorOf(mask);
+    const int64_t scores[4] = {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
+                               k.getDimSize(2)};
+    bool fits = m.getRank() == 4;
+    for (int i = 0; fits && i < 4; ++i)
+      fits = m.getDimSize(i) == 1 || m.getDimSize(i) == scores[i];
+    if (!fits)
+      return emitOpError() << "mask " << m << " does not broadcast to the scores ["
+                           << scores[0] << ", " << scores[1] << ", " << scores[2]
+                           << ", " << scores[3] << "]";
+    if (failed(requireSameElementType(*this, {getQuery(), mask})))
+      return failure();
+  }
   return requireResultShape(*this, {q.getDimSize(0), q.getDimSize(1),
                                     q.getDimSize(2), v.getDimSize(3)});
 }

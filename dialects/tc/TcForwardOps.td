@@ -113,19 +113,27 @@ def Tc_RmsNormOp : Tc_Op<"rms_norm", [Pure]> {
 }
 
 def Tc_SdpaOp : Tc_Op<"sdpa", [Pure]> {
-  let summary = "Scaled dot-product attention, optionally causal";
+  let summary = "Scaled dot-product attention, optionally causal or masked";
   let description = [{
-    `%o = tc.sdpa %q, %k, %v causal scale 0.125 : ...` with q [B, H, T, E],
-    k [B, H, S, E], v [B, H, S, Ev] and o [B, H, T, Ev]; causal is torch's
-    `is_causal` (query t sees keys s <= t).
+    `%o = tc.sdpa %q, %k, %v mask %m causal scale 0.125 : ...` with
+    q [B, H, T, E], k [B, H, S, E], v [B, H, S, Ev] and o [B, H, T, Ev];
+    causal is torch's `is_causal` (query t sees keys s <= t). The optional
+    mask is torch's float `attn_mask`: q's element type, 4 dims, each 1 or
+    the scores' [B, H, T, S], added to the scaled scores before softmax
+    (-inf excludes a key); a query row with no key left gives zeros. The
+    scores are never a tensor of the program: a padded batch's attention
+    costs the memory of an unpadded one.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
-                       AnyRankedTensor:$value, UnitAttr:$causal,
+                       AnyRankedTensor:$value,
+                       Optional<AnyRankedTensor>:$mask, UnitAttr:$causal,
                        F64Attr:$scale);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale attr-dict
-    `:` type($query) `,` type($key) `,` type($value) `->` type($result)
+    $query `,` $key `,` $value (`mask` $mask^)? (`causal` $causal^)?
+    `scale` $scale attr-dict
+    `:` type($query) `,` type($key) `,` type($value) (`,` type($mask)^)?
+    `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -140,6 +140,14 @@ Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k,
                                     const Tensor &v, bool causal = false,
                                     std::optional<double> scale = std::nullopt,
                                     SourceLocation loc = SourceLocation::current());
+/// The same with torch's float attn_mask: added to the scaled scores, of
+/// q's dtype, 4-d with each dim 1 or the scores' [B, H, T, S]; -inf
+/// excludes a key, and a query row with no key left gives zeros.
+Tensor scaled_dot_product_attention(const Tensor &q, const Tensor &k,
+                                    const Tensor &v, const Tensor &mask,
+                                    bool causal = false,
+                                    std::optional<double> scale = std::nullopt,
+                                    SourceLocation loc = SourceLocation::current());
 /// Rotate-half RoPE on x [B, H, T, D] at positions 0..T-1.
 Tensor rotary_embedding(const Tensor &x, double theta = 10000.0,
                         SourceLocation loc = SourceLocation::current());

@@ -163,9 +163,9 @@ void CudaBackend::rmsNorm(const KTensor &x, const KTensor *weight, double eps, c
 void CudaBackend::softmax(const KTensor &x, int64_t dim, const KTensor &y) {
   cuda::softmax(device_, x, dim, y);
 }
-void CudaBackend::sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor &o,
-                       bool causal, double scale) {
-  cuda::sdpa(device_, q, k, v, o, causal, scale);
+void CudaBackend::sdpa(const KTensor &q, const KTensor &k, const KTensor &v,
+                       const KTensor *mask, const KTensor &o, bool causal, double scale) {
+  cuda::sdpa(device_, q, k, v, mask, o, causal, scale);
 }
 void CudaBackend::rope(const KTensor &x, double theta, const KTensor &y) {
   cuda::rope(device_, x, theta, y);

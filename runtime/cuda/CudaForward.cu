@@ -153,10 +153,21 @@ __global__ void softmaxKernel(const typename T::S *x, typename T::S *y, int64_t 
 /// on GPT-2: three quarters of the block idled). Both orders differ from the
 /// CPU's sequential sums only by float rounding (the backend suite's sdpa
 /// tolerance).
+/// The additive mask of an sdpa by value: its elements and strides over
+/// the scores [B, H, T, S] (0 where it broadcasts); data null without one.
+template <typename Storage>
+struct SdpaMask {
+  const Storage *data;
+  int64_t H;
+  int64_t stride[4];
+};
+
+/// The mask is added to each scaled score in float, as on the CPU; a row
+/// whose every score is -inf gives zeros (torch's safe softmax).
 template <typename T>
 __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const typename T::S *v,
-                           typename T::S *o, int64_t T_, int64_t S, int64_t D, int64_t Dv,
-                           bool causal, float scale) {
+                           SdpaMask<typename T::S> mask, typename T::S *o, int64_t T_, int64_t S,
+                           int64_t D, int64_t Dv, bool causal, float scale) {
   extern __shared__ float scores[];
   __shared__ double sharedD[kThreads];
   __shared__ float sharedF[kThreads];
@@ -177,14 +188,23 @@ __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const
     // same two values in either order).
     for (int offset = kWarp / 2; offset > 0; offset /= 2)
       dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    if (lane == 0) scores[s] = dot * scale;
+    if (lane == 0) {
+      float score = dot * scale;
+      if (mask.data)
+        score += T::load(mask.data[(bh / mask.H) * mask.stride[0] + (bh % mask.H) * mask.stride[1] +
+                                   t * mask.stride[2] + s * mask.stride[3]]);
+      scores[s] = score;
+    }
   }
   for (int64_t s = visible + threadIdx.x; s < S; s += blockDim.x) scores[s] = -INFINITY;
   __syncthreads();
   float mx = -INFINITY;
   for (int64_t s = threadIdx.x; s < S; s += blockDim.x) mx = maxPropagatingNaN(mx, scores[s]);
   mx = blockMax(mx, sharedF);
-  if (isinf(mx) && mx < 0) mx = 0;
+  if (isinf(mx) && mx < 0) {  // no key allowed: zeros (every thread saw the same mx)
+    for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) o[row * Dv + d] = T::store(0.0f);
+    return;
+  }
   double sum = 0;
   for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
     const float e = expf(scores[s] - mx);
@@ -400,9 +420,9 @@ void softmax(CudaDevice &device, const KTensor &x, int64_t dim, const KTensor &y
 }
 
 void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor &v,
-          const KTensor &o, bool causal, double scale) {
+          const KTensor *mask, const KTensor &o, bool causal, double scale) {
   const char *op = "sdpa";
-  const checks::SdpaDims dims = checks::sdpa(q, k, v, o);
+  const checks::SdpaDims dims = checks::sdpa(q, k, v, mask, o);
   const int64_t B = dims.B, H = dims.H, T_ = dims.T, D = dims.D, S = dims.S, Dv = dims.Dv;
   if (S > kMaxSdpaKeys)
     fail(op, std::to_string(S) + " keys; the CUDA kernel supports at most " +
@@ -420,10 +440,13 @@ void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor 
   dispatchFloat(op, q.dtype, false, [&](auto tag) {
     using T = decltype(tag);
     using Sx = typename T::S;
+    SdpaMask<Sx> m{mask ? static_cast<const Sx *>(mask->data) : nullptr, H,
+                   {dims.maskStride[0], dims.maskStride[1], dims.maskStride[2],
+                    dims.maskStride[3]}};
     sdpaKernel<T><<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(std::max<int64_t>(S, 1)) * sizeof(float),
                     device.stream()>>>(
         static_cast<const Sx *>(q.data), static_cast<const Sx *>(k.data),
-        static_cast<const Sx *>(v.data), static_cast<Sx *>(o.data), T_, S, D, Dv, causal,
+        static_cast<const Sx *>(v.data), m, static_cast<Sx *>(o.data), T_, S, D, Dv, causal,
         static_cast<float>(scale));
   });
   checkLaunch("sdpa kernel launch");

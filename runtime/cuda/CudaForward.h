@@ -41,7 +41,7 @@ void softmax(CudaDevice &device, const KTensor &x, int64_t dim, const KTensor &y
 /// shared memory.
 inline constexpr int64_t kMaxSdpaKeys = 8192;
 void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor &v,
-          const KTensor &o, bool causal, double scale);
+          const KTensor *mask, const KTensor &o, bool causal, double scale);
 void rope(CudaDevice &device, const KTensor &x, double theta, const KTensor &y);
 void stridedCopy(CudaDevice &device, const KTensor &x, const std::vector<int64_t> &strides,
                  int64_t offset, const KTensor &y);

@@ -102,11 +102,11 @@ void nanThroughMaxima(cuda::CudaDevice &device) {
   std::vector<float> cpuO(static_cast<size_t>(T * Dh));
   const Shape s = {1, 1, T, Dh};
   sdpaKernel({DType::F32, s, q.data()}, {DType::F32, s, k.data()}, {DType::F32, s, v.data()},
-             {DType::F32, s, cpuO.data()}, true, 1.0 / std::sqrt(double(Dh)), 1);
+             nullptr, {DType::F32, s, cpuO.data()}, true, 1.0 / std::sqrt(double(Dh)), 1);
   DeviceBytes gq = toDevice(device, q, "q"), gk = toDevice(device, k, "k"), gv = toDevice(device, v, "v"),
               go(device, cpuO.size() * 4, "o");
   cuda::sdpa(device, {DType::F32, s, gq.data()}, {DType::F32, s, gk.data()}, {DType::F32, s, gv.data()},
-             {DType::F32, s, go.data()}, true, 1.0 / std::sqrt(double(Dh)));
+             nullptr, {DType::F32, s, go.data()}, true, 1.0 / std::sqrt(double(Dh)));
   const std::vector<float> gpuO = toHostFloats(device, go, cpuO.size());
   int64_t nanOut = 0;
   for (int64_t d = 0; d < Dh; ++d) nanOut += std::isnan(gpuO[static_cast<size_t>(5 * Dh + d)]);

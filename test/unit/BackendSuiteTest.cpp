@@ -12,6 +12,7 @@
 #include "runtime/Executor.h"
 #include "runtime/HalfFloat.h"
 #include "runtime/InitOps.h"
+#include "runtime/Kernels.h"
 #include "runtime/LocalCommunicator.h"
 #include "runtime/OpRules.h"
 #include "runtime/RuntimeError.h"
@@ -170,6 +171,29 @@ HostTensor tiedInput(const std::string &name, DType dtype, std::vector<int64_t> 
     case DType::BF16: t.as<uint16_t>()[i] = runtime::floatToBFloat16Bits(v); break;
     case DType::F16: t.as<uint16_t>()[i] = runtime::floatToHalfBits(v); break;
     default: throw std::logic_error("tiedInput: not a float dtype");
+    }
+  }
+  return t;
+}
+
+/// An additive attention mask over scores [B, H, T, S] (any dim may be 1):
+/// 0 for allowed keys, -inf for padded ones (key s >= 4 + b, a padded
+/// batch) and for every key of query row 2 of sample 0 when T > 2 (a fully
+/// padded row, which gives zeros).
+HostTensor paddingMask(DType dtype, std::vector<int64_t> shape) {
+  HostTensor t{"mask", dtype, shape, {}};
+  t.data.resize(static_cast<size_t>(t.expectedBytes()));
+  const int64_t H = shape[1], T = shape[2], S = shape[3];
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const int64_t s = i % S, tq = i / S % T, b = i / (S * T * H);
+    const bool padded = s >= 4 + b || (b == 0 && T > 2 && tq == 2);
+    const float v = padded ? -INFINITY : 0.0f;
+    switch (dtype) {
+    case DType::F32: t.as<float>()[i] = v; break;
+    case DType::F64: t.as<double>()[i] = v; break;
+    case DType::BF16: t.as<uint16_t>()[i] = runtime::floatToBFloat16Bits(v); break;
+    case DType::F16: t.as<uint16_t>()[i] = runtime::floatToHalfBits(v); break;
+    default: throw std::logic_error("paddingMask: not a float dtype");
     }
   }
   return t;
@@ -352,6 +376,17 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(forwardCase("sdpa causal" + d, OpCode::Sdpa,
                                 {input("q", dt, {2, 2, 6, 8}), input("k", dt, {2, 2, 6, 8}),
                                  input("v", dt, {2, 2, 6, 4})},
+                                dt, {2, 2, 6, 4}, {{"causal", int64_t{1}}}));
+    // A padded batch: one mask row per query (with a fully padded row), one
+    // per sample broadcast over queries, and a float bias per head.
+    for (std::vector<int64_t> maskShape : {std::vector<int64_t>{2, 1, 6, 6}, {2, 1, 1, 6}})
+      cases.push_back(forwardCase("sdpa mask " + runtime::shapeToString(maskShape) + d, OpCode::Sdpa,
+                                  {input("q", dt, {2, 2, 6, 8}), input("k", dt, {2, 2, 6, 8}),
+                                   input("v", dt, {2, 2, 6, 4}), paddingMask(dt, maskShape)},
+                                  dt, {2, 2, 6, 4}));
+    cases.push_back(forwardCase("sdpa bias causal" + d, OpCode::Sdpa,
+                                {input("q", dt, {2, 2, 6, 8}), input("k", dt, {2, 2, 6, 8}),
+                                 input("v", dt, {2, 2, 6, 4}), input("bias", dt, {1, 2, 6, 6})},
                                 dt, {2, 2, 6, 4}, {{"causal", int64_t{1}}}));
     cases.push_back(forwardCase("rope" + d, OpCode::Rope, {input("x", dt, {1, 2, 5, 8})}, dt,
                                 {1, 2, 5, 8}, {{"theta", 10000.0}}));

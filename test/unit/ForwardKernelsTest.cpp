@@ -234,21 +234,32 @@ TEST_CASE("softmax over any dim is stable", "[forward]") {
 }
 
 namespace {
-std::vector<double> naiveAttention(const TT &q, const TT &k, const TT &v, bool causal, double scale) {
+/// mask (optional): an additive [B|1, H|1, T|1, S|1] mask; a row whose every
+/// score is -inf is zeros.
+std::vector<double> naiveAttention(const TT &q, const TT &k, const TT &v, bool causal, double scale,
+                                   const TT *mask = nullptr) {
   const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3];
   const int64_t S = k.shape[2], Dv = v.shape[3];
   std::vector<double> out(size_t(B * H * T * Dv));
+  auto maskAt = [&](int64_t b, int64_t h, int64_t t, int64_t s) {
+    if (!mask) return 0.0;
+    const std::vector<int64_t> &m = mask->shape;
+    const int64_t i = (((m[0] == 1 ? 0 : b) * m[1] + (m[1] == 1 ? 0 : h)) * m[2] +
+                       (m[2] == 1 ? 0 : t)) * m[3] + (m[3] == 1 ? 0 : s);
+    return mask->at(i);
+  };
   for (int64_t bh = 0; bh < B * H; ++bh)
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> p(size_t(S), 0.0);
-      double mx = -1e300, sum = 0;
+      double mx = -INFINITY, sum = 0;
       const int64_t valid = causal ? std::min(S, t + 1) : S;
       for (int64_t s = 0; s < valid; ++s) {
         double dot = 0;
         for (int64_t d = 0; d < D; ++d) dot += q.at((bh * T + t) * D + d) * k.at((bh * S + s) * D + d);
-        p[s] = dot * scale;
+        p[s] = dot * scale + maskAt(bh / H, bh % H, t, s);
         mx = std::max(mx, p[s]);
       }
+      if (mx == -INFINITY) continue;  // every key excluded: zeros
       for (int64_t s = 0; s < valid; ++s) sum += (p[s] = std::exp(p[s] - mx));
       for (int64_t e = 0; e < Dv; ++e) {
         double acc = 0;
@@ -272,9 +283,47 @@ TEST_CASE("sdpa matches a naive attention, causal or not", "[forward]") {
         TT q = random(dtype, {B, H, T, D}, 16, -2, 2), k = random(dtype, {B, H, S, D}, 17, -2, 2);
         TT v = random(dtype, {B, H, S, Dv}, 18), o = zeros(dtype, {B, H, T, Dv});
         const double scale = 1.0 / std::sqrt(double(D));
-        sdpaKernel(q.k(), k.k(), v.k(), o.k(), causal, scale, 3);
+        sdpaKernel(q.k(), k.k(), v.k(), nullptr, o.k(), causal, scale, 3);
         checkClose(o, naiveAttention(q, k, v, causal, scale), tolerance(dtype));
       }
+}
+
+TEST_CASE("sdpa adds a broadcast mask; a row with no allowed key is zeros", "[forward]") {
+  const int64_t B = 2, H = 3, T = 70, S = 70, D = 8, Dv = 5;
+  for (DType dtype : kFloatTypes)
+    for (std::vector<int64_t> maskShape : {std::vector<int64_t>{B, 1, 1, S}, {B, 1, T, S},
+                                           {1, H, T, S}, {B, H, T, 1}, {1, 1, 1, 1}})
+      for (bool causal : {false, true}) {
+        INFO(shardc::plan::dtypeName(dtype) << " mask " << maskShape[0] << "," << maskShape[1]
+                                            << "," << maskShape[2] << "," << maskShape[3]
+                                            << " causal=" << causal);
+        TT q = random(dtype, {B, H, T, D}, 21, -2, 2), k = random(dtype, {B, H, S, D}, 22, -2, 2);
+        TT v = random(dtype, {B, H, S, Dv}, 23), o = zeros(dtype, {B, H, T, Dv});
+        // A float bias in [-3, 3], with -inf at the padded keys of sample 1
+        // (s >= 50) and on every key of query row 5 (a fully padded row).
+        TT mask = random(dtype, maskShape, 24, -3, 3);
+        const int64_t mH = maskShape[1], mT = maskShape[2], mS = maskShape[3];
+        for (int64_t i = 0; i < mask.numel(); ++i) {
+          const int64_t s = i % mS, t = i / mS % mT, b = i / (mS * mT * mH);
+          if ((maskShape[0] == B && b == 1 && mS == S && s >= 50) || (mT == T && t == 5))
+            mask.set(i, -INFINITY);
+        }
+        const KTensor maskView = mask.k();
+        sdpaKernel(q.k(), k.k(), v.k(), &maskView, o.k(), causal, 1.0 / std::sqrt(double(D)), 3);
+        const std::vector<double> want =
+            naiveAttention(q, k, v, causal, 1.0 / std::sqrt(double(D)), &mask);
+        checkClose(o, want, tolerance(dtype));
+        if (mT == T)
+          for (int64_t bh = 0; bh < B * H; ++bh)
+            for (int64_t e = 0; e < Dv; ++e) CHECK(o.at((bh * T + 5) * Dv + e) == 0.0);
+      }
+  TT q = random(DType::F32, {1, 1, 4, 8}, 1), o = zeros(DType::F32, {1, 1, 4, 8});
+  TT wrong = zeros(DType::F32, {1, 2, 4, 4}), half = zeros(DType::BF16, {1, 1, 4, 4});
+  const KTensor wrongView = wrong.k(), halfView = half.k();
+  CHECK_THROWS_WITH(sdpaKernel(q.k(), q.k(), q.k(), &wrongView, o.k(), false, 1.0, 1),
+                    Catch::Contains("does not broadcast to the scores [1, 1, 4, 4]"));
+  CHECK_THROWS_WITH(sdpaKernel(q.k(), q.k(), q.k(), &halfView, o.k(), false, 1.0, 1),
+                    Catch::Contains("mask"));
 }
 
 TEST_CASE("rope rotates halves by position", "[forward]") {

@@ -112,6 +112,22 @@ func.func @f(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x5x8xf32>) {
 
 // -----
 
+func.func @f(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{mask 'tensor<1x1x4x8xf32>' does not broadcast to the scores [1, 2, 4, 4]}}
+  %0 = tc.sdpa %q, %q, %q mask %m scale 1.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32> -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x4x4xbf16>) {
+  // expected-error @+1 {{element types differ}}
+  %0 = tc.sdpa %q, %q, %q mask %m scale 1.0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x4xbf16> -> tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x2x4x8xf32>, %k: tensor<1x3x4x8xf32>) {
   // expected-error @+1 {{shapes do not fit attention}}
   %0 = tc.sdpa %q, %k, %k scale 1.0 : tensor<1x2x4x8xf32>, tensor<1x3x4x8xf32>, tensor<1x3x4x8xf32> -> tensor<1x2x4x8xf32>
