@@ -44,7 +44,9 @@ class PaddedAttention(nn.Module):
     attention_mask is 0 are masked (a bool mask computed from the input, and'ed
     with a constant causal one; a query row with no key left gives zeros, as
     torch's sdpa), then the padded positions' outputs are zeroed with
-    masked_fill."""
+    masked_fill. The mask is read through an index of all its elements, as
+    transformers' mask functions read it (an identity view: a reshape, which
+    --data-parallel splits)."""
 
     def __init__(self, dim=16, heads=2):
         super().__init__()
@@ -53,8 +55,10 @@ class PaddedAttention(nn.Module):
 
     def forward(self, x, attention_mask):
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        keys = attention_mask.bool()[:, None, None, :]
+        q, k, v = (p.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for p in self.qkv(x).chunk(3, dim=-1))
+        every = torch.arange(b * t, device=x.device)
+        keys = attention_mask.bool().reshape(-1)[every].view(b, t)[:, None, None, :]
         causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keys & causal)
         y = y.transpose(1, 2).reshape(b, t, d)

@@ -417,15 +417,13 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
             causal = True
     if causal is None:
         # any other constant mask (a padding mask from specialised lengths,
-        # torchaudio's Conformer): an additive one, 0 where allowed and the
-        # dtype's lowest value elsewhere (JSON has no -inf; exp of it underflows
-        # to 0 in softmax as exp(-inf) does), added to the scores op by op
+        # torchaudio's Conformer): torch's additive form, 0 where allowed and
+        # -inf elsewhere, the attention op's mask operand
         dt = q.val.dtype if isinstance(q, G) else torch.float32
-        lowest = torch.finfo(dt).min
         if m.dtype == torch.bool:
-            bias = torch.zeros(m.shape, dtype=dt).masked_fill(~m, lowest)
+            bias = torch.zeros(m.shape, dtype=dt).masked_fill(~m, -math.inf)
         elif m.is_floating_point():
-            bias = m.to(dt).clamp(min=lowest)
+            bias = m.to(dt)
         else:
             low.fail(node, "its attention mask is a constant of dtype %s (bool or floating "
                      "point expected)" % m.dtype)
@@ -438,52 +436,63 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
 
 
 def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, enable_gqa):
-    """scaled_dot_product_attention whose attn_mask is a graph tensor (T5's
-    learned position bias as an additive mask): the graph's attention op
-    takes no mask, so softmax(q k^T * scale + bias) v op by op."""
-    from .aten import Expanded
-    if dropout_p or is_causal or enable_gqa:
-        low.fail(node, "scaled_dot_product_attention with a tensor attn_mask and dropout, "
-                 "is_causal or GQA has no graph form")
+    """scaled_dot_product_attention whose attn_mask is a graph tensor (a
+    padding mask computed from the inputs, T5's learned position bias): the
+    graph's attention op with its additive mask operand, so the scores are
+    never a tensor of the graph. A bool mask becomes torch's own float form,
+    0 where allowed and -inf elsewhere; a query row with no allowed key gives
+    zeros in both (torch's safe softmax: left padding's rows)."""
+    from .aten import Expanded, repeat_heads, broadcast_leading
+    if dropout_p:
+        low.fail(node, "scaled_dot_product_attention with a tensor attn_mask and dropout "
+                 "has no graph form")
     q, k, v = (low.tensor(node, t) for t in (q, k, v))
-    bias = bias.base if isinstance(bias, Expanded) else low.tensor(node, bias)
+    if enable_gqa:
+        k, v = (repeat_heads(low, node, t, q) for t in (k, v))
+    k, v = (broadcast_leading(low, node, t, q) for t in (k, v))
     rank = len(q.shape)
-    if rank != 4 or len(k.shape) != 4:
-        low.fail(node, "scaled_dot_product_attention on %d-d tensors (expects [B, H, T, E])"
-                 % rank)
+    if rank != 4 or len(k.shape) != 4 or len(v.shape) != 4:
+        low.fail(node, "scaled_dot_product_attention with an attn_mask on %d-d tensors "
+                 "(expects [B, H, T, E])" % rank)
+    if is_causal and q.shape[2] != k.shape[2]:
+        low.fail(node, "scaled_dot_product_attention: is_causal with %d queries and %d keys "
+                 "(the graph's causal mask is square)" % (q.shape[2], k.shape[2]))
     dt = q.val.dtype
-    row_allowed = None
-    if bias.val.dtype == torch.bool:
-        # a mask computed from the inputs (a padding mask): 0 where allowed, the
-        # dtype's lowest value elsewhere, as for a constant mask above; a query
-        # row with no allowed key gives zeros, as torch's sdpa does (left
-        # padding's rows): the probabilities times max(allowed) over the keys
-        from .aten_values import cast_to, where_of
-        allowed = cast_to(low, node, bias, dt)
-        row_shape = allowed.shape[:-1] + [1]
-        row_allowed = low.emit(node, "amax", [allowed], torch.empty(row_shape, dtype=dt,
-                                                                     device="meta"),
-                               dims=[-1], keepdim=1)
-        bias = where_of(low, node, bias, 0.0, torch.finfo(dt).min, dt)
-    kt_shape = k.shape[:2] + [k.shape[3], k.shape[2]]
-    kt = low.emit(node, "transpose", [k], torch.empty(kt_shape, dtype=dt, device="meta"),
-                  dim0=2, dim1=3)
+    bias = bias.base if isinstance(bias, Expanded) else low.tensor(node, bias)
     s_shape = q.shape[:3] + [k.shape[2]]
-    scores_val = torch.empty(s_shape, dtype=dt, device="meta")
-    scores = low.emit(node, "matmul", [q, kt], scores_val)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if scale != 1.0:
-        scores = low.emit(node, "mul", [scores, low.const(scale, scores)], scores_val)
-    if list(torch.broadcast_shapes(tuple(s_shape), tuple(bias.shape))) != s_shape:
+    if len(bias.shape) > 4 or \
+            list(torch.broadcast_shapes(tuple(s_shape), tuple(bias.shape))) != s_shape:
         low.fail(node, "its attn_mask of shape %s does not broadcast to the scores %s"
                  % (bias.shape, s_shape))
-    if bias.val.dtype != dt:
-        low.fail(node, "its attn_mask is %s, the scores %s" % (bias.val.dtype, dt))
-    scores = low.emit(node, "add", [scores, bias], scores_val)
-    probs = low.emit(node, "softmax", [scores], scores_val, dim=3)
-    if row_allowed is not None:
-        probs = low.emit(node, "mul", [probs, row_allowed], scores_val)
-    return low.emit(node, "matmul", [probs, v], node.meta["val"])
+    # One additive form per mask and dtype: every layer of a model reads the
+    # mask its forward built once, so the bool mask (8 bytes an element as
+    # int64) dies after the first layer and only the float form stays live.
+    converted = low.__dict__.setdefault("_sdpa_masks", {})
+    key = (bias.name, dt)
+    if key in converted:
+        bias = converted[key]
+    else:
+        source = bias
+        if bias.val.dtype == torch.bool:
+            from .aten_values import where_of
+            bias = where_of(low, node, bias, 0.0, -math.inf, dt)
+        elif bias.val.dtype != dt:
+            if not bias.val.dtype.is_floating_point:
+                low.fail(node, "its attn_mask is %s (bool or q's dtype %s expected)"
+                         % (bias.val.dtype, dt))
+            from .aten_values import cast_to
+            bias = cast_to(low, node, bias, dt)
+        if len(bias.shape) < 4:
+            # the mask broadcasts from the right, as torch's does
+            four = [1] * (4 - len(bias.shape)) + list(bias.shape)
+            bias = low.emit(node, "reshape", [bias], torch.empty(four, dtype=dt, device="meta"),
+                            shape=four)
+        converted[(source.name, dt)] = bias
+    attrs = {"causal": bool(is_causal)}
+    if scale is not None:
+        attrs["scale"] = float(scale)
+    return low.emit(node, "scaled_dot_product_attention", [q, k, v, bias], node.meta["val"],
+                    **attrs)
 
 
 def hf_where(low, node, cond, a, b):

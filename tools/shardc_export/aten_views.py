@@ -22,6 +22,8 @@ y[i] = x_flat[offset + sum_k i_k stride[k]], strides of any sign).
   pads crop with a slice.
 """
 
+import math
+
 import torch
 
 from .graph_emitter import G
@@ -61,6 +63,17 @@ def affine_factors(flat):
 
 
 def as_strided_node(self, node, x, size, stride, offset, val):
+    size, stride = [int(v) for v in size], [int(v) for v in stride]
+    numel = 1
+    for n in x.shape:
+        numel *= int(n)
+    if int(offset) == 0 and stride == row_major_strides(size) and numel == math.prod(size):
+        # every element in row-major order (an index of all of a flattened
+        # tensor): a reshape, which --data-parallel can split, where an
+        # as_strided read may cross batch rows
+        if size == list(x.shape):
+            return x
+        return self.emit(node, "reshape", [x], val, shape=size)
     return self.emit(node, "as_strided", [x], val, size=[int(v) for v in size],
                      stride=[int(v) for v in stride], offset=int(offset))
 
