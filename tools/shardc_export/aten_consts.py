@@ -460,6 +460,21 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
     dt = q.val.dtype
     bias = bias.base if isinstance(bias, Expanded) else low.tensor(node, bias)
     s_shape = q.shape[:3] + [k.shape[2]]
+    T, S = s_shape[2], s_shape[3]
+    anded = low.__dict__.get("and_with_const", {}).get(bias.name)
+    if anded is not None:
+        # a computed mask and'ed with a constant one (transformers' padded
+        # batches: an all-true one for encoders, the causal one for decoders):
+        # the computed mask alone, [B, 1, 1, S] where the and was [B, 1, T, S],
+        # with the causal flag for the causal constant; the same allowed keys,
+        # so the same rows without any (zeros). The and is left unread.
+        const, computed = anded
+        if bool(const.all()):
+            bias = computed
+        elif not is_causal and T == S and const.numel() == T * S and const.dim() >= 2 and \
+                tuple(const.shape[-2:]) == (T, S) and \
+                bool((const.reshape(T, S) == torch.ones(T, S, dtype=torch.bool).tril()).all()):
+            bias, is_causal = computed, True
     if len(bias.shape) > 4 or \
             list(torch.broadcast_shapes(tuple(s_shape), tuple(bias.shape))) != s_shape:
         low.fail(node, "its attn_mask of shape %s does not broadcast to the scores %s"

@@ -121,9 +121,19 @@ def _bool_operands(low, node, a, b):
 
 
 def logical_and(low, node, a, b):
-    """mask & mask: the product of two 1/0 values."""
-    a, b, both = _bool_operands(low, node, a, b)
-    y = low.emit(node, "mul", [a, b], _meta(both, torch.bool))
+    """mask & mask: the product of two 1/0 values. The and of a computed mask
+    with a constant one (transformers' padding & causal masks) is recorded,
+    so that attention can take the constant part as its causal flag
+    (aten_consts.attention_with_bias) and leave this product unread."""
+    const_first = isinstance(a, hf.Const) and not isinstance(b, hf.Const)
+    const_second = isinstance(b, hf.Const) and not isinstance(a, hf.Const)
+    const = a if const_first else b if const_second else None
+    ga, gb, both = _bool_operands(low, node, a, b)
+    y = low.emit(node, "mul", [ga, gb], _meta(both, torch.bool))
+    if const is not None:
+        # (the constant, the computed operand as a bool graph tensor)
+        low.__dict__.setdefault("and_with_const", {})[y.name] = (
+            const.t.bool(), gb if const_first else ga)
     return _reexpand(y, list(node.meta["val"].shape))
 
 
