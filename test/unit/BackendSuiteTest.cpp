@@ -154,6 +154,17 @@ HostTensor input(const std::string &name, DType dtype, std::vector<int64_t> shap
   return runtime::makeDeterministicInput(name, dtype, shape, 7, bound);
 }
 
+/// Element i of a float tensor set to v (rounded to its dtype).
+void setFloat(HostTensor &t, int64_t i, float v) {
+  switch (t.dtype) {
+  case DType::F32: t.as<float>()[i] = v; break;
+  case DType::F64: t.as<double>()[i] = v; break;
+  case DType::BF16: t.as<uint16_t>()[i] = runtime::floatToBFloat16Bits(v); break;
+  case DType::F16: t.as<uint16_t>()[i] = runtime::floatToHalfBits(v); break;
+  default: throw std::logic_error("setFloat: not a float dtype");
+  }
+}
+
 /// Values from {-2, ..., 2} (exact in every float dtype) with a NaN every
 /// 11th element unless `nans` is false: rows full of ties, as a router's
 /// rounded scores have, where topk's (and argmax's) choice among equal
@@ -162,17 +173,8 @@ HostTensor tiedInput(const std::string &name, DType dtype, std::vector<int64_t> 
                      bool nans = true) {
   HostTensor t{name, dtype, shape, {}};
   t.data.resize(static_cast<size_t>(t.expectedBytes()));
-  for (int64_t i = 0; i < t.numElements(); ++i) {
-    const float v =
-        nans && i % 11 == 3 ? std::nanf("") : static_cast<float>((i * 7) % 5 - 2);
-    switch (dtype) {
-    case DType::F32: t.as<float>()[i] = v; break;
-    case DType::F64: t.as<double>()[i] = v; break;
-    case DType::BF16: t.as<uint16_t>()[i] = runtime::floatToBFloat16Bits(v); break;
-    case DType::F16: t.as<uint16_t>()[i] = runtime::floatToHalfBits(v); break;
-    default: throw std::logic_error("tiedInput: not a float dtype");
-    }
-  }
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    setFloat(t, i, nans && i % 11 == 3 ? std::nanf("") : static_cast<float>((i * 7) % 5 - 2));
   return t;
 }
 
@@ -187,14 +189,7 @@ HostTensor paddingMask(DType dtype, std::vector<int64_t> shape) {
   for (int64_t i = 0; i < t.numElements(); ++i) {
     const int64_t s = i % S, tq = i / S % T, b = i / (S * T * H);
     const bool padded = s >= 4 + b || (b == 0 && T > 2 && tq == 2);
-    const float v = padded ? -INFINITY : 0.0f;
-    switch (dtype) {
-    case DType::F32: t.as<float>()[i] = v; break;
-    case DType::F64: t.as<double>()[i] = v; break;
-    case DType::BF16: t.as<uint16_t>()[i] = runtime::floatToBFloat16Bits(v); break;
-    case DType::F16: t.as<uint16_t>()[i] = runtime::floatToHalfBits(v); break;
-    default: throw std::logic_error("paddingMask: not a float dtype");
-    }
+    setFloat(t, i, padded ? -INFINITY : 0.0f);
   }
   return t;
 }
