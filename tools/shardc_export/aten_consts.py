@@ -487,7 +487,6 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
     if key in converted:
         bias = converted[key]
     else:
-        source = bias
         if bias.val.dtype == torch.bool:
             from .aten_values import where_of
             bias = where_of(low, node, bias, 0.0, -math.inf, dt)
@@ -502,7 +501,7 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
             four = [1] * (4 - len(bias.shape)) + list(bias.shape)
             bias = low.emit(node, "reshape", [bias], torch.empty(four, dtype=dt, device="meta"),
                             shape=four)
-        converted[(source.name, dt)] = bias
+        converted[key] = bias
     attrs = {"causal": bool(is_causal)}
     if scale is not None:
         attrs["scale"] = float(scale)

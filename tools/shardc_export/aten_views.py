@@ -74,8 +74,8 @@ def as_strided_node(self, node, x, size, stride, offset, val):
         if size == list(x.shape):
             return x
         return self.emit(node, "reshape", [x], val, shape=size)
-    return self.emit(node, "as_strided", [x], val, size=[int(v) for v in size],
-                     stride=[int(v) for v in stride], offset=int(offset))
+    return self.emit(node, "as_strided", [x], val, size=size, stride=stride,
+                     offset=int(offset))
 
 
 def index_tensor(self, node, x, indices):
