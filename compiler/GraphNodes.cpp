@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GraphNodes.h"
+#include "runtime/AttentionMask.h"
 #include "runtime/OpRules.h"
 
 #include <cmath>
@@ -256,10 +257,8 @@ const std::map<std::string, Rule> &rules() {
                   r.describe(2) + " do not fit [B, H, T, E], [B, H, S, E], [B, H, S, Ev]");
          if (r.node().inputs.size() == 4) {
            // The additive mask: each dim 1 or the scores' [B, H, T, S].
-           const Shape &m = r.shape(3), scores{q[0], q[1], q[2], k[2]};
-           bool fits = m.size() == 4;
-           for (size_t i = 0; fits && i < 4; ++i) fits = m[i] == 1 || m[i] == scores[i];
-           if (!fits)
+           const Shape scores{q[0], q[1], q[2], k[2]};
+           if (!runtime::attentionMaskFits(r.shape(3), scores))
              r.fail("mask " + r.describe(3) + " does not broadcast to the scores " +
                     shapeString(scores) + " (4 dims, each 1 or the scores')");
          }

@@ -1,4 +1,5 @@
 #include "runtime/ForwardChecks.h"
+#include "runtime/AttentionMask.h"
 
 #include "runtime/RuntimeError.h"
 
@@ -155,10 +156,7 @@ SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTenso
   if (mask) {
     expectDType(op, "mask", *mask, q.dtype);
     const Shape scores{B, H, T, S};
-    bool fits = mask->shape.size() == 4;
-    for (size_t i = 0; fits && i < 4; ++i)
-      fits = mask->shape[i] == scores[i] || mask->shape[i] == 1;
-    if (!fits)
+    if (!attentionMaskFits(mask->shape, scores))
       fail(op, "mask " + shapeToString(mask->shape) + " does not broadcast to the scores " +
                    shapeToString(scores) + " (4-d, each dim 1 or the scores')");
     int64_t stride = 1;

@@ -1,6 +1,7 @@
 //===- TcForwardOps.cpp - verifiers of the tc model ops -------------------===//
 #include "dialects/tc/TcOps.h"
 
+#include "runtime/AttentionMask.h"
 #include "runtime/OpRules.h"
 
 #include "mlir/Dialect/Traits.h"
@@ -227,10 +228,7 @@ LogicalResult SdpaOp::verify() {
     auto m = tensorOf(mask);
     const int64_t scores[4] = {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
                                k.getDimSize(2)};
-    bool fits = m.getRank() == 4;
-    for (int i = 0; fits && i < 4; ++i)
-      fits = m.getDimSize(i) == 1 || m.getDimSize(i) == scores[i];
-    if (!fits)
+    if (!shardc::runtime::attentionMaskFits({m.getShape().data(), m.getShape().size()}, scores))
       return emitOpError() << "mask " << m << " does not broadcast to the scores ["
                            << scores[0] << ", " << scores[1] << ", " << scores[2]
                            << ", " << scores[3] << "]";
