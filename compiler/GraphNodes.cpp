@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GraphNodes.h"
-#include "runtime/AttentionMask.h"
+#include "runtime/AttentionShapes.h"
 #include "runtime/OpRules.h"
 
 #include <cmath>
@@ -250,11 +250,10 @@ const std::map<std::string, Rule> &rules() {
          r.arity(3, 4);
          r.floatInputs(0, 4);
          const Shape &q = r.shape(0), &k = r.shape(1), &v = r.shape(2);
-         if (q.size() != 4 || k.size() != 4 || v.size() != 4 || q[0] != k[0] ||
-             q[1] != k[1] || k[0] != v[0] || k[1] != v[1] || q[3] != k[3] ||
-             k[2] != v[2])
+         if (!runtime::attentionShapesFit(q, k, v))
            r.fail("q " + r.describe(0) + ", k " + r.describe(1) + ", v " +
-                  r.describe(2) + " do not fit [B, H, T, E], [B, H, S, E], [B, H, S, Ev]");
+                  r.describe(2) + " do not fit [B, H, T, E], [B, Hkv, S, E], [B, Hkv, S, Ev]"
+                  " with H a multiple of Hkv");
          if (r.node().inputs.size() == 4) {
            // The additive mask: each dim 1 or the scores' [B, H, T, S].
            const Shape scores{q[0], q[1], q[2], k[2]};

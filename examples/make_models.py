@@ -40,8 +40,9 @@ llama, llama-tiny
     causal attention, SwiGLU MLP down(silu(gate(x)) * up(x)). Init as HF's
     _init_weights with initializer_range 0.02: normal(0, 0.02) for every
     Linear and the embedding. The builder also takes n_kv_head (grouped-
-    query attention: k_proj/v_proj [n_kv_head * head_dim, d], k and v
-    repeated per query group as HF's repeat_kv), eps, theta and the
+    query attention: k_proj/v_proj [n_kv_head * head_dim, d], read in
+    place by the attention op per query group, as HF's repeat_kv copies
+    would be read), eps, theta and the
     parameter dtype; examples/make_llama.py uses them for Llama 2/3 sizes.
 
 Every model takes one input, `idx` (int64 [B, T], "high": vocabulary size)
@@ -189,22 +190,11 @@ def gpt2(name, n_layer, n_head, d, vocab, block, B, T, **_):
     return g
 
 
-def repeat_kv(g, p, x, B, n_kv, n_rep, T, hd):
-    """HF repeat_kv: [B, n_kv, T, hd] -> [B, n_kv * n_rep, T, hd], each kv
-    head repeated n_rep times in a row (grouped-query attention: query head
-    h reads kv head h // n_rep). x[:, :, None].expand(...) is a `cat` of
-    n_rep copies on a new dim."""
-    if n_rep == 1:
-        return x
-    r = g.node(p + ".r", "reshape", [x], shape=[B, n_kv, 1, T, hd])
-    c = g.node(p + ".cat", "cat", [r] * n_rep, dim=2)
-    return g.node(p, "reshape", [c], shape=[B, n_kv * n_rep, T, hd])
-
-
 def llama(name, n_layer, n_head, d, ffn, vocab, B, T, n_kv_head=None,
           eps=1e-6, theta=10000.0, dtype=DTYPE, **_):
     """n_kv_head < n_head: grouped-query attention (k_proj and v_proj are
-    [n_kv_head * head_dim, d]; repeat_kv before attention, as HF)."""
+    [n_kv_head * head_dim, d]; query head h reads key / value head
+    h // (n_head / n_kv_head), as HF's repeat_kv copies would give it)."""
     n_kv = n_kv_head or n_head
     assert d % n_head == 0 and (d // n_head) % 2 == 0 and n_head % n_kv == 0
     hd = d // n_head
@@ -244,11 +234,10 @@ def llama(name, n_layer, n_head, d, ffn, vocab, B, T, n_kv_head=None,
                    theta=theta)
         k = g.node(sa + ".k_rot", "rotary_embedding", [heads["k_proj"]],
                    theta=theta)
-        k = repeat_kv(g, sa + ".k_rep", k, B, n_kv, n_head // n_kv, T, hd)
-        v = repeat_kv(g, sa + ".v_rep", heads["v_proj"], B, n_kv,
-                      n_head // n_kv, T, hd)
+        # grouped-query attention: the op reads the n_kv shared heads in
+        # place (no repeat_kv copies)
         y = g.node(sa + ".sdpa", "scaled_dot_product_attention",
-                   [q, k, v], causal=True)
+                   [q, k, heads["v_proj"]], causal=True)
         y = merge_heads(g, sa + ".y", y, B, T, d)
         o = g.node(sa + ".o_proj", "linear", [y, w["o_proj"]])
         x = g.node(p + ".x.attn", "add", [x, o])

@@ -1,5 +1,5 @@
 #include "runtime/ForwardChecks.h"
-#include "runtime/AttentionMask.h"
+#include "runtime/AttentionShapes.h"
 
 #include "runtime/RuntimeError.h"
 
@@ -147,12 +147,15 @@ SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTenso
   for (const KTensor *t : {&q, &k, &v})
     if (t->shape.size() != 4)
       fail(op, "q, k and v must be 4-d [B, H, T|S, D], got " + shapeToString(t->shape));
+  if (!attentionShapesFit(q.shape, k.shape, v.shape))
+    fail(op, "q " + shapeToString(q.shape) + ", k " + shapeToString(k.shape) + ", v " +
+                 shapeToString(v.shape) +
+                 " do not fit [B, H, T, D], [B, Hkv, S, D], [B, Hkv, S, Dv] with H a "
+                 "multiple of Hkv");
   const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3];
-  const int64_t S = k.shape[2], Dv = v.shape[3];
-  expectShape(op, "k", k, {B, H, S, D});
-  expectShape(op, "v", v, {B, H, S, Dv});
+  const int64_t Hkv = k.shape[1], S = k.shape[2], Dv = v.shape[3];
   expectShape(op, "output", o, {B, H, T, Dv});
-  SdpaDims dims{B, H, T, S, D, Dv};
+  SdpaDims dims{B, H, Hkv, T, S, D, Dv};
   if (mask) {
     expectDType(op, "mask", *mask, q.dtype);
     const Shape scores{B, H, T, S};

@@ -49,11 +49,14 @@ NormDims norm(const char *op, const KTensor &x, const KTensor *weight, const KTe
 void softmax(const KTensor &x, int64_t dim, const KTensor &y);
 
 struct SdpaDims {
-  int64_t B, H, T, S, D, Dv;
+  /// Hkv key / value heads, each read by H / Hkv query heads in a row
+  /// (grouped-query attention; Hkv == H without).
+  int64_t B, H, Hkv, T, S, D, Dv;
   /// The mask's element strides over the scores [B, H, T, S]: 0 along a dim
   /// the mask broadcasts (size 1); all 0 without a mask.
   int64_t maskStride[4] = {0, 0, 0, 0};
 };
+/// q [B, H, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv] (runtime/AttentionShapes.h);
 /// mask (optional: nullptr): additive, q's dtype, 4-d, each dim 1 or the
 /// scores' [B, H, T, S].
 SdpaDims sdpa(const KTensor &q, const KTensor &k, const KTensor &v, const KTensor *mask,

@@ -379,6 +379,8 @@ void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTen
   const char *op = "sdpa";
   const checks::SdpaDims dims = checks::sdpa(q, k, v, mask, o);
   const int64_t B = dims.B, H = dims.H, T = dims.T, S = dims.S, D = dims.D, Dv = dims.Dv;
+  // Query heads per key / value head (grouped-query attention; 1 without).
+  const int64_t group = dims.Hkv ? H / dims.Hkv : 1;
   const int64_t *maskStride = dims.maskStride;
   checkBlasDims(op, {T, S, D, Dv});
   singleThreadedBlas();
@@ -393,7 +395,8 @@ void sdpaKernel(const KTensor &q, const KTensor &k, const KTensor &v, const KTen
     const int64_t bh = task / blocks, t0 = (task % blocks) * rowsPerBlock;
     const int64_t tb = std::min(rowsPerBlock, T - t0);
     const int64_t sEnd = causal ? std::min(S, t0 + tb) : S;  // keys any row may see
-    const int64_t qOff = (bh * T + t0) * D, kOff = bh * S * D, vOff = bh * S * Dv;
+    const int64_t kvHead = bh / group;  // (b * H + h) / group = b * Hkv + h / group
+    const int64_t qOff = (bh * T + t0) * D, kOff = kvHead * S * D, vOff = kvHead * S * Dv;
     const int64_t oOff = (bh * T + t0) * Dv;
     constexpr int64_t kKeys = 256;  // keys per converted k/v block (16-bit path)
     scratch.resize(static_cast<size_t>(tb * sEnd + (direct ? 0 : tb * D + kKeys * std::max(D, Dv) + tb * Dv)));

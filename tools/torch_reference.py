@@ -45,7 +45,8 @@ layer_norm = F.layer_norm, rms_norm = Hugging Face LlamaRMSNorm
 rotate-half RoPE (inv_freq = 1 / theta^(arange(0, D, 2) / D), positions
 0..T-1, emb = cat(freqs, freqs)), scaled_dot_product_attention = nanoGPT's
 explicit path softmax((q @ k^T) * scale, causal mask top-left as torch's
-is_causal) @ v (torch 1.13 has no F.scaled_dot_product_attention).
+is_causal) @ v (torch 1.13 has no F.scaled_dot_product_attention), k and v
+with fewer heads repeated in place (grouped-query attention).
 bfloat16 / float16 operands are computed in float32 and the result rounded
 back (bf16 storage, f32 accumulation), as shardc does.
 """
@@ -197,6 +198,10 @@ class Interpreter:
         return torch.cat((-x2, x1), dim=-1)
 
     def _sdpa(self, q, k, v, causal, scale):
+        if k.shape[-3] != q.shape[-3]:
+            # grouped-query attention: query head h reads head h // g
+            g = q.shape[-3] // k.shape[-3]
+            k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
         E = q.shape[-1]
         if scale is None:
             scale = 1.0 / math.sqrt(E)

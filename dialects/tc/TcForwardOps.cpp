@@ -1,7 +1,7 @@
 //===- TcForwardOps.cpp - verifiers of the tc model ops -------------------===//
 #include "dialects/tc/TcOps.h"
 
-#include "runtime/AttentionMask.h"
+#include "runtime/AttentionShapes.h"
 #include "runtime/OpRules.h"
 
 #include "mlir/Dialect/Traits.h"
@@ -213,11 +213,13 @@ LogicalResult SdpaOp::verify() {
   auto q = tensorOf(getQuery()), k = tensorOf(getKey()), v = tensorOf(getValue());
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError() << "expects q, k, v of 4 dims [B, H, T, E]";
-  if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
-      q.getShape().take_front(2) != v.getShape().take_front(2) ||
-      q.getDimSize(3) != k.getDimSize(3) || k.getDimSize(2) != v.getDimSize(2))
-    return emitOpError() << "shapes do not fit attention: q " << q << ", k "
-                         << k << ", v " << v;
+  auto dims = [](RankedTensorType t) {
+    return std::span<const int64_t>(t.getShape().data(), t.getShape().size());
+  };
+  if (!shardc::runtime::attentionShapesFit(dims(q), dims(k), dims(v)))
+    return emitOpError() << "shapes do not fit attention (q [B, H, T, E], k [B, Hkv, S, E], "
+                            "v [B, Hkv, S, Ev], H a multiple of Hkv): q "
+                         << q << ", k " << k << ", v " << v;
   if (getCausal() && q.getDimSize(2) != k.getDimSize(2))
     return emitOpError() << "causal attention needs as many queries as keys";
   if (failed(requireFloat(*this, getQuery(), "q")) ||
@@ -228,7 +230,7 @@ LogicalResult SdpaOp::verify() {
     auto m = tensorOf(mask);
     const int64_t scores[4] = {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
                                k.getDimSize(2)};
-    if (!shardc::runtime::attentionMaskFits({m.getShape().data(), m.getShape().size()}, scores))
+    if (!shardc::runtime::attentionMaskFits(dims(m), scores))
       return emitOpError() << "mask " << m << " does not broadcast to the scores ["
                            << scores[0] << ", " << scores[1] << ", " << scores[2]
                            << ", " << scores[3] << "]";

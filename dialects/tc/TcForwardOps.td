@@ -116,8 +116,10 @@ def Tc_SdpaOp : Tc_Op<"sdpa", [Pure]> {
   let summary = "Scaled dot-product attention, optionally causal or masked";
   let description = [{
     `%o = tc.sdpa %q, %k, %v mask %m causal scale 0.125 : ...` with
-    q [B, H, T, E], k [B, H, S, E], v [B, H, S, Ev] and o [B, H, T, Ev];
-    causal is torch's `is_causal` (query t sees keys s <= t). The optional
+    q [B, H, T, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] and o [B, H, T, Ev];
+    H a multiple of Hkv: grouped-query attention, query head h reads key /
+    value head h / (H / Hkv) (torch's `enable_gqa`, without repeating k and
+    v). causal is torch's `is_causal` (query t sees keys s <= t). The optional
     mask is torch's float `attn_mask`: q's element type, 4 dims, each 1 or
     the scores' [B, H, T, S], added to the scaled scores before softmax
     (-inf excludes a key); a query row with no key left gives zeros. The

@@ -167,15 +167,17 @@ struct SdpaMask {
 template <typename T>
 __global__ void sdpaKernel(const typename T::S *q, const typename T::S *k, const typename T::S *v,
                            SdpaMask<typename T::S> mask, typename T::S *o, int64_t T_, int64_t S,
-                           int64_t D, int64_t Dv, bool causal, float scale) {
+                           int64_t D, int64_t Dv, int64_t group, bool causal, float scale) {
   extern __shared__ float scores[];
   __shared__ double sharedD[kThreads];
   __shared__ float sharedF[kThreads];
   const int64_t row = blockIdx.x;        // (b*H + h) * T + t
   const int64_t bh = row / T_, t = row % T_;
   const typename T::S *qr = q + row * D;
-  const typename T::S *kb = k + bh * S * D;
-  const typename T::S *vb = v + bh * S * Dv;
+  // Query heads h of a group read key / value head h / group (grouped-query
+  // attention; group 1 without): (b*H + h) / group = b*Hkv + h / group.
+  const typename T::S *kb = k + (bh / group) * S * D;
+  const typename T::S *vb = v + (bh / group) * S * Dv;
   const int64_t visible = causal ? (t + 1 < S ? t + 1 : S) : S;
   constexpr int kWarp = 32;  // blockDim.x == kThreads, a multiple of the warp
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -446,8 +448,8 @@ void sdpa(CudaDevice &device, const KTensor &q, const KTensor &k, const KTensor 
     sdpaKernel<T><<<static_cast<unsigned>(rows), kThreads, static_cast<size_t>(std::max<int64_t>(S, 1)) * sizeof(float),
                     device.stream()>>>(
         static_cast<const Sx *>(q.data), static_cast<const Sx *>(k.data),
-        static_cast<const Sx *>(v.data), m, static_cast<Sx *>(o.data), T_, S, D, Dv, causal,
-        static_cast<float>(scale));
+        static_cast<const Sx *>(v.data), m, static_cast<Sx *>(o.data), T_, S, D, Dv,
+        dims.Hkv ? H / dims.Hkv : 1, causal, static_cast<float>(scale));
   });
   checkLaunch("sdpa kernel launch");
 }

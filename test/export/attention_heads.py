@@ -42,6 +42,36 @@ class GroupedQuery(nn.Module):
         return y.transpose(1, 2).reshape(b, t, -1)
 
 
+class RepeatKV(nn.Module):
+    """transformers' grouped-query attention (repeat_kv: each key / value
+    head expanded over a new dim and viewed as g query heads), with a
+    padding mask when `mask` is given (bool [B, 1, 1, S], as transformers
+    builds it for a padded batch of an encoder)."""
+
+    def __init__(self, dim=24, heads=6, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, kv_heads * self.head_dim)
+        self.v = nn.Linear(dim, kv_heads * self.head_dim)
+
+    @staticmethod
+    def repeat_kv(x, n_rep):  # transformers.integrations.sdpa_attention.repeat_kv
+        b, kv, s, d = x.shape
+        return x[:, :, None, :, :].expand(b, kv, n_rep, s, d).reshape(b, kv * n_rep, s, d)
+
+    def forward(self, x, mask=None):  # x [B, T, dim], mask [B, T] of 0 / 1
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (p(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+                for p in (self.k, self.v))
+        g = self.heads // self.kv_heads
+        k, v = self.repeat_kv(k, g), self.repeat_kv(v, g)
+        attn_mask = None if mask is None else mask[:, None, None, :].bool()
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        return y.transpose(1, 2).reshape(b, t, -1)
+
+
 class BoolMaskBias(nn.Module):
     """HF BEiT's `relative_position_bias + attention_mask`: a bool constant
     built in forward added to a float tensor (torch promotes it to 1.0)."""

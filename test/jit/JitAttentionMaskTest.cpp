@@ -95,3 +95,51 @@ TEST_CASE("jit: an sdpa mask that does not broadcast is a trace error", "[jit][t
     CHECK_THAT(error.what(), Catch::Contains("does not broadcast to the scores [2, 2, 5, 5]"));
   }
 }
+
+namespace {
+
+/// Grouped-query attention of x [2, 5, 8]: 4 query heads of 2 share 2 key /
+/// value heads. Outputs the op on the shared heads and on their copies
+/// (transformers' repeat_kv: head j copied to heads 2j, 2j + 1).
+class GroupedAttention : public Model {
+public:
+  GroupedAttention() {
+    q_ = add<nn::Linear>("q", 8, 8);
+    k_ = add<nn::Linear>("k", 8, 4);
+    v_ = add<nn::Linear>("v", 8, 4);
+  }
+  std::vector<Tensor> forward(const std::vector<Tensor> &in) override {
+    auto heads = [](const Tensor &t, int64_t h) { return t.reshape({2, 5, h, 2}).transpose(1, 2); };
+    auto repeated = [](const Tensor &t) {
+      const Tensor once = t.reshape({2, 2, 1, 5, 2});
+      return cat({once, once}, 2).reshape({2, 4, 5, 2});
+    };
+    const Tensor q = heads((*q_)(in[0]), 4), k = heads((*k_)(in[0]), 2), v = heads((*v_)(in[0]), 2);
+    return {scaled_dot_product_attention(q, k, v, in[1], true),
+            scaled_dot_product_attention(q, repeated(k), repeated(v), in[1], true)};
+  }
+
+private:
+  std::shared_ptr<nn::Linear> q_, k_, v_;
+};
+
+} // namespace
+
+TEST_CASE("jit: sdpa reads grouped key / value heads as their copies would be read",
+          "[jit][run]") {
+  GroupedAttention model;
+  JitOptions o;
+  o.seed = 5;
+  o.inputs = {{"x", {2, 5, 8}, DType::Float32}, {"mask", {2, 1, 1, 5}, DType::Float32}};
+  o.output_names = {"shared", "copied"};
+  CompiledModel compiled = jit(model, o);
+  std::vector<HostTensor> inputs = compiled.example_inputs(5);
+  inputs[1] = paddingMask(3);
+  const std::vector<HostTensor> out = compiled.forward(inputs);
+  REQUIRE(out.at(0).shape == std::vector<int64_t>{2, 4, 5, 2});
+  CHECK(floats(out.at(0)) == floats(out.at(1)));
+  for (int64_t n : {2, 3}) {
+    INFO("world size " << n);
+    CHECK(floats(compiled.with_world_size(n).forward(inputs).at(0)) == floats(out.at(0)));
+  }
+}

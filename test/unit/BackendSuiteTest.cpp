@@ -383,6 +383,11 @@ std::vector<SuiteCase> suiteCases() {
                                 {input("q", dt, {2, 2, 6, 8}), input("k", dt, {2, 2, 6, 8}),
                                  input("v", dt, {2, 2, 6, 4}), input("bias", dt, {1, 2, 6, 6})},
                                 dt, {2, 2, 6, 4}, {{"causal", int64_t{1}}}));
+    // Grouped-query attention: 6 query heads read 2 key / value heads in place.
+    cases.push_back(forwardCase("sdpa grouped heads causal" + d, OpCode::Sdpa,
+                                {input("q", dt, {2, 6, 6, 8}), input("k", dt, {2, 2, 6, 8}),
+                                 input("v", dt, {2, 2, 6, 4}), paddingMask(dt, {2, 1, 1, 6})},
+                                dt, {2, 6, 6, 4}, {{"causal", int64_t{1}}}));
     cases.push_back(forwardCase("rope" + d, OpCode::Rope, {input("x", dt, {1, 2, 5, 8})}, dt,
                                 {1, 2, 5, 8}, {{"theta", 10000.0}}));
     cases.push_back(forwardCase("strided_copy transpose" + d, OpCode::StridedCopy,

@@ -235,11 +235,12 @@ TEST_CASE("softmax over any dim is stable", "[forward]") {
 
 namespace {
 /// mask (optional): an additive [B|1, H|1, T|1, S|1] mask; a row whose every
-/// score is -inf is zeros.
+/// score is -inf is zeros. k and v may have fewer heads than q (grouped-query
+/// attention: query head h reads head h / (H / Hkv)).
 std::vector<double> naiveAttention(const TT &q, const TT &k, const TT &v, bool causal, double scale,
                                    const TT *mask = nullptr) {
   const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], D = q.shape[3];
-  const int64_t S = k.shape[2], Dv = v.shape[3];
+  const int64_t Hkv = k.shape[1], S = k.shape[2], Dv = v.shape[3];
   std::vector<double> out(size_t(B * H * T * Dv));
   auto maskAt = [&](int64_t b, int64_t h, int64_t t, int64_t s) {
     if (!mask) return 0.0;
@@ -250,12 +251,13 @@ std::vector<double> naiveAttention(const TT &q, const TT &k, const TT &v, bool c
   };
   for (int64_t bh = 0; bh < B * H; ++bh)
     for (int64_t t = 0; t < T; ++t) {
+      const int64_t kvh = (bh / H) * Hkv + (bh % H) / (H / Hkv);  // k and v's (b, head)
       std::vector<double> p(size_t(S), 0.0);
       double mx = -INFINITY, sum = 0;
       const int64_t valid = causal ? std::min(S, t + 1) : S;
       for (int64_t s = 0; s < valid; ++s) {
         double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += q.at((bh * T + t) * D + d) * k.at((bh * S + s) * D + d);
+        for (int64_t d = 0; d < D; ++d) dot += q.at((bh * T + t) * D + d) * k.at((kvh * S + s) * D + d);
         p[s] = dot * scale + maskAt(bh / H, bh % H, t, s);
         mx = std::max(mx, p[s]);
       }
@@ -263,7 +265,7 @@ std::vector<double> naiveAttention(const TT &q, const TT &k, const TT &v, bool c
       for (int64_t s = 0; s < valid; ++s) sum += (p[s] = std::exp(p[s] - mx));
       for (int64_t e = 0; e < Dv; ++e) {
         double acc = 0;
-        for (int64_t s = 0; s < valid; ++s) acc += p[s] / sum * v.at((bh * S + s) * Dv + e);
+        for (int64_t s = 0; s < valid; ++s) acc += p[s] / sum * v.at((kvh * S + s) * Dv + e);
         out[(bh * T + t) * Dv + e] = acc;
       }
     }
@@ -324,6 +326,46 @@ TEST_CASE("sdpa adds a broadcast mask; a row with no allowed key is zeros", "[fo
                     Catch::Contains("does not broadcast to the scores [1, 1, 4, 4]"));
   CHECK_THROWS_WITH(sdpaKernel(q.k(), q.k(), q.k(), &halfView, o.k(), false, 1.0, 1),
                     Catch::Contains("mask"));
+}
+
+TEST_CASE("sdpa reads grouped key / value heads in place, as their repeated copies",
+          "[forward]") {
+  const int64_t B = 2, H = 6, T = 33, S = 33, D = 8, Dv = 5;
+  for (DType dtype : kFloatTypes)
+    for (int64_t Hkv : {1, 2, 3})
+      for (bool causal : {false, true}) {
+        INFO(shardc::plan::dtypeName(dtype) << " Hkv=" << Hkv << " causal=" << causal);
+        TT q = random(dtype, {B, H, T, D}, 31, -2, 2), k = random(dtype, {B, Hkv, S, D}, 32, -2, 2);
+        TT v = random(dtype, {B, Hkv, S, Dv}, 33), o = zeros(dtype, {B, H, T, Dv});
+        // A padding mask [B, 1, 1, S]: sample 1 sees its first 20 keys.
+        TT mask = zeros(dtype, {B, 1, 1, S});
+        for (int64_t s = 20; s < S; ++s) mask.set(S + s, -INFINITY);
+        const KTensor maskView = mask.k();
+        const double scale = 1.0 / std::sqrt(double(D));
+        sdpaKernel(q.k(), k.k(), v.k(), &maskView, o.k(), causal, scale, 3);
+        checkClose(o, naiveAttention(q, k, v, causal, scale, &mask), tolerance(dtype));
+        // transformers' repeat_kv: head j copied to heads j*g ... j*g + g - 1.
+        // The op on the copies gives the same bytes, so reading the heads in
+        // place changes no exported model's outputs.
+        const int64_t g = H / Hkv;
+        auto repeated = [&](const TT &t, int64_t E) {
+          TT r = zeros(dtype, {B, H, S, E});
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < H; ++h)
+              for (int64_t i = 0; i < S * E; ++i)
+                r.set((b * H + h) * S * E + i, t.at((b * Hkv + h / g) * S * E + i));
+          return r;
+        };
+        TT k2 = repeated(k, D), v2 = repeated(v, Dv), o2 = zeros(dtype, {B, H, T, Dv});
+        sdpaKernel(q.k(), k2.k(), v2.k(), &maskView, o2.k(), causal, scale, 3);
+        CHECK(o.bytes == o2.bytes);
+      }
+  TT q = random(DType::F32, {1, 6, 4, 8}, 1), o = zeros(DType::F32, {1, 6, 4, 8});
+  TT k4 = zeros(DType::F32, {1, 4, 4, 8}), k2 = zeros(DType::F32, {1, 2, 4, 8});
+  CHECK_THROWS_WITH(sdpaKernel(q.k(), k4.k(), k4.k(), nullptr, o.k(), false, 1.0, 1),
+                    Catch::Contains("H a multiple of Hkv"));
+  CHECK_THROWS_WITH(sdpaKernel(q.k(), k2.k(), k4.k(), nullptr, o.k(), false, 1.0, 1),
+                    Catch::Contains("do not fit"));
 }
 
 TEST_CASE("rope rotates halves by position", "[forward]") {

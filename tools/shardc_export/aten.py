@@ -701,16 +701,15 @@ def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sc
         self.fail(node, "scaled_dot_product_attention with attn_mask or dropout has "
                   "no graph op yet")
     q, k, v = (self.tensor(node, t) for t in (q, k, v))
-    if enable_gqa:
-        k, v = (repeat_heads(self, node, t, q) for t in (k, v))
-    # k, v broadcast over q's leading dims (Falcon's multi-query attention:
-    # one key / value head for every query head): copies of the shared head
-    k, v = (broadcast_leading(self, node, t, q) for t in (k, v))
+    k, v = attention_kv(self, node, q, k, v, enable_gqa)
     rank = len(q.shape)
+    # the leading dims agree, but for 4-d k and v's grouped heads
+    lead = (lambda t: t.shape[:1] if rank == 4 else t.shape[:-2])
     if rank < 3 or len(k.shape) != rank or len(v.shape) != rank or not (
-            q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+            lead(q) == lead(k) == lead(v) and k.shape[:-1] == v.shape[:-1]):
         self.fail(node, "scaled_dot_product_attention on q, k, v of shapes %s, %s, %s (the "
-                  "graph op takes [B, H, T, E], and other ranks with the same leading dims)"
+                  "graph op takes [B, H, T, E] with k, v of [B, Hkv, S, E], and other ranks with "
+                  "the same leading dims)"
                   % (q.shape, k.shape, v.shape))
     attrs = {"causal": bool(is_causal)}
     if scale is not None:
@@ -735,6 +734,47 @@ def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sc
     g = self.emit(node, "scaled_dot_product_attention", [as4(q), as4(k), as4(v)],
                   torch.empty(out4, dtype=q.val.dtype, device="meta"), **attrs)
     return self.reshape(node, g, self.out_shape(node))
+
+
+def attention_kv(self, node, q, k, v, enable_gqa):
+    """k and v as the attention op reads them beside q. On 4-d operands
+    [B, H, T, E] the op takes k and v with Hkv heads, H a multiple of Hkv
+    (grouped-query attention: query head h reads head h / (H / Hkv)), so
+    nothing repeats them: not torch's enable_gqa, not transformers'
+    repeat_kv (an expand over a new dim viewed as heads, which
+    aten_consts.hf_view_expanded copies with cat and records: the op reads
+    the unrepeated k and v, and the copies are left unread), not a shared
+    head (Falcon's multi-query attention). A batch of 1 against q's batch
+    is still copied; other ranks repeat the heads as before."""
+    repeated = self.__dict__.get("repeated_heads", {})
+    if len(q.shape) == 4 and k.name in repeated and v.name in repeated:
+        k0, v0 = (unrepeated(self, node, repeated[t.name]) for t in (k, v))
+        if k0.shape[:-1] == v0.shape[:-1]:
+            k, v = k0, v0
+    if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4 or \
+            k.shape[1] != v.shape[1]:
+        if enable_gqa:
+            k, v = (repeat_heads(self, node, t, q) for t in (k, v))
+        # k, v broadcast over q's leading dims: copies of the shared head
+        return tuple(broadcast_leading(self, node, t, q) for t in (k, v))
+    h, hkv = q.shape[1], k.shape[1]
+    if hkv == 0 or h % hkv:
+        self.fail(node, "scaled_dot_product_attention: %d query heads are not a multiple of "
+                  "%d key / value heads" % (h, hkv))
+
+    def batch_of_q(t):
+        if t.shape[0] == q.shape[0] or t.shape[0] != 1:
+            return t  # equal, or no broadcast: the op's shape check reports it
+        return materialize(self, node, Expanded(t, [q.shape[0]] + list(t.shape[1:])))
+    return batch_of_q(k), batch_of_q(v)
+
+
+def unrepeated(self, node, base):
+    """The key / value heads that transformers' repeat_kv expanded: its
+    base [B, Hkv, 1, S, E] as [B, Hkv, S, E] (a reshape, free: an alias)."""
+    shape = list(base.shape[:-3]) + list(base.shape[-2:])
+    return self.emit(node, "reshape", [base], torch.empty(shape, dtype=base.val.dtype,
+                                                          device="meta"), shape=shape)
 
 
 def repeat_heads(self, node, t, q):

@@ -442,14 +442,12 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
     never a tensor of the graph. A bool mask becomes torch's own float form,
     0 where allowed and -inf elsewhere; a query row with no allowed key gives
     zeros in both (torch's safe softmax: left padding's rows)."""
-    from .aten import Expanded, repeat_heads, broadcast_leading
+    from .aten import Expanded, attention_kv
     if dropout_p:
         low.fail(node, "scaled_dot_product_attention with a tensor attn_mask and dropout "
                  "has no graph form")
     q, k, v = (low.tensor(node, t) for t in (q, k, v))
-    if enable_gqa:
-        k, v = (repeat_heads(low, node, t, q) for t in (k, v))
-    k, v = (broadcast_leading(low, node, t, q) for t in (k, v))
+    k, v = attention_kv(low, node, q, k, v, enable_gqa)
     rank = len(q.shape)
     if rank != 4 or len(k.shape) != 4 or len(v.shape) != 4:
         low.fail(node, "scaled_dot_product_attention with an attn_mask on %d-d tensors "
@@ -611,9 +609,18 @@ def hf_view_expanded(low, node, x, *rest, **kw):
     [B, kv, 1, T, D] expanded to [B, kv, n, T, D], viewed as [B, kv*n, T, D]):
     the expand copied with cat, then reshaped."""
     from .aten import Expanded
-    if not isinstance(x, Expanded) or list(node.meta["val"].shape) == x.shape:
+    out = list(node.meta["val"].shape)
+    if not isinstance(x, Expanded) or out == x.shape:
         return None
-    return low.reshape(node, materialize_expand(low, node, x), list(node.meta["val"].shape))
+    y = low.reshape(node, materialize_expand(low, node, x), out)
+    b, e = list(x.base.shape), x.shape
+    if isinstance(x.base, G) and len(b) >= 4 and len(b) == len(e) and b[-3] == 1 and b[:-3] == e[:-3] and \
+            b[-2:] == e[-2:] and out == e[:-4] + [e[-4] * e[-3]] + e[-2:]:
+        # repeat_kv's heads: the attention op reads x.base's heads in place
+        # (aten.attention_kv), and these copies are left unread if nothing
+        # else reads them
+        low.__dict__.setdefault("repeated_heads", {})[y.name] = x.base
+    return y
 
 
 HF_RULES = {

@@ -136,6 +136,24 @@ func.func @f(%q: tensor<1x2x4x8xf32>, %k: tensor<1x3x4x8xf32>) {
 
 // -----
 
+// Grouped-query attention: 6 query heads cannot share 4 key / value heads.
+func.func @f(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{H a multiple of Hkv): q 'tensor<1x6x4x8xf32>', k 'tensor<1x4x4x8xf32>'}}
+  %0 = tc.sdpa %q, %k, %k scale 1.0 : tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32> -> tensor<1x6x4x8xf32>
+  return
+}
+
+// -----
+
+// k and v must have the same heads.
+func.func @f(%q: tensor<1x6x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x3x4x8xf32>) {
+  // expected-error @+1 {{shapes do not fit attention}}
+  %0 = tc.sdpa %q, %k, %v scale 1.0 : tensor<1x6x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x3x4x8xf32> -> tensor<1x6x4x8xf32>
+  return
+}
+
+// -----
+
 func.func @f(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
   // expected-error @+1 {{inputs differ outside dim 1}}
   %0 = tc.cat %a, %b dim 1 : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x6xf32>

@@ -5,7 +5,8 @@
 // CHECK-LABEL: func.func @forward(
 func.func @forward(%ids: tensor<2x8xi64>, %wte: tensor<101x32xf32>, %w: tensor<96x32xf32>,
                    %b: tensor<96xf32>, %g: tensor<32xf32>, %targets: tensor<16xi64>,
-                   %h: tensor<2x8x32xbf16>, %pad: tensor<2x1x1x8xf32>) -> tensor<f32> {
+                   %h: tensor<2x8x32xbf16>, %pad: tensor<2x1x1x8xf32>,
+                   %kv1: tensor<2x1x8x16xf32>) -> tensor<f32> {
   // CHECK: %[[E:.*]] = tc.embedding %{{.*}}, %{{.*}} : tensor<101x32xf32>, tensor<2x8xi64> -> tensor<2x8x32xf32>
   %e = tc.embedding %wte, %ids : tensor<101x32xf32>, tensor<2x8xi64> -> tensor<2x8x32xf32>
   // CHECK: tc.layer_norm %[[E]], %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32> -> tensor<2x8x32xf32>
@@ -28,6 +29,9 @@ func.func @forward(%ids: tensor<2x8xi64>, %wte: tensor<101x32xf32>, %w: tensor<9
   // A padding mask [B, 1, 1, S], broadcast over heads and queries.
   // CHECK: tc.sdpa %[[ROPE]], %[[ROPE]], %[[ROPE]] mask %{{.*}} causal scale 2.500000e-01 : tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xf32> -> tensor<2x2x8x16xf32>
   %att3 = tc.sdpa %qr, %qr, %qr mask %pad causal scale 0.25 : tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xf32> -> tensor<2x2x8x16xf32>
+  // Grouped-query attention: both query heads read the one key / value head.
+  // CHECK: tc.sdpa %[[ROPE]], %[[KV1:.*]], %[[KV1]] causal scale 2.500000e-01 : tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32> -> tensor<2x2x8x16xf32>
+  %att4 = tc.sdpa %qr, %kv1, %kv1 causal scale 0.25 : tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32> -> tensor<2x2x8x16xf32>
   // CHECK: tc.matmul %{{.*}}, %{{.*}} : tensor<2x2x8x16xf32>, tensor<2x2x16x8xf32> -> tensor<2x2x8x8xf32>
   %kt = tc.permute %att [0, 1, 3, 2] : tensor<2x2x8x16xf32> -> tensor<2x2x16x8xf32>
   %s = tc.matmul %att2, %kt : tensor<2x2x8x16xf32>, tensor<2x2x16x8xf32> -> tensor<2x2x8x8xf32>
