@@ -36,8 +36,9 @@ def torchvision_model(name):
 
 
 def torchvision_dense(name):
-    """A segmentation or video model of torchvision, untrained (no weights
-    and, for segmentation, no pretrained backbone: nothing is downloaded)."""
+    """A segmentation, video or optical flow model of torchvision, untrained
+    (no weights and, for segmentation, no pretrained backbone: nothing is
+    downloaded)."""
     import torchvision
     seg = name in torchvision.models.list_models(module=torchvision.models.segmentation)
     kw = {"weights_backbone": None} if seg else {}
@@ -160,6 +161,14 @@ for _name, _clip in (("r3d_18", [1, 3, 8, 112, 112]), ("mc3_18", [1, 3, 8, 112, 
                      ("swin3d_b", [1, 3, 8, 112, 112])):
     ZOO["torchvision " + _name] = ("zoo_models:torchvision_dense", {"name": _name},
                                    {"x": _clip})
+# torchvision's optical flow models (both of list_models(module=
+# torchvision.models.optical_flow)): two frames at 128x128 (their 1/8
+# resolution feature maps are 16x16, the correlation pyramid's 4 levels
+# 16 down to 2), 12 flow updates each, every update's flow an output.
+# The correlation lookup is grid_sample (docs/ops.md).
+for _name in ("raft_small", "raft_large"):
+    ZOO["torchvision " + _name] = ("zoo_models:torchvision_dense", {"name": _name},
+                                   {"image1": [1, 3, 128, 128], "image2": [1, 3, 128, 128]})
 ZOO.update({
     "torchaudio wav2vec2_base": ("zoo_models:wav2vec2_base", {},
                                  {"waveforms": [1, 16000]}),

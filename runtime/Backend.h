@@ -139,7 +139,9 @@ struct Region {
   VIRTUAL void where(const KTensor &cond, const KTensor &a, const KTensor &b,               \
                      const KTensor &y) SUFFIX;                                               \
   VIRTUAL void cast(const KTensor &x, const KTensor &y) SUFFIX;                              \
-  VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;
+  VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;      \
+  VIRTUAL void gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,      \
+                          const KTensor &y) SUFFIX;
 
 class Backend {
 public:

@@ -159,6 +159,10 @@ void CpuBackend::cast(const KTensor &x, const KTensor &y) { castKernel(x, y, thr
 void CpuBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cumsumKernel(p, x, y, threads_);
 }
+void CpuBackend::gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,
+                            const KTensor &y) {
+  gridSampleKernel(p, x, grid, y, threads_);
+}
 
 // ---- the CPU entry point --------------------------------------------------
 

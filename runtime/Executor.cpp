@@ -98,6 +98,9 @@ void Backend::cast(const KTensor &, const KTensor &) { noKernel(OpFamily::Cast);
 void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Scan);
 }
+void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
+  noKernel(OpFamily::Sample);
+}
 void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, const KTensor &,
                          const KTensor &, const KTensor &, const KTensor &, std::byte *) {
   noKernel(OpFamily::Experts);
@@ -448,6 +451,8 @@ private:
       return backend_.cast(in[0], y);
     case OpFamily::Scan:
       return backend_.cumsum(scanParams(inst.attrs), in[0], y);
+    case OpFamily::Sample:
+      return backend_.gridSample(sampleParams(inst.attrs), in[0], in[1], y);
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)
       return backend_.stridedCopy(in[0], *attrList(inst, "stride"), attrIntOr(inst, "offset", 0),
                                   y);

@@ -326,6 +326,15 @@ void where(const KTensor &cond, const KTensor &a, const KTensor &b, const KTenso
 
 void cast(const KTensor &x, const KTensor &y) { expectShape("cast", "output", y, x.shape); }
 
+void gridSample(const KTensor &x, const KTensor &grid, const KTensor &y) {
+  const char *op = "grid_sample";
+  if (!isFloatStorage(x.dtype) && x.dtype != DType::F64)
+    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
+                 "; expects float32, float64, bfloat16 or float16");
+  expectDType(op, "grid", grid, x.dtype);
+  expectResult(op, y, gridSampleShape(x.shape, grid.shape), x.dtype);
+}
+
 void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   expectResult("cumsum", y, cumsumShape(x.shape, p), x.dtype);
 }

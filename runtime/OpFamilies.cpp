@@ -423,6 +423,15 @@ plan::DType castDTypeNamed(const std::string &name) {
                    "\"");
 }
 
+Shape gridSampleShape(const Shape &x, const Shape &grid) {
+  if (x.size() != 4)
+    fail("grid_sample", "x must be 4-d [N, C, H, W], got " + shapeToString(x));
+  if (grid.size() != 4 || grid[0] != x[0] || grid[3] != 2)
+    fail("grid_sample", "grid must be [N, Ho, Wo, 2] with x's N = " + std::to_string(x[0]) +
+                            ", got " + shapeToString(grid));
+  return {x[0], x[1], grid[1], grid[2]};
+}
+
 Shape cumsumShape(const Shape &x, const ScanParams &p) {
   wrapDim("cumsum", p.dim, x.size());
   return x;

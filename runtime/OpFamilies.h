@@ -175,6 +175,26 @@ struct ScanParams {
 };
 Shape cumsumShape(const Shape &x, const ScanParams &p);
 
+// ---- sampling at computed positions ---------------------------------------------
+
+/// grid_sample: torch's F.grid_sample on 4-d tensors (aten.grid_sampler_2d).
+/// x [N, C, H, W], grid [N, Ho, Wo, 2] of x's float dtype holding (x, y)
+/// positions normalized to [-1, 1] (align_corners: -1 and 1 are the corner
+/// pixels' centres; else their outer edges); y [N, C, Ho, Wo]. Bilinear
+/// mixes the 4 neighbours, nearest takes the one at the rounded position
+/// (half to even); zeros padding reads 0 outside x, border clamps the
+/// position into x, reflection mirrors it at the edges (then clamps).
+/// Computed in float (double for float64) with torch's CPU kernel's
+/// formulas and order of operations.
+enum class SampleMode { Bilinear, Nearest };
+enum class SamplePadding { Zeros, Border, Reflection };
+struct SampleParams {
+  SampleMode mode = SampleMode::Bilinear;
+  SamplePadding padding = SamplePadding::Zeros;
+  bool alignCorners = false;
+};
+Shape gridSampleShape(const Shape &x, const Shape &grid);
+
 // ---- a mixture of experts' experts -----------------------------------------------
 
 /// moe_experts: x [T, H], index [T, k] int64 (each token's experts, in

@@ -68,7 +68,8 @@ void requireValues(const OpInfo &info, std::span<const TensorType> operands) {
 /// and reductions also float64, as their kernels).
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
-                   info.family == OpFamily::View || info.family == OpFamily::Index;
+                   info.family == OpFamily::View || info.family == OpFamily::Index ||
+                   info.family == OpFamily::Sample;
   // gather's and moe_experts' operand 1 is an int64 index; the float rule
   // covers the others (errors keep the operands' own numbers).
   const bool indexOperand =
@@ -147,6 +148,9 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     return in[0].shape;
   case OpFamily::Scan:
     return cumsumShape(in[0].shape, scanParams(attrs));
+  case OpFamily::Sample:
+    sampleParams(attrs);  // checks the names
+    return gridSampleShape(in[0].shape, in[1].shape);
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");
@@ -234,6 +238,26 @@ CastParams castParams(const AttrMap &attrs) {
 }
 
 ScanParams scanParams(const AttrMap &attrs) { return {intOr(attrs, "dim", 0)}; }
+
+SampleParams sampleParams(const AttrMap &attrs) {
+  auto name = [&](const char *key, const char *fallback) {
+    auto it = attrs.find(key);
+    return it == attrs.end() ? std::string(fallback) : std::get<std::string>(it->second);
+  };
+  SampleParams p;
+  const std::string mode = name("mode", "bilinear"), padding = name("padding_mode", "zeros");
+  if (mode == "nearest") p.mode = SampleMode::Nearest;
+  else if (mode != "bilinear")
+    checks::fail("grid_sample", "mode must be \"bilinear\" or \"nearest\", got \"" + mode +
+                                    "\" (bicubic has no kernel)");
+  if (padding == "border") p.padding = SamplePadding::Border;
+  else if (padding == "reflection") p.padding = SamplePadding::Reflection;
+  else if (padding != "zeros")
+    checks::fail("grid_sample", "padding_mode must be \"zeros\", \"border\" or \"reflection\", "
+                                "got \"" + padding + "\"");
+  p.alignCorners = flag("grid_sample", attrs, "align_corners", false);
+  return p;
+}
 
 UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs) {
   const double inf = std::numeric_limits<double>::infinity();

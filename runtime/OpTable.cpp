@@ -118,6 +118,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Where: return "where";
   case OpFamily::Cast: return "cast";
   case OpFamily::Scan: return "scan";
+  case OpFamily::Sample: return "sample";
   }
   return "?";
 }

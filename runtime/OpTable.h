@@ -63,8 +63,9 @@ using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer
 // Compare (eq, ne, lt, le, gt, ge), Where, Cast, Scan (cumsum): integer
 // values, selection by them and dtype conversion, the ops that take int64
 // operands besides float ones.
+// Sample (grid_sample): reads of x at computed fractional positions.
 enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
-                                View, Index, Experts, Compare, Where, Cast, Scan };
+                                View, Index, Experts, Compare, Where, Cast, Scan, Sample };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

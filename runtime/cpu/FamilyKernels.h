@@ -51,6 +51,11 @@ void whereKernel(const KTensor &cond, const KTensor &a, const KTensor &b, const 
 void castKernel(const KTensor &x, const KTensor &y, int threads);
 void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads);
 
+/// grid_sample (SampleKernels.cpp): y [N, C, Ho, Wo] of x [N, C, H, W] read
+/// at grid [N, Ho, Wo, 2] (runtime/OpFamilies.h).
+void gridSampleKernel(const SampleParams &p, const KTensor &x, const KTensor &grid,
+                      const KTensor &y, int threads);
+
 /// y may alias x.
 void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,
                  int threads);

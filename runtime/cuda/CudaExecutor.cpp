@@ -231,6 +231,10 @@ void CudaBackend::where(const KTensor &cond, const KTensor &a, const KTensor &b,
   cuda::where(device_, cond, a, b, y);
 }
 void CudaBackend::cast(const KTensor &x, const KTensor &y) { cuda::cast(device_, x, y); }
+void CudaBackend::gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,
+                             const KTensor &y) {
+  cuda::gridSample(device_, p, x, grid, y);
+}
 void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cuda::cumsum(device_, p, x, y);
 }

@@ -57,4 +57,8 @@ void where(CudaDevice &device, const KTensor &cond, const KTensor &a, const KTen
 void cast(CudaDevice &device, const KTensor &x, const KTensor &y);
 void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y);
 
+/// grid_sample (CudaSample.cu): the CPU's element rules (runtime/SampleRules.h).
+void gridSample(CudaDevice &device, const SampleParams &p, const KTensor &x, const KTensor &grid,
+                const KTensor &y);
+
 }  // namespace shardc::runtime::cuda

@@ -488,6 +488,9 @@ std::vector<SuiteCase> suiteCases() {
         in = {input("x", dt, {3, 4, 5})};
         attrs = {{"dim", int64_t{1}}};
         break;
+      case OpFamily::Sample:  // positions in [-1, 1]: between pixels and at the edges
+        in = {input("x", dt, {2, 3, 5, 6}), input("grid", dt, {2, 4, 3, 2})};
+        break;
       case OpFamily::None: break;
       }
       std::vector<runtime::TensorType> types;
@@ -518,6 +521,13 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("ge int64 broadcast", OpCode::Ge,
              {input("a", i64, {3, 17}, 4), input("b", i64, {17}, 4)}, {});
   familyCase("eq float scalar", OpCode::Eq, {tiedInput("x", f, {5, 9})}, {{"value", 1.0}});
+  // grid_sample's other taps and paddings (RAFT: bilinear, align_corners)
+  for (const char *padding : {"zeros", "border", "reflection"})
+    for (const char *mode : {"bilinear", "nearest"})
+      familyCase(std::string("grid_sample ") + mode + " " + padding + " aligned",
+                 OpCode::GridSample, {input("x", f, {1, 2, 4, 5}), input("grid", f, {1, 3, 3, 2})},
+                 {{"mode", std::string(mode)}, {"padding_mode", std::string(padding)},
+                  {"align_corners", int64_t{1}}});
   familyCase("where int64 values", OpCode::Where,
              {input("c", i64, {3, 1, 5}, 2), input("a", i64, {2, 5}, 100), input("b", i64, {1}, 100)},
              {});

@@ -491,8 +491,32 @@ def col2im(self, node, x, output_size, kernel_size, dilation, padding, stride):
     return self.reshape(node, y, self.out_shape(node))
 
 
+GRID_SAMPLE_MODES = {0: "bilinear", 1: "nearest"}
+GRID_SAMPLE_PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+def grid_sample(self, node, x, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+    """F.grid_sample on 4-d tensors (aten.grid_sampler_2d; RAFT's
+    correlation lookup at the flow's positions): the graph's grid_sample op,
+    torch's interpolation and padding codes as names."""
+    mode = GRID_SAMPLE_MODES.get(int(interpolation_mode))
+    if mode is None:
+        self.fail(node, "grid_sample's bicubic mode has no graph op (bilinear and nearest do)")
+    padding = GRID_SAMPLE_PADDINGS.get(int(padding_mode))
+    if padding is None:
+        self.fail(node, "grid_sample padding mode %s is not zeros, border or reflection"
+                  % padding_mode)
+    x, grid = self.tensor(node, x), self.tensor(node, grid)
+    if len(x.shape) != 4:
+        self.fail(node, "grid_sample on a %d-d input (the graph op is the 4-d one)"
+                  % len(x.shape))
+    return self.emit(node, "grid_sample", [x, grid], node.meta["val"], mode=mode,
+                     padding_mode=padding, align_corners=int(bool(align_corners)))
+
+
 def rules(aten):
     return {aten.index.Tensor: index_tensor, aten.as_strided.default: as_strided_any,
+            aten.grid_sampler_2d.default: grid_sample,
             aten.repeat.default: repeat, aten.flip.default: flip,
             aten.unfold.default: unfold_windows,
             **{getattr(aten, "upsample_nearest%dd" % k).vec: upsample_nearest

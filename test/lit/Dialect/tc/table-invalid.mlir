@@ -167,3 +167,19 @@ func.func @f(%c: tensor<4xf32>, %x: tensor<4xf32>) {
   %0 = tc.op "where"(%c, %x, %x) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x3x5x5xf32>, %g: tensor<2x4x4x3xf32>) {
+  // expected-error @+1 {{grid_sample: grid must be [N, Ho, Wo, 2] with x's N = 2, got [2, 4, 4, 3]}}
+  %0 = tc.op "grid_sample"(%x, %g) : (tensor<2x3x5x5xf32>, tensor<2x4x4x3xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x5x5xf32>, %g: tensor<2x4x4x2xf32>) {
+  // expected-error @+1 {{grid_sample: mode must be "bilinear" or "nearest", got "bicubic" (bicubic has no kernel)}}
+  %0 = tc.op "grid_sample"(%x, %g) {mode = "bicubic"} : (tensor<2x3x5x5xf32>, tensor<2x4x4x2xf32>) -> tensor<2x3x4x4xf32>
+  return
+}

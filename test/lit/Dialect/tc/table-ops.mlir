@@ -61,3 +61,13 @@ func.func @position_ids(%ids: tensor<2x6xi64>, %one: tensor<i64>) -> (tensor<2x6
   %w = tc.op "where"(%mask, %f, %zero) : (tensor<2x6xi64>, tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
   return %p, %w : tensor<2x6xi64>, tensor<2x6xf32>
 }
+
+// RAFT's correlation lookup: x read at a grid of normalized positions.
+// CHECK-LABEL: func.func @lookup(
+func.func @lookup(%corr: tensor<4x1x8x8xf32>, %grid: tensor<4x9x9x2xf32>) -> tensor<4x1x9x9xf32> {
+  // CHECK: tc.op "grid_sample"(%{{.*}}, %{{.*}}) {align_corners = 1 : i64} : (tensor<4x1x8x8xf32>, tensor<4x9x9x2xf32>) -> tensor<4x1x9x9xf32>
+  %s = tc.op "grid_sample"(%corr, %grid) {align_corners = 1} : (tensor<4x1x8x8xf32>, tensor<4x9x9x2xf32>) -> tensor<4x1x9x9xf32>
+  // CHECK: tc.op "grid_sample"(%{{.*}}, %{{.*}}) {mode = "nearest", padding_mode = "border"}
+  %n = tc.op "grid_sample"(%corr, %grid) {mode = "nearest", padding_mode = "border"} : (tensor<4x1x8x8xf32>, tensor<4x9x9x2xf32>) -> tensor<4x1x9x9xf32>
+  return %s : tensor<4x1x9x9xf32>
+}
