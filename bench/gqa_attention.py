@@ -19,29 +19,23 @@ one thread) beside them. Both graphs' outputs must be byte-identical.
         [--repeat 3] [--build DIR] [--workdir DIR]
 """
 
-import argparse
 import copy
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from hf_llama_runs import ROOT, export_llama, parse_args, run_shardc
+
 CONFIG = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 4,
           "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1024}
 BATCH = 2
 
 
 def export(seq, out):
-    kwargs = dict(CONFIG, max_position_embeddings=seq)
     inputs = {"input_ids": {"shape": [BATCH, seq], "dtype": "int64", "high": 1024}}
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "export_torch.py"),
-                    "zoo_hf:llama", "--python-path", os.path.join(ROOT, "bench"),
-                    "--kwargs", json.dumps(kwargs), "--input-shapes", json.dumps(inputs),
-                    "-o", out], check=True, stdout=subprocess.DEVNULL)
+    export_llama(dict(CONFIG, max_position_embeddings=seq), inputs, out)
 
 
 def with_copies(graph, seq):
@@ -68,24 +62,6 @@ def with_copies(graph, seq):
     return g
 
 
-def run(shardc, graph, world, repeat, outputs=None):
-    """(largest per-rank forward peak, rank 0's median warm forward seconds)."""
-    cmd = [shardc, "run", graph, "--world-size", str(world), "--seed", "3", "--threads", "1",
-           "--report", "json"]
-    if repeat:
-        cmd += ["--repeat", str(repeat)]
-    if outputs:
-        cmd += ["--outputs", outputs]
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    report = json.loads(done.stdout)
-    if not report["predictions_hold"]:
-        raise SystemExit("%s: predicted != measured memory" % graph)
-    ranks = report["ranks"]
-    warm = [r["seconds"] for r in ranks[0].get("forward_repeats", [])] or \
-        [ranks[0]["forward_seconds"]]
-    return max(r["forward"]["peak_bytes"] for r in ranks), statistics.median(warm)
-
-
 def torch_seconds(seq, repeat):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -103,15 +79,7 @@ def torch_seconds(seq, repeat):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq", type=int, nargs="+", default=[1024, 2048, 4096])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--build", default=os.environ.get("SHARDC_BUILD_DIR",
-                                                          os.path.join(ROOT, "build")))
-    parser.add_argument("--workdir")
-    args = parser.parse_args()
-    shardc = os.path.join(args.build, "bin", "shardc")
-    work = args.workdir or tempfile.mkdtemp(prefix="shardc-gqa-")
+    args, shardc, work = parse_args(__doc__, [1024, 2048, 4096], "shardc-gqa-", repeat=3)
     print("| T | copies per layer B | peak/rank N=4 B, shared | copied | shared / copied | "
           "fwd s N=1, shared | copied | shared / copied | torch eager s |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -121,9 +89,9 @@ def main():
         export(seq, shared)
         with open(copied, "w") as f:
             json.dump(with_copies(json.load(open(shared)), seq), f)
-        peaks = [run(shardc, g, 4, 0)[0] for g in (shared, copied)]
+        peaks = [run_shardc(shardc, g, 4)[0] for g in (shared, copied)]
         outs = [os.path.join(work, "out-%d-%s.st" % (seq, k)) for k in ("shared", "copied")]
-        secs = [run(shardc, g, 1, args.repeat, o)[1] for g, o in zip((shared, copied), outs)]
+        secs = [run_shardc(shardc, g, 1, args.repeat, o)[1] for g, o in zip((shared, copied), outs)]
         if open(outs[0], "rb").read() != open(outs[1], "rb").read():
             raise SystemExit("T = %d: the shared and copied graphs' outputs differ" % seq)
         heads, d = CONFIG["num_attention_heads"], CONFIG["hidden_size"] // CONFIG[

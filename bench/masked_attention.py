@@ -18,42 +18,23 @@ ones, one thread).
         [--build DIR] [--workdir DIR]
 """
 
-import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from hf_llama_runs import ROOT, export_llama, parse_args, run_shardc
+
 WIDE = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4,
         "vocab_size": 1024}
 BATCH, HEADS = 2, 4
 
 
 def export(seq, masked, out):
-    kwargs = dict(WIDE, max_position_embeddings=seq)
     inputs = {"input_ids": {"shape": [BATCH, seq], "dtype": "int64", "high": 1024}}
     if masked:
         inputs["attention_mask"] = {"shape": [BATCH, seq], "dtype": "int64", "high": 2}
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "export_torch.py"),
-                    "zoo_hf:llama", "--python-path", os.path.join(ROOT, "bench"),
-                    "--kwargs", json.dumps(kwargs), "--input-shapes", json.dumps(inputs),
-                    "-o", out], check=True, stdout=subprocess.DEVNULL)
-
-
-def run(shardc, graph, world):
-    """(largest per-rank forward peak, rank 0's forward seconds)."""
-    done = subprocess.run([shardc, "run", graph, "--world-size", str(world), "--seed", "3",
-                           "--threads", "1", "--report", "json"], check=True,
-                          capture_output=True, text=True)
-    report = json.loads(done.stdout)
-    if not report["predictions_hold"]:
-        raise SystemExit("%s: predicted != measured memory" % graph)
-    ranks = report["ranks"]
-    return max(r["forward"]["peak_bytes"] for r in ranks), ranks[0]["forward_seconds"]
+    export_llama(dict(WIDE, max_position_embeddings=seq), inputs, out)
 
 
 def torch_masked_seconds(seq):
@@ -75,14 +56,7 @@ def torch_masked_seconds(seq):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq", type=int, nargs="+", default=[512, 1024, 2048])
-    parser.add_argument("--build", default=os.environ.get("SHARDC_BUILD_DIR",
-                                                          os.path.join(ROOT, "build")))
-    parser.add_argument("--workdir")
-    args = parser.parse_args()
-    shardc = os.path.join(args.build, "bin", "shardc")
-    work = args.workdir or tempfile.mkdtemp(prefix="shardc-mask-")
+    args, shardc, work = parse_args(__doc__, [512, 1024, 2048], "shardc-mask-")
     print("| T | unmasked peak/rank N=4 B | masked peak/rank N=4 B | masked / unmasked | "
           "scores per layer B | shardc fwd s unmasked N=1 | shardc fwd s masked N=1 | "
           "torch fwd s masked |")
@@ -94,8 +68,8 @@ def main():
         export(seq, True, masked)
         # peaks at N = 4; seconds at N = 1 (one rank, one thread: torch's
         # conditions; N = 4 replicates the forward on every rank)
-        (plain_peak, _), (masked_peak, _) = run(shardc, plain, 4), run(shardc, masked, 4)
-        plain_s, masked_s = run(shardc, plain, 1)[1], run(shardc, masked, 1)[1]
+        (plain_peak, _), (masked_peak, _) = (run_shardc(shardc, g, 4) for g in (plain, masked))
+        plain_s, masked_s = (run_shardc(shardc, g, 1)[1] for g in (plain, masked))
         scores = BATCH * HEADS * seq * seq * 4
         print("| %d | %d | %d | %.2f | %d | %.3f | %.3f | %.3f |" % (
             seq, plain_peak, masked_peak, masked_peak / plain_peak, scores, plain_s, masked_s,
