@@ -49,7 +49,8 @@ def with_copies(graph, seq):
         if n["op"] == "scaled_dot_product_attention":
             for i in (1, 2):
                 src = n["inputs"][i]
-                one, cat, full = (n["name"] + ".repeat%d.%s" % (i, s) for s in ("one", "cat", "full"))
+                one, cat, full = (n["name"] + ".repeat%d.%s" % (i, s)
+                                  for s in ("one", "cat", "full"))
                 nodes += [
                     {"name": one, "op": "reshape", "inputs": [src],
                      "shape": [BATCH, kv, 1, seq, d]},

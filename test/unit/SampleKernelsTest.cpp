@@ -104,8 +104,9 @@ TEST_CASE("grid_sample reads x as torch does, every mode, padding and alignment"
       for (SamplePadding padding :
            {SamplePadding::Zeros, SamplePadding::Border, SamplePadding::Reflection})
         for (bool align : {false, true}) {
-          INFO(shardc::plan::dtypeName(dtype) << " " << modeName(mode) << " " << paddingName(padding)
-                                      << " align_corners " << align);
+          INFO(shardc::plan::dtypeName(dtype) << " " << modeName(mode) << " "
+                                              << paddingName(padding) << " align_corners "
+                                              << align);
           const SampleParams p{mode, padding, align};
           TT x = random(dtype, {2, 3, 5, 7}, 11, -2, 2);
           TT grid = makeGrid(dtype, 2, 4, 6, 12);
@@ -151,8 +152,9 @@ TEST_CASE("grid_sample's rule names what is wrong", "[families][sample]") {
   CHECK(typeOf({x, grid}) == TTy{{2, 3, 4, 6}, DType::F32});
   CHECK_THROWS_WITH(typeOf({TTy{{3, 5, 7}, DType::F32}, grid}),
                     Catch::Contains("x must be 4-d [N, C, H, W], got [3, 5, 7]"));
-  CHECK_THROWS_WITH(typeOf({x, TTy{{2, 4, 6, 3}, DType::F32}}),
-                    Catch::Contains("grid must be [N, Ho, Wo, 2] with x's N = 2, got [2, 4, 6, 3]"));
+  CHECK_THROWS_WITH(
+      typeOf({x, TTy{{2, 4, 6, 3}, DType::F32}}),
+      Catch::Contains("grid must be [N, Ho, Wo, 2] with x's N = 2, got [2, 4, 6, 3]"));
   CHECK_THROWS_WITH(typeOf({x, TTy{{1, 4, 6, 2}, DType::F32}}), Catch::Contains("grid must be"));
   CHECK_THROWS_WITH(typeOf({x, TTy{{2, 4, 6, 2}, DType::BF16}}),
                     Catch::Contains("operands differ in dtype"));

@@ -607,18 +607,21 @@ def hf_cat_expanded(low, node, tensors, dim=0):
 def hf_view_expanded(low, node, x, *rest, **kw):
     """A reshape of an expand (HF's repeat_kv for grouped-query attention:
     [B, kv, 1, T, D] expanded to [B, kv, n, T, D], viewed as [B, kv*n, T, D]):
-    the expand copied with cat, then reshaped."""
+    the expand copied with cat, then reshaped. A repeat of heads is recorded
+    (low.repeated_heads: the result's name to the unrepeated base), so an
+    attention op reading it reads the base instead (aten.attention_kv)."""
     from .aten import Expanded
     out = list(node.meta["val"].shape)
     if not isinstance(x, Expanded) or out == x.shape:
         return None
     y = low.reshape(node, materialize_expand(low, node, x), out)
     b, e = list(x.base.shape), x.shape
-    if isinstance(x.base, G) and len(b) >= 4 and len(b) == len(e) and b[-3] == 1 and b[:-3] == e[:-3] and \
-            b[-2:] == e[-2:] and out == e[:-4] + [e[-4] * e[-3]] + e[-2:]:
-        # repeat_kv's heads: the attention op reads x.base's heads in place
-        # (aten.attention_kv), and these copies are left unread if nothing
-        # else reads them
+    heads_repeated = (isinstance(x.base, G) and len(b) >= 4 and len(b) == len(e) and
+                      b[-3] == 1 and b[:-3] == e[:-3] and b[-2:] == e[-2:] and
+                      out == e[:-4] + [e[-4] * e[-3]] + e[-2:])
+    if heads_repeated:
+        # the copies are left unread (removed as dead code) if nothing but
+        # attention reads them
         low.__dict__.setdefault("repeated_heads", {})[y.name] = x.base
     return y
 
