@@ -265,6 +265,15 @@ def materialize(low, node, c, like=None, broadcast=False):
         # all equal: a fill (an integer one exact as the fill's float value)
         return fill_buffer(low, float(t.reshape(-1)[0]), list(t.shape), dtype)
     if t.is_floating_point() and t.numel() > 0:
+        # copies of a block along dim 0 (Swin's window mask, one per image):
+        # the block, then `cat` of its copies (const_data.leading_period)
+        from .const_data import leading_period
+        block, copies = leading_period(t)
+        if copies > 1:
+            g = materialize(low, node, Const(block.to(dtype)))
+            return low.emit(node, "cat", [g] * copies,
+                            torch.empty(list(t.shape), dtype=dtype, device="meta"), dim=0)
+    if t.is_floating_point() and t.numel() > 0:
         # an additive causal mask, a table in a few runs (const_tables.py):
         # pure graph ops, no data file
         table = const_tables.float_table(

@@ -30,6 +30,21 @@ def data_buffer(low, t, dtype):
     return _buffer(low, t, dtype)
 
 
+def leading_period(t):
+    """(block, copies): t is `copies` copies of `block` along dim 0, the
+    fewest rows that repeat (Swin's shifted-window mask repeated for each
+    image of the batch); (t, 1) when no shorter block repeats. Held as the
+    block and a `cat` of its copies, the graph says the rows are copies:
+    `--data-parallel` gives each rank copies for its own rows."""
+    if t.dim() == 0 or t.shape[0] < 2:
+        return t, 1
+    n = t.shape[0]
+    for p in range(1, n // 2 + 1):
+        if n % p == 0 and torch.equal(t, t[:p].repeat(n // p, *[1] * (t.dim() - 1))):
+            return t[:p], n // p
+    return t, 1
+
+
 def index_buffer(low, t):
     """A graph buffer holding the int64 index t (an index table built in
     __init__ that no strided read expresses: BEiT's relative position index
