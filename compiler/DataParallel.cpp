@@ -1,9 +1,12 @@
 //===- DataParallel.cpp - one Plan for a data-parallel forward ------------===//
 #include "compiler/DataParallel.h"
 
+#include "compiler/BatchLayout.h"
+
 #include "runtime/DataParallel.h"
 #include "runtime/Kernels.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -30,97 +33,128 @@ int64_t graphBatchRows(const Graph &graph) {
   return rows;
 }
 
-namespace {
-
-/// Whether `node` acts along dim 0 (the batch) of its first operand, of
-/// rank `rank`: a `dim`, `dim0` or `dim1` of 0, a family op's `dim` or
-/// `dims` naming dim 0 (negative dims counted from the end: cumsum, topk,
-/// gather, the reductions), a permute that moves dim 0, or an as_strided
-/// read (its strides may cross batch rows). rank 0: the first operand holds
-/// no batch rows (gather from a parameter table at batch indices keeps the
-/// rows apart), so only the plain ops' keys count.
-bool actsAlongDim0(const GraphNode &node, size_t rank) {
-  for (const char *key : {"dim", "dim0", "dim1"})
-    if (auto it = node.numbers.find(key); it != node.numbers.end() && it->second == 0)
-      return true;
-  if (node.familyOp && rank > 0) {
-    auto isDim0 = [&](int64_t d) { return d == 0 || d == -static_cast<int64_t>(rank); };
-    if (auto it = node.attrs.find("dim"); it != node.attrs.end() &&
-        std::holds_alternative<int64_t>(it->second) && isDim0(std::get<int64_t>(it->second)))
-      return true;
-    if (auto it = node.attrs.find("dims"); it != node.attrs.end() &&
-        std::holds_alternative<std::vector<int64_t>>(it->second))
-      for (int64_t d : std::get<std::vector<int64_t>>(it->second))
-        if (isDim0(d)) return true;
-    if (node.op == "as_strided") return true;
-  }
-  return node.op == "permute" && !node.ints.empty() && node.ints[0] != 0;
-}
-
-} // namespace
-
 Graph rebatchGraph(const Graph &graph, int64_t rows) {
   const int64_t batch = graphBatchRows(graph);
   Graph result = graph;
   auto fail = [&](const std::string &path, const std::string &reason) -> GraphError {
     return GraphError(graph.sourceName + ": " + path + ": data-parallel: " + reason);
   };
-  // name -> new shape, and its rows per batch row: 1, or f where a reshape
-  // merged the batch with the next dims ([B, S, H] -> [B*S, H]: each batch
-  // row is f consecutive rows, still apart from the other batch rows).
-  std::map<std::string, std::vector<int64_t>> batchValues;
-  std::map<std::string, int64_t> rowsPerBatchRow;
+  // Every value's shape (rebatched where it holds the batch), and the
+  // layout of those computed from the batch (compiler/BatchLayout.h).
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, BatchLayout> layouts;
+  std::set<std::string> uniform;  // buffers of one fill: every element equal
+  for (const GraphParam &param : graph.params) {
+    shapes[param.name] = param.shape;
+    if (param.isBuffer && param.init.size() == 1 &&
+        (param.init[0].op == "fill" || param.init[0].op == "zeros" || param.init[0].op == "ones"))
+      uniform.insert(param.name);
+  }
   for (GraphInput &input : result.inputs) {
     input.shape[0] = rows;
-    batchValues[input.name] = input.shape;
-    rowsPerBatchRow[input.name] = 1;
+    shapes[input.name] = input.shape;
+    layouts[input.name] = BatchLayout{};
   }
-  for (GraphNode &node : result.nodes) {
-    std::vector<const std::vector<int64_t> *> batchOperands;
-    int64_t factor = 0;  // of the first batch operand
-    for (const std::string &in : node.inputs)
-      if (auto it = batchValues.find(in); it != batchValues.end()) {
-        batchOperands.push_back(&it->second);
-        if (factor == 0) factor = rowsPerBatchRow[in];
-      }
-    if (batchOperands.empty()) continue;  // parameters only: no batch rows
-    const auto first = batchValues.find(node.inputs[0]);
-    if (actsAlongDim0(node, first == batchValues.end() ? 0 : first->second.size()))
-      throw fail(node.path, "'" + node.op + "' acts along dim 0, the batch; each rank holds only "
-                            "its rows, so the forward cannot be split over ranks");
-    if (node.op == "matmul" && node.inputs.size() == 2 && batchValues.count(node.inputs[1]) &&
-        node.shapes[0].size() == 2)
-      throw fail(node.path, "'matmul' contracts over dim 0, the batch");
-    // A reshape may merge the batch with the dims after it, or split such
-    // rows back: row-major, batch row b stays the block of rows
-    // [b*f, (b+1)*f) whenever the result's dim 0 is a multiple of the batch.
-    if (node.op == "reshape" && !node.shapes[0].empty() && node.shapes[0][0] % batch == 0)
-      factor = node.shapes[0][0] / batch;
-    for (std::vector<int64_t> &shape : node.shapes) {
-      if (shape.empty() || shape[0] != batch * factor)
-        throw fail(node.path, "'" + node.op + "' turns the batch (dim 0, " +
-                                  std::to_string(batch) + " rows" +
-                                  (factor > 1 ? " of " + std::to_string(factor) + " each" : "") +
+  // Copies of one value along a dim (an expand to the batch, e.g. a class
+  // token or position embeddings) are split with the batch from the start:
+  // their node makes copies for this rank's rows only. Every row of them
+  // is the same, so any reader gets the same values per row.
+  std::vector<GraphNode> &nodes = result.nodes;
+  nodes.clear();
+  auto splitCopies = [&](GraphNode &node, const BatchLayout &layout) {
+    const int64_t entries = layout.entries(rows);
+    if (node.op == "cat") {
+      const int64_t copies = static_cast<int64_t>(node.inputs.size()) / batch * rows;
+      node.inputs.assign(static_cast<size_t>(copies), node.inputs[0]);
+    } else {  // as_strided with stride 0 along the batch
+      std::get<std::vector<int64_t>>(node.attrs.at("size"))[layout.axis] = entries;
+    }
+    node.shapes[0][layout.axis] = entries;
+    shapes[node.names[0]] = node.shapes[0];
+    layouts[node.names[0]] = layout;
+  };
+  // A uniform buffer read as wide as the batch: this rank's entries of it,
+  // by a slice inserted before the reader.
+  auto cutUniform = [&](GraphNode &reader, size_t operand, int64_t dim, int64_t entries) {
+    const std::string &name = reader.inputs[operand];
+    GraphNode slice;
+    slice.names = {name + ".rows" + std::to_string(entries)};
+    slice.op = "slice";
+    slice.inputs = {name};
+    slice.numbers = {{"dim", double(dim)}, {"start", 0.0}, {"end", double(entries)},
+                     {"step", 1.0}};
+    slice.shapes = {shapes.at(name)};
+    slice.shapes[0][dim] = entries;
+    for (const GraphParam &param : graph.params)
+      if (param.name == name) slice.dtype = param.dtype;
+    slice.path = reader.path;
+    shapes[slice.names[0]] = slice.shapes[0];
+    reader.inputs[operand] = slice.names[0];
+    return slice;
+  };
+  for (const GraphNode &original : graph.nodes) {
+    GraphNode node = original;
+    const bool readsBatch = std::any_of(node.inputs.begin(), node.inputs.end(), [&](auto &in) {
+      return layouts.count(in) != 0;
+    });
+    if (!readsBatch) {
+      std::optional<BatchLayout> copies;
+      if (!node.inputs.empty()) copies = replicaLayout(node, shapes.at(node.inputs[0]), batch);
+      if (copies) splitCopies(node, *copies);
+      else
+        for (size_t r = 0; r < node.names.size(); ++r) shapes[node.names[r]] = node.shapes[r];
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    std::vector<BatchOperand> operands;
+    for (const std::string &in : node.inputs) {
+      auto layout = layouts.find(in);
+      operands.push_back(BatchOperand{&shapes.at(in),
+                                      layout == layouts.end() ? std::nullopt
+                                                              : std::optional(layout->second),
+                                      uniform.count(in) != 0});
+    }
+    BatchSplit how;
+    try {
+      how = splitOverBatch(node, operands, batch);
+    } catch (const BatchMixError &error) {
+      throw fail(node.path, error.what());
+    }
+    for (auto [operand, dim] : how.cut)
+      nodes.push_back(cutUniform(node, operand, dim, how.results[0].entries(rows)));
+    for (size_t r = 0; r < node.shapes.size(); ++r) {
+      std::vector<int64_t> &shape = node.shapes[r];
+      const BatchLayout &layout = how.results[r];
+      const int64_t at = layout.axis;
+      if (at < 0 || at >= static_cast<int64_t>(shape.size()) ||
+          shape[at] != layout.entries(batch))
+        throw fail(node.path, "'" + node.op + "' turns the batch (dim " + std::to_string(at) +
+                                  ", " + std::to_string(batch) + " rows" +
+                                  (layout.factor > 1 ? " of " + std::to_string(layout.factor) +
+                                                           " each"
+                                                     : "") +
                                   ") into " + runtime::shapeToString(shape) +
                                   "; only ops that keep every batch row apart can be split");
-      shape[0] = rows * factor;
+      shape[at] = layout.entries(rows);
+      if (node.op == "reshape") node.ints = shape;
+      shapes[node.names[r]] = shape;
+      layouts[node.names[r]] = layout;
     }
-    if (node.op == "reshape") {
-      std::vector<int64_t> in = *batchOperands[0];
-      if (plan::numElements(in) != plan::numElements(node.shapes[0]))
-        throw fail(node.path, "'reshape' mixes the batch (dim 0) with other dims");
-      if (!node.ints.empty() && node.ints[0] == batch * factor) node.ints[0] = rows * factor;
-    }
-    for (size_t r = 0; r < node.names.size(); ++r) {
-      batchValues[node.names[r]] = node.shapes[r];
-      rowsPerBatchRow[node.names[r]] = factor;
-    }
+    nodes.push_back(std::move(node));
   }
-  for (const std::string &output : result.outputs)
-    if (!batchValues.count(output))
+  for (const std::string &output : result.outputs) {
+    auto layout = layouts.find(output);
+    if (layout == layouts.end())
       throw fail("outputs", "output '" + output +
                                 "' is not computed from the batch rows; data-parallel outputs are "
                                 "each rank's rows, concatenated");
+    if (layout->second.axis != 0 || layout->second.outer != 1)
+      throw fail("outputs", "output '" + output + "' does not hold the batch rows as the "
+                                "blocks of its dim 0 (they are in dim " +
+                                std::to_string(layout->second.axis) +
+                                "); data-parallel outputs are each rank's rows concatenated "
+                                "along dim 0");
+  }
   return result;
 }
 

@@ -1,0 +1,61 @@
+"""Models whose batch leaves dim 0 inside forward, for the data-parallel
+export test (test/lit/export/data-parallel-models.test)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class TinyViT(nn.Module):
+    """torchvision's ViT in small: a class token expanded to the batch and
+    joined to the patches, learned positions, nn.TransformerEncoder
+    (batch_first: its attention moves the batch to dim 1 and folds it into
+    [T * B, E] rows), the head on the class token."""
+
+    def __init__(self, dim=32, heads=4, layers=2, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, 4, stride=4)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, 17, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        p = self.patch(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(x.shape[0], -1, -1), p], dim=1) + self.pos
+        return self.head(self.encoder(t)[:, 0])
+
+
+class SeqFirstAttention(nn.Module):
+    """nn.MultiheadAttention as torch's default lays it out (sequence
+    first), fed from a batch-first input: the batch is in dim 1 of the
+    attention's input and output, and back in dim 0 at the end; an
+    all-ones mask built in forward multiplies it (a uniform constant of
+    the batch's shape)."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        keep = x.new_ones(x.shape[0], x.shape[1], 1)
+        s = (x * keep).transpose(0, 1)
+        y, _ = self.attn(s, s, s, need_weights=False)
+        return self.norm(y.transpose(0, 1))
+
+
+class UpsampleHead(nn.Module):
+    """A segmentation head: convolutions, then bilinear upsampling to the
+    input size (FCN's), which the exporter writes as interpolation tables
+    read along each spatial dim with the batch elsewhere."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+                                  nn.Conv2d(8, 4, 3, stride=2, padding=1))
+
+    def forward(self, x):
+        return F.interpolate(self.body(x), size=x.shape[-2:], mode="bilinear",
+                             align_corners=False)
