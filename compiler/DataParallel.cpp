@@ -33,7 +33,17 @@ int64_t graphBatchRows(const Graph &graph) {
   return rows;
 }
 
-Graph rebatchGraph(const Graph &graph, int64_t rows) {
+namespace {
+
+/// A split that failed where a value made of copies (an expand to the
+/// batch) met the batch in a way that mixes rows: those copies were
+/// something else (T5's position-bias rows copied for a run of equal ids),
+/// so rebatchGraph tries again with them kept whole.
+struct CopiesMisread {
+  std::set<std::string> copies;
+};
+
+Graph rebatchOnce(const Graph &graph, int64_t rows, const std::set<std::string> &keepWhole) {
   const int64_t batch = graphBatchRows(graph);
   Graph result = graph;
   auto fail = [&](const std::string &path, const std::string &reason) -> GraphError {
@@ -61,6 +71,15 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
   // is the same, so any reader gets the same values per row.
   std::vector<GraphNode> &nodes = result.nodes;
   nodes.clear();
+  // The copies a value comes from, for values computed from copies only.
+  std::map<std::string, std::set<std::string>> fromCopies;
+  auto misread = [&](const std::vector<std::string> &values) {
+    CopiesMisread error;
+    for (const std::string &value : values)
+      if (auto it = fromCopies.find(value); it != fromCopies.end())
+        error.copies.insert(it->second.begin(), it->second.end());
+    if (!error.copies.empty()) throw error;
+  };
   auto splitCopies = [&](GraphNode &node, const BatchLayout &layout) {
     const int64_t entries = layout.entries(rows);
     if (node.op == "cat") {
@@ -72,6 +91,7 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
     node.shapes[0][layout.axis] = entries;
     shapes[node.names[0]] = node.shapes[0];
     layouts[node.names[0]] = layout;
+    fromCopies[node.names[0]] = {node.names[0]};
   };
   // A uniform buffer read as wide as the batch: this rank's entries of it,
   // by a slice inserted before the reader.
@@ -99,7 +119,8 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
     });
     if (!readsBatch) {
       std::optional<BatchLayout> copies;
-      if (!node.inputs.empty()) copies = replicaLayout(node, shapes.at(node.inputs[0]), batch);
+      if (!node.inputs.empty() && !keepWhole.count(node.names[0]))
+        copies = replicaLayout(node, shapes.at(node.inputs[0]), batch);
       if (copies) splitCopies(node, *copies);
       else
         for (size_t r = 0; r < node.names.size(); ++r) shapes[node.names[r]] = node.shapes[r];
@@ -118,8 +139,19 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
     try {
       how = splitOverBatch(node, operands, batch);
     } catch (const BatchMixError &error) {
+      misread(node.inputs);
       throw fail(node.path, error.what());
     }
+    // Computed from copies only: from which (a result of real batch rows
+    // has no entry).
+    std::set<std::string> origins;
+    bool copiesOnly = true;
+    for (const std::string &in : node.inputs)
+      if (layouts.count(in)) {
+        auto it = fromCopies.find(in);
+        if (it == fromCopies.end()) copiesOnly = false;
+        else origins.insert(it->second.begin(), it->second.end());
+      }
     for (auto [operand, dim] : how.cut)
       nodes.push_back(cutUniform(node, operand, dim, how.results[0].entries(rows)));
     for (size_t r = 0; r < node.shapes.size(); ++r) {
@@ -127,7 +159,8 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
       const BatchLayout &layout = how.results[r];
       const int64_t at = layout.axis;
       if (at < 0 || at >= static_cast<int64_t>(shape.size()) ||
-          shape[at] != layout.entries(batch))
+          shape[at] != layout.entries(batch)) {
+        misread(node.inputs);
         throw fail(node.path, "'" + node.op + "' turns the batch (dim " + std::to_string(at) +
                                   ", " + std::to_string(batch) + " rows" +
                                   (layout.factor > 1 ? " of " + std::to_string(layout.factor) +
@@ -135,15 +168,19 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
                                                      : "") +
                                   ") into " + runtime::shapeToString(shape) +
                                   "; only ops that keep every batch row apart can be split");
+      }
       shape[at] = layout.entries(rows);
       if (node.op == "reshape") node.ints = shape;
       shapes[node.names[r]] = shape;
       layouts[node.names[r]] = layout;
+      if (copiesOnly) fromCopies[node.names[r]] = origins;
     }
     nodes.push_back(std::move(node));
   }
   for (const std::string &output : result.outputs) {
     auto layout = layouts.find(output);
+    if (layout != layouts.end() && (layout->second.axis != 0 || layout->second.outer != 1))
+      misread({output});
     if (layout == layouts.end())
       throw fail("outputs", "output '" + output +
                                 "' is not computed from the batch rows; data-parallel outputs are "
@@ -156,6 +193,19 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
                                 "along dim 0");
   }
   return result;
+}
+
+} // namespace
+
+Graph rebatchGraph(const Graph &graph, int64_t rows) {
+  std::set<std::string> keepWhole;
+  for (;;) {
+    try {
+      return rebatchOnce(graph, rows, keepWhole);
+    } catch (const CopiesMisread &misread) {
+      keepWhole.insert(misread.copies.begin(), misread.copies.end());
+    }
+  }
 }
 
 mlir::FailureOr<plan::Plan> compileDataParallel(const Graph &graph, int64_t globalRows,
