@@ -215,6 +215,18 @@ BatchLayout familyOp(const NodeBatch &nb, const plan::OpInfo &info) {
     layout.axis -= keep ? 0 : before;
     return layout;
   }
+  case plan::OpFamily::GroupNorm: {
+    // The batch folded into the channels ([1, B * C, H * W], an instance
+    // norm written as batch_norm over one sample): every group must lie in
+    // one row's channels, and there must be no per-channel weight.
+    const BatchLayout layout = *nb.operands[0].layout;
+    if (layout.axis != 1 || nb.operands.size() > 1) return nb.leading();
+    const int64_t perGroup = layout.entries(nb.batch) / intAttr(node, "groups");
+    if (layout.factor % perGroup != 0)
+      mix("'group_norm' normalizes groups of " + std::to_string(perGroup) +
+          " channels across the batch rows folded into dim 1");
+    return layout;
+  }
   case plan::OpFamily::View:
     mix("'as_strided' reads its input through strides that may cross batch rows; only ops "
         "that keep every batch row apart can be split");
@@ -261,6 +273,23 @@ BatchLayout plainOp(const NodeBatch &nb) {
           nb.where(layout) + ", the batch");
     return layout;
   }
+  if (op == "cat" && nb.first().layout->axis == node.integer("dim")) {
+    // Joined along the batch's dim (RAFT runs both frames through one
+    // encoder): each operand's blocks follow the previous one's.
+    const BatchLayout &first = *nb.first().layout;
+    BatchLayout joined{first.axis, first.factor, 0};
+    for (size_t i = 0; i < nb.operands.size(); ++i) {
+      const std::optional<BatchLayout> &layout = nb.operands[i].layout;
+      if (!layout)
+        mix("'cat' joins batch rows with " + quoted(node.inputs[i]) +
+            ", which is not computed from the batch");
+      if (layout->axis != first.axis || layout->factor != first.factor)
+        mix("'cat' joins " + quoted(node.inputs[i]) + ", whose batch rows are laid out "
+            "otherwise than the first operand's, along the batch's dim");
+      joined.outer += layout->outer;
+    }
+    return joined;
+  }
   if (op == "softmax" || op == "slice" || op == "split" || op == "cat") {
     BatchLayout layout = nb.inPlace();
     nb.notAlong(node.integer("dim"), layout);
@@ -282,12 +311,44 @@ BatchLayout plainOp(const NodeBatch &nb) {
   return nb.leading();  // scaled_dot_product_attention, cross_entropy
 }
 
+/// Pieces of the batch's dim (split sizes, a slice's bounds) that are whole
+/// blocks of batch rows: each piece's layout; nullopt for another dim.
+std::optional<std::vector<BatchLayout>> piecesOfBatch(const NodeBatch &nb) {
+  const GraphNode &node = nb.node;
+  if ((node.op != "split" && node.op != "slice") || node.integer("dim") != nb.first().layout->axis)
+    return std::nullopt;
+  const BatchLayout layout = *nb.first().layout;
+  const int64_t block = nb.batch * layout.factor;
+  std::vector<int64_t> sizes = node.ints;
+  if (node.op == "slice") {
+    if (node.integer("step") != 1 || node.integer("start") % block != 0)
+      mix("'slice' takes entries of dim " + std::to_string(layout.axis) +
+          ", the batch's, that are not whole blocks of its " + std::to_string(nb.batch) +
+          " rows");
+    sizes = {node.integer("end") - node.integer("start")};
+  }
+  std::vector<BatchLayout> pieces;
+  for (int64_t size : sizes) {
+    if (size % block != 0)
+      mix(quoted(node.op) + " cuts dim " + std::to_string(layout.axis) +
+          ", the batch's, into a piece of " + std::to_string(size) +
+          " entries, not whole blocks of its " + std::to_string(nb.batch) + " rows");
+    pieces.push_back({layout.axis, layout.factor, size / block});
+  }
+  return pieces;
+}
+
 } // namespace
 
 BatchSplit splitOverBatch(const GraphNode &node, const std::vector<BatchOperand> &operands,
                           int64_t batch) {
   BatchSplit split;
   NodeBatch nb{node, operands, batch, split.cut};
+  if (!node.familyOp)
+    if (std::optional<std::vector<BatchLayout>> pieces = piecesOfBatch(nb)) {
+      split.results = std::move(*pieces);
+      return split;
+    }
   BatchLayout layout;
   if (node.familyOp) {
     std::optional<plan::OpCode> code = plan::parseOpCode(node.op);

@@ -36,6 +36,7 @@ struct BatchLayout {
 /// One operand of a node: its shape, and its layout when it is computed
 /// from the batch (nullopt: a parameter, a buffer or a value of them only).
 struct BatchOperand {
+  /// Already split: its batch dim holds this rank's entries, not the batch's.
   const std::vector<int64_t> *shape = nullptr;
   std::optional<BatchLayout> layout;
   /// Not from the batch, every element equal (a `fill` buffer, e.g. the

@@ -93,12 +93,16 @@ Graph rebatchOnce(const Graph &graph, int64_t rows, const std::set<std::string> 
     layouts[node.names[0]] = layout;
     fromCopies[node.names[0]] = {node.names[0]};
   };
-  // A uniform buffer read as wide as the batch: this rank's entries of it,
-  // by a slice inserted before the reader.
+  // A uniform buffer read as wide as the batch along `dim`: this rank's
+  // entries of it, by one slice inserted before its first such reader.
   auto cutUniform = [&](GraphNode &reader, size_t operand, int64_t dim, int64_t entries) {
-    const std::string &name = reader.inputs[operand];
+    const std::string name = reader.inputs[operand];
+    const std::string sliced =
+        name + ".rows" + std::to_string(rows) + (dim ? ".dim" + std::to_string(dim) : "");
+    reader.inputs[operand] = sliced;
+    if (shapes.count(sliced)) return;
     GraphNode slice;
-    slice.names = {name + ".rows" + std::to_string(entries)};
+    slice.names = {sliced};
     slice.op = "slice";
     slice.inputs = {name};
     slice.numbers = {{"dim", double(dim)}, {"start", 0.0}, {"end", double(entries)},
@@ -108,12 +112,26 @@ Graph rebatchOnce(const Graph &graph, int64_t rows, const std::set<std::string> 
     for (const GraphParam &param : graph.params)
       if (param.name == name) slice.dtype = param.dtype;
     slice.path = reader.path;
-    shapes[slice.names[0]] = slice.shapes[0];
-    reader.inputs[operand] = slice.names[0];
-    return slice;
+    shapes[sliced] = slice.shapes[0];
+    nodes.push_back(std::move(slice));
+  };
+  // A uniform buffer with a multiple of the batch's rows in dim 0 (RAFT's
+  // zero initial flow, [B, 2, H, W]) is copies too: split with the batch.
+  auto uniformRows = [&](GraphNode &reader, size_t operand) {
+    const std::string name = reader.inputs[operand];
+    const std::vector<int64_t> &shape = shapes.at(name);
+    const std::string sliced = name + ".rows" + std::to_string(rows);
+    if (!uniform.count(name) || shape.empty() || shape[0] == 0 || shape[0] % batch != 0 ||
+        keepWhole.count(sliced))
+      return;
+    const BatchLayout layout{0, shape[0] / batch};
+    cutUniform(reader, operand, 0, layout.entries(rows));
+    layouts[sliced] = layout;
+    fromCopies[sliced] = {sliced};
   };
   for (const GraphNode &original : graph.nodes) {
     GraphNode node = original;
+    for (size_t i = 0; i < node.inputs.size(); ++i) uniformRows(node, i);
     const bool readsBatch = std::any_of(node.inputs.begin(), node.inputs.end(), [&](auto &in) {
       return layouts.count(in) != 0;
     });
@@ -153,7 +171,7 @@ Graph rebatchOnce(const Graph &graph, int64_t rows, const std::set<std::string> 
         else origins.insert(it->second.begin(), it->second.end());
       }
     for (auto [operand, dim] : how.cut)
-      nodes.push_back(cutUniform(node, operand, dim, how.results[0].entries(rows)));
+      cutUniform(node, operand, dim, how.results[0].entries(rows));
     for (size_t r = 0; r < node.shapes.size(); ++r) {
       std::vector<int64_t> &shape = node.shapes[r];
       const BatchLayout &layout = how.results[r];
@@ -171,6 +189,21 @@ Graph rebatchOnce(const Graph &graph, int64_t rows, const std::set<std::string> 
       }
       shape[at] = layout.entries(rows);
       if (node.op == "reshape") node.ints = shape;
+      if (node.op == "group_norm" && at == 1) {  // groups of the same channel count
+        int64_t &groups = std::get<int64_t>(node.attrs.at("groups"));
+        groups = shape[at] / (layout.entries(batch) / groups);
+      }
+      // Pieces of the batch's dim: whole blocks of rows, so rescaled.
+      if ((node.op == "split" || node.op == "slice") && node.integer("dim") == at) {
+        if (node.op == "split") {
+          node.ints[r] = shape[at];
+        } else {
+          const int64_t start = node.integer("start") / (batch * layout.factor) * rows *
+                                layout.factor;
+          node.numbers["start"] = double(start);
+          node.numbers["end"] = double(start + shape[at]);
+        }
+      }
       shapes[node.names[r]] = shape;
       layouts[node.names[r]] = layout;
       if (copiesOnly) fromCopies[node.names[r]] = origins;

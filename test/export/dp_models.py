@@ -59,3 +59,21 @@ class UpsampleHead(nn.Module):
     def forward(self, x):
         return F.interpolate(self.body(x), size=x.shape[-2:], mode="bilinear",
                              align_corners=False)
+
+
+class TwoFrames(nn.Module):
+    """RAFT's pattern: both frames through one encoder (`cat` along the
+    batch, then split back), instance norm (written as batch_norm over the
+    batch folded into the channels), and a zero initial state of the
+    batch's shape run through a convolution before it meets the frames."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1),
+                                     nn.InstanceNorm2d(8), nn.ReLU())
+        self.state = nn.Conv2d(2, 8, 3, padding=1)
+
+    def forward(self, image1, image2):
+        f1, f2 = self.encoder(torch.cat([image1, image2], dim=0)).chunk(2, dim=0)
+        flow = image1.new_zeros(image1.shape[0], 2, f1.shape[2], f1.shape[3])
+        return (f1 * f2).sum(1, keepdim=True) + self.state(flow)
