@@ -1,0 +1,262 @@
+//===- Rebatch.cpp - a graph's forward for this rank's batch rows ---------===//
+//
+// rebatchGraph (compiler/DataParallel.h): every value computed from the
+// batch gets this rank's rows, wherever it holds them (the rules are
+// compiler/BatchLayout.h's); the nodes whose attributes count the batch's
+// entries (reshape targets, split sizes, slice bounds, group counts, the
+// copies of an expand) are rewritten to match.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/BatchLayout.h"
+#include "compiler/DataParallel.h"
+
+#include "runtime/Kernels.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <variant>
+
+namespace shardc::compiler {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/// A split that failed where a value made of copies (an expand to the
+/// batch) met the batch in a way that mixes rows: those copies were
+/// something else (T5's position-bias rows copied for a run of equal ids),
+/// so rebatchGraph tries again with them kept whole.
+struct CopiesMisread {
+  std::set<std::string> copies;
+};
+
+class Rebatcher {
+public:
+  Rebatcher(const Graph &graph, int64_t rows, const std::set<std::string> &keepWhole)
+      : graph_(graph), rows_(rows), batch_(graphBatchRows(graph)), keepWhole_(keepWhole),
+        result_(graph) {
+    // Constants of one fill: every element equal. Only non-persistent ones
+    // (the exporter's): a checkpoint's --load may give a model buffer other
+    // values.
+    for (const GraphParam &param : graph.params) {
+      shapes_[param.name] = param.shape;
+      if (param.isBuffer && !param.persistent && param.init.size() == 1 &&
+          (param.init[0].op == "fill" || param.init[0].op == "zeros" ||
+           param.init[0].op == "ones"))
+        uniform_.insert(param.name);
+    }
+    for (GraphInput &input : result_.inputs) {
+      input.shape[0] = rows;
+      shapes_[input.name] = input.shape;
+      layouts_[input.name] = BatchLayout{};
+    }
+  }
+
+  Graph run() {
+    result_.nodes.clear();
+    for (const GraphNode &original : graph_.nodes) {
+      GraphNode node = original;
+      for (size_t i = 0; i < node.inputs.size(); ++i) uniformRows(node, i);
+      const bool readsBatch = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                          [&](auto &in) { return layouts_.count(in) != 0; });
+      if (readsBatch) splitNode(node);
+      else keepOrSplitCopies(node);
+      result_.nodes.push_back(std::move(node));
+    }
+    checkOutputs();
+    return std::move(result_);
+  }
+
+private:
+  GraphError fail(const std::string &path, const std::string &reason) const {
+    return GraphError(graph_.sourceName + ": " + path + ": data-parallel: " + reason);
+  }
+
+  /// Throws CopiesMisread when some of `values` come from copies only.
+  void misread(const std::vector<std::string> &values) const {
+    CopiesMisread error;
+    for (const std::string &value : values)
+      if (auto it = fromCopies_.find(value); it != fromCopies_.end())
+        error.copies.insert(it->second.begin(), it->second.end());
+    if (!error.copies.empty()) throw error;
+  }
+
+  /// A node not reading the batch. Copies of one value along a dim (an
+  /// expand to the batch: a class token, position embeddings) are split
+  /// with the batch from the start: the node makes copies for this rank's
+  /// rows only. Every row of them is the same, so any reader gets the same
+  /// values per row.
+  void keepOrSplitCopies(GraphNode &node) {
+    std::optional<BatchLayout> layout;
+    if (!node.inputs.empty() && !keepWhole_.count(node.names[0]))
+      layout = replicaLayout(node, shapes_.at(node.inputs[0]), batch_);
+    if (!layout) {
+      for (size_t r = 0; r < node.names.size(); ++r) shapes_[node.names[r]] = node.shapes[r];
+      return;
+    }
+    const int64_t entries = layout->entries(rows_);
+    if (node.op == "cat") {
+      const int64_t copies = static_cast<int64_t>(node.inputs.size()) / batch_ * rows_;
+      node.inputs.assign(static_cast<size_t>(copies), node.inputs[0]);
+    } else {  // as_strided with stride 0 along the batch
+      std::get<std::vector<int64_t>>(node.attrs.at("size"))[layout->axis] = entries;
+    }
+    node.shapes[0][layout->axis] = entries;
+    shapes_[node.names[0]] = node.shapes[0];
+    layouts_[node.names[0]] = *layout;
+    fromCopies_[node.names[0]] = {node.names[0]};
+  }
+
+  /// A uniform buffer read as wide as the batch along `dim`: this rank's
+  /// entries of it, by one slice inserted before its first such reader.
+  void cutUniform(GraphNode &reader, size_t operand, int64_t dim, int64_t entries) {
+    const std::string name = reader.inputs[operand];
+    const std::string sliced =
+        name + ".rows" + std::to_string(rows_) + (dim ? ".dim" + std::to_string(dim) : "");
+    reader.inputs[operand] = sliced;
+    if (shapes_.count(sliced)) return;
+    GraphNode slice;
+    slice.names = {sliced};
+    slice.op = "slice";
+    slice.inputs = {name};
+    slice.numbers = {{"dim", double(dim)}, {"start", 0.0}, {"end", double(entries)},
+                     {"step", 1.0}};
+    slice.shapes = {shapes_.at(name)};
+    slice.shapes[0][dim] = entries;
+    for (const GraphParam &param : graph_.params)
+      if (param.name == name) slice.dtype = param.dtype;
+    slice.path = reader.path;
+    shapes_[sliced] = slice.shapes[0];
+    result_.nodes.push_back(std::move(slice));
+  }
+
+  /// A uniform buffer with a multiple of the batch's rows in dim 0 (RAFT's
+  /// zero initial flow, [B, 2, H, W]) is copies too: split with the batch.
+  void uniformRows(GraphNode &reader, size_t operand) {
+    const std::string name = reader.inputs[operand];
+    const Shape &shape = shapes_.at(name);
+    const std::string sliced = name + ".rows" + std::to_string(rows_);
+    if (!uniform_.count(name) || shape.empty() || shape[0] == 0 || shape[0] % batch_ != 0 ||
+        keepWhole_.count(sliced))
+      return;
+    const BatchLayout layout{0, shape[0] / batch_};
+    cutUniform(reader, operand, 0, layout.entries(rows_));
+    layouts_[sliced] = layout;
+    fromCopies_[sliced] = {sliced};
+  }
+
+  /// A node reading the batch: its results' layouts, their shapes and the
+  /// attributes that count the batch's entries for this rank's rows.
+  void splitNode(GraphNode &node) {
+    std::vector<BatchOperand> operands;
+    std::set<std::string> origins;  // the copies it comes from, if only from copies
+    bool copiesOnly = true;
+    for (const std::string &in : node.inputs) {
+      auto layout = layouts_.find(in);
+      operands.push_back(BatchOperand{&shapes_.at(in),
+                                      layout == layouts_.end() ? std::nullopt
+                                                               : std::optional(layout->second),
+                                      uniform_.count(in) != 0});
+      if (layout == layouts_.end()) continue;
+      auto copies = fromCopies_.find(in);
+      if (copies == fromCopies_.end()) copiesOnly = false;
+      else origins.insert(copies->second.begin(), copies->second.end());
+    }
+    BatchSplit how;
+    try {
+      how = splitOverBatch(node, operands, batch_);
+    } catch (const BatchMixError &error) {
+      misread(node.inputs);
+      throw fail(node.path, error.what());
+    }
+    for (auto [operand, dim] : how.cut)
+      cutUniform(node, operand, dim, how.results[0].entries(rows_));
+    for (size_t r = 0; r < node.shapes.size(); ++r) {
+      Shape &shape = node.shapes[r];
+      const BatchLayout &layout = how.results[r];
+      const int64_t at = layout.axis;
+      if (at < 0 || at >= static_cast<int64_t>(shape.size()) ||
+          shape[at] != layout.entries(batch_)) {
+        misread(node.inputs);
+        throw fail(node.path,
+                   "'" + node.op + "' turns the batch (dim " + std::to_string(at) + ", " +
+                       std::to_string(batch_) + " rows" +
+                       (layout.factor > 1 ? " of " + std::to_string(layout.factor) + " each"
+                                          : "") +
+                       ") into " + runtime::shapeToString(shape) +
+                       "; only ops that keep every batch row apart can be split");
+      }
+      shape[at] = layout.entries(rows_);
+      rescaleAttributes(node, r, layout);
+      shapes_[node.names[r]] = shape;
+      layouts_[node.names[r]] = layout;
+      if (copiesOnly) fromCopies_[node.names[r]] = origins;
+    }
+  }
+
+  /// The attributes of `node` that count result r's batch entries.
+  void rescaleAttributes(GraphNode &node, size_t r, const BatchLayout &layout) {
+    const int64_t at = layout.axis, entries = node.shapes[r][at];
+    if (node.op == "reshape") node.ints = node.shapes[r];
+    if (node.op == "group_norm" && at == 1) {  // groups of the same channel count
+      int64_t &groups = std::get<int64_t>(node.attrs.at("groups"));
+      groups = entries / (layout.entries(batch_) / groups);
+    }
+    // Pieces of the batch's dim are whole blocks of rows (BatchLayout.cpp).
+    if ((node.op == "split" || node.op == "slice") && node.integer("dim") == at) {
+      if (node.op == "split") {
+        node.ints[r] = entries;
+      } else {
+        const int64_t start =
+            node.integer("start") / (batch_ * layout.factor) * rows_ * layout.factor;
+        node.numbers["start"] = double(start);
+        node.numbers["end"] = double(start + entries);
+      }
+    }
+  }
+
+  void checkOutputs() const {
+    for (const std::string &output : result_.outputs) {
+      auto layout = layouts_.find(output);
+      if (layout == layouts_.end())
+        throw fail("outputs", "output '" + output +
+                                  "' is not computed from the batch rows; data-parallel "
+                                  "outputs are each rank's rows, concatenated");
+      if (layout->second.axis != 0 || layout->second.outer != 1) {
+        misread({output});
+        throw fail("outputs", "output '" + output +
+                                  "' does not hold the batch rows as the blocks of its dim 0 "
+                                  "(they are in dim " +
+                                  std::to_string(layout->second.axis) +
+                                  "); data-parallel outputs are each rank's rows concatenated "
+                                  "along dim 0");
+      }
+    }
+  }
+
+  const Graph &graph_;
+  const int64_t rows_, batch_;
+  const std::set<std::string> &keepWhole_;
+  Graph result_;
+  std::map<std::string, Shape> shapes_;  // rebatched where they hold the batch
+  std::map<std::string, BatchLayout> layouts_;  // the values computed from the batch
+  std::set<std::string> uniform_;
+  // The copies a value comes from, for values computed from copies only.
+  std::map<std::string, std::set<std::string>> fromCopies_;
+};
+
+} // namespace
+
+Graph rebatchGraph(const Graph &graph, int64_t rows) {
+  std::set<std::string> keepWhole;
+  for (;;) {
+    try {
+      return Rebatcher(graph, rows, keepWhole).run();
+    } catch (const CopiesMisread &misread) {
+      keepWhole.insert(misread.copies.begin(), misread.copies.end());
+    }
+  }
+}
+
+} // namespace shardc::compiler
