@@ -8,11 +8,18 @@ outputs byte for byte. Prints one markdown row per model: split (outputs
 identical), refused (shardc's exit-2 message) or failed.
 
     /opt/shardc-venv/bin/python bench/data_parallel_zoo.py [--only NAME ...]
+
+With --timing B: export the given models at batch B and time N = 2 ranks
+(one kernel thread each) running the whole batch on both ranks (replicated,
+the only choice before a model could be split) against each rank running
+its half (--data-parallel): the median of 3 warm forwards (`--repeat 3`,
+slowest rank) and the largest per-rank forward peak, with their ratios.
 """
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -82,12 +89,66 @@ def probe(name, shardc, tmp):
     return ("split", "") if same else ("failed", "outputs differ from the replicated run")
 
 
+def export(name, batch, tmp):
+    """The model exported at `batch` rows and deterministic inputs; None and
+    the reason when a step fails."""
+    spec, kwargs, shapes = zoo_models.ZOO[name]
+    shapes = {k: ([batch] + v[1:] if isinstance(v, list) and v else v)
+              for k, v in shapes.items()}
+    g, inp = os.path.join(tmp, "g.json"), os.path.join(tmp, "in.st")
+    for what, cmd in (
+            ("export", [sys.executable, os.path.join(ROOT, "tools", "export_torch.py"), spec,
+                        "--capture", "aten", "--python-path", HERE, "--kwargs",
+                        json.dumps(kwargs), "--input-shapes", json.dumps(shapes), "-o", g]),
+            ("inputs", [sys.executable, os.path.join(ROOT, "tools", "torch_reference.py"),
+                        "--make-inputs", g, "--seed", "4", "--out", inp])):
+        rc, msg = run(cmd)
+        if rc:
+            return None, "%s: %s" % (what, msg)
+    return (g, inp), ""
+
+
+def timed(shardc, g, inp, extra):
+    """(median warm forward s, largest per-rank forward peak B) of N = 2."""
+    p = subprocess.run([shardc, "run", g, "--world-size", "2", "--seed", "7", "--inputs", inp,
+                        "--threads", "1", "--repeat", "3"] + extra,
+                       capture_output=True, text=True, env=ENV)
+    if p.returncode:
+        raise RuntimeError(p.stderr.strip().splitlines()[-1])
+    median = float(re.search(r"outputs identical: median ([0-9.]+) s", p.stdout).group(1))
+    peaks = [int(m.group(1).replace(",", "")) for m in re.finditer(
+        r"^\s*[0-9][0-9.]*\s+[0-9,]+\s+[0-9,]+\s+([0-9,]+)", p.stdout, re.M)]
+    return median, max(peaks)
+
+
+def timing(names, batch, shardc):
+    print("| model (batch %d) | replicated N=2 fwd s | data-parallel N=2 fwd s | ratio | "
+          "replicated peak/rank B | data-parallel peak/rank B | ratio |" % batch)
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            files, why = export(name, batch, tmp)
+            if files is None:
+                print("| %s | %s |" % (name, why), flush=True)
+                continue
+            rep_s, rep_peak = timed(shardc, *files, [])
+            dp_s, dp_peak = timed(shardc, *files, ["--data-parallel"])
+        print("| %s | %.3f | %.3f | %.2f | %s | %s | %.2f |" % (
+            name, rep_s, dp_s, dp_s / rep_s, format(rep_peak, ","), format(dp_peak, ","),
+            dp_peak / rep_peak), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="these zoo models instead of the default list")
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--timing", type=int, metavar="B",
+                    help="time replicated against data-parallel N = 2 at batch B instead")
     args = ap.parse_args()
     names = args.only or DEFAULT
+    if args.timing:
+        timing(names, args.timing, args.shardc)
+        return
     print("| model | data-parallel N = 2 | reason |\n|---|---|---|")
     counts = {}
     for name in names:
