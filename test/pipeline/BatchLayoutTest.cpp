@@ -1,0 +1,203 @@
+// Where each op's result holds the batch (compiler/BatchLayout.h), and the
+// graph a rank runs for its rows (rebatchGraph, compiler/Rebatch.cpp).
+#include "compiler/BatchLayout.h"
+#include "compiler/DataParallel.h"
+
+#include <catch2/catch.hpp>
+
+using namespace shardc::compiler;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+GraphNode makeNode(const std::string &op, std::vector<std::string> inputs, Shape result) {
+  GraphNode node;
+  node.names = {"y"};
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.shapes = {std::move(result)};
+  return node;
+}
+
+BatchOperand batchAt(const Shape &shape, int64_t axis, int64_t factor = 1, int64_t outer = 1) {
+  return BatchOperand{&shape, BatchLayout{axis, factor, outer}};
+}
+
+BatchOperand whole(const Shape &shape, bool uniform = false) {
+  return BatchOperand{&shape, std::nullopt, uniform};
+}
+
+BatchLayout only(const BatchSplit &split) {
+  REQUIRE(split.results.size() == 1);
+  return split.results[0];
+}
+
+/// A graph of one float32 input x of `shape` and the given nodes (JSON).
+Graph graphOf(const Shape &shape, const std::string &nodes, const std::string &output = "y",
+              const std::string &buffers = "") {
+  std::string dims;
+  for (int64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  return parseGraph(R"({"format": "shardc-graph", "version": 1, "parameters": [], )"
+                    R"("buffers": [)" + buffers + R"(], "inputs": [{"name": "x", "shape": [)" +
+                        dims + R"(], "dtype": "float32"}], "nodes": [)" + nodes +
+                        R"(], "outputs": [")" + output + R"("]})",
+                    "t.json");
+}
+
+const GraphNode &nodeNamed(const Graph &graph, const std::string &name) {
+  for (const GraphNode &node : graph.nodes)
+    for (const std::string &n : node.names)
+      if (n == name) return node;
+  FAIL("no node " << name);
+  return graph.nodes.front();
+}
+
+} // namespace
+
+TEST_CASE("permute and transpose move the batch's dim", "[data-parallel][batch-layout]") {
+  Shape x{4, 3, 8};
+  GraphNode permute = makeNode("permute", {"x"}, {3, 8, 4});
+  permute.ints = {1, 2, 0};
+  CHECK(only(splitOverBatch(permute, {batchAt(x, 0)}, 4)) == BatchLayout{2, 1, 1});
+  GraphNode transpose = makeNode("transpose", {"x"}, {3, 4, 8});
+  transpose.numbers = {{"dim0", 0}, {"dim1", 1}};
+  CHECK(only(splitOverBatch(transpose, {batchAt(x, 0)}, 4)) == BatchLayout{1, 1, 1});
+}
+
+TEST_CASE("reshape keeps the batch where its rows stay whole blocks",
+          "[data-parallel][batch-layout]") {
+  const int64_t batch = 4;
+  Shape bsh{4, 3, 8}, tbe{3, 4, 8}, rows{4 * 6, 5, 7};
+  // [B, S, H] -> [B * S, H]: rows of S.
+  CHECK(only(splitOverBatch(makeNode("reshape", {"x"}, {12, 8}), {batchAt(bsh, 0)}, batch)) ==
+        BatchLayout{0, 3, 1});
+  // [T, B, E] -> [T * B, E]: the batch interleaved, T blocks (torch's attention).
+  CHECK(only(splitOverBatch(makeNode("reshape", {"x"}, {12, 8}), {batchAt(tbe, 1)}, batch)) ==
+        BatchLayout{0, 1, 3});
+  // [B * H, T, d] -> [B, H, T, d]: back to one row each.
+  CHECK(only(splitOverBatch(makeNode("reshape", {"x"}, {4, 6, 5, 7}), {batchAt(rows, 0, 6)},
+                            batch)) == BatchLayout{0, 1, 1});
+  // [B, S, H] -> [B, S * H] keeps dim 0; an unsqueeze in front moves it.
+  CHECK(only(splitOverBatch(makeNode("reshape", {"x"}, {1, 4, 24}), {batchAt(bsh, 0)}, batch)) ==
+        BatchLayout{1, 1, 1});
+  // [T, B, E] -> [6, 2, 8]: a row's entries straddle two dims.
+  CHECK_THROWS_WITH(
+      splitOverBatch(makeNode("reshape", {"x"}, {6, 2, 8}), {batchAt(tbe, 1)}, batch),
+      "'reshape' turns the batch (dim 1, 4 rows) into [6, 2, 8]; only ops that keep every batch "
+      "row apart can be split");
+}
+
+TEST_CASE("contractions and reductions over the batch are refused",
+          "[data-parallel][batch-layout]") {
+  Shape a{3, 4}, w{4, 5}, xa{2, 3, 4};
+  GraphNode matmul = makeNode("matmul", {"a", "w"}, {3, 5});
+  CHECK_THROWS_WITH(splitOverBatch(matmul, {batchAt(a, 1), whole(w)}, 4),
+                    "'matmul' contracts over dim 1 of 'a', the batch");
+  CHECK(only(splitOverBatch(matmul, {batchAt(a, 0), whole(w)}, 3)) == BatchLayout{0, 1, 1});
+  // The batch in the leading dim of both operands, or in a's rows (M),
+  // keeps its place; in a's rows against b's leading dim it would pair
+  // different samples.
+  Shape xb{3, 2, 4}, b{3, 4, 6}, w6{4, 6};
+  GraphNode bmm = makeNode("matmul", {"xb", "b"}, {3, 2, 6});
+  CHECK(only(splitOverBatch(bmm, {batchAt(xb, 0), batchAt(b, 0)}, 3)) == BatchLayout{0, 1, 1});
+  GraphNode rowsM = makeNode("matmul", {"xa", "w6"}, {2, 3, 6});
+  CHECK(only(splitOverBatch(rowsM, {batchAt(xa, 1), whole(w6)}, 3)) == BatchLayout{1, 1, 1});
+  GraphNode mixed = makeNode("matmul", {"xa", "b"}, {3, 3, 6});
+  CHECK_THROWS_WITH(splitOverBatch(mixed, {batchAt(xa, 1), batchAt(b, 0)}, 3),
+                    Catch::Contains("so that rows of different samples meet"));
+
+  GraphNode sum = makeNode("sum", {"xa"}, {3});
+  sum.familyOp = true;
+  sum.attrs["dims"] = std::vector<int64_t>{0, -1};
+  CHECK(only(splitOverBatch(sum, {batchAt(xa, 1)}, 3)) == BatchLayout{0, 1, 1});
+  sum.attrs["dims"] = std::vector<int64_t>{1};
+  CHECK_THROWS_WITH(splitOverBatch(sum, {batchAt(xa, 1)}, 3),
+                    Catch::StartsWith("'sum' acts along dim 1, the batch"));
+  GraphNode linear = makeNode("linear", {"a", "w"}, {3, 5});
+  CHECK_THROWS_WITH(splitOverBatch(linear, {batchAt(a, 1), whole(w)}, 4),
+                    "'linear' contracts over dim 1, the batch");
+}
+
+TEST_CASE("a broadcast operand not from the batch must have 1 entry there, or be uniform",
+          "[data-parallel][batch-layout]") {
+  Shape x{4, 3}, row{1, 3}, perSample{4, 3};
+  GraphNode add = makeNode("add", {"x", "c"}, {4, 3});
+  CHECK(only(splitOverBatch(add, {batchAt(x, 0), whole(row)}, 4)) == BatchLayout{0, 1, 1});
+  CHECK_THROWS_WITH(splitOverBatch(add, {batchAt(x, 0), whole(perSample)}, 4),
+                    "'add' pairs the batch rows (dim 0 of its result) with dim 0 of 'c' [4, 3], "
+                    "which is not computed from the batch");
+  BatchSplit ones = splitOverBatch(add, {batchAt(x, 0), whole(perSample, true)}, 4);
+  CHECK(ones.cut == std::vector<std::pair<size_t, int64_t>>{{1, 0}});
+}
+
+TEST_CASE("cat and split along the batch's dim work in whole blocks of rows",
+          "[data-parallel][batch-layout]") {
+  Shape frame{2, 3, 8}, both{4, 3, 8};
+  GraphNode cat = makeNode("cat", {"a", "b"}, {4, 3, 8});
+  cat.numbers["dim"] = 0;
+  CHECK(only(splitOverBatch(cat, {batchAt(frame, 0), batchAt(frame, 0)}, 2)) ==
+        BatchLayout{0, 1, 2});
+  GraphNode split = makeNode("split", {"x"}, {2, 3, 8});
+  split.names = {"p", "q"};
+  split.shapes = {{2, 3, 8}, {2, 3, 8}};
+  split.numbers["dim"] = 0;
+  split.ints = {2, 2};
+  BatchSplit pieces = splitOverBatch(split, {batchAt(both, 0, 1, 2)}, 2);
+  CHECK(pieces.results == std::vector<BatchLayout>{{0, 1, 1}, {0, 1, 1}});
+  split.ints = {1, 3};
+  CHECK_THROWS_WITH(splitOverBatch(split, {batchAt(both, 0, 1, 2)}, 2),
+                    "'split' cuts dim 0, the batch's, into a piece of 1 entries, not whole "
+                    "blocks of its 2 rows");
+  // conv needs the batch in dim 0.
+  GraphNode conv = makeNode("conv", {"x", "w"}, {3, 2, 8});
+  conv.familyOp = true;
+  Shape w{2, 3, 1};
+  CHECK_THROWS_WITH(splitOverBatch(conv, {batchAt(frame, 1), whole(w)}, 3),
+                    "'conv' needs the batch in dim 0, where 'x' holds it in dim 1");
+}
+
+TEST_CASE("copies of one value are split with the batch", "[data-parallel][batch-layout]") {
+  Shape token{1, 1, 8};
+  GraphNode cat = makeNode("cat", {"t", "t", "t", "t"}, {4, 1, 8});
+  cat.numbers["dim"] = 0;
+  CHECK(replicaLayout(cat, token, 2) == BatchLayout{0, 2, 1});
+  CHECK(!replicaLayout(cat, token, 3));
+  cat.inputs[3] = "u";
+  CHECK(!replicaLayout(cat, token, 2));
+  GraphNode expand = makeNode("as_strided", {"p"}, {4, 5});
+  expand.familyOp = true;
+  expand.attrs["size"] = std::vector<int64_t>{4, 5};
+  expand.attrs["stride"] = std::vector<int64_t>{0, 1};
+  CHECK(replicaLayout(expand, Shape{5}, 4) == BatchLayout{0, 1, 1});
+}
+
+TEST_CASE("rebatchGraph rewrites what counts the batch's entries", "[data-parallel][batch-layout]") {
+  // [T, B, E] through a reshape to [T * B, E] and back: 3 blocks of 2 rows.
+  Graph graph = graphOf({4, 3, 8}, R"({"name": "t", "op": "transpose", "inputs": ["x"], "dim0": 0, "dim1": 1},
+      {"name": "rows", "op": "reshape", "inputs": ["t"], "shape": [12, 8]},
+      {"name": "back", "op": "reshape", "inputs": ["rows"], "shape": [3, 4, 8]},
+      {"name": "y", "op": "permute", "inputs": ["back"], "dims": [1, 0, 2]})");
+  Graph two = rebatchGraph(graph, 2);
+  CHECK(nodeNamed(two, "rows").shapes[0] == Shape{6, 8});
+  CHECK(nodeNamed(two, "rows").ints == Shape{6, 8});
+  CHECK(nodeNamed(two, "back").ints == Shape{3, 2, 8});
+  CHECK(nodeNamed(two, "y").shapes[0] == Shape{2, 3, 8});
+
+  // A uniform constant with the batch's rows: this rank's rows, by a slice.
+  Graph ones = graphOf({4, 3},
+                       R"({"name": "y", "op": "mul", "inputs": ["x", "c"]})", "y",
+                       R"({"name": "c", "shape": [4, 3], "dtype": "float32", "device": "cpu", )"
+                       R"("persistent": false, "init": [{"op": "ones"}]})");
+  Graph cut = rebatchGraph(ones, 1);
+  REQUIRE(cut.nodes.size() == 2);
+  CHECK(cut.nodes[0].op == "slice");
+  CHECK(cut.nodes[0].shapes[0] == Shape{1, 3});
+  CHECK(cut.nodes[1].inputs[1] == cut.nodes[0].names[0]);
+
+  // An output holding the batch in dim 1 cannot be concatenated over ranks.
+  Graph moved = graphOf({4, 3}, R"({"name": "y", "op": "transpose", "inputs": ["x"], "dim0": 0, "dim1": 1})");
+  CHECK_THROWS_WITH(rebatchGraph(moved, 2),
+                    Catch::Contains("output 'y' does not hold the batch rows as the blocks of its "
+                                    "dim 0 (they are in dim 1)"));
+}
