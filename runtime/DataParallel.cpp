@@ -82,6 +82,42 @@ HostTensor sliceRows(const HostTensor &tensor, int64_t begin, int64_t rows) {
   return slice;
 }
 
+HostTensor moveBatchDim(const HostTensor &tensor, int64_t dim, bool toFront) {
+  // Row-major [outer, D, inner] <-> [D, outer, inner]: blocks of `inner`
+  // elements change places.
+  const std::vector<int64_t> &from = tensor.shape;
+  std::vector<int64_t> to = from;
+  if (toFront) {
+    to.erase(to.begin() + dim);
+    to.insert(to.begin(), from[dim]);
+  } else {
+    to.erase(to.begin());
+    to.insert(to.begin() + dim, from[0]);
+  }
+  const std::vector<int64_t> &outerFirst = toFront ? from : to;  // the [outer, D, inner] one
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= outerFirst[d];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < outerFirst.size(); ++d) inner *= outerFirst[d];
+  const int64_t size = outerFirst[dim];
+  HostTensor moved{tensor.name, tensor.dtype, to, {}};
+  moved.data.resize(tensor.data.size());
+  const size_t block = static_cast<size_t>(inner * plan::dtypeSize(tensor.dtype));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t d = 0; d < size; ++d) {
+      const size_t outerFirstAt = static_cast<size_t>(o * size + d) * block;
+      const size_t dimFirstAt = static_cast<size_t>(d * outer + o) * block;
+      std::memcpy(moved.data.data() + (toFront ? dimFirstAt : outerFirstAt),
+                  tensor.data.data() + (toFront ? outerFirstAt : dimFirstAt), block);
+    }
+  return moved;
+}
+
+void restoreBatchDims(std::vector<HostTensor> &outputs, const std::map<std::string, int64_t> &dims) {
+  for (HostTensor &output : outputs)
+    if (auto dim = dims.find(output.name); dim != dims.end())
+      output = moveBatchDim(output, dim->second, false);
+}
+
 RankForward rankForward(const Plan &plan, const std::vector<HostTensor> &globalInputs,
                         int64_t rank) {
   const int64_t batch = globalBatchRows(globalInputs);

@@ -62,6 +62,15 @@ RankForward rankForward(const plan::Plan &plan, const std::vector<HostTensor> &g
 /// Rows [begin, begin + rows) of `tensor` along dim 0.
 HostTensor sliceRows(const HostTensor &tensor, int64_t begin, int64_t rows);
 
+/// `tensor` with dim `dim` moved to the front ([S, B, E] with dim 1 gives
+/// [B, S, E]), or back from the front with `toFront` false: the batch of a
+/// sequence-first input or output (`shardc run --batch-dim`).
+HostTensor moveBatchDim(const HostTensor &tensor, int64_t dim, bool toFront);
+
+/// Moves the batch of every output named in `dims` from dim 0 back to its
+/// dim there (the outputs a data-parallel forward gave batch-first).
+void restoreBatchDims(std::vector<HostTensor> &outputs, const std::map<std::string, int64_t> &dims);
+
 /// The global outputs: every rank's outputs concatenated along dim 0 in rank
 /// order; ranks with no rows hold no outputs and are skipped. perRank[0]
 /// must have them all (rank 0 always has rows).

@@ -99,3 +99,24 @@ TEST_CASE("linear: a row's result does not depend on how many rows share the cal
     CHECK(std::memcmp(part.data(), y.data(), y.size() * sizeof(float)) == 0);
   }
 }
+
+TEST_CASE("moveBatchDim moves a dim to the front and back", "[data-parallel]") {
+  // [T = 2, B = 3, E = 2], element (t, b, e) = 100 t + 10 b + e.
+  HostTensor seq{"x", DType::F32, {2, 3, 2}, {}};
+  seq.data.resize(12 * sizeof(float));
+  for (int t = 0; t < 2; ++t)
+    for (int b = 0; b < 3; ++b)
+      for (int e = 0; e < 2; ++e) seq.as<float>()[(t * 3 + b) * 2 + e] = 100.f * t + 10.f * b + e;
+  HostTensor front = moveBatchDim(seq, 1, true);
+  REQUIRE(front.shape == std::vector<int64_t>{3, 2, 2});
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 2; ++t)
+      for (int e = 0; e < 2; ++e)
+        CHECK(front.as<float>()[(b * 2 + t) * 2 + e] == 100.f * t + 10.f * b + e);
+  HostTensor back = moveBatchDim(front, 1, false);
+  CHECK(back.shape == seq.shape);
+  CHECK(back.data == seq.data);
+  // The last dim too, and dim 0 unchanged.
+  CHECK(moveBatchDim(moveBatchDim(seq, 2, true), 2, false).data == seq.data);
+  CHECK(moveBatchDim(seq, 0, true).data == seq.data);
+}
