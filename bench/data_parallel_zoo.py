@@ -31,6 +31,9 @@ import zoo_models  # noqa: E402
 
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
+# Inputs whose batch is not dim 0 (`shardc run --batch-dim`).
+BATCH_DIMS = {"nn.TransformerEncoder seq-first": {"src": 1}}
+
 # One model per family the exporter handles differently (transformers with
 # and without padding masks, ViTs, windowed attention, convnets,
 # segmentation, video, speech, optical flow, timm's attention variants).
@@ -63,8 +66,10 @@ def run(cmd):
 
 def probe(name, shardc, tmp):
     spec, kwargs, shapes = zoo_models.ZOO[name]
-    shapes = {k: ([2] + v[1:] if isinstance(v, list) and v and v[0] == 1 else v)
-              for k, v in shapes.items()}
+    dims = BATCH_DIMS.get(name, {})
+    shapes = {k: ([2] + v[1:] if isinstance(v, list) and v and v[0] == 1 and k not in dims
+                  else v) for k, v in shapes.items()}
+    batch_dims = sum((["--batch-dim", "%s=%d" % kv] for kv in dims.items()), [])
     g, inp = os.path.join(tmp, "g.json"), os.path.join(tmp, "in.st")
     rep, dp = os.path.join(tmp, "rep.st"), os.path.join(tmp, "dp.st")
     py = sys.executable
@@ -80,7 +85,7 @@ def probe(name, shardc, tmp):
         if rc:
             return "failed", "%s: %s" % (what, msg)
     rc, msg = run([shardc, "run", g, "--data-parallel", "--world-size", "2", "--seed", "7",
-                   "--inputs", inp, "--threads", "1", "--outputs", dp])
+                   "--inputs", inp, "--threads", "1", "--outputs", dp] + batch_dims)
     if rc == 2:
         return "refused", msg.replace(g, "g.json")
     if rc:

@@ -11,6 +11,9 @@
 
 #include "compiler/Pipeline.h"
 
+#include <map>
+#include <string>
+
 namespace shardc::compiler {
 
 /// `graph` with its batch set to `rows`: dim 0 of every input and of every
@@ -20,6 +23,20 @@ namespace shardc::compiler {
 /// over it, a reshape that folds dim 0 into another), or when an output is
 /// not a batch value (the outputs are concatenated over ranks).
 Graph rebatchGraph(const Graph &graph, int64_t rows);
+
+/// Inputs and outputs that hold the batch in a dim other than 0 (torch's
+/// sequence-first [S, B, E]): name -> that dim.
+using BatchDims = std::map<std::string, int64_t>;
+
+/// `graph` rewritten so that every input of `inputDims` takes its batch in
+/// dim 0 (its shape with that dim moved to the front, then a `permute` back
+/// to the layout forward expects) and every output that holds the batch in
+/// one other dim gives it in dim 0 (a `permute` at the end); `outputDims`
+/// receives those outputs' dims. What `shardc run --data-parallel
+/// --batch-dim` splits; the caller moves the inputs' dims to the front and
+/// the outputs' back (runtime::moveBatchDim). Throws GraphError for an
+/// unknown input or a dim out of range.
+Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims &outputDims);
 
 /// The graph's global batch: the common dim 0 of its inputs. Throws
 /// GraphError when there is no input or they disagree.

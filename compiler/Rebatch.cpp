@@ -33,9 +33,10 @@ struct CopiesMisread {
 
 class Rebatcher {
 public:
-  Rebatcher(const Graph &graph, int64_t rows, const std::set<std::string> &keepWhole)
+  Rebatcher(const Graph &graph, int64_t rows, const std::set<std::string> &keepWhole,
+            bool checkOutputs = true)
       : graph_(graph), rows_(rows), batch_(graphBatchRows(graph)), keepWhole_(keepWhole),
-        result_(graph) {
+        checkOutputs_(checkOutputs), result_(graph) {
     // Constants of one fill: every element equal. Only non-persistent ones
     // (the exporter's): a checkpoint's --load may give a model buffer other
     // values.
@@ -64,8 +65,17 @@ public:
       else keepOrSplitCopies(node);
       result_.nodes.push_back(std::move(node));
     }
-    checkOutputs();
+    if (checkOutputs_) checkOutputs();
     return std::move(result_);
+  }
+
+  /// Where each output computed from the batch holds it (after run()).
+  std::map<std::string, BatchLayout> outputLayouts() const {
+    std::map<std::string, BatchLayout> result;
+    for (const std::string &output : graph_.outputs)
+      if (auto layout = layouts_.find(output); layout != layouts_.end())
+        result[output] = layout->second;
+    return result;
   }
 
 private:
@@ -238,6 +248,7 @@ private:
   const Graph &graph_;
   const int64_t rows_, batch_;
   const std::set<std::string> &keepWhole_;
+  const bool checkOutputs_;
   Graph result_;
   std::map<std::string, Shape> shapes_;  // rebatched where they hold the batch
   std::map<std::string, BatchLayout> layouts_;  // the values computed from the batch
@@ -246,17 +257,109 @@ private:
   std::map<std::string, std::set<std::string>> fromCopies_;
 };
 
-} // namespace
-
-Graph rebatchGraph(const Graph &graph, int64_t rows) {
+/// Runs `use` on a Rebatcher for `rows` rows, again with the misread
+/// copies kept whole until none is.
+template <typename Use>
+auto withRebatcher(const Graph &graph, int64_t rows, bool checkOutputs, Use use) {
   std::set<std::string> keepWhole;
   for (;;) {
     try {
-      return Rebatcher(graph, rows, keepWhole).run();
+      Rebatcher rebatcher(graph, rows, keepWhole, checkOutputs);
+      return use(rebatcher);
     } catch (const CopiesMisread &misread) {
       keepWhole.insert(misread.copies.begin(), misread.copies.end());
     }
   }
+}
+
+/// A permute node `name` of `input` (of shape `from`) with result dim k
+/// being dims[k].
+GraphNode permuteNode(const std::string &name, const std::string &input, const Shape &from,
+                      const Shape &dims, plan::DType dtype, const std::string &path) {
+  GraphNode node;
+  node.names = {name};
+  node.op = "permute";
+  node.inputs = {input};
+  node.ints = dims;
+  Shape to;
+  for (int64_t d : dims) to.push_back(from[d]);
+  node.shapes = {to};
+  node.dtype = dtype;
+  node.path = path;
+  return node;
+}
+
+/// Every read of value `from` (node operands, graph outputs) reads `to`.
+void renameUses(Graph &graph, const std::string &from, const std::string &to) {
+  for (GraphNode &node : graph.nodes)
+    std::replace(node.inputs.begin(), node.inputs.end(), from, to);
+  std::replace(graph.outputs.begin(), graph.outputs.end(), from, to);
+}
+
+} // namespace
+
+Graph rebatchGraph(const Graph &graph, int64_t rows) {
+  return withRebatcher(graph, rows, true, [](Rebatcher &rebatcher) { return rebatcher.run(); });
+}
+
+Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims &outputDims) {
+  Graph result = graph;
+  std::vector<GraphNode> front;
+  for (const auto &[name, given] : inputDims) {
+    auto input = std::find_if(result.inputs.begin(), result.inputs.end(),
+                              [&](const GraphInput &in) { return in.name == name; });
+    if (input == result.inputs.end())
+      throw GraphError(graph.sourceName + ": --batch-dim " + name + "=" + std::to_string(given) +
+                       ": the graph has no input '" + name + "'");
+    const int64_t rank = static_cast<int64_t>(input->shape.size());
+    const int64_t dim = given < 0 ? given + rank : given;
+    if (dim < 0 || dim >= rank)
+      throw GraphError(graph.sourceName + ": --batch-dim " + name + "=" + std::to_string(given) +
+                       ": input '" + name + "' " + runtime::shapeToString(input->shape) +
+                       " has no dim " + std::to_string(given));
+    if (dim == 0) continue;
+    // The input arrives batch-first; forward reads it in its own layout.
+    const Shape original = input->shape;
+    input->shape.erase(input->shape.begin() + dim);
+    input->shape.insert(input->shape.begin(), original[dim]);
+    Shape back;  // result dim k of the original layout is batch-first dim back[k]
+    for (int64_t k = 0; k < rank; ++k) back.push_back(k < dim ? k + 1 : k == dim ? 0 : k);
+    const std::string restored = name + ".batch_dim" + std::to_string(dim);
+    renameUses(result, name, restored);
+    front.push_back(
+        permuteNode(restored, name, input->shape, back, input->dtype, input->path));
+  }
+  result.nodes.insert(result.nodes.begin(), front.begin(), front.end());
+  // Outputs holding the batch in one other dim give it in dim 0.
+  const std::map<std::string, BatchLayout> layouts = withRebatcher(
+      result, graphBatchRows(result), false,
+      [](Rebatcher &rebatcher) { rebatcher.run(); return rebatcher.outputLayouts(); });
+  for (const auto &[output, layout] : layouts) {
+    if (layout.axis == 0 || layout.outer != 1) continue;
+    const std::string inner = output + ".batch_dim" + std::to_string(layout.axis);
+    const GraphNode *producer = nullptr;
+    for (GraphNode &node : result.nodes)
+      for (std::string &name : node.names)
+        if (name == output) {
+          name = inner;
+          producer = &node;
+        }
+    if (!producer) continue;  // an input returned as it is
+    const size_t which = static_cast<size_t>(
+        std::find(producer->names.begin(), producer->names.end(), inner) -
+        producer->names.begin());
+    const Shape shape = producer->shapes[which];
+    const plan::DType dtype = producer->dtype;
+    const std::string path = producer->path;
+    renameUses(result, output, inner);
+    std::replace(result.outputs.begin(), result.outputs.end(), inner, output);
+    Shape toFront{layout.axis};
+    for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k)
+      if (k != layout.axis) toFront.push_back(k);
+    result.nodes.push_back(permuteNode(output, inner, shape, toFront, dtype, path));
+    outputDims[output] = layout.axis;
+  }
+  return result;
 }
 
 } // namespace shardc::compiler

@@ -77,3 +77,15 @@ class TwoFrames(nn.Module):
         f1, f2 = self.encoder(torch.cat([image1, image2], dim=0)).chunk(2, dim=0)
         flow = image1.new_zeros(image1.shape[0], 2, f1.shape[2], f1.shape[3])
         return (f1 * f2).sum(1, keepdim=True) + self.state(flow)
+
+
+class SeqFirstEncoder(nn.TransformerEncoder):
+    """torch's default layout: nn.TransformerEncoder without batch_first,
+    src [S, B, E] in and out (`shardc run --batch-dim src=1`)."""
+
+    def __init__(self, dim=32, heads=4, layers=2):
+        super().__init__(nn.TransformerEncoderLayer(dim, heads, 64, dropout=0.0), layers,
+                         enable_nested_tensor=False)
+
+    def forward(self, src):
+        return super().forward(src)

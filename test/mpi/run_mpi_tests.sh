@@ -80,6 +80,21 @@ same_as_local "$GPT" gpt2-dp --data-parallel --inputs "$WORK/dp5.st"
   pass "gpt2-dp: mpi outputs of the 5-row batch byte-identical to N = 1" ||
   fail "gpt2-dp: mpi outputs differ from N = 1"
 
+# --batch-dim: a sequence-first input [T, B, E] split along dim 1 over the
+# processes; its output, sequence-first too, is joined back in dim 1.
+cat > "$WORK/seqfirst.json" <<'JSON'
+{"format": "shardc-graph", "version": 1,
+ "parameters": [{"name": "w", "shape": [8, 8], "dtype": "float32", "device": "cpu", "init": [{"op": "normal"}]}],
+ "inputs": [{"name": "x", "shape": [3, 5, 8], "dtype": "float32"}],
+ "nodes": [{"name": "h", "op": "linear", "inputs": ["x", "w"]}, {"name": "y", "op": "gelu", "inputs": ["h"]}],
+ "outputs": ["y"]}
+JSON
+same_as_local "$WORK/seqfirst.json" seqfirst-dp --data-parallel --batch-dim x=1
+"$SHARDC" run "$WORK/seqfirst.json" --outputs "$WORK/seqfirst.rep.st" > /dev/null &&
+  cmp -s "$WORK/seqfirst.rep.st" "$WORK/seqfirst-dp.mpi.st" &&
+  pass "seqfirst-dp: mpi outputs, batch in dim 1, byte-identical to the replicated run" ||
+  fail "seqfirst-dp: mpi outputs differ from the replicated run"
+
 # A rank dies before forward's first collective.
 die_test() {  # NAME [mpirun options...]
   local name=$1

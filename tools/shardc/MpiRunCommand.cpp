@@ -1,6 +1,8 @@
 //===- MpiRunCommand.cpp - `shardc run --backend mpi` ---------------------===//
 #include "tools/shardc/MpiRunCommand.h"
 
+#include "runtime/DataParallel.h"
+
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/RunReport.h"
 
@@ -29,7 +31,7 @@ int64_t mpiInitialize() { return 1; }
 int64_t mpiRank() { return 0; }
 int runMpiBackend(const ParsedArgs &, const std::string &, uint64_t, double,
                   const std::string &, const plan::Plan &, runtime::RunOptions &,
-                  const std::string &) {
+                  const std::string &, const std::map<std::string, int64_t> &) {
   return kBadInput;
 }
 
@@ -89,7 +91,8 @@ std::string formatRss(const runtime::mpi::MpiRunResult &result) {
 int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t seed,
                   double timeoutSeconds, const std::string &reportFormat,
                   const plan::Plan &plan, runtime::RunOptions &options,
-                  const std::string &device) {
+                  const std::string &device,
+                  const std::map<std::string, int64_t> &outputBatchDims) {
   // --save / --save-params: every rank writes its own rows into the one
   // file (runtime/checkpoint/CooperativeWriter.h), as the local backend.
   options.savePath = parsed.has("--save") ? parsed.get("--save", "")
@@ -114,6 +117,7 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
   }
   if (runtime::mpi::worldRank() == 0) {
     try {
+      runtime::restoreBatchDims(result.run.outputs, outputBatchDims);
       if (parsed.has("--outputs"))
         runtime::writeSafetensors(parsed.get("--outputs", ""), result.run.outputs);
     } catch (const std::exception &error) {

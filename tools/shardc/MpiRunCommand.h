@@ -11,6 +11,7 @@
 #include "tools/shardc/CommandLine.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace shardc::cli {
@@ -33,6 +34,7 @@ int64_t mpiRank();
 int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t seed,
                   double timeoutSeconds, const std::string &reportFormat,
                   const plan::Plan &plan, runtime::RunOptions &options,
-                  const std::string &device);
+                  const std::string &device,
+                  const std::map<std::string, int64_t> &outputBatchDims);
 
 } // namespace shardc::cli

@@ -2,6 +2,7 @@
 #include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
 #include "runtime/DataParallel.h"
+#include "runtime/DeterministicInput.h"
 #include "runtime/DeviceName.h"
 #include "runtime/Executor.h"
 #include "runtime/LocalRun.h"
@@ -49,6 +50,8 @@ const char *const kRunUsage =
     "  --data-parallel    the inputs are the global batch: split along dim 0\n"
     "                     over the ranks, each rank computes its own rows;\n"
     "                     --outputs holds them concatenated in rank order\n"
+    "  --batch-dim NAME=D with --data-parallel: input NAME holds the batch in\n"
+    "                     dim D (sequence-first [S, B, E]: D = 1; repeatable)\n"
     "  --load CKPT        initialize every parameter found in the checkpoint\n"
     "                     (a .safetensors file, an index .json or a directory)\n"
     "                     from it; each rank reads only its rows\n"
@@ -230,11 +233,12 @@ int runCommand(const std::vector<std::string> &args) {
   bool initOnly = false;        // --init-only: no forward
   int repeats = 0;              // --repeat: warm forwards after the measured one
   std::string device = "cpu";   // --device
+  compiler::BatchDims inputBatchDims, outputBatchDims;  // --batch-dim; outputs' from forward
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
-                               "--ranks", "--threads", "--device", "--repeat"},
+                               "--ranks", "--threads", "--device", "--repeat", "--batch-dim"},
                               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
                                "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
@@ -281,6 +285,23 @@ int runCommand(const std::vector<std::string> &args) {
                                    : parsed.has("--outputs") ? "--outputs"
                                                              : "--data-parallel") +
                        " needs forward, which --init-only does not run");
+    if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
+      throw UsageError("--batch-dim says where --data-parallel finds the batch; give "
+                       "--data-parallel too");
+    for (const std::string &spec : parsed.all("--batch-dim")) {
+      const size_t eq = spec.find('=');
+      int64_t dim = 0;
+      size_t used = 0;
+      try {
+        if (eq != std::string::npos) dim = std::stoll(spec.substr(eq + 1), &used);
+      } catch (const std::exception &) {
+        used = 0;
+      }
+      if (eq == std::string::npos || eq == 0 || used == 0 || eq + 1 + used != spec.size())
+        throw UsageError("--batch-dim takes NAME=DIM (an input's name and its batch dim), got '" +
+                         spec + "'");
+      inputBatchDims[spec.substr(0, eq)] = dim;
+    }
     device = parsed.get("--device", "cpu");
     if (device != "cpu" && !runtime::cudaOrdinalOf(device))
       throw UsageError("--device must be cpu, cuda or cuda:N, got '" + device + "'");
@@ -347,6 +368,22 @@ int runCommand(const std::vector<std::string> &args) {
     const bool dataParallel = parsed.has("--data-parallel");
     if (parsed.has("--inputs"))
       options.inputs = runtime::readSafetensors(parsed.get("--inputs", "")).tensors;
+    if (dataParallel) {
+      // Batches in other dims (--batch-dim inputs, outputs forward leaves
+      // sequence-first) travel batch-first; the graph permutes them back.
+      graph = compiler::batchFirstGraph(graph, inputBatchDims, outputBatchDims);
+      for (runtime::HostTensor &tensor : options.inputs)
+        if (auto dim = inputBatchDims.find(tensor.name); dim != inputBatchDims.end()) {
+          const int64_t rank = static_cast<int64_t>(tensor.shape.size());
+          const int64_t d = dim->second < 0 ? dim->second + rank : dim->second;
+          if (d < 0 || d >= rank)
+            throw compiler::GraphError(parsed.get("--inputs", "") + ": tensor '" + tensor.name +
+                                       "' " + runtime::shapeToString(tensor.shape) +
+                                       " has no dim " + std::to_string(dim->second) +
+                                       " (--batch-dim)");
+          if (d != 0) tensor = runtime::moveBatchDim(tensor, d, true);
+        }
+    }
     mlir::FailureOr<plan::Plan> compiled =
         dataParallel
             ? compiler::compileDataParallel(
@@ -382,6 +419,24 @@ int runCommand(const std::vector<std::string> &args) {
     } else if (dataParallel) {
       options.inputs = runtime::makeGlobalInputs(plan, compiler::graphBatchRows(graph), seed,
                                                  compiler::inputBounds(graph));
+      // An input with its batch elsewhere gets the values the replicated run
+      // gives it (made in its own layout), batch-first.
+      for (runtime::HostTensor &tensor : options.inputs)
+        if (auto dim = inputBatchDims.find(tensor.name);
+            dim != inputBatchDims.end() && tensor.shape.size() > 1) {
+          const int64_t rank = static_cast<int64_t>(tensor.shape.size());
+          const int64_t d = dim->second < 0 ? dim->second + rank : dim->second;
+          if (d == 0) continue;
+          std::vector<int64_t> own(tensor.shape.begin() + 1, tensor.shape.end());
+          own.insert(own.begin() + d, tensor.shape[0]);
+          const auto bounds = compiler::inputBounds(graph);
+          auto bound = bounds.find(tensor.name);
+          tensor = runtime::moveBatchDim(
+              runtime::makeDeterministicInput(
+                  tensor.name, tensor.dtype, own, seed,
+                  bound == bounds.end() ? std::nullopt : std::optional(bound->second)),
+              d, true);
+        }
     } else {
       // Token ids must index the vocabulary: the graph bounds them.
       options.inputs =
@@ -400,7 +455,7 @@ int runCommand(const std::vector<std::string> &args) {
 
   if (backend == "mpi")
     return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options,
-                         device);
+                         device, outputBatchDims);
   try {
     // The CPU by default; with --device cuda[:N] the same run on that GPU.
     runtime::SessionRankFactory rankFactory;
@@ -430,6 +485,7 @@ int runCommand(const std::vector<std::string> &args) {
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options, rankFactory);
+    restoreBatchDims(result.outputs, outputBatchDims);
     if (parsed.has("--outputs"))
       runtime::writeSafetensors(parsed.get("--outputs", ""), result.outputs);
     RunSummary summary{model, seed, &plan, &result};
