@@ -305,7 +305,8 @@ Graph rebatchGraph(const Graph &graph, int64_t rows) {
 Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims &outputDims) {
   Graph result = graph;
   std::vector<GraphNode> front;
-  for (const auto &[name, given] : inputDims) {
+  for (const auto &[inputName, given] : inputDims) {
+    const std::string &name = inputName;  // a plain reference: lambdas capture it
     auto input = std::find_if(result.inputs.begin(), result.inputs.end(),
                               [&](const GraphInput &in) { return in.name == name; });
     if (input == result.inputs.end())

@@ -97,7 +97,8 @@ HostTensor moveBatchDim(const HostTensor &tensor, int64_t dim, bool toFront) {
   const std::vector<int64_t> &outerFirst = toFront ? from : to;  // the [outer, D, inner] one
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= outerFirst[d];
-  for (size_t d = static_cast<size_t>(dim) + 1; d < outerFirst.size(); ++d) inner *= outerFirst[d];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < outerFirst.size(); ++d)
+    inner *= outerFirst[d];
   const int64_t size = outerFirst[dim];
   HostTensor moved{tensor.name, tensor.dtype, to, {}};
   moved.data.resize(tensor.data.size());
@@ -112,7 +113,8 @@ HostTensor moveBatchDim(const HostTensor &tensor, int64_t dim, bool toFront) {
   return moved;
 }
 
-void restoreBatchDims(std::vector<HostTensor> &outputs, const std::map<std::string, int64_t> &dims) {
+void restoreBatchDims(std::vector<HostTensor> &outputs,
+                      const std::map<std::string, int64_t> &dims) {
   for (HostTensor &output : outputs)
     if (auto dim = dims.find(output.name); dim != dims.end())
       output = moveBatchDim(output, dim->second, false);

@@ -69,7 +69,8 @@ HostTensor moveBatchDim(const HostTensor &tensor, int64_t dim, bool toFront);
 
 /// Moves the batch of every output named in `dims` from dim 0 back to its
 /// dim there (the outputs a data-parallel forward gave batch-first).
-void restoreBatchDims(std::vector<HostTensor> &outputs, const std::map<std::string, int64_t> &dims);
+void restoreBatchDims(std::vector<HostTensor> &outputs,
+                      const std::map<std::string, int64_t> &dims);
 
 /// The global outputs: every rank's outputs concatenated along dim 0 in rank
 /// order; ranks with no rows hold no outputs and are skipped. perRank[0]

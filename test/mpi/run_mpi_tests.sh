@@ -84,9 +84,11 @@ same_as_local "$GPT" gpt2-dp --data-parallel --inputs "$WORK/dp5.st"
 # processes; its output, sequence-first too, is joined back in dim 1.
 cat > "$WORK/seqfirst.json" <<'JSON'
 {"format": "shardc-graph", "version": 1,
- "parameters": [{"name": "w", "shape": [8, 8], "dtype": "float32", "device": "cpu", "init": [{"op": "normal"}]}],
+ "parameters": [{"name": "w", "shape": [8, 8], "dtype": "float32", "device": "cpu",
+                 "init": [{"op": "normal"}]}],
  "inputs": [{"name": "x", "shape": [3, 5, 8], "dtype": "float32"}],
- "nodes": [{"name": "h", "op": "linear", "inputs": ["x", "w"]}, {"name": "y", "op": "gelu", "inputs": ["h"]}],
+ "nodes": [{"name": "h", "op": "linear", "inputs": ["x", "w"]},
+           {"name": "y", "op": "gelu", "inputs": ["h"]}],
  "outputs": ["y"]}
 JSON
 same_as_local "$WORK/seqfirst.json" seqfirst-dp --data-parallel --batch-dim x=1

@@ -172,9 +172,11 @@ TEST_CASE("copies of one value are split with the batch", "[data-parallel][batch
   CHECK(replicaLayout(expand, Shape{5}, 4) == BatchLayout{0, 1, 1});
 }
 
-TEST_CASE("rebatchGraph rewrites what counts the batch's entries", "[data-parallel][batch-layout]") {
+TEST_CASE("rebatchGraph rewrites what counts the batch's entries",
+          "[data-parallel][batch-layout]") {
   // [T, B, E] through a reshape to [T * B, E] and back: 3 blocks of 2 rows.
-  Graph graph = graphOf({4, 3, 8}, R"({"name": "t", "op": "transpose", "inputs": ["x"], "dim0": 0, "dim1": 1},
+  Graph graph = graphOf({4, 3, 8}, R"(
+      {"name": "t", "op": "transpose", "inputs": ["x"], "dim0": 0, "dim1": 1},
       {"name": "rows", "op": "reshape", "inputs": ["t"], "shape": [12, 8]},
       {"name": "back", "op": "reshape", "inputs": ["rows"], "shape": [3, 4, 8]},
       {"name": "y", "op": "permute", "inputs": ["back"], "dims": [1, 0, 2]})");
@@ -196,7 +198,8 @@ TEST_CASE("rebatchGraph rewrites what counts the batch's entries", "[data-parall
   CHECK(cut.nodes[1].inputs[1] == cut.nodes[0].names[0]);
 
   // An output holding the batch in dim 1 cannot be concatenated over ranks.
-  Graph moved = graphOf({4, 3}, R"({"name": "y", "op": "transpose", "inputs": ["x"], "dim0": 0, "dim1": 1})");
+  Graph moved = graphOf(
+      {4, 3}, R"({"name": "y", "op": "transpose", "inputs": ["x"], "dim0": 0, "dim1": 1})");
   CHECK_THROWS_WITH(rebatchGraph(moved, 2),
                     Catch::Contains("output 'y' does not hold the batch rows as the blocks of its "
                                     "dim 0 (they are in dim 1)"));
