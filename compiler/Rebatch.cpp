@@ -233,7 +233,15 @@ private:
         throw fail("outputs", "output '" + output +
                                   "' is not computed from the batch rows; data-parallel "
                                   "outputs are each rank's rows, concatenated");
-      if (layout->second.axis != 0 || layout->second.outer != 1) {
+      if (layout->second.outer != 1) {
+        misread({output});
+        throw fail("outputs", "output '" + output + "' holds the batch rows as " +
+                                  std::to_string(layout->second.outer) +
+                                  " interleaved blocks of its dim " +
+                                  std::to_string(layout->second.axis) +
+                                  "; data-parallel outputs are each rank's rows concatenated");
+      }
+      if (layout->second.axis != 0) {
         misread({output});
         throw fail("outputs", "output '" + output +
                                   "' does not hold the batch rows as the blocks of its dim 0 "
