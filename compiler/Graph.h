@@ -124,6 +124,11 @@ inline std::map<std::string, int64_t> inputBounds(const Graph &graph) {
   return bounds;
 }
 
+/// Reads a graph file's text; throws GraphError when unreadable or larger
+/// than `maxBytes`.
+std::string readGraphText(const std::string &path,
+                          int64_t maxBytes = kDefaultMaxGraphBytes);
+
 /// Reads and parses a graph file; throws GraphError (also when unreadable
 /// or larger than `maxBytes`).
 Graph loadGraph(const std::string &path,

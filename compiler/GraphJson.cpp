@@ -540,6 +540,10 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
 }
 
 Graph loadGraph(const std::string &path, int64_t maxBytes) {
+  return parseGraph(readGraphText(path, maxBytes), path);
+}
+
+std::string readGraphText(const std::string &path, int64_t maxBytes) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     throw GraphError(path + ": cannot open the graph file");
@@ -555,7 +559,7 @@ Graph loadGraph(const std::string &path, int64_t maxBytes) {
   text << file.rdbuf();
   if (file.bad())
     throw GraphError(path + ": read error");
-  return parseGraph(text.str(), path);
+  return text.str();
 }
 
 } // namespace shardc::compiler

@@ -154,6 +154,20 @@ def write_safetensors(path, tensors, metadata=None):
 
 # ---------------------------------------------------------------- interpreter
 
+# Family ops of the unary family (docs/ops.md) the reference knows.
+_UNARY = {
+    "sigmoid": lambda x, n: torch.sigmoid(x),
+    "tanh": lambda x, n: torch.tanh(x),
+    "exp": lambda x, n: torch.exp(x),
+    "log": lambda x, n: torch.log(x),
+    "sqrt_out": lambda x, n: torch.sqrt(x),
+    "rsqrt": lambda x, n: torch.rsqrt(x),
+    "neg_out": lambda x, n: -x,
+    "reciprocal": lambda x, n: torch.reciprocal(x),
+    "pow_scalar": lambda x, n: torch.pow(x, n["exponent"]),
+}
+
+
 def _low_precision(t):
     return isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16)
 
@@ -269,6 +283,12 @@ class Interpreter:
             return [torch.cat(list(a), dim=n["dim"])]
         if op == "cross_entropy":
             return [F.cross_entropy(a[0], a[1])]
+        if op in ("sum", "mean"):
+            dims = n.get("dims") or list(range(a[0].dim()))
+            fn = torch.sum if op == "sum" else torch.mean
+            return [fn(a[0], dim=dims, keepdim=bool(n.get("keepdim", 0)))]
+        if op in _UNARY:
+            return [_UNARY[op](a[0], n)]
         raise ValueError("node %r: unknown op %r" % (n.get("name", n.get("names")), op))
 
     def run(self, env):
@@ -477,6 +497,25 @@ def compare(a_path, b_path, rtol, metric):
 
 # ---------------------------------------------------------------- main
 
+def gradients(graph, interp, env, loss):
+    """The forward outputs, LOSS and grad.NAME for every parameter LOSS
+    depends on (shardc run --grad's outputs), by torch.autograd."""
+    params = [d["name"] for d in graph.get("parameters", [])]
+    for name in params:
+        env[name] = env[name].detach().requires_grad_(True)
+    interp.outputs = list(dict.fromkeys(list(graph["outputs"]) + [loss]))
+    out = interp.run(env)
+    if out[loss].dim() != 0:
+        raise ValueError("--grad %s: the loss must be 0-d" % loss)
+    leaves = [n for n in params]
+    grads = torch.autograd.grad(out[loss], [env[n] for n in leaves], allow_unused=True)
+    result = {k: v.detach() for k, v in out.items()}
+    for name, g in zip(leaves, grads):
+        if g is not None:
+            result["grad." + name] = g
+    return result
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="PyTorch eager reference for shardc graphs",
@@ -498,6 +537,8 @@ def main(argv=None):
     ap.add_argument("--make-params", metavar="MODEL")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="output file for --make-inputs / --make-params")
+    ap.add_argument("--grad", metavar="LOSS",
+                    help="also write LOSS and grad.NAME per parameter (torch.autograd)")
     args = ap.parse_args(argv)
 
     if args.threads:
@@ -522,6 +563,11 @@ def main(argv=None):
         cdt = {"float32": torch.float32, "float64": torch.float64}.get(args.compute_dtype)
         env = build_env(graph, params, inputs, args, cdt)
         interp = Interpreter(graph)
+        if args.grad:
+            out = gradients(graph, interp, env, args.grad)
+            if args.outputs:
+                write_safetensors(args.outputs, {k: v.contiguous() for k, v in out.items()})
+            return 0
         with torch.inference_mode():
             out = interp.run(env)
             if args.time:

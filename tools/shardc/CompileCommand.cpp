@@ -3,6 +3,7 @@
 #include "compiler/LowerToPlan.h"
 #include "compiler/Pipeline.h"
 #include "runtime/AtomicFile.h"
+#include "tools/shardc/ModelGraph.h"
 #include "runtime/PlanJson.h"
 #include "runtime/RuntimeError.h"
 #include "tools/shardc/CommandLine.h"
@@ -20,7 +21,7 @@ namespace shardc::cli {
 const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
-    "                      [--max-graph-mib M]\n"
+    "                      [--max-graph-mib M] [--grad LOSS]\n"
     "                      [-o FILE]\n"
     "\n"
     "Compiles an exported graph (docs/graph-format.md).\n"
@@ -37,6 +38,8 @@ const char *const kCompileUsage =
     "  --memory-plan    print each rank's predicted peak per function and what\n"
     "                   is live at it, instead of the IR or plan\n"
     "  --max-graph-mib M  refuse graph files larger than M MiB (default 256)\n"
+    "  --grad LOSS      compile the joint forward and backward pass of LOSS\n"
+    "                   (docs/training.md)\n"
     "  -o FILE          write there instead of stdout; the file appears only\n"
     "                   when compilation succeeded\n";
 
@@ -58,7 +61,7 @@ int compileCommand(const std::vector<std::string> &args) {
   int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
   std::string emit;
   try {
-    parsed = parseArgs(args, {{"--world-size", "--emit", "-o", "--units", "--max-graph-mib"},
+    parsed = parseArgs(args, {{"--world-size", "--emit", "-o", "--units", "--max-graph-mib", "--grad"},
                               {"--help", "-h", "--prefetch", "--memory-plan"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
@@ -81,8 +84,8 @@ int compileCommand(const std::vector<std::string> &args) {
   shardOptions.unitPatterns = parsed.all("--units");
   shardOptions.prefetch = parsed.has("--prefetch");
   try {
-    compiler::Graph graph = compiler::loadGraph(
-        parsed.positional[0], maxGraphBytes);
+    compiler::Graph graph =
+        loadModelGraph(parsed.positional[0], maxGraphBytes, parsed.get("--grad", ""));
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);

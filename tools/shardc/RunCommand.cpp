@@ -14,6 +14,7 @@
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/CudaRanks.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/CheckpointOptions.h"
 #include "runtime/checkpoint/LoadPlan.h"
@@ -38,6 +39,7 @@ const char *const kRunUsage =
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
     "                  [--threads T] [--device cpu|cuda[:N]] [--repeat R] [--profile]\n"
+    "                  [--grad LOSS]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -84,7 +86,7 @@ const char *const kRunUsage =
     "                     cpu); cuda: every rank a thread on GPU 0 (cuda:N on\n"
     "                     GPU N); with --backend mpi one GPU per process over\n"
     "                     NCCL (docs/gpu.md)\n"
-    "  --units, --prefetch, --max-graph-mib  as for `shardc compile`\n";
+    "  --units, --prefetch, --max-graph-mib, --grad  as for `shardc compile`\n";
 
 namespace {
 
@@ -238,7 +240,8 @@ int runCommand(const std::vector<std::string> &args) {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
-                               "--ranks", "--threads", "--device", "--repeat", "--batch-dim"},
+                               "--ranks", "--threads", "--device", "--repeat", "--batch-dim",
+                               "--grad"},
                               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
                                "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
@@ -285,6 +288,11 @@ int runCommand(const std::vector<std::string> &args) {
                                    : parsed.has("--outputs") ? "--outputs"
                                                              : "--data-parallel") +
                        " needs forward, which --init-only does not run");
+    if (parsed.has("--grad") && (initOnly || parsed.has("--data-parallel")))
+      throw UsageError(initOnly ? "--grad needs the forward; leave out --init-only"
+                                : "--grad with --data-parallel would give each rank the "
+                                  "gradients of its own rows; their sum across ranks "
+                                  "(reduce-scatter) is not built yet (docs/training.md)");
     if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
       throw UsageError("--batch-dim says where --data-parallel finds the batch; give "
                        "--data-parallel too");
@@ -339,8 +347,8 @@ int runCommand(const std::vector<std::string> &args) {
   plan::Plan plan;
   runtime::RunOptions options;
   try {
-    compiler::Graph graph = compiler::loadGraph(
-        model, maxGraphBytes);
+    compiler::Graph graph =
+        loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
     if (parsed.has("--load")) {
       std::vector<std::string> kept =
           applyCheckpointLoad(graph, parsed.get("--load", ""), renames);

@@ -1,0 +1,370 @@
+//===- GradientRules.cpp - each graph op's gradient, as graph nodes -------===//
+//
+// The formulas are torch's (tools/autograd/derivatives.yaml), written with
+// the graph's forward ops. Where torch saves an intermediate (layer norm's
+// mean and rstd) the rule recomputes it from the saved input: the joint
+// graph keeps forward values alive until their last backward use, and a
+// recomputation keeps fewer of them.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/GradientRules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace shardc::compiler {
+namespace {
+
+using Grads = std::vector<std::string>;
+
+int64_t normalizedDim(int64_t dim, size_t rank) {
+  return dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
+}
+
+const plan::AttrValue *attr(const GraphNode &node, const char *key) {
+  auto it = node.attrs.find(key);
+  return it == node.attrs.end() ? nullptr : &it->second;
+}
+
+/// A family reduction's dims, normalized; absent means every dim.
+std::vector<int64_t> reducedDims(const GraphNode &node, size_t rank) {
+  std::vector<int64_t> dims;
+  const plan::AttrValue *value = attr(node, "dims");
+  if (value && std::holds_alternative<std::vector<int64_t>>(*value) &&
+      !std::get<std::vector<int64_t>>(*value).empty()) {
+    for (int64_t d : std::get<std::vector<int64_t>>(*value)) dims.push_back(normalizedDim(d, rank));
+  } else {
+    dims.resize(rank);
+    std::iota(dims.begin(), dims.end(), 0);
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+/// The gradient of a reduction's input: g with the reduced dims put back as
+/// 1, broadcast to the input's shape.
+std::string unreduce(GradientBuilder &b, const std::string &g, const Shape &input,
+                     const std::vector<int64_t> &dims) {
+  Shape kept = input;
+  for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
+  return b.expandTo(b.reshape(g, kept), input);
+}
+
+/// Elementwise ops: the input's gradient is g * f'(x).
+Grads pointwise(const GradientStep &s, const std::string &gx) { return {s.wanted[0] ? gx : ""}; }
+
+Grads addRule(GradientBuilder &b, const GradientStep &s, bool subtract) {
+  Grads out(2);
+  if (s.wanted[0]) out[0] = b.reduceTo(s.grad(), b.shape(s.input(0)));
+  if (s.wanted[1]) {
+    std::string g = subtract ? b.op("neg_out", {s.grad()}) : s.grad();
+    out[1] = b.reduceTo(g, b.shape(s.input(1)));
+  }
+  return out;
+}
+
+Grads mulRule(GradientBuilder &b, const GradientStep &s) {
+  Grads out(2);
+  if (s.wanted[0]) out[0] = b.reduceTo(b.mul(s.grad(), s.input(1)), b.shape(s.input(0)));
+  if (s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), s.input(0)), b.shape(s.input(1)));
+  return out;
+}
+
+Grads divRule(GradientBuilder &b, const GradientStep &s) {
+  Grads out(2);
+  if (s.wanted[0]) out[0] = b.reduceTo(b.div(s.grad(), s.input(1)), b.shape(s.input(0)));
+  if (s.wanted[1]) {  // d(a/b)/db = -(a/b)/b
+    std::string g = b.op("neg_out", {b.div(b.mul(s.grad(), s.result()), s.input(1))});
+    out[1] = b.reduceTo(g, b.shape(s.input(1)));
+  }
+  return out;
+}
+
+/// linear(x [..., K], W [N, K], bias [N]) = x W^T + bias, over M rows.
+Grads linearRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &x = b.shape(s.input(0)), &w = b.shape(s.input(1));
+  const int64_t N = w[0], K = w[1], M = elementCount(x) / std::max<int64_t>(K, 1);
+  std::string g2 = b.reshape(s.grad(), {M, N});
+  Grads out(s.node.inputs.size());
+  if (s.wanted[0]) out[0] = b.reshape(b.op("matmul", {g2, s.input(1)}), x);
+  if (s.wanted[1]) {
+    std::string gT = b.op("transpose", {g2}, {{"dim0", 0}, {"dim1", 1}});
+    out[1] = b.op("matmul", {gT, b.reshape(s.input(0), {M, K})});
+  }
+  if (s.node.inputs.size() > 2 && s.wanted[2]) out[2] = b.reshape(b.sumKeep(g2, {0}), {N});
+  return out;
+}
+
+/// matmul(a [..., M, K], b [..., K, N]) with broadcast batch dims.
+Grads matmulRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &a = b.shape(s.input(0)), &c = b.shape(s.input(1));
+  if (a.size() < 2 || c.size() < 2)
+    throw GraphError("matmul's gradient takes operands of at least 2 dims, got " +
+                     std::to_string(a.size()) + " and " + std::to_string(c.size()));
+  auto swapLast = [&](const std::string &v) {
+    return b.op("transpose", {v}, {{"dim0", -2}, {"dim1", -1}});
+  };
+  Grads out(2);
+  if (s.wanted[0]) out[0] = b.reduceTo(b.op("matmul", {s.grad(), swapLast(s.input(1))}), a);
+  if (s.wanted[1]) out[1] = b.reduceTo(b.op("matmul", {swapLast(s.input(0)), s.grad()}), c);
+  return out;
+}
+
+std::string one_minus(GradientBuilder &b, const std::string &x) {
+  return b.sub(b.scalar(1.0, b.dtype(x)), x);
+}
+
+Grads geluRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  auto it = s.node.strings.find("approximate");
+  const bool tanhForm = it != s.node.strings.end() && it->second == "tanh";
+  std::string d;
+  if (!tanhForm) {  // Phi(x) + x phi(x)
+    std::string cdf = b.scale(b.shift(b.op("erf", {b.scale(x, M_SQRT1_2)}), 1.0), 0.5);
+    std::string pdf = b.scale(b.op("exp", {b.scale(b.mul(x, x), -0.5)}), 0.5 * M_2_SQRTPI * M_SQRT1_2);
+    d = b.add(cdf, b.mul(x, pdf));
+  } else {  // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
+    const double k = M_SQRT2 * M_2_SQRTPI * 0.5, c = 0.044715;
+    std::string x2 = b.mul(x, x);
+    std::string inner = b.scale(b.add(x, b.scale(b.mul(x2, x), c)), k);
+    std::string t = b.op("tanh", {inner});
+    std::string left = b.scale(b.shift(t, 1.0), 0.5);
+    std::string slope = b.scale(b.shift(b.scale(x2, 3 * c), 1.0), 0.5 * k);
+    d = b.add(left, b.mul(b.mul(x, one_minus(b, b.mul(t, t))), slope));
+  }
+  return pointwise(s, b.mul(s.grad(), d));
+}
+
+Grads siluRule(GradientBuilder &b, const GradientStep &s) {  // s (1 + x (1 - s))
+  const std::string &x = s.input(0);
+  std::string sig = b.op("sigmoid", {x});
+  std::string d = b.mul(sig, b.shift(b.mul(x, one_minus(b, sig)), 1.0));
+  return pointwise(s, b.mul(s.grad(), d));
+}
+
+Grads softmaxRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &y = s.result();
+  int64_t dim = normalizedDim(s.node.integer("dim"), b.shape(y).size());
+  std::string dot = b.sumKeep(b.mul(s.grad(), y), {dim});
+  return pointwise(s, b.mul(y, b.sub(s.grad(), dot)));
+}
+
+/// layer_norm over the last dim: x̂ = (x - mean) rstd, y = x̂ w + bias.
+Grads layerNormRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  const Shape &shape = b.shape(x);
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1, D = shape.back();
+  std::string mean = b.meanKeep(x, {last});
+  std::string var = b.op("var", {x}, {{"dims", std::vector<int64_t>{last}}, {"keepdim", 1}, {"correction", 0}});
+  std::string rstd = b.op("rsqrt", {b.shift(var, s.node.number("eps"))});
+  std::string xhat = b.mul(b.sub(x, mean), rstd);
+  const bool affine = s.node.inputs.size() > 1;
+  Grads out(s.node.inputs.size());
+  if (s.wanted[0]) {
+    std::string gxhat = affine ? b.mul(s.grad(), s.input(1)) : s.grad();
+    std::string m1 = b.meanKeep(gxhat, {last});
+    std::string m2 = b.meanKeep(b.mul(gxhat, xhat), {last});
+    out[0] = b.mul(rstd, b.sub(b.sub(gxhat, m1), b.mul(xhat, m2)));
+  }
+  if (affine && s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), xhat), {D});
+  if (s.node.inputs.size() > 2 && s.wanted[2]) out[2] = b.reduceTo(s.grad(), {D});
+  return out;
+}
+
+/// rms_norm over the last dim: r = rsqrt(mean(x^2) + eps), y = x r w.
+Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  const Shape &shape = b.shape(x);
+  const int64_t last = static_cast<int64_t>(shape.size()) - 1, D = shape.back();
+  std::string r = b.op("rsqrt", {b.shift(b.meanKeep(b.mul(x, x), {last}), s.node.number("eps"))});
+  const bool affine = s.node.inputs.size() > 1;
+  Grads out(s.node.inputs.size());
+  if (s.wanted[0]) {
+    std::string gn = affine ? b.mul(s.grad(), s.input(1)) : s.grad();
+    std::string m = b.meanKeep(b.mul(gn, x), {last});
+    out[0] = b.mul(r, b.sub(gn, b.mul(x, b.mul(b.mul(r, r), m))));
+  }
+  if (affine && s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), b.mul(x, r)), {D});
+  return out;
+}
+
+/// cross_entropy(logits [N, C], targets [N]): the mean over targets other
+/// than -100 (torch's ignore_index) of -log softmax(logits)[target].
+Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &logits = s.input(0), &targets = s.input(1);
+  const Shape &shape = b.shape(logits);
+  const int64_t N = shape[0], C = shape[1];
+  const plan::DType dt = b.dtype(logits);
+  std::string column = b.reshape(targets, {N, 1});
+  std::string hot = b.asFloat(b.op("eq", {b.asFloat(column, plan::DType::F32),
+                                          b.arange(C, plan::DType::F32)}),
+                              dt);
+  std::string counted = b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
+  std::string count = b.op("sum", {counted});
+  std::string perRow = b.div(b.mul(counted, s.grad()), count);  // [N, 1]
+  std::string probs = b.op("softmax", {logits}, {{"dim", 1}});
+  return {s.wanted[0] ? b.mul(b.sub(probs, hot), perRow) : "", ""};
+}
+
+/// embedding(weight [V, D], ids): row v's gradient sums g over the ids equal
+/// to v, computed as onehot(ids)^T g (a [M, V] one-hot; docs/training.md).
+Grads embeddingRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &weight = b.shape(s.input(0));
+  const int64_t V = weight[0], D = weight[1];
+  const int64_t M = elementCount(b.shape(s.input(1)));
+  const plan::DType dt = b.dtype(s.input(0));
+  std::string ids = b.asFloat(b.reshape(s.input(1), {M, 1}), plan::DType::F32);
+  std::string hot = b.asFloat(b.op("eq", {ids, b.arange(V, plan::DType::F32)}), dt);
+  std::string hotT = b.op("transpose", {hot}, {{"dim0", 0}, {"dim1", 1}});
+  return {s.wanted[0] ? b.op("matmul", {hotT, b.reshape(s.grad(), {M, D})}) : "", ""};
+}
+
+Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &x = b.shape(s.input(0));
+  const int64_t dim = s.node.integer("dim"), start = s.node.integer("start");
+  const int64_t end = s.node.integer("end"), step = s.node.integer("step");
+  if (step != 1)
+    throw GraphError("no gradient rule for a slice with step " + std::to_string(step));
+  std::vector<std::string> pieces;
+  const plan::DType dt = b.dtype(s.grad());
+  if (start > 0) {
+    Shape before = x;
+    before[static_cast<size_t>(dim)] = start;
+    pieces.push_back(b.zeros(before, dt));
+  }
+  pieces.push_back(s.grad());
+  if (end < x[static_cast<size_t>(dim)]) {
+    Shape after = x;
+    after[static_cast<size_t>(dim)] = x[static_cast<size_t>(dim)] - end;
+    pieces.push_back(b.zeros(after, dt));
+  }
+  return pointwise(s, pieces.size() == 1 ? pieces[0] : b.op("cat", pieces, {{"dim", dim}}));
+}
+
+Grads splitRule(GradientBuilder &b, const GradientStep &s) {
+  const int64_t dim = s.node.integer("dim");
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i < s.resultGrads.size(); ++i)
+    pieces.push_back(!s.resultGrads[i].empty()
+                         ? s.resultGrads[i]
+                         : b.zeros(s.node.shapes[i], s.node.dtype));
+  return pointwise(s, b.op("cat", pieces, {{"dim", dim}}));
+}
+
+Grads catRule(GradientBuilder &b, const GradientStep &s) {
+  const int64_t dim = s.node.integer("dim");
+  Grads out(s.node.inputs.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < s.node.inputs.size(); ++i) {
+    const int64_t size = b.shape(s.input(i))[static_cast<size_t>(dim)];
+    if (s.wanted[i])
+      out[i] = b.op("slice", {s.grad()},
+                    {{"dim", dim}, {"start", offset}, {"end", offset + size}});
+    offset += size;
+  }
+  return out;
+}
+
+Grads reduceRule(GradientBuilder &b, const GradientStep &s, bool mean) {
+  const Shape &x = b.shape(s.input(0));
+  std::vector<int64_t> dims = reducedDims(s.node, x.size());
+  std::string g = s.grad();
+  if (mean) {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= x[static_cast<size_t>(d)];
+    g = b.scale(g, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+  }
+  return pointwise(s, unreduce(b, g, x, dims));
+}
+
+const std::map<std::string, GradientRule> &rules() {
+  using B = GradientBuilder;
+  using S = GradientStep;
+  static const std::map<std::string, GradientRule> table = {
+      {"add", [](B &b, const S &s) { return addRule(b, s, false); }},
+      {"sub", [](B &b, const S &s) { return addRule(b, s, true); }},
+      {"mul", mulRule},
+      {"div", divRule},
+      {"linear", linearRule},
+      {"matmul", matmulRule},
+      {"relu",
+       [](B &b, const S &s) {
+         std::string positive = b.op("gt", {s.input(0)}, {{"value", 0.0}});
+         return pointwise(s, b.mul(s.grad(), b.asFloat(positive, b.dtype(s.grad()))));
+       }},
+      {"gelu", geluRule},
+      {"silu", siluRule},
+      {"sigmoid",
+       [](B &b, const S &s) {
+         return pointwise(s, b.mul(s.grad(), b.mul(s.result(), one_minus(b, s.result()))));
+       }},
+      {"tanh",
+       [](B &b, const S &s) {
+         return pointwise(s, b.mul(s.grad(), one_minus(b, b.mul(s.result(), s.result()))));
+       }},
+      {"exp", [](B &b, const S &s) { return pointwise(s, b.mul(s.grad(), s.result())); }},
+      {"log", [](B &b, const S &s) { return pointwise(s, b.div(s.grad(), s.input(0))); }},
+      {"neg_out", [](B &b, const S &s) { return pointwise(s, b.op("neg_out", {s.grad()})); }},
+      {"sqrt_out",  // g / (2 sqrt(x))
+       [](B &b, const S &s) { return pointwise(s, b.div(b.scale(s.grad(), 0.5), s.result())); }},
+      {"rsqrt",  // -0.5 g y^3
+       [](B &b, const S &s) {
+         std::string y3 = b.mul(b.mul(s.result(), s.result()), s.result());
+         return pointwise(s, b.scale(b.mul(s.grad(), y3), -0.5));
+       }},
+      {"reciprocal",  // -g y^2
+       [](B &b, const S &s) {
+         return pointwise(s, b.op("neg_out", {b.mul(s.grad(), b.mul(s.result(), s.result()))}));
+       }},
+      {"pow_scalar",  // g e x^(e-1)
+       [](B &b, const S &s) {
+         double e = std::get<double>(s.node.attrs.at("exponent"));
+         std::string power = b.op("pow_scalar", {s.input(0)}, {{"exponent", e - 1.0}});
+         return pointwise(s, b.scale(b.mul(s.grad(), power), e));
+       }},
+      {"softmax", softmaxRule},
+      {"layer_norm", layerNormRule},
+      {"rms_norm", rmsNormRule},
+      {"cross_entropy", crossEntropyRule},
+      {"embedding", embeddingRule},
+      {"reshape",
+       [](B &b, const S &s) { return pointwise(s, b.reshape(s.grad(), b.shape(s.input(0)))); }},
+      {"transpose",
+       [](B &b, const S &s) {
+         return pointwise(s, b.op("transpose", {s.grad()},
+                                  {{"dim0", s.node.integer("dim0")},
+                                   {"dim1", s.node.integer("dim1")}}));
+       }},
+      {"permute",
+       [](B &b, const S &s) {
+         std::vector<int64_t> inverse(s.node.ints.size());
+         for (size_t k = 0; k < s.node.ints.size(); ++k)
+           inverse[static_cast<size_t>(normalizedDim(s.node.ints[k], inverse.size()))] =
+               static_cast<int64_t>(k);
+         return pointwise(s, b.op("permute", {s.grad()}, {{"dims", inverse}}));
+       }},
+      {"slice", sliceRule},
+      {"split", splitRule},
+      {"cat", catRule},
+      {"sum", [](B &b, const S &s) { return reduceRule(b, s, false); }},
+      {"mean", [](B &b, const S &s) { return reduceRule(b, s, true); }},
+  };
+  return table;
+}
+
+} // namespace
+
+const GradientRule *findGradientRule(const std::string &op) {
+  auto it = rules().find(op);
+  return it == rules().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> opsWithGradients() {
+  std::vector<std::string> names;
+  for (const auto &[name, rule] : rules()) names.push_back(name);
+  return names;
+}
+
+} // namespace shardc::compiler

@@ -1,0 +1,24 @@
+// The model graph a command works on: the file, plus its backward pass when
+// --grad names a loss (docs/training.md).
+#pragma once
+
+#include "compiler/Graph.h"
+
+#include <string>
+
+namespace shardc::cli {
+
+/// Loads MODEL.json; with a non-empty `gradLoss`, adds the backward pass of
+/// that loss and notes on stderr the parameters that get no gradient.
+/// Throws compiler::GraphError.
+compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
+                               const std::string &gradLoss);
+
+/// The --grad option's help line.
+inline constexpr const char *kGradUsage =
+    "  --grad LOSS        add the backward pass: LOSS (a 0-d value of the\n"
+    "                     graph) differentiated with respect to every\n"
+    "                     parameter; outputs gain LOSS and grad.NAME per\n"
+    "                     parameter (docs/training.md)\n";
+
+} // namespace shardc::cli
