@@ -2,6 +2,7 @@
 #include "compiler/Autodiff.h"
 #include "compiler/GradientRules.h"
 
+#include <map>
 #include <set>
 
 namespace shardc::compiler {
@@ -74,19 +75,26 @@ JointGraph withGradients(const std::string &graphText, const std::string &source
   // The nodes the backward pass runs through, checked before anything is
   // emitted so that one message lists every op still missing a rule.
   std::vector<const GraphNode *> active;
-  std::vector<std::string> missing;
+  std::map<std::string, std::vector<const GraphNode *>> missing; // by op
   for (const GraphNode &node : graph.nodes) {
     bool on = false;
     for (const std::string &name : node.names) on |= feeds.count(name) && carries.count(name);
     if (!on) continue;
     active.push_back(&node);
-    if (!findGradientRule(node.op))
-      missing.push_back(node.path + " ('" + node.names.front() + "', op " + node.op + ")");
+    if (!findGradientRule(node.op)) missing[node.op].push_back(&node);
   }
-  if (!missing.empty())
-    throw GraphError(where + "no gradient rule yet for " + joined(missing) +
+  if (!missing.empty()) {
+    std::vector<std::string> parts;
+    for (const auto &[op, nodes] : missing)
+      parts.push_back(op + " (" + nodes.front()->path + " '" + nodes.front()->names.front() +
+                      "'" +
+                      (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more"
+                                        : "") +
+                      ")");
+    throw GraphError(where + "no gradient rule yet for op " + joined(parts) +
                      " on the way from the parameters to the loss (ops with one: " +
                      joined(opsWithGradients()) + "; docs/training.md)");
+  }
 
   json document = json::parse(graphText);
   std::string device = graph.params.empty() ? "cpu" : graph.params.front().device;
@@ -107,7 +115,16 @@ JointGraph withGradients(const std::string &graphText, const std::string &source
     for (const std::string &input : node.inputs)
       step.wanted.push_back(carries.count(input) && feeds.count(input));
     builder.setOrigin(node.path);
-    std::vector<std::string> inputGrads = (*findGradientRule(node.op))(builder, step);
+    std::vector<std::string> inputGrads;
+    try {
+      inputGrads = (*findGradientRule(node.op))(builder, step);
+    } catch (const GraphError &error) {
+      // A rule that refuses this node's attributes (gradients.unsupported)
+      // names the node; the file and the loss come first, as everywhere.
+      std::string what = error.what();
+      if (what.rfind(sourceName + ":", 0) == 0) throw;
+      throw GraphError(where + what);
+    }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (i >= inputGrads.size() || inputGrads[i].empty() || !step.wanted[i]) continue;
       const std::string &input = node.inputs[i];

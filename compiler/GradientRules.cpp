@@ -7,26 +7,16 @@
 // recomputation keeps fewer of them.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/GradientRules.h"
+#include "compiler/GradientRuleSets.h"
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <numeric>
 
 namespace shardc::compiler {
 namespace {
 
-using Grads = std::vector<std::string>;
-
-int64_t normalizedDim(int64_t dim, size_t rank) {
-  return dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
-}
-
-const plan::AttrValue *attr(const GraphNode &node, const char *key) {
-  auto it = node.attrs.find(key);
-  return it == node.attrs.end() ? nullptr : &it->second;
-}
+using namespace gradients;
 
 /// A family reduction's dims, normalized; absent means every dim.
 std::vector<int64_t> reducedDims(const GraphNode &node, size_t rank) {
@@ -51,9 +41,6 @@ std::string unreduce(GradientBuilder &b, const std::string &g, const Shape &inpu
   for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
   return b.expandTo(b.reshape(g, kept), input);
 }
-
-/// Elementwise ops: the input's gradient is g * f'(x).
-Grads pointwise(const GradientStep &s, const std::string &gx) { return {s.wanted[0] ? gx : ""}; }
 
 Grads addRule(GradientBuilder &b, const GradientStep &s, bool subtract) {
   Grads out(2);
@@ -101,8 +88,8 @@ Grads linearRule(GradientBuilder &b, const GradientStep &s) {
 Grads matmulRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &a = b.shape(s.input(0)), &c = b.shape(s.input(1));
   if (a.size() < 2 || c.size() < 2)
-    throw GraphError("matmul's gradient takes operands of at least 2 dims, got " +
-                     std::to_string(a.size()) + " and " + std::to_string(c.size()));
+    unsupported(s, "takes operands of at least 2 dims, got " + std::to_string(a.size()) +
+                       " and " + std::to_string(c.size()));
   auto swapLast = [&](const std::string &v) {
     return b.op("transpose", {v}, {{"dim0", -2}, {"dim1", -1}});
   };
@@ -217,6 +204,9 @@ Grads embeddingRule(GradientBuilder &b, const GradientStep &s) {
   const plan::DType dt = b.dtype(s.input(0));
   std::string ids = b.asFloat(b.reshape(s.input(1), {M, 1}), plan::DType::F32);
   std::string hot = b.asFloat(b.op("eq", {ids, b.arange(V, plan::DType::F32)}), dt);
+  const int64_t padding = s.node.integer("padding_idx");
+  if (padding >= 0)  // nn.Embedding(padding_idx=p): row p's gradient stays zero
+    hot = b.mul(hot, b.asFloat(b.op("ne", {ids}, {{"value", static_cast<double>(padding)}}), dt));
   std::string hotT = b.op("transpose", {hot}, {{"dim0", 0}, {"dim1", 1}});
   return {s.wanted[0] ? b.op("matmul", {hotT, b.reshape(s.grad(), {M, D})}) : "", ""};
 }
@@ -226,7 +216,7 @@ Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
   const int64_t dim = s.node.integer("dim"), start = s.node.integer("start");
   const int64_t end = s.node.integer("end"), step = s.node.integer("step");
   if (step != 1)
-    throw GraphError("no gradient rule for a slice with step " + std::to_string(step));
+    unsupported(s, "takes step 1, got " + std::to_string(step));
   std::vector<std::string> pieces;
   const plan::DType dt = b.dtype(s.grad());
   if (start > 0) {
@@ -279,10 +269,10 @@ Grads reduceRule(GradientBuilder &b, const GradientStep &s, bool mean) {
   return pointwise(s, unreduce(b, g, x, dims));
 }
 
-const std::map<std::string, GradientRule> &rules() {
+RuleTable basicRules() {
   using B = GradientBuilder;
   using S = GradientStep;
-  static const std::map<std::string, GradientRule> table = {
+  return {
       {"add", [](B &b, const S &s) { return addRule(b, s, false); }},
       {"sub", [](B &b, const S &s) { return addRule(b, s, true); }},
       {"mul", mulRule},
@@ -351,6 +341,14 @@ const std::map<std::string, GradientRule> &rules() {
       {"sum", [](B &b, const S &s) { return reduceRule(b, s, false); }},
       {"mean", [](B &b, const S &s) { return reduceRule(b, s, true); }},
   };
+}
+
+const RuleTable &rules() {
+  static const RuleTable table = [] {
+    RuleTable all = basicRules();
+    for (RuleTable part : {attentionRules(), imageRules()}) all.merge(part);
+    return all;
+  }();
   return table;
 }
 

@@ -187,6 +187,14 @@ const std::map<std::string, Rule> &rules() {
          out.push_back(r.shape(0)[1]);
          r.node().dtype = r.dtype(0);
          r.node().shapes = {out};
+         // nn.Embedding's padding_idx: the row whose gradient stays zero
+         // (forward reads it like any other row).
+         int64_t padding = r.integer("padding_idx", -1);
+         if (padding < -1 || padding >= r.shape(0)[0])
+           r.failAt("padding_idx", "must be a row of the table (0.." +
+                                       std::to_string(r.shape(0)[0] - 1) + ") or -1, got " +
+                                       std::to_string(padding));
+         r.node().numbers["padding_idx"] = static_cast<double>(padding);
        }},
       {"linear",
        [](NodeReader &r) {

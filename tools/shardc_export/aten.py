@@ -816,7 +816,9 @@ def embedding(self, node, weight, ids, padding_idx=-1, *rest):
     for d in self.input_decls:
         if d["name"] == ids.name:
             self.high[d["name"]] = weight.shape[0]
-    return self.emit(node, "embedding", [weight, ids], node.meta["val"])
+    # padding_idx changes only the backward (that row's gradient stays 0).
+    extra = {"padding_idx": int(padding_idx)} if int(padding_idx) >= 0 else {}
+    return self.emit(node, "embedding", [weight, ids], node.meta["val"], **extra)
 
 
 def materialize(self, node, v):

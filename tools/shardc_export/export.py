@@ -496,8 +496,13 @@ def run_eager(args, factory, kwargs):
     call = {}
     for d in graph["inputs"]:
         call[d["name"]] = inputs[d["name"]]
-    with torch.no_grad():
+    if args.grad:
+        for d in graph["parameters"]:
+            by_name[d["name"]].requires_grad_(True)
         res = model(**call)
+    else:
+        with torch.no_grad():
+            res = model(**call)
     flat = []
 
     def collect(v):
@@ -514,8 +519,20 @@ def run_eager(args, factory, kwargs):
         raise ExportError("forward returned %d tensors, the graph has %d outputs"
                           % (len(flat), len(graph["outputs"])))
     del sig
-    tr.write_safetensors(args.outputs, {n: t.contiguous() for n, t in
-                                        zip(graph["outputs"], flat)})
+    out = {n: t.detach().contiguous() for n, t in zip(graph["outputs"], flat)}
+    if args.grad:
+        # shardc run --grad's outputs: LOSS, then grad.NAME per parameter
+        # the loss depends on (torch leaves the others' .grad None).
+        if args.grad not in out:
+            raise ExportError("--grad %s: not one of the graph's outputs %s"
+                              % (args.grad, graph["outputs"]))
+        loss = flat[graph["outputs"].index(args.grad)]
+        names = [d["name"] for d in graph["parameters"]]
+        grads = torch.autograd.grad(loss, [by_name[n] for n in names], allow_unused=True)
+        for name, g in zip(names, grads):
+            if g is not None:
+                out["grad." + name] = g.contiguous()
+    tr.write_safetensors(args.outputs, out)
 
 
 def parser():
@@ -554,6 +571,9 @@ def parser():
                     help="instead of exporting: run the module eagerly with --params and "
                          "--inputs (safetensors), write --outputs named as GRAPH's outputs")
     ap.add_argument("--params")
+    ap.add_argument("--grad", metavar="LOSS",
+                    help="with --eager: also write grad.NAME per parameter, the "
+                         "gradients of output LOSS by torch.autograd (shardc run --grad)")
     ap.add_argument("--inputs")
     ap.add_argument("--outputs")
     return ap

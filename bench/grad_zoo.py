@@ -1,0 +1,160 @@
+"""Which zoo models `shardc run --grad` differentiates, checked against
+torch.autograd on the model itself (bench/README.md, "Gradient coverage").
+
+Per model of bench/zoo_models.py: wrap it so forward returns a 0-d loss
+(the mean of its first output, in float32, weighted by cos(0), cos(1),
+...: a plain mean or mean square would be constant after a final layer
+norm, its gradients noise), export the wrapper,
+run `shardc run --grad output` at N = 2 on the eager instance's weights
+(--load) and deterministic inputs, run the eager module with the same
+weights and inputs under torch.autograd (export_torch.py --eager --grad),
+and compare every parameter's gradient (max-norm relative error, the
+worst tensor). Prints one markdown row per model: ok (every gradient
+within --rtol), differs, refused (shardc's exit-2 message: an op without
+a gradient rule) or failed.
+
+    /opt/shardc-venv/bin/python bench/grad_zoo.py [--only NAME ...] [--rtol R]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import zoo_models  # noqa: E402
+
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+
+DEFAULT = [
+    "nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
+    "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny",
+    "torchvision SwinTransformer tiny", "torchvision convnext_tiny",
+    "torchvision efficientnet_b0", "torchvision squeezenet1_1",
+    "torchvision shufflenet_v2_x0_5", "torchaudio wav2vec2 tiny", "HF GPT-2", "HF Llama",
+    "HF Qwen2", "HF BERT", "HF T5", "HF ViT", "HF Mixtral (MoE)",
+]
+
+
+def with_loss(spec, kwargs, inputs):
+    """The zoo model `spec` wrapped: forward(**inputs) returns a 0-d float32
+    loss, the cos-weighted mean of the model's first output."""
+    import importlib
+    import torch
+
+    module_name, factory = spec.split(":")
+    model = getattr(importlib.import_module(module_name), factory)(**kwargs)
+
+    def first_tensor(value):
+        if isinstance(value, torch.Tensor):
+            return value
+        if isinstance(value, dict) or hasattr(value, "values"):
+            value = list(value.values())
+        for item in value:
+            found = first_tensor(item)
+            if found is not None:
+                return found
+        return None
+
+    # forward must name the model's inputs (the exporter binds them by name).
+    params = ", ".join(inputs)
+    code = ("def forward(self, %s):\n"
+            "    out = first_tensor(self.model(%s))\n"
+            "    out = out.float()\n"
+            "    weight = torch.cos(torch.arange(out.numel(), dtype=torch.float32, device=out.device))\n"
+            "    return (out * weight.reshape(out.shape)).mean()\n"
+            % (params, ", ".join("%s=%s" % (n, n) for n in inputs)))
+    scope = {"first_tensor": first_tensor, "torch": torch}
+    exec(code, scope)
+    wrapper = type("WithLoss", (torch.nn.Module,), {"forward": scope["forward"]})()
+    wrapper.model = model
+    return wrapper
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    lines = [l for l in (p.stderr + p.stdout).splitlines() if l.strip()]
+    errors = [l for l in lines if "error" in l.lower()] or lines or [""]
+    return p.returncode, errors[-1].split("error: ", 1)[-1], p.stdout
+
+
+def probe(name, shardc, tmp, rtol):
+    spec, kwargs, shapes = zoo_models.ZOO[name]
+    wrapped = json.dumps({"spec": spec, "kwargs": kwargs, "inputs": list(shapes)})
+    g, w, inp = (os.path.join(tmp, f) for f in ("g.json", "w.st", "in.st"))
+    out, ref = os.path.join(tmp, "out.st"), os.path.join(tmp, "ref.st")
+    py, export = sys.executable, os.path.join(ROOT, "tools", "export_torch.py")
+    common = ["grad_zoo:with_loss", "--python-path", HERE, "--kwargs", wrapped, "--seed", "5"]
+    steps = (
+        ("export", [py, export] + common + ["--capture", "aten", "--input-shapes",
+                                            json.dumps(shapes), "-o", g, "--weights", w]),
+        ("inputs", [py, os.path.join(ROOT, "tools", "torch_reference.py"),
+                    "--make-inputs", g, "--seed", "4", "--out", inp]),
+        ("shardc", [shardc, "run", g, "--grad", "output", "--world-size", "2", "--load", w,
+                    "--inputs", inp, "--threads", "1", "--outputs", out]),
+        ("eager", [py, export] + common + ["--eager", g, "--params", w, "--inputs", inp,
+                                           "--outputs", ref, "--grad", "output"]))
+    seconds = {}
+    for what, cmd in steps:
+        start = time.perf_counter()
+        rc, msg, _ = run(cmd)
+        seconds[what] = time.perf_counter() - start
+        if rc == 2 and what == "shardc":
+            return "refused", msg.replace(g, "g.json"), ""
+        if rc:
+            return "failed", "%s: %s" % (what, msg), ""
+    worst, name, count, why = compare_gradients(out, ref)
+    if why:
+        return "differs", why, "%.1f" % seconds["shardc"]
+    detail = "%d gradients, worst %s %.1e" % (count, name, worst)
+    return ("ok" if worst <= rtol else "differs"), detail, "%.1f" % seconds["shardc"]
+
+
+def compare_gradients(out, ref):
+    """(worst error, its tensor, gradients compared, why they cannot be):
+    each gradient's max |shardc - torch| over max(max |torch|, 1e-4 x the
+    largest gradient element of the model). The floor keeps gradients that
+    are zero in exact arithmetic (a key projection's bias under softmax) from
+    comparing rounding noise with rounding noise."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import torch_reference as tr
+    a, b = tr.read_safetensors(out), tr.read_safetensors(ref)
+    if sorted(a) != sorted(b):
+        return 0, "", 0, "tensors differ: shardc only %s, torch only %s" % (
+            sorted(set(a) - set(b))[:3], sorted(set(b) - set(a))[:3])
+    grads = [n for n in b if n.startswith("grad.")]
+    scale = max((b[n].abs().max().item() for n in grads), default=0.0)
+    worst, worst_name = 0.0, ""
+    for n in grads:
+        diff = (a[n].double() - b[n].double()).abs().max().item()
+        err = diff / max(b[n].abs().max().item(), 1e-4 * scale, 1e-30)
+        if err > worst or err != err:
+            worst, worst_name = err, n
+    return worst, worst_name, len(grads), ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="these zoo models instead of the default list")
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    args = ap.parse_args()
+    print("| model | --grad at N = 2 | detail | shardc s |\n|---|---|---|---|")
+    counts = {}
+    for name in args.only or DEFAULT:
+        with tempfile.TemporaryDirectory() as tmp:
+            status, detail, seconds = probe(name, args.shardc, tmp, args.rtol)
+        counts[status] = counts.get(status, 0) + 1
+        print("| %s | %s | %s | %s |" % (name, status, detail.replace("|", "\\|"), seconds),
+              flush=True)
+    print("\n" + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+//===- AttentionGradients.cpp - attention and rotary embedding rules ------===//
+//
+// scaled_dot_product_attention's backward recomputes the probabilities from
+// q and k (as FlashAttention's backward does) rather than keeping the
+// [B, H, T, S] matrix of every layer alive from forward to backward: the
+// joint graph then saves only q, k and v per layer.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/GradientRuleSets.h"
+
+#include <cmath>
+#include <limits>
+
+namespace shardc::compiler::gradients {
+namespace {
+
+/// The most negative finite value of `dtype`: a masked score (the graph's
+/// JSON has no -inf; exp of it is 0 all the same).
+double lowest(plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::F64: return std::numeric_limits<double>::lowest();
+  case plan::DType::F16: return -65504.0;
+  case plan::DType::BF16: return -3.3895313892515355e38;
+  default: return std::numeric_limits<float>::lowest();
+  }
+}
+
+std::string swapLast(GradientBuilder &b, const std::string &x) {
+  return b.op("transpose", {x}, {{"dim0", -2}, {"dim1", -1}});
+}
+
+/// k or v with Hkv heads read by H = G * Hkv query heads: [B, Hkv, S, E]
+/// repeated to [B, H, S, E] (head h reads head h / G).
+std::string repeatHeads(GradientBuilder &b, const std::string &x, int64_t groups) {
+  if (groups == 1) return x;
+  const Shape &s = b.shape(x);
+  std::string wide = b.expandTo(b.reshape(x, {s[0], s[1], 1, s[2], s[3]}),
+                                {s[0], s[1], groups, s[2], s[3]});
+  return b.reshape(wide, {s[0], s[1] * groups, s[2], s[3]});
+}
+
+/// The gradient of repeatHeads: each shared head sums its G readers'.
+std::string sumHeads(GradientBuilder &b, const std::string &g, int64_t groups) {
+  if (groups == 1) return g;
+  const Shape &s = b.shape(g);
+  std::string split = b.reshape(g, {s[0], s[1] / groups, groups, s[2], s[3]});
+  return b.reshape(b.sumKeep(split, {2}), {s[0], s[1] / groups, s[2], s[3]});
+}
+
+Grads sdpaRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &q = s.input(0), &k = s.input(1), &v = s.input(2);
+  const Shape &qs = b.shape(q), &ks = b.shape(k);
+  const int64_t T = qs[2], S = ks[2], groups = qs[1] / ks[1];
+  const double scale = s.node.number("scale");
+  const plan::DType dt = b.dtype(q);
+  std::string kx = repeatHeads(b, k, groups), vx = repeatHeads(b, v, groups);
+  std::string scores = b.scale(b.op("matmul", {q, swapLast(b, kx)}), scale);
+  const bool masked = s.node.inputs.size() > 3;
+  if (masked) scores = b.add(scores, s.input(3));
+  if (s.node.causal) {  // key j is seen by query i when j <= i (top left)
+    std::string rows = b.reshape(b.arange(T, plan::DType::F32), {T, 1});
+    std::string cols = b.reshape(b.arange(S, plan::DType::F32), {1, S});
+    scores = b.op("where", {b.op("ge", {rows, cols}), scores, b.scalar(lowest(dt), dt)});
+  }
+  std::string probs = b.op("softmax", {scores}, {{"dim", -1}});
+  const std::string &g = s.grad();
+  Grads out(s.node.inputs.size());
+  if (s.wanted[2]) out[2] = sumHeads(b, b.op("matmul", {swapLast(b, probs), g}), groups);
+  if (!(s.wanted[0] || s.wanted[1] || (masked && s.wanted[3]))) return out;
+  std::string dprobs = b.op("matmul", {g, swapLast(b, vx)});
+  std::string dscores = b.mul(probs, b.sub(dprobs, b.sumKeep(b.mul(dprobs, probs), {3})));
+  if (s.wanted[0]) out[0] = b.scale(b.op("matmul", {dscores, kx}), scale);
+  if (s.wanted[1])
+    out[1] = sumHeads(b, b.scale(b.op("matmul", {swapLast(b, dscores), q}), scale), groups);
+  if (masked && s.wanted[3]) out[3] = b.reduceTo(dscores, b.shape(s.input(3)));
+  return out;
+}
+
+/// rotary_embedding rotates each pair (x[i], x[i + D/2]) by its position's
+/// angle; the gradient rotates back. A rotation back is the rotation itself
+/// between two swaps of the halves (P R P = R^T), so the rule reuses the
+/// forward op and its exact angle tables.
+Grads ropeRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &shape = b.shape(s.input(0));
+  const int64_t D = shape.back(), half = D / 2, last = static_cast<int64_t>(shape.size()) - 1;
+  auto swapHalves = [&](const std::string &x) {
+    std::string low = b.op("slice", {x}, {{"dim", last}, {"start", 0}, {"end", half}});
+    std::string high = b.op("slice", {x}, {{"dim", last}, {"start", half}, {"end", D}});
+    return b.op("cat", {high, low}, {{"dim", last}});
+  };
+  json attributes = json::object();
+  if (auto theta = s.node.numbers.find("theta"); theta != s.node.numbers.end())
+    attributes["theta"] = theta->second;
+  return pointwise(s, swapHalves(b.op("rotary_embedding", {swapHalves(s.grad())}, attributes)));
+}
+
+} // namespace
+
+RuleTable attentionRules() {
+  return {{"scaled_dot_product_attention", sdpaRule}, {"rotary_embedding", ropeRule}};
+}
+
+} // namespace shardc::compiler::gradients
