@@ -33,12 +33,16 @@ import zoo_models  # noqa: E402
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
 DEFAULT = [
-    "nn.TransformerEncoder", "nn.MultiheadAttention", "torchvision resnet18",
-    "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny",
-    "torchvision SwinTransformer tiny", "torchvision convnext_tiny",
-    "torchvision efficientnet_b0", "torchvision squeezenet1_1",
-    "torchvision shufflenet_v2_x0_5", "torchaudio wav2vec2 tiny", "HF GPT-2", "HF Llama",
-    "HF Qwen2", "HF BERT", "HF T5", "HF ViT", "HF Mixtral (MoE)",
+    "nn.TransformerEncoder", "nn.Transformer", "nn.MultiheadAttention",
+    "torchvision resnet18", "torchvision mobilenet_v3_small", "torchvision VisionTransformer tiny",
+    "torchvision SwinTransformer tiny", "torchvision convnext_tiny", "torchvision densenet121",
+    "torchvision efficientnet_b0", "torchvision googlenet", "torchvision squeezenet1_1",
+    "torchvision shufflenet_v2_x0_5", "torchvision regnet_y_400mf", "torchvision mnasnet0_5",
+    "torchaudio wav2vec2 tiny", "HF GPT-2", "HF Llama", "HF Qwen2", "HF Gemma", "HF Phi",
+    "HF Falcon", "HF BERT", "HF BERT (attention mask)", "HF Llama (attention mask)", "HF T5",
+    "HF BART", "HF Whisper", "HF ViT", "HF CLIP vision", "HF Swin",
+    "timm vit_tiny_patch16_224", "timm levit_128s", "timm mixer_s16_224",
+    "timm coat_lite_tiny", "timm mobilevit_xxs",
 ]
 
 

@@ -14,17 +14,6 @@
 namespace shardc::compiler::gradients {
 namespace {
 
-/// The most negative finite value of `dtype`: a masked score (the graph's
-/// JSON has no -inf; exp of it is 0 all the same).
-double lowest(plan::DType dtype) {
-  switch (dtype) {
-  case plan::DType::F64: return std::numeric_limits<double>::lowest();
-  case plan::DType::F16: return -65504.0;
-  case plan::DType::BF16: return -3.3895313892515355e38;
-  default: return std::numeric_limits<float>::lowest();
-  }
-}
-
 std::string swapLast(GradientBuilder &b, const std::string &x) {
   return b.op("transpose", {x}, {{"dim0", -2}, {"dim1", -1}});
 }
@@ -60,9 +49,19 @@ Grads sdpaRule(GradientBuilder &b, const GradientStep &s) {
   if (s.node.causal) {  // key j is seen by query i when j <= i (top left)
     std::string rows = b.reshape(b.arange(T, plan::DType::F32), {T, 1});
     std::string cols = b.reshape(b.arange(S, plan::DType::F32), {1, S});
-    scores = b.op("where", {b.op("ge", {rows, cols}), scores, b.scalar(lowest(dt), dt)});
+    const double hidden = -std::numeric_limits<double>::infinity();  // as the kernel
+    scores = b.op("where", {b.op("ge", {rows, cols}), scores, b.scalar(hidden, dt)});
   }
   std::string probs = b.op("softmax", {scores}, {{"dim", -1}});
+  if (masked) {
+    // A query whose keys are all masked (-inf) attends to nothing: the
+    // kernel gives it zeros (torch's safe softmax), softmax gives NaN. Its
+    // row max is -inf, the one value whose difference with itself is NaN.
+    std::string top = b.op("amax", {scores}, {{"dims", std::vector<int64_t>{3}}, {"keepdim", 1}});
+    std::string spread = b.sub(top, top);
+    std::string none = b.op("ne", {spread, spread});
+    probs = b.op("where", {none, b.scalar(0.0, dt), probs});
+  }
   const std::string &g = s.grad();
   Grads out(s.node.inputs.size());
   if (s.wanted[2]) out[2] = sumHeads(b, b.op("matmul", {swapLast(b, probs), g}), groups);

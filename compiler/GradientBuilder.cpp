@@ -1,6 +1,7 @@
 //===- GradientBuilder.cpp - emitting backward nodes into a graph ---------===//
 #include "compiler/GradientBuilder.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace shardc::compiler {
@@ -74,18 +75,30 @@ std::string GradientBuilder::constant(const std::string &key, const Shape &shape
 }
 
 std::string GradientBuilder::scalar(double value, plan::DType dtype) {
-  std::ostringstream key;
-  key.precision(17);
-  key << "fill=" << value;
-  return constant(key.str(), {}, dtype, {{"op", "fill"}, {"value", value}});
+  return filled({}, dtype, value);
 }
 
 std::string GradientBuilder::zeros(const Shape &shape, plan::DType dtype) {
   return constant("zeros", shape, dtype, {{"op", "zeros"}});
 }
 
+std::string GradientBuilder::filled(const Shape &shape, plan::DType dtype, double value) {
+  std::ostringstream key;
+  key.precision(17);
+  key << "fill=" << value;
+  // The graph format writes non-finite values as strings (JSON has none).
+  json number = std::isfinite(value) ? json(value)
+                : std::isnan(value)  ? json("nan")
+                                     : json(value < 0 ? "-inf" : "inf");
+  return constant(key.str(), shape, dtype, {{"op", "fill"}, {"value", number}});
+}
+
 std::string GradientBuilder::arange(int64_t n, plan::DType dtype) {
   return constant("arange", {n}, dtype, {{"op", "arange"}});
+}
+
+std::string GradientBuilder::identity(int64_t n, plan::DType dtype) {
+  return constant("eye", {n, n}, dtype, {{"op", "eye"}});
 }
 
 std::string GradientBuilder::reshape(const std::string &x, const Shape &shape) {

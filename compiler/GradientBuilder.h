@@ -49,8 +49,12 @@ public:
   std::string scalar(double value, plan::DType dtype);
   /// A tensor of `shape` filled with zeros.
   std::string zeros(const Shape &shape, plan::DType dtype);
+  /// A tensor of `shape` filled with `value`.
+  std::string filled(const Shape &shape, plan::DType dtype, double value);
   /// [n] holding 0, 1, ..., n - 1 (exact in float32 below 2^24).
   std::string arange(int64_t n, plan::DType dtype);
+  /// The [n, n] identity.
+  std::string identity(int64_t n, plan::DType dtype);
 
   // ---- shape helpers ----
   std::string reshape(const std::string &x, const Shape &shape);

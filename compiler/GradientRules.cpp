@@ -214,20 +214,32 @@ Grads embeddingRule(GradientBuilder &b, const GradientStep &s) {
 Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &x = b.shape(s.input(0));
   const int64_t dim = s.node.integer("dim"), start = s.node.integer("start");
-  const int64_t end = s.node.integer("end"), step = s.node.integer("step");
-  if (step != 1)
-    unsupported(s, "takes step 1, got " + std::to_string(step));
-  std::vector<std::string> pieces;
+  const int64_t step = s.node.integer("step");
+  const size_t d = static_cast<size_t>(dim);
   const plan::DType dt = b.dtype(s.grad());
+  std::string g = s.grad();
+  if (step > 1) {  // zeros between the elements read: [.., n, 1, ..] + [.., n, step-1, ..]
+    Shape gs = b.shape(g), one = gs;
+    one.insert(one.begin() + dim + 1, 1);
+    Shape gap = one;
+    gap[d + 1] = step - 1;
+    Shape spread = gs;
+    spread[d] = gs[d] * step;
+    g = b.reshape(b.op("cat", {b.reshape(g, one), b.zeros(gap, dt)}, {{"dim", dim + 1}}), spread);
+    const int64_t room = x[d] - start;
+    if (spread[d] > room) g = b.op("slice", {g}, {{"dim", dim}, {"start", 0}, {"end", room}});
+  }
+  const int64_t end = start + b.shape(g)[d];
+  std::vector<std::string> pieces;
   if (start > 0) {
     Shape before = x;
-    before[static_cast<size_t>(dim)] = start;
+    before[d] = start;
     pieces.push_back(b.zeros(before, dt));
   }
-  pieces.push_back(s.grad());
-  if (end < x[static_cast<size_t>(dim)]) {
+  pieces.push_back(g);
+  if (end < x[d]) {
     Shape after = x;
-    after[static_cast<size_t>(dim)] = x[static_cast<size_t>(dim)] - end;
+    after[d] = x[d] - end;
     pieces.push_back(b.zeros(after, dt));
   }
   return pointwise(s, pieces.size() == 1 ? pieces[0] : b.op("cat", pieces, {{"dim", dim}}));
@@ -267,6 +279,83 @@ Grads reduceRule(GradientBuilder &b, const GradientStep &s, bool mean) {
     g = b.scale(g, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
   }
   return pointwise(s, unreduce(b, g, x, dims));
+}
+
+/// amax / amin: the gradient splits evenly among the elements that equal
+/// the extreme (torch's rule for ties).
+Grads extremeRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  const Shape &xs = b.shape(x);
+  std::vector<int64_t> dims = reducedDims(s.node, xs.size());
+  const plan::DType dt = b.dtype(x);
+  std::string hit = b.asFloat(b.op("eq", {x, unreduce(b, s.result(), xs, dims)}), dt);
+  std::string share = b.div(unreduce(b, s.grad(), xs, dims),
+                            unreduce(b, b.sumKeep(hit, dims), xs, dims));
+  return pointwise(s, b.mul(hit, share));
+}
+
+/// var(dims, correction): 2 (x - mean) / (n - correction).
+Grads varRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  const Shape &xs = b.shape(x);
+  std::vector<int64_t> dims = reducedDims(s.node, xs.size());
+  int64_t count = 1;
+  for (int64_t d : dims) count *= xs[static_cast<size_t>(d)];
+  const double denominator = static_cast<double>(count - intAttr(s.node, "correction", 1));
+  std::string centered = b.sub(x, b.meanKeep(x, dims));
+  return pointwise(s, b.mul(unreduce(b, s.grad(), xs, dims),
+                            b.scale(centered, 2.0 / denominator)));
+}
+
+/// where(cond, a, b): the gradient goes to a where cond holds, else to b.
+Grads whereRule(GradientBuilder &b, const GradientStep &s) {
+  const plan::DType dt = b.dtype(s.grad());
+  std::string keep = b.asFloat(s.input(0), dt);
+  Grads out(3);
+  if (s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), keep), b.shape(s.input(1)));
+  if (s.wanted[2])
+    out[2] = b.reduceTo(b.mul(s.grad(), one_minus(b, keep)), b.shape(s.input(2)));
+  return out;
+}
+
+/// A 0/1 mask (as g's dtype) of x compared with `value`.
+std::string compared(GradientBuilder &b, const char *op, const std::string &x, double value) {
+  return b.asFloat(b.op(op, {x}, {{"value", value}}), b.dtype(x));
+}
+
+/// as_strided: y[i] = x_flat[offset + sum_k i_k stride_k]; each element of x
+/// collects the gradients of the outputs that read it. The trailing dims
+/// that read whole aligned blocks of L elements (a row of a table) are
+/// kept together: a [X/L, Y/L] one-hot of the blocks read (limited in
+/// size) times the gradient's [Y/L, L] rows.
+Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &xs = b.shape(s.input(0));
+  const int64_t X = elementCount(xs), Y = elementCount(b.shape(s.result()));
+  const std::vector<int64_t> size = intsAttr(s.node, "size"), stride = intsAttr(s.node, "stride");
+  const int64_t offset = intAttr(s.node, "offset", 0);
+  size_t inner = size.size();
+  int64_t L = 1;
+  for (size_t k = size.size(), run = 1; k-- > 0;) {
+    if (stride[k] != static_cast<int64_t>(run) && size[k] != 1) break;
+    run *= static_cast<size_t>(size[k]);
+    bool aligned = X % static_cast<int64_t>(run) == 0 && offset % static_cast<int64_t>(run) == 0;
+    for (size_t j = 0; j < k; ++j) aligned &= stride[j] % static_cast<int64_t>(run) == 0;
+    if (aligned) inner = k, L = static_cast<int64_t>(run);
+  }
+  const int64_t rows = X / L, reads = Y / L;
+  if (rows * reads > (int64_t{1} << 24))
+    unsupported(s, "builds a " + std::to_string(rows) + " x " + std::to_string(reads) +
+                       " one-hot of the blocks read, over its limit of 2^24 elements");
+  std::vector<int64_t> outerSize(size.begin(), size.begin() + inner);
+  std::vector<int64_t> outerStride(stride.begin(), stride.begin() + inner);
+  if (outerSize.empty()) outerSize = {1}, outerStride = {1};
+  std::string starts = b.op("as_strided", {b.reshape(b.arange(X, plan::DType::F32), xs)},
+                            {{"size", outerSize}, {"stride", outerStride}, {"offset", offset}});
+  std::string block = b.scale(b.reshape(starts, {1, reads}), 1.0 / static_cast<double>(L));
+  std::string hot = b.op("eq", {b.reshape(b.arange(rows, plan::DType::F32), {rows, 1}), block});
+  std::string summed = b.op("matmul", {b.asFloat(hot, b.dtype(s.grad())),
+                                       b.reshape(s.grad(), {reads, L})});
+  return pointwise(s, b.reshape(summed, xs));
 }
 
 RuleTable basicRules() {
@@ -338,6 +427,69 @@ RuleTable basicRules() {
       {"slice", sliceRule},
       {"split", splitRule},
       {"cat", catRule},
+      {"amax", extremeRule},
+      {"amin", extremeRule},
+      {"var", varRule},
+      {"where", whereRule},
+      {"as_strided", asStridedRule},
+      {"cast",  // a floating value's gradient in its own dtype
+       [](B &b, const S &s) {
+         return pointwise(s, b.asFloat(s.grad(), b.dtype(s.input(0))));
+       }},
+      {"abs",
+       [](B &b, const S &s) {
+         const std::string &x = s.input(0);
+         std::string sign = b.sub(compared(b, "gt", x, 0.0), compared(b, "lt", x, 0.0));
+         return pointwise(s, b.mul(s.grad(), sign));
+       }},
+      {"erf",  // 2 / sqrt(pi) exp(-x^2)
+       [](B &b, const S &s) {
+         const std::string &x = s.input(0);
+         std::string d = b.scale(b.op("exp", {b.op("neg_out", {b.mul(x, x)})}), M_2_SQRTPI);
+         return pointwise(s, b.mul(s.grad(), d));
+       }},
+      {"sin",
+       [](B &b, const S &s) { return pointwise(s, b.mul(s.grad(), b.op("cos", {s.input(0)}))); }},
+      {"cos",
+       [](B &b, const S &s) {
+         return pointwise(s, b.op("neg_out", {b.mul(s.grad(), b.op("sin", {s.input(0)}))}));
+       }},
+      {"clamp_out",  // torch: the gradient passes where min <= x <= max
+       [](B &b, const S &s) {
+         const std::string &x = s.input(0);
+         std::string pass = s.grad();
+         if (attr(s.node, "min")) pass = b.mul(pass, compared(b, "ge", x, floatAttr(s.node, "min", 0)));
+         if (attr(s.node, "max")) pass = b.mul(pass, compared(b, "le", x, floatAttr(s.node, "max", 0)));
+         return pointwise(s, pass);
+       }},
+      {"leaky_relu",  // 1 where x > 0, else the slope
+       [](B &b, const S &s) {
+         const double slope = floatAttr(s.node, "negative_slope", 0.01);
+         std::string up = compared(b, "gt", s.input(0), 0.0);
+         return pointwise(s, b.mul(s.grad(), b.shift(b.scale(up, 1.0 - slope), slope)));
+       }},
+      {"hardsigmoid",  // 1/6 where -3 < x < 3
+       [](B &b, const S &s) {
+         const std::string &x = s.input(0);
+         std::string inside = b.mul(compared(b, "gt", x, -3.0), compared(b, "lt", x, 3.0));
+         return pointwise(s, b.scale(b.mul(s.grad(), inside), 1.0 / 6.0));
+       }},
+      {"hardswish",  // 0 below -3, x/3 + 1/2 up to 3, 1 above (torch's bounds)
+       [](B &b, const S &s) {
+         const std::string &x = s.input(0);
+         std::string middle = b.mul(compared(b, "ge", x, -3.0), compared(b, "le", x, 3.0));
+         std::string slope = b.mul(middle, b.shift(b.scale(x, 1.0 / 3.0), 0.5));
+         return pointwise(s, b.mul(s.grad(), b.add(slope, compared(b, "gt", x, 3.0))));
+       }},
+      {"softplus",  // sigmoid(beta x), 1 where beta x > threshold
+       [](B &b, const S &s) {
+         const std::string &x = s.input(0);
+         const double beta = floatAttr(s.node, "beta", 1.0), threshold = floatAttr(s.node, "threshold", 20.0);
+         std::string bx = b.scale(x, beta);
+         std::string linear = compared(b, "gt", bx, threshold);
+         std::string d = b.add(b.mul(b.op("sigmoid", {bx}), one_minus(b, linear)), linear);
+         return pointwise(s, b.mul(s.grad(), d));
+       }},
       {"sum", [](B &b, const S &s) { return reduceRule(b, s, false); }},
       {"mean", [](B &b, const S &s) { return reduceRule(b, s, true); }},
   };

@@ -168,6 +168,69 @@ _UNARY = {
 }
 
 
+def _dims(n, x):
+    return n.get("dims") or list(range(x.dim()))
+
+
+def _compare(fn):
+    return lambda a, n: fn(a[0], a[1] if len(a) > 1 else n["value"]).long()
+
+
+def _conv(a, n):
+    spatial = a[0].dim() - 2
+    fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[spatial]
+    if n.get("transposed"):
+        fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d}[spatial]
+        return fn(a[0], a[1], a[2] if len(a) > 2 else None, n["stride"], n["padding"],
+                  n.get("output_padding", 0), n["groups"], n["dilation"])
+    return fn(a[0], a[1], a[2] if len(a) > 2 else None, n["stride"], n["padding"],
+              n["dilation"], n["groups"])
+
+
+def _pool(fn_by_rank):
+    return lambda a, n: fn_by_rank[a[0].dim() - 2](a[0], **n)
+
+
+# Family ops (docs/ops.md) beyond the unary ones, with the graph's attributes.
+_FAMILY = {
+    "conv": _conv,
+    "batch_norm": lambda a, n: F.batch_norm(a[0], a[1], a[2], a[3] if len(a) > 3 else None,
+                                            a[4] if len(a) > 4 else None, False, 0.0,
+                                            n.get("eps", 1e-5)),
+    "group_norm": lambda a, n: F.group_norm(a[0], n["groups"], a[1] if len(a) > 1 else None,
+                                            a[2] if len(a) > 2 else None, n.get("eps", 1e-5)),
+    "max_pool": lambda a, n: {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[a[0].dim() - 2](
+        a[0], n["kernel"], n["stride"], n["padding"], n.get("dilation", 1),
+        ceil_mode=bool(n.get("ceil_mode", 0))),
+    "avg_pool": lambda a, n: {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[a[0].dim() - 2](
+        a[0], n["kernel"], n["stride"], n["padding"], bool(n.get("ceil_mode", 0)),
+        bool(n.get("count_include_pad", 1)),
+        **({"divisor_override": n["divisor_override"]} if n.get("divisor_override") else {})),
+    "adaptive_avg_pool": lambda a, n: {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d,
+                                       3: F.adaptive_avg_pool3d}[a[0].dim() - 2](
+        a[0], n["output_size"]),
+    "amax": lambda a, n: torch.amax(a[0], _dims(n, a[0]), bool(n.get("keepdim", 0))),
+    "amin": lambda a, n: torch.amin(a[0], _dims(n, a[0]), bool(n.get("keepdim", 0))),
+    "var": lambda a, n: torch.var(a[0], _dims(n, a[0]), unbiased=bool(n.get("correction", 1)),
+                                  keepdim=bool(n.get("keepdim", 0))),
+    "abs": lambda a, n: torch.abs(a[0]),
+    "erf": lambda a, n: torch.erf(a[0]),
+    "sin": lambda a, n: torch.sin(a[0]),
+    "cos": lambda a, n: torch.cos(a[0]),
+    "clamp_out": lambda a, n: torch.clamp(a[0], n.get("min"), n.get("max")),
+    "leaky_relu": lambda a, n: F.leaky_relu(a[0], n.get("negative_slope", 0.01)),
+    "hardswish": lambda a, n: F.hardswish(a[0]),
+    "hardsigmoid": lambda a, n: F.hardsigmoid(a[0]),
+    "softplus": lambda a, n: F.softplus(a[0], n.get("beta", 1.0), n.get("threshold", 20.0)),
+    "as_strided": lambda a, n: torch.as_strided(a[0].contiguous(), n["size"], n["stride"],
+                                                n.get("offset", 0)),
+    "where": lambda a, n: torch.where(a[0] != 0, a[1], a[2]),
+    "cast": lambda a, n: a[0].to(_GRAPH_DTYPES[n["dtype"]]),
+    "eq": _compare(torch.eq), "ne": _compare(torch.ne), "lt": _compare(torch.lt),
+    "le": _compare(torch.le), "gt": _compare(torch.gt), "ge": _compare(torch.ge),
+}
+
+
 def _low_precision(t):
     return isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16)
 
@@ -211,7 +274,7 @@ class Interpreter:
         x2 = x[..., x.shape[-1] // 2:]
         return torch.cat((-x2, x1), dim=-1)
 
-    def _sdpa(self, q, k, v, causal, scale):
+    def _sdpa(self, q, k, v, causal, scale, mask=None):
         if k.shape[-3] != q.shape[-3]:
             # grouped-query attention: query head h reads head h // g
             g = q.shape[-3] // k.shape[-3]
@@ -220,6 +283,8 @@ class Interpreter:
         if scale is None:
             scale = 1.0 / math.sqrt(E)
         att = (q @ k.transpose(-2, -1)) * scale
+        if mask is not None:
+            att = att + mask
         if causal:
             L, S = q.shape[-2], k.shape[-2]
             att = att.masked_fill(~self._causal_mask(L, S, att.device), float("-inf"))
@@ -259,7 +324,7 @@ class Interpreter:
             return [F.softmax(a[0], dim=n.get("dim", -1))]
         if op == "scaled_dot_product_attention":
             return [self._sdpa(a[0], a[1], a[2], bool(n.get("causal", False)),
-                               n.get("scale"))]
+                               n.get("scale"), a[3] if len(a) > 3 else None)]
         if op == "rotary_embedding":
             x = a[0]
             T, D = x.shape[-2], x.shape[-1]
@@ -289,6 +354,8 @@ class Interpreter:
             return [fn(a[0], dim=dims, keepdim=bool(n.get("keepdim", 0)))]
         if op in _UNARY:
             return [_UNARY[op](a[0], n)]
+        if op in _FAMILY:
+            return [_FAMILY[op](a, n)]
         raise ValueError("node %r: unknown op %r" % (n.get("name", n.get("names")), op))
 
     def run(self, env):
