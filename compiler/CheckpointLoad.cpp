@@ -41,7 +41,9 @@ std::vector<std::string> applyCheckpointLoad(Graph &graph,
         throw CheckpointError(checkpoint->path() + ": tensor '" + first.tensor +
                               "': not in the checkpoint (parameter '" + param.name + "', " +
                               first.path + ", loads from --load)");
-      keptInit.push_back(param.name);
+      // A non-persistent buffer is never in a checkpoint (torch's
+      // state_dict leaves it out): keeping its init is no news.
+      if (!param.isBuffer || param.persistent) keptInit.push_back(param.name);
       continue;
     }
     // A non-persistent buffer keeps its own file (the exporter's constant

@@ -352,10 +352,13 @@ int runCommand(const std::vector<std::string> &args) {
     if (parsed.has("--load")) {
       std::vector<std::string> kept =
           applyCheckpointLoad(graph, parsed.get("--load", ""), renames);
-      if (!graph.params.empty() && kept.size() == graph.params.size())
+      const size_t saved = static_cast<size_t>(
+          std::count_if(graph.params.begin(), graph.params.end(),
+                        [](const compiler::GraphParam &p) { return !p.isBuffer || p.persistent; }));
+      if (saved > 0 && kept.size() == saved)
         throw runtime::checkpoint::CheckpointError(
             parsed.get("--load", "") + ": none of the model's " +
-            std::to_string(graph.params.size()) +
+            std::to_string(saved) +
             " parameter(s) is in the checkpoint (check the names, or --rename)");
       if (!kept.empty()) {
         std::cerr << "shardc: note: " << kept.size()

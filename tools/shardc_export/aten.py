@@ -36,7 +36,10 @@ KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
               aten.adaptive_max_pool3d.default, aten.avg_pool3d.default,
               aten.max_pool3d_with_indices.default,
               # F.fold: one transposed convolution instead of an accumulating index_put
-              aten.col2im.default)
+              aten.col2im.default,
+              # F.cross_entropy: the graph's cross_entropy (the decomposition
+              # gathers the target's log-probability and sums int64 counts)
+              aten.nll_loss_forward.default)
 
 
 class Expanded:
@@ -247,6 +250,7 @@ class AtenLowering(GraphEmitter):
         self.vals = {}
         self.transposed = {}  # graph name of permute(W, [1, 0]) -> W (a parameter G)
         self.high = {}
+        self.log_softmax_of = {}  # log_softmax result name -> (logits, dim)
         self.unbiased_linear = {}  # graph name -> its node dict (fold_bias adds one)
         self.params_shape = {}
         # constants built in forward, rotary / RMSNorm recognition (aten_consts.py)
@@ -613,6 +617,43 @@ def softmax(self, node, x, dim, half_to_float=False):
     if half_to_float:
         self.fail(node, "half_to_float softmax has no graph op")
     return self.emit(node, "softmax", [x], node.meta["val"], dim=dim % len(x.shape))
+
+
+def log_softmax(self, node, x, dim, half_to_float=False):
+    """x - max - log(sum(exp(x - max))) over `dim`: the graph has no
+    log_softmax op. nll_loss of it (F.cross_entropy) becomes the graph's
+    cross_entropy instead, and these nodes are left unread."""
+    x = self.tensor(node, x)
+    if half_to_float:
+        self.fail(node, "half_to_float log_softmax has no graph op")
+    d = dim % len(x.shape)
+    kept = list(x.shape)
+    kept[d] = 1
+    kept = torch.empty(kept, dtype=x.val.dtype, device="meta")
+    top = self.emit(node, "amax", [x], kept, dims=[d], keepdim=1)
+    shifted = self.emit(node, "sub", [x, top], x.val)
+    total = self.emit(node, "sum", [self.emit(node, "exp", [shifted], x.val)], kept,
+                      dims=[d], keepdim=1)
+    out = self.emit(node, "sub", [shifted, self.emit(node, "log", [total], kept)],
+                    node.meta["val"])
+    self.log_softmax_of[out.name] = (x, d)
+    return out
+
+
+def nll_loss(self, node, x, target, weight=None, reduction=1, ignore_index=-100):
+    """nll_loss_forward of log_softmax over the classes of [N, C] logits,
+    mean over the targets other than -100: F.cross_entropy, the graph's
+    cross_entropy op. Returns (loss, total_weight); only the loss is mapped."""
+    source = self.log_softmax_of.get(getattr(x, "name", None))
+    if source is None or source[1] != 1 or len(source[0].shape) != 2:
+        self.fail(node, "nll_loss of anything but log_softmax over the classes of [N, C] "
+                        "logits (F.cross_entropy) has no graph op")
+    if weight is not None or reduction != 1 or ignore_index != -100:
+        self.fail(node, "cross_entropy with class weights, a reduction other than mean or an "
+                        "ignore_index other than -100 has no graph op")
+    loss = self.emit(node, "cross_entropy", [source[0], self.tensor(node, target)],
+                     node.meta["val"][0])
+    return Multi([loss, None])
 
 
 def matmul_operand(self, node, v):
@@ -1131,6 +1172,8 @@ RULES = {
     aten.silu.default: unary("silu"),
     aten.gelu.default: gelu,
     aten._softmax.default: softmax,
+    aten._log_softmax.default: log_softmax,
+    aten.nll_loss_forward.default: nll_loss,
     aten.mm.default: mm,
     aten.bmm.default: mm,
     aten.addmm.default: addmm,

@@ -1,0 +1,41 @@
+"""Modules whose forward returns a training loss, for shardc run --grad
+(test/lit/export/grad-models.test)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ResNetLoss(nn.Module):
+    """torchvision's resnet18 (convolutions, batch norm, max pooling,
+    residual adds, global average pooling) under cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.net = torchvision.models.resnet18(num_classes=10)
+
+    def forward(self, x, target):
+        return F.cross_entropy(self.net(x), target)
+
+
+class EncoderLoss(nn.Module):
+    """Token embeddings with a padding row, torch's nn.TransformerEncoder
+    (fused multi-head attention, layer norms, GELU), a tied output head and
+    a next-token loss."""
+
+    def __init__(self, vocab=50, dim=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim, padding_idx=0)
+        layer = nn.TransformerEncoderLayer(dim, 4, 64, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        mask = torch.triu(torch.full((T, T), float("-inf"), device=ids.device), diagonal=1)
+        h = self.norm(self.encoder(self.embed(ids), mask=mask, is_causal=True))
+        logits = h @ self.embed.weight.t()
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                               ids[:, 1:].reshape(-1))
