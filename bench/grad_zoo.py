@@ -14,6 +14,13 @@ within --rtol), differs, refused (shardc's exit-2 message: an op without
 a gradient rule) or failed.
 
     /opt/shardc-venv/bin/python bench/grad_zoo.py [--only NAME ...] [--rtol R]
+
+With --timing: per model, one kernel thread, N = 1: the median of 3 warm
+runs (`--repeat 3`) of shardc's forward alone and of its forward and
+backward (`--grad`), against torch eager's forward and backward
+(loss.backward(), torch.set_num_threads(1), median of 3 after a warm-up) on
+the same weights and inputs; and shardc's ledger peak with and without
+the backward.
 """
 
 import argparse
@@ -143,12 +150,89 @@ def compare_gradients(out, ref):
     return worst, worst_name, len(grads), ""
 
 
+TORCH_TIMING = r"""
+import sys, json, statistics, time, torch
+sys.path.insert(0, %(here)r); sys.path.insert(0, %(tools)r)
+import grad_zoo, torch_reference as tr
+torch.set_num_threads(1)
+torch.manual_seed(5)
+spec = json.loads(%(wrapped)r)
+model = grad_zoo.with_loss(spec["spec"], spec["kwargs"], spec["inputs"]).eval()
+weights = tr.read_safetensors(%(weights)r)
+state = model.state_dict()
+with torch.no_grad():
+    for k, v in weights.items():
+        if k in state: state[k].copy_(v)
+inputs = tr.read_safetensors(%(inputs)r)
+times = []
+for i in range(4):
+    model.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    model(**inputs).backward()
+    times.append(time.perf_counter() - start)
+print(statistics.median(times[1:]))
+"""
+
+
+def shardc_timed(shardc, g, w, inp, extra):
+    """(median warm seconds, forward peak bytes) of N = 1, one thread."""
+    p = subprocess.run([shardc, "run", g, "--load", w, "--inputs", inp, "--threads", "1",
+                        "--repeat", "3"] + extra, capture_output=True, text=True, env=ENV)
+    if p.returncode:
+        raise RuntimeError((p.stderr.strip().splitlines() or [""])[-1])
+    median = float(re.search(r"outputs identical: median ([0-9.]+) s", p.stdout).group(1))
+    peak = int(re.search(r"forward peak on ranks? [0-9.]+: ([0-9,]+) bytes", p.stdout)
+               .group(1).replace(",", ""))
+    return median, peak
+
+
+def timing(names, shardc):
+    print("| model | shardc fwd s | shardc fwd+bwd s | torch fwd+bwd s | shardc / torch | "
+          "peak fwd B | peak fwd+bwd B |\n|---|---|---|---|---|---|---|")
+    py, export = sys.executable, os.path.join(ROOT, "tools", "export_torch.py")
+    for name in names:
+        spec, kwargs, shapes = zoo_models.ZOO[name]
+        wrapped = json.dumps({"spec": spec, "kwargs": kwargs, "inputs": list(shapes)})
+        with tempfile.TemporaryDirectory() as tmp:
+            g, w, inp = (os.path.join(tmp, f) for f in ("g.json", "w.st", "in.st"))
+            rc, msg, _ = run([py, export, "grad_zoo:with_loss", "--python-path", HERE,
+                              "--kwargs", wrapped, "--seed", "5", "--capture", "aten",
+                              "--input-shapes", json.dumps(shapes), "-o", g, "--weights", w])
+            if rc == 0:
+                rc, msg, _ = run([py, os.path.join(ROOT, "tools", "torch_reference.py"),
+                                  "--make-inputs", g, "--seed", "4", "--out", inp])
+            if rc:
+                print("| %s | %s |" % (name, msg), flush=True)
+                continue
+            try:
+                fwd, fwd_peak = shardc_timed(shardc, g, w, inp, [])
+                both, both_peak = shardc_timed(shardc, g, w, inp, ["--grad", "output"])
+            except RuntimeError as e:
+                print("| %s | %s |" % (name, e), flush=True)
+                continue
+            code = TORCH_TIMING % {"here": HERE, "tools": os.path.join(ROOT, "tools"),
+                                   "wrapped": wrapped, "weights": w, "inputs": inp}
+            p = subprocess.run([py, "-c", code], capture_output=True, text=True, env=ENV)
+            if p.returncode:
+                print("| %s | torch: %s |" % (name, p.stderr.strip().splitlines()[-1]))
+                continue
+            torch_s = float(p.stdout.strip().splitlines()[-1])
+        print("| %s | %.3f | %.3f | %.3f | %.2f | %s | %s |" % (
+            name, fwd, both, torch_s, both / torch_s, format(fwd_peak, ","),
+            format(both_peak, ",")), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="these zoo models instead of the default list")
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--timing", action="store_true",
+                    help="time shardc's forward and backward against torch's instead")
     args = ap.parse_args()
+    if args.timing:
+        timing(args.only or DEFAULT, args.shardc)
+        return
     print("| model | --grad at N = 2 | detail | shardc s |\n|---|---|---|---|")
     counts = {}
     for name in args.only or DEFAULT:

@@ -4,6 +4,7 @@
 #include "jit/JitDevice.h"
 #include "jit/Trace.h"
 
+#include "compiler/Autodiff.h"
 #include "compiler/CheckpointLoad.h"
 #include "compiler/DataParallel.h"
 #include "compiler/Pipeline.h"
@@ -158,6 +159,19 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
     throw Error(std::string("jit: the traced graph does not parse: ") + error.what() +
                 " (from " + here.file_name() + ")");
   }
+  if (!options.grad.empty()) {
+    if (options.data_parallel)
+      throw Error("jit: grad with data_parallel would give each rank the gradients of its own "
+                  "rows; their sum across ranks is not built yet (docs/training.md)");
+    try {  // the joint forward and backward graph (compiler/Autodiff.h)
+      compiler::JointGraph joint =
+          compiler::withGradients(traced->json, options.name + " (traced)", options.grad);
+      traced->json = std::move(joint.text);
+      traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");
+    } catch (const compiler::GraphError &error) {
+      throw Error(std::string("jit: ") + error.what());
+    }
+  }
   return traced;
 }
 
@@ -249,7 +263,8 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options),
                             "compiling", options.data_parallel);
   for (const plan::Param &p : impl->plan.params)
-    impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
+    if (!p.isBuffer || p.persistent)  // not constants (grad's, an exporter's): no state
+      impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
                                          detail::fromPlan(p.dtype), p.device, p.unit,
                                          p.sharded()});
   return impl;

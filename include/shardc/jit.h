@@ -63,6 +63,13 @@ struct JitOptions {
   /// rows, and the outputs are concatenated in rank order. false: every
   /// rank runs the whole batch (replicated).
   bool data_parallel = false;
+  /// Gradients (docs/training.md): the name of a 0-d floating output of
+  /// forward (see output_names) to differentiate with respect to every
+  /// parameter. forward() then returns forward's outputs followed by
+  /// "grad.NAME" for each parameter that output depends on, full on every
+  /// rank and byte-identical at every world size. Not with data_parallel.
+  /// Empty: forward only.
+  std::string grad;
 };
 
 /// Measured and predicted bytes of one rank (docs/plan.md), equal on CPU.
@@ -87,7 +94,9 @@ struct MemoryReport {
   std::string to_string() const;
 };
 
-/// What the compiler knows of a parameter after sharding.
+/// What the compiler knows of a parameter (or persistent buffer) after
+/// sharding. Constants (non-persistent buffers: those grad adds) are not
+/// listed: they are no state.
 struct ParameterInfo {
   std::string name;
   std::vector<int64_t> shape;       // full
