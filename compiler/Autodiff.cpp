@@ -12,7 +12,8 @@ bool isFloating(plan::DType dtype) { return dtype != plan::DType::I64; }
 
 std::string joined(const std::vector<std::string> &names) {
   std::string text;
-  for (const std::string &name : names) text += (text.empty() ? "" : ", ") + name;
+  for (const std::string &name : names)
+    text += (text.empty() ? "" : ", ") + name;
   return text;
 }
 
@@ -21,12 +22,15 @@ std::string joined(const std::vector<std::string> &names) {
 std::set<std::string> dependOnParameters(const Graph &graph) {
   std::set<std::string> result;
   for (const GraphParam &param : graph.params)
-    if (!param.isBuffer && isFloating(param.dtype)) result.insert(param.name);
+    if (!param.isBuffer && isFloating(param.dtype))
+      result.insert(param.name);
   for (const GraphNode &node : graph.nodes) {
     bool depends = false;
-    for (const std::string &input : node.inputs) depends |= result.count(input) != 0;
+    for (const std::string &input : node.inputs)
+      depends |= result.count(input) != 0;
     if (depends && isFloating(node.dtype))
-      for (const std::string &name : node.names) result.insert(name);
+      for (const std::string &name : node.names)
+        result.insert(name);
   }
   return result;
 }
@@ -36,31 +40,36 @@ std::set<std::string> feedLoss(const Graph &graph, const std::string &loss) {
   std::set<std::string> result = {loss};
   for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
     bool feeds = false;
-    for (const std::string &name : node->names) feeds |= result.count(name) != 0;
-    if (feeds) result.insert(node->inputs.begin(), node->inputs.end());
+    for (const std::string &name : node->names)
+      feeds |= result.count(name) != 0;
+    if (feeds)
+      result.insert(node->inputs.begin(), node->inputs.end());
   }
   return result;
 }
 
 } // namespace
 
-JointGraph withGradients(const std::string &graphText, const std::string &sourceName,
+JointGraph withGradients(const std::string &graphText,
+                         const std::string &sourceName,
                          const std::string &loss) {
   Graph graph = parseGraph(graphText, sourceName);
   GraphReader reader(sourceName);
   const std::string where = sourceName + ": --grad " + loss + ": ";
 
   ValueTypes types;
-  for (const GraphParam &param : graph.params) types[param.name] = {param.shape, param.dtype};
-  for (const GraphInput &input : graph.inputs) types[input.name] = {input.shape, input.dtype};
+  for (const GraphParam &param : graph.params)
+    types[param.name] = {param.shape, param.dtype};
+  for (const GraphInput &input : graph.inputs)
+    types[input.name] = {input.shape, input.dtype};
   for (const GraphNode &node : graph.nodes)
     for (size_t r = 0; r < node.names.size(); ++r)
       types[node.names[r]] = {node.shapes[r], node.dtype};
 
   auto lossType = types.find(loss);
   if (lossType == types.end())
-    throw GraphError(where + "not a value of the graph (its outputs: " + joined(graph.outputs) +
-                     ")");
+    throw GraphError(where + "not a value of the graph (its outputs: " +
+                     joined(graph.outputs) + ")");
   if (!lossType->second.first.empty() || !isFloating(lossType->second.second))
     throw GraphError(where + "the loss must be a 0-d floating tensor, got " +
                      plan::dtypeName(lossType->second.second) + " " +
@@ -78,26 +87,33 @@ JointGraph withGradients(const std::string &graphText, const std::string &source
   std::map<std::string, std::vector<const GraphNode *>> missing; // by op
   for (const GraphNode &node : graph.nodes) {
     bool on = false;
-    for (const std::string &name : node.names) on |= feeds.count(name) && carries.count(name);
-    if (!on) continue;
+    for (const std::string &name : node.names)
+      on |= feeds.count(name) && carries.count(name);
+    if (!on)
+      continue;
     active.push_back(&node);
-    if (!findGradientRule(node.op)) missing[node.op].push_back(&node);
+    if (!findGradientRule(node.op))
+      missing[node.op].push_back(&node);
   }
   if (!missing.empty()) {
     std::vector<std::string> parts;
     for (const auto &[op, nodes] : missing)
-      parts.push_back(op + " (" + nodes.front()->path + " '" + nodes.front()->names.front() +
-                      "'" +
-                      (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more"
-                                        : "") +
-                      ")");
-    throw GraphError(where + "no gradient rule yet for op " + joined(parts) +
-                     " on the way from the parameters to the loss (ops with one: " +
-                     joined(opsWithGradients()) + "; docs/training.md)");
+      parts.push_back(
+          op + " (" + nodes.front()->path + " '" +
+          nodes.front()->names.front() + "'" +
+          (nodes.size() > 1
+               ? " and " + std::to_string(nodes.size() - 1) + " more"
+               : "") +
+          ")");
+    throw GraphError(
+        where + "no gradient rule yet for op " + joined(parts) +
+        " on the way from the parameters to the loss (ops with one: " +
+        joined(opsWithGradients()) + "; docs/training.md)");
   }
 
   json document = json::parse(graphText);
-  std::string device = graph.params.empty() ? "cpu" : graph.params.front().device;
+  std::string device =
+      graph.params.empty() ? "cpu" : graph.params.front().device;
   GradientBuilder builder(document, reader, types, device);
 
   std::map<std::string, std::string> grads;
@@ -111,7 +127,8 @@ JointGraph withGradients(const std::string &graphText, const std::string &source
       step.resultGrads.push_back(grad == grads.end() ? "" : grad->second);
       reached |= grad != grads.end();
     }
-    if (!reached) continue;
+    if (!reached)
+      continue;
     for (const std::string &input : node.inputs)
       step.wanted.push_back(carries.count(input) && feeds.count(input));
     builder.setOrigin(node.path);
@@ -122,27 +139,32 @@ JointGraph withGradients(const std::string &graphText, const std::string &source
       // A rule that refuses this node's attributes (gradients.unsupported)
       // names the node; the file and the loss come first, as everywhere.
       std::string what = error.what();
-      if (what.rfind(sourceName + ":", 0) == 0) throw;
+      if (what.rfind(sourceName + ":", 0) == 0)
+        throw;
       throw GraphError(where + what);
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (i >= inputGrads.size() || inputGrads[i].empty() || !step.wanted[i]) continue;
+      if (i >= inputGrads.size() || inputGrads[i].empty() || !step.wanted[i])
+        continue;
       const std::string &input = node.inputs[i];
       if (builder.shape(inputGrads[i]) != types.at(input).first)
-        throw GraphError(where + "internal error: the gradient rule of " + node.op + " at " +
-                         node.path + " gave input " + std::to_string(i) +
-                         " a gradient of another shape");
+        throw GraphError(where + "internal error: the gradient rule of " +
+                         node.op + " at " + node.path + " gave input " +
+                         std::to_string(i) + " a gradient of another shape");
       auto [existing, fresh] = grads.emplace(input, inputGrads[i]);
-      if (!fresh) existing->second = builder.add(existing->second, inputGrads[i]);
+      if (!fresh)
+        existing->second = builder.add(existing->second, inputGrads[i]);
     }
   }
 
   JointGraph joint;
   json &outputs = document["outputs"];
-  if (std::find(graph.outputs.begin(), graph.outputs.end(), loss) == graph.outputs.end())
+  if (std::find(graph.outputs.begin(), graph.outputs.end(), loss) ==
+      graph.outputs.end())
     outputs.push_back(loss);
   for (const GraphParam &param : graph.params) {
-    if (param.isBuffer) continue;
+    if (param.isBuffer)
+      continue;
     auto grad = grads.find(param.name);
     if (grad == grads.end()) {
       joint.withoutGradient.push_back(param.name);

@@ -1,4 +1,5 @@
-//===- Autodiff.h - a graph's backward pass, as more graph nodes -*- C++ -*-===//
+//===- Autodiff.h - a graph's backward pass, as more graph nodes -*- C++
+//-*-===//
 //
 // Reverse-mode differentiation on the graph format: the joint graph runs
 // forward, then the gradient rules (GradientRules.h) of every node between
@@ -35,7 +36,8 @@ struct JointGraph {
 /// GraphError naming the file and the reason: a loss that is not a 0-d
 /// floating value, or does not depend on any parameter; ops without a
 /// gradient rule on the way (all of them, each with its node).
-JointGraph withGradients(const std::string &graphText, const std::string &sourceName,
+JointGraph withGradients(const std::string &graphText,
+                         const std::string &sourceName,
                          const std::string &loss);
 
 } // namespace shardc::compiler

@@ -8,15 +8,19 @@ namespace shardc::compiler {
 
 int64_t elementCount(const Shape &shape) {
   int64_t count = 1;
-  for (int64_t size : shape) count *= size;
+  for (int64_t size : shape)
+    count *= size;
   return count;
 }
 
-GradientBuilder::GradientBuilder(json &document, const GraphReader &reader, ValueTypes &types,
-                                 std::string device)
-    : document_(document), reader_(reader), types_(types), device_(std::move(device)) {
-  if (!document_.contains("nodes")) document_["nodes"] = json::array();
-  if (!document_.contains("buffers")) document_["buffers"] = json::array();
+GradientBuilder::GradientBuilder(json &document, const GraphReader &reader,
+                                 ValueTypes &types, std::string device)
+    : document_(document), reader_(reader), types_(types),
+      device_(std::move(device)) {
+  if (!document_.contains("nodes"))
+    document_["nodes"] = json::array();
+  if (!document_.contains("buffers"))
+    document_["buffers"] = json::array();
 }
 
 std::string GradientBuilder::fresh(const std::string &stem) {
@@ -29,21 +33,25 @@ std::string GradientBuilder::fresh(const std::string &stem) {
   return name;
 }
 
-std::string GradientBuilder::named(const std::string &name, const std::string &op,
-                                   const std::vector<std::string> &inputs, json attributes) {
+std::string GradientBuilder::named(const std::string &name,
+                                   const std::string &op,
+                                   const std::vector<std::string> &inputs,
+                                   json attributes) {
   json node = std::move(attributes);
   node["name"] = name;
   node["op"] = op;
   node["inputs"] = inputs;
   json &nodes = document_["nodes"];
-  std::string path = "gradient of " + origin_ + " (nodes[" + std::to_string(nodes.size()) + "])";
+  std::string path = "gradient of " + origin_ + " (nodes[" +
+                     std::to_string(nodes.size()) + "])";
   GraphNode read = readNode(reader_, node, path, types_);
   types_[name] = {read.shapes.at(0), read.dtype};
   nodes.push_back(std::move(node));
   return name;
 }
 
-std::string GradientBuilder::op(const std::string &op, const std::vector<std::string> &inputs,
+std::string GradientBuilder::op(const std::string &op,
+                                const std::vector<std::string> &inputs,
                                 json attributes) {
   return named(fresh(op), op, inputs, std::move(attributes));
 }
@@ -56,12 +64,15 @@ plan::DType GradientBuilder::dtype(const std::string &value) const {
   return types_.at(value).second;
 }
 
-std::string GradientBuilder::constant(const std::string &key, const Shape &shape,
-                                      plan::DType dtype, json init) {
+std::string GradientBuilder::constant(const std::string &key,
+                                      const Shape &shape, plan::DType dtype,
+                                      json init) {
   std::ostringstream fullKey;
   fullKey << key << "/" << plan::dtypeName(dtype) << "/";
-  for (int64_t size : shape) fullKey << size << ",";
-  if (auto it = constants_.find(fullKey.str()); it != constants_.end()) return it->second;
+  for (int64_t size : shape)
+    fullKey << size << ",";
+  if (auto it = constants_.find(fullKey.str()); it != constants_.end())
+    return it->second;
   std::string name = fresh("const");
   document_["buffers"].push_back({{"name", name},
                                   {"shape", shape},
@@ -82,7 +93,8 @@ std::string GradientBuilder::zeros(const Shape &shape, plan::DType dtype) {
   return constant("zeros", shape, dtype, {{"op", "zeros"}});
 }
 
-std::string GradientBuilder::filled(const Shape &shape, plan::DType dtype, double value) {
+std::string GradientBuilder::filled(const Shape &shape, plan::DType dtype,
+                                    double value) {
   std::ostringstream key;
   key.precision(17);
   key << "fill=" << value;
@@ -102,13 +114,16 @@ std::string GradientBuilder::identity(int64_t n, plan::DType dtype) {
 }
 
 std::string GradientBuilder::reshape(const std::string &x, const Shape &shape) {
-  if (this->shape(x) == shape) return x;
+  if (this->shape(x) == shape)
+    return x;
   return op("reshape", {x}, {{"shape", shape}});
 }
 
-std::string GradientBuilder::reduceTo(const std::string &g, const Shape &target) {
+std::string GradientBuilder::reduceTo(const std::string &g,
+                                      const Shape &target) {
   const Shape &from = shape(g);
-  if (from == target) return g;
+  if (from == target)
+    return g;
   const size_t lead = from.size() - target.size();
   std::vector<int64_t> dims;
   for (size_t k = 0; k < from.size(); ++k)
@@ -118,9 +133,11 @@ std::string GradientBuilder::reduceTo(const std::string &g, const Shape &target)
   return reshape(summed, target);
 }
 
-std::string GradientBuilder::expandTo(const std::string &x, const Shape &target) {
+std::string GradientBuilder::expandTo(const std::string &x,
+                                      const Shape &target) {
   const Shape &from = shape(x);
-  if (from == target) return x;
+  if (from == target)
+    return x;
   std::vector<int64_t> strides(from.size(), 0);
   int64_t stride = 1;
   for (size_t k = from.size(); k-- > 0;) {
@@ -131,7 +148,8 @@ std::string GradientBuilder::expandTo(const std::string &x, const Shape &target)
 }
 
 std::string GradientBuilder::scale(const std::string &x, double value) {
-  if (value == 1.0) return x;
+  if (value == 1.0)
+    return x;
   return mul(x, scalar(value, dtype(x)));
 }
 
@@ -139,15 +157,18 @@ std::string GradientBuilder::shift(const std::string &x, double value) {
   return add(x, scalar(value, dtype(x)));
 }
 
-std::string GradientBuilder::sumKeep(const std::string &x, const std::vector<int64_t> &dims) {
+std::string GradientBuilder::sumKeep(const std::string &x,
+                                     const std::vector<int64_t> &dims) {
   return op("sum", {x}, {{"dims", dims}, {"keepdim", 1}});
 }
 
-std::string GradientBuilder::meanKeep(const std::string &x, const std::vector<int64_t> &dims) {
+std::string GradientBuilder::meanKeep(const std::string &x,
+                                      const std::vector<int64_t> &dims) {
   return op("mean", {x}, {{"dims", dims}, {"keepdim", 1}});
 }
 
-std::string GradientBuilder::asFloat(const std::string &mask, plan::DType dtype) {
+std::string GradientBuilder::asFloat(const std::string &mask,
+                                     plan::DType dtype) {
   return op("cast", {mask}, {{"dtype", plan::dtypeName(dtype)}});
 }
 

@@ -42,7 +42,9 @@ public:
 
   const Shape &shape(const std::string &value) const;
   plan::DType dtype(const std::string &value) const;
-  bool defined(const std::string &value) const { return types_.count(value) != 0; }
+  bool defined(const std::string &value) const {
+    return types_.count(value) != 0;
+  }
 
   // ---- constants: non-persistent buffers, one per (value, dtype, shape) ----
   /// A 0-d tensor holding `value`.
@@ -66,12 +68,24 @@ public:
   std::string expandTo(const std::string &x, const Shape &target);
 
   // ---- arithmetic ----
-  std::string add(const std::string &a, const std::string &b) { return op("add", {a, b}); }
-  std::string sub(const std::string &a, const std::string &b) { return op("sub", {a, b}); }
-  std::string mul(const std::string &a, const std::string &b) { return op("mul", {a, b}); }
-  std::string div(const std::string &a, const std::string &b) { return op("div", {a, b}); }
+  std::string add(const std::string &a, const std::string &b) {
+    return op("add", {a, b});
+  }
+  std::string sub(const std::string &a, const std::string &b) {
+    return op("sub", {a, b});
+  }
+  std::string mul(const std::string &a, const std::string &b) {
+    return op("mul", {a, b});
+  }
+  std::string div(const std::string &a, const std::string &b) {
+    return op("div", {a, b});
+  }
   /// x * value, with value as a 0-d constant of x's dtype.
   std::string scale(const std::string &x, double value);
+  /// 1 - x.
+  std::string oneMinus(const std::string &x) {
+    return sub(scalar(1.0, dtype(x)), x);
+  }
   /// x + value.
   std::string shift(const std::string &x, double value);
   /// Sums (or means) x over `dims`, keeping them as 1.
@@ -82,8 +96,8 @@ public:
 
 private:
   std::string fresh(const std::string &stem);
-  std::string constant(const std::string &key, const Shape &shape, plan::DType dtype,
-                       json init);
+  std::string constant(const std::string &key, const Shape &shape,
+                       plan::DType dtype, json init);
 
   json &document_;
   const GraphReader &reader_;

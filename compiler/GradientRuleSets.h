@@ -1,8 +1,9 @@
 //===- GradientRuleSets.h - the gradient rules, by family -------*- C++ -*-===//
 //
 // Internal to the gradient rules: each file contributes the rules of one
-// family of ops (GradientRules.cpp: elementwise, linear algebra, shapes,
-// norms over the last dim, losses; AttentionGradients.cpp: attention and
+// family of ops (GradientRules.cpp: arithmetic, linear algebra, shapes,
+// norms over the last dim, losses; PointwiseGradients.cpp: the elementwise
+// functions; AttentionGradients.cpp: attention and
 // rotary embeddings; ImageGradients.cpp: convolution, pooling and the
 // image norms) and GradientRules.cpp joins them into one table.
 //
@@ -19,6 +20,7 @@ namespace shardc::compiler::gradients {
 using Grads = std::vector<std::string>;
 using RuleTable = std::map<std::string, GradientRule>;
 
+RuleTable pointwiseRules();
 RuleTable attentionRules();
 RuleTable imageRules();
 
@@ -39,34 +41,41 @@ inline const plan::AttrValue *attr(const GraphNode &node, const char *key) {
 inline std::vector<int64_t> intsAttr(const GraphNode &node, const char *key,
                                      std::vector<int64_t> fallback = {}) {
   const plan::AttrValue *value = attr(node, key);
-  if (!value || !std::holds_alternative<std::vector<int64_t>>(*value)) return fallback;
+  if (!value || !std::holds_alternative<std::vector<int64_t>>(*value))
+    return fallback;
   return std::get<std::vector<int64_t>>(*value);
 }
 
-inline int64_t intAttr(const GraphNode &node, const char *key, int64_t fallback) {
+inline int64_t intAttr(const GraphNode &node, const char *key,
+                       int64_t fallback) {
   const plan::AttrValue *value = attr(node, key);
-  if (!value || !std::holds_alternative<int64_t>(*value)) return fallback;
+  if (!value || !std::holds_alternative<int64_t>(*value))
+    return fallback;
   return std::get<int64_t>(*value);
 }
 
-inline double floatAttr(const GraphNode &node, const char *key, double fallback) {
+inline double floatAttr(const GraphNode &node, const char *key,
+                        double fallback) {
   const plan::AttrValue *value = attr(node, key);
-  if (!value || !std::holds_alternative<double>(*value)) return fallback;
+  if (!value || !std::holds_alternative<double>(*value))
+    return fallback;
   return std::get<double>(*value);
 }
 
 /// A one-input op: {gx} if the input's gradient is wanted.
 inline Grads pointwise(const GradientStep &s, const std::string &gx) {
   Grads out(s.node.inputs.size());
-  if (s.wanted[0]) out[0] = gx;
+  if (s.wanted[0])
+    out[0] = gx;
   return out;
 }
 
 /// A rule that cannot handle this node's attributes: the message names the
 /// op and why; Autodiff adds the file, the loss and the node.
-[[noreturn]] inline void unsupported(const GradientStep &s, const std::string &why) {
-  throw GraphError("the gradient rule of " + s.node.op + " at " + s.node.path + " ('" +
-                   s.node.names.front() + "') " + why);
+[[noreturn]] inline void unsupported(const GradientStep &s,
+                                     const std::string &why) {
+  throw GraphError("the gradient rule of " + s.node.op + " at " + s.node.path +
+                   " ('" + s.node.names.front() + "') " + why);
 }
 
 } // namespace shardc::compiler::gradients

@@ -24,7 +24,8 @@ std::vector<int64_t> reducedDims(const GraphNode &node, size_t rank) {
   const plan::AttrValue *value = attr(node, "dims");
   if (value && std::holds_alternative<std::vector<int64_t>>(*value) &&
       !std::get<std::vector<int64_t>>(*value).empty()) {
-    for (int64_t d : std::get<std::vector<int64_t>>(*value)) dims.push_back(normalizedDim(d, rank));
+    for (int64_t d : std::get<std::vector<int64_t>>(*value))
+      dims.push_back(normalizedDim(d, rank));
   } else {
     dims.resize(rank);
     std::iota(dims.begin(), dims.end(), 0);
@@ -35,16 +36,18 @@ std::vector<int64_t> reducedDims(const GraphNode &node, size_t rank) {
 
 /// The gradient of a reduction's input: g with the reduced dims put back as
 /// 1, broadcast to the input's shape.
-std::string unreduce(GradientBuilder &b, const std::string &g, const Shape &input,
-                     const std::vector<int64_t> &dims) {
+std::string unreduce(GradientBuilder &b, const std::string &g,
+                     const Shape &input, const std::vector<int64_t> &dims) {
   Shape kept = input;
-  for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
+  for (int64_t d : dims)
+    kept[static_cast<size_t>(d)] = 1;
   return b.expandTo(b.reshape(g, kept), input);
 }
 
 Grads addRule(GradientBuilder &b, const GradientStep &s, bool subtract) {
   Grads out(2);
-  if (s.wanted[0]) out[0] = b.reduceTo(s.grad(), b.shape(s.input(0)));
+  if (s.wanted[0])
+    out[0] = b.reduceTo(s.grad(), b.shape(s.input(0)));
   if (s.wanted[1]) {
     std::string g = subtract ? b.op("neg_out", {s.grad()}) : s.grad();
     out[1] = b.reduceTo(g, b.shape(s.input(1)));
@@ -54,16 +57,20 @@ Grads addRule(GradientBuilder &b, const GradientStep &s, bool subtract) {
 
 Grads mulRule(GradientBuilder &b, const GradientStep &s) {
   Grads out(2);
-  if (s.wanted[0]) out[0] = b.reduceTo(b.mul(s.grad(), s.input(1)), b.shape(s.input(0)));
-  if (s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), s.input(0)), b.shape(s.input(1)));
+  if (s.wanted[0])
+    out[0] = b.reduceTo(b.mul(s.grad(), s.input(1)), b.shape(s.input(0)));
+  if (s.wanted[1])
+    out[1] = b.reduceTo(b.mul(s.grad(), s.input(0)), b.shape(s.input(1)));
   return out;
 }
 
 Grads divRule(GradientBuilder &b, const GradientStep &s) {
   Grads out(2);
-  if (s.wanted[0]) out[0] = b.reduceTo(b.div(s.grad(), s.input(1)), b.shape(s.input(0)));
-  if (s.wanted[1]) {  // d(a/b)/db = -(a/b)/b
-    std::string g = b.op("neg_out", {b.div(b.mul(s.grad(), s.result()), s.input(1))});
+  if (s.wanted[0])
+    out[0] = b.reduceTo(b.div(s.grad(), s.input(1)), b.shape(s.input(0)));
+  if (s.wanted[1]) { // d(a/b)/db = -(a/b)/b
+    std::string g =
+        b.op("neg_out", {b.div(b.mul(s.grad(), s.result()), s.input(1))});
     out[1] = b.reduceTo(g, b.shape(s.input(1)));
   }
   return out;
@@ -72,15 +79,18 @@ Grads divRule(GradientBuilder &b, const GradientStep &s) {
 /// linear(x [..., K], W [N, K], bias [N]) = x W^T + bias, over M rows.
 Grads linearRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &x = b.shape(s.input(0)), &w = b.shape(s.input(1));
-  const int64_t N = w[0], K = w[1], M = elementCount(x) / std::max<int64_t>(K, 1);
+  const int64_t N = w[0], K = w[1],
+                M = elementCount(x) / std::max<int64_t>(K, 1);
   std::string g2 = b.reshape(s.grad(), {M, N});
   Grads out(s.node.inputs.size());
-  if (s.wanted[0]) out[0] = b.reshape(b.op("matmul", {g2, s.input(1)}), x);
+  if (s.wanted[0])
+    out[0] = b.reshape(b.op("matmul", {g2, s.input(1)}), x);
   if (s.wanted[1]) {
     std::string gT = b.op("transpose", {g2}, {{"dim0", 0}, {"dim1", 1}});
     out[1] = b.op("matmul", {gT, b.reshape(s.input(0), {M, K})});
   }
-  if (s.node.inputs.size() > 2 && s.wanted[2]) out[2] = b.reshape(b.sumKeep(g2, {0}), {N});
+  if (s.node.inputs.size() > 2 && s.wanted[2])
+    out[2] = b.reshape(b.sumKeep(g2, {0}), {N});
   return out;
 }
 
@@ -88,47 +98,18 @@ Grads linearRule(GradientBuilder &b, const GradientStep &s) {
 Grads matmulRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &a = b.shape(s.input(0)), &c = b.shape(s.input(1));
   if (a.size() < 2 || c.size() < 2)
-    unsupported(s, "takes operands of at least 2 dims, got " + std::to_string(a.size()) +
-                       " and " + std::to_string(c.size()));
+    unsupported(s, "takes operands of at least 2 dims, got " +
+                       std::to_string(a.size()) + " and " +
+                       std::to_string(c.size()));
   auto swapLast = [&](const std::string &v) {
     return b.op("transpose", {v}, {{"dim0", -2}, {"dim1", -1}});
   };
   Grads out(2);
-  if (s.wanted[0]) out[0] = b.reduceTo(b.op("matmul", {s.grad(), swapLast(s.input(1))}), a);
-  if (s.wanted[1]) out[1] = b.reduceTo(b.op("matmul", {swapLast(s.input(0)), s.grad()}), c);
+  if (s.wanted[0])
+    out[0] = b.reduceTo(b.op("matmul", {s.grad(), swapLast(s.input(1))}), a);
+  if (s.wanted[1])
+    out[1] = b.reduceTo(b.op("matmul", {swapLast(s.input(0)), s.grad()}), c);
   return out;
-}
-
-std::string one_minus(GradientBuilder &b, const std::string &x) {
-  return b.sub(b.scalar(1.0, b.dtype(x)), x);
-}
-
-Grads geluRule(GradientBuilder &b, const GradientStep &s) {
-  const std::string &x = s.input(0);
-  auto it = s.node.strings.find("approximate");
-  const bool tanhForm = it != s.node.strings.end() && it->second == "tanh";
-  std::string d;
-  if (!tanhForm) {  // Phi(x) + x phi(x)
-    std::string cdf = b.scale(b.shift(b.op("erf", {b.scale(x, M_SQRT1_2)}), 1.0), 0.5);
-    std::string pdf = b.scale(b.op("exp", {b.scale(b.mul(x, x), -0.5)}), 0.5 * M_2_SQRTPI * M_SQRT1_2);
-    d = b.add(cdf, b.mul(x, pdf));
-  } else {  // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
-    const double k = M_SQRT2 * M_2_SQRTPI * 0.5, c = 0.044715;
-    std::string x2 = b.mul(x, x);
-    std::string inner = b.scale(b.add(x, b.scale(b.mul(x2, x), c)), k);
-    std::string t = b.op("tanh", {inner});
-    std::string left = b.scale(b.shift(t, 1.0), 0.5);
-    std::string slope = b.scale(b.shift(b.scale(x2, 3 * c), 1.0), 0.5 * k);
-    d = b.add(left, b.mul(b.mul(x, one_minus(b, b.mul(t, t))), slope));
-  }
-  return pointwise(s, b.mul(s.grad(), d));
-}
-
-Grads siluRule(GradientBuilder &b, const GradientStep &s) {  // s (1 + x (1 - s))
-  const std::string &x = s.input(0);
-  std::string sig = b.op("sigmoid", {x});
-  std::string d = b.mul(sig, b.shift(b.mul(x, one_minus(b, sig)), 1.0));
-  return pointwise(s, b.mul(s.grad(), d));
 }
 
 Grads softmaxRule(GradientBuilder &b, const GradientStep &s) {
@@ -144,7 +125,10 @@ Grads layerNormRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &shape = b.shape(x);
   const int64_t last = static_cast<int64_t>(shape.size()) - 1, D = shape.back();
   std::string mean = b.meanKeep(x, {last});
-  std::string var = b.op("var", {x}, {{"dims", std::vector<int64_t>{last}}, {"keepdim", 1}, {"correction", 0}});
+  std::string var = b.op("var", {x},
+                         {{"dims", std::vector<int64_t>{last}},
+                          {"keepdim", 1},
+                          {"correction", 0}});
   std::string rstd = b.op("rsqrt", {b.shift(var, s.node.number("eps"))});
   std::string xhat = b.mul(b.sub(x, mean), rstd);
   const bool affine = s.node.inputs.size() > 1;
@@ -155,8 +139,10 @@ Grads layerNormRule(GradientBuilder &b, const GradientStep &s) {
     std::string m2 = b.meanKeep(b.mul(gxhat, xhat), {last});
     out[0] = b.mul(rstd, b.sub(b.sub(gxhat, m1), b.mul(xhat, m2)));
   }
-  if (affine && s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), xhat), {D});
-  if (s.node.inputs.size() > 2 && s.wanted[2]) out[2] = b.reduceTo(s.grad(), {D});
+  if (affine && s.wanted[1])
+    out[1] = b.reduceTo(b.mul(s.grad(), xhat), {D});
+  if (s.node.inputs.size() > 2 && s.wanted[2])
+    out[2] = b.reduceTo(s.grad(), {D});
   return out;
 }
 
@@ -165,7 +151,9 @@ Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
   const std::string &x = s.input(0);
   const Shape &shape = b.shape(x);
   const int64_t last = static_cast<int64_t>(shape.size()) - 1, D = shape.back();
-  std::string r = b.op("rsqrt", {b.shift(b.meanKeep(b.mul(x, x), {last}), s.node.number("eps"))});
+  std::string r =
+      b.op("rsqrt",
+           {b.shift(b.meanKeep(b.mul(x, x), {last}), s.node.number("eps"))});
   const bool affine = s.node.inputs.size() > 1;
   Grads out(s.node.inputs.size());
   if (s.wanted[0]) {
@@ -173,7 +161,8 @@ Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
     std::string m = b.meanKeep(b.mul(gn, x), {last});
     out[0] = b.mul(r, b.sub(gn, b.mul(x, b.mul(b.mul(r, r), m))));
   }
-  if (affine && s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), b.mul(x, r)), {D});
+  if (affine && s.wanted[1])
+    out[1] = b.reduceTo(b.mul(s.grad(), b.mul(x, r)), {D});
   return out;
 }
 
@@ -188,9 +177,10 @@ Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
   std::string hot = b.asFloat(b.op("eq", {b.asFloat(column, plan::DType::F32),
                                           b.arange(C, plan::DType::F32)}),
                               dt);
-  std::string counted = b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
+  std::string counted =
+      b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
   std::string count = b.op("sum", {counted});
-  std::string perRow = b.div(b.mul(counted, s.grad()), count);  // [N, 1]
+  std::string perRow = b.div(b.mul(counted, s.grad()), count); // [N, 1]
   std::string probs = b.op("softmax", {logits}, {{"dim", 1}});
   return {s.wanted[0] ? b.mul(b.sub(probs, hot), perRow) : "", ""};
 }
@@ -203,12 +193,17 @@ Grads embeddingRule(GradientBuilder &b, const GradientStep &s) {
   const int64_t M = elementCount(b.shape(s.input(1)));
   const plan::DType dt = b.dtype(s.input(0));
   std::string ids = b.asFloat(b.reshape(s.input(1), {M, 1}), plan::DType::F32);
-  std::string hot = b.asFloat(b.op("eq", {ids, b.arange(V, plan::DType::F32)}), dt);
+  std::string hot =
+      b.asFloat(b.op("eq", {ids, b.arange(V, plan::DType::F32)}), dt);
   const int64_t padding = s.node.integer("padding_idx");
-  if (padding >= 0)  // nn.Embedding(padding_idx=p): row p's gradient stays zero
-    hot = b.mul(hot, b.asFloat(b.op("ne", {ids}, {{"value", static_cast<double>(padding)}}), dt));
+  if (padding >= 0) // nn.Embedding(padding_idx=p): row p's gradient stays zero
+    hot = b.mul(hot, b.asFloat(b.op("ne", {ids},
+                                    {{"value", static_cast<double>(padding)}}),
+                               dt));
   std::string hotT = b.op("transpose", {hot}, {{"dim0", 0}, {"dim1", 1}});
-  return {s.wanted[0] ? b.op("matmul", {hotT, b.reshape(s.grad(), {M, D})}) : "", ""};
+  return {s.wanted[0] ? b.op("matmul", {hotT, b.reshape(s.grad(), {M, D})})
+                      : "",
+          ""};
 }
 
 Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
@@ -218,16 +213,20 @@ Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
   const size_t d = static_cast<size_t>(dim);
   const plan::DType dt = b.dtype(s.grad());
   std::string g = s.grad();
-  if (step > 1) {  // zeros between the elements read: [.., n, 1, ..] + [.., n, step-1, ..]
+  if (step > 1) { // zeros between the elements read: [.., n, 1, ..] + [.., n,
+                  // step-1, ..]
     Shape gs = b.shape(g), one = gs;
     one.insert(one.begin() + dim + 1, 1);
     Shape gap = one;
     gap[d + 1] = step - 1;
     Shape spread = gs;
     spread[d] = gs[d] * step;
-    g = b.reshape(b.op("cat", {b.reshape(g, one), b.zeros(gap, dt)}, {{"dim", dim + 1}}), spread);
+    g = b.reshape(
+        b.op("cat", {b.reshape(g, one), b.zeros(gap, dt)}, {{"dim", dim + 1}}),
+        spread);
     const int64_t room = x[d] - start;
-    if (spread[d] > room) g = b.op("slice", {g}, {{"dim", dim}, {"start", 0}, {"end", room}});
+    if (spread[d] > room)
+      g = b.op("slice", {g}, {{"dim", dim}, {"start", 0}, {"end", room}});
   }
   const int64_t end = start + b.shape(g)[d];
   std::vector<std::string> pieces;
@@ -242,7 +241,8 @@ Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
     after[d] = x[d] - end;
     pieces.push_back(b.zeros(after, dt));
   }
-  return pointwise(s, pieces.size() == 1 ? pieces[0] : b.op("cat", pieces, {{"dim", dim}}));
+  return pointwise(s, pieces.size() == 1 ? pieces[0]
+                                         : b.op("cat", pieces, {{"dim", dim}}));
 }
 
 Grads splitRule(GradientBuilder &b, const GradientStep &s) {
@@ -275,7 +275,8 @@ Grads reduceRule(GradientBuilder &b, const GradientStep &s, bool mean) {
   std::string g = s.grad();
   if (mean) {
     int64_t count = 1;
-    for (int64_t d : dims) count *= x[static_cast<size_t>(d)];
+    for (int64_t d : dims)
+      count *= x[static_cast<size_t>(d)];
     g = b.scale(g, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
   }
   return pointwise(s, unreduce(b, g, x, dims));
@@ -288,7 +289,8 @@ Grads extremeRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &xs = b.shape(x);
   std::vector<int64_t> dims = reducedDims(s.node, xs.size());
   const plan::DType dt = b.dtype(x);
-  std::string hit = b.asFloat(b.op("eq", {x, unreduce(b, s.result(), xs, dims)}), dt);
+  std::string hit =
+      b.asFloat(b.op("eq", {x, unreduce(b, s.result(), xs, dims)}), dt);
   std::string share = b.div(unreduce(b, s.grad(), xs, dims),
                             unreduce(b, b.sumKeep(hit, dims), xs, dims));
   return pointwise(s, b.mul(hit, share));
@@ -300,8 +302,10 @@ Grads varRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &xs = b.shape(x);
   std::vector<int64_t> dims = reducedDims(s.node, xs.size());
   int64_t count = 1;
-  for (int64_t d : dims) count *= xs[static_cast<size_t>(d)];
-  const double denominator = static_cast<double>(count - intAttr(s.node, "correction", 1));
+  for (int64_t d : dims)
+    count *= xs[static_cast<size_t>(d)];
+  const double denominator =
+      static_cast<double>(count - intAttr(s.node, "correction", 1));
   std::string centered = b.sub(x, b.meanKeep(x, dims));
   return pointwise(s, b.mul(unreduce(b, s.grad(), xs, dims),
                             b.scale(centered, 2.0 / denominator)));
@@ -312,15 +316,11 @@ Grads whereRule(GradientBuilder &b, const GradientStep &s) {
   const plan::DType dt = b.dtype(s.grad());
   std::string keep = b.asFloat(s.input(0), dt);
   Grads out(3);
-  if (s.wanted[1]) out[1] = b.reduceTo(b.mul(s.grad(), keep), b.shape(s.input(1)));
+  if (s.wanted[1])
+    out[1] = b.reduceTo(b.mul(s.grad(), keep), b.shape(s.input(1)));
   if (s.wanted[2])
-    out[2] = b.reduceTo(b.mul(s.grad(), one_minus(b, keep)), b.shape(s.input(2)));
+    out[2] = b.reduceTo(b.mul(s.grad(), b.oneMinus(keep)), b.shape(s.input(2)));
   return out;
-}
-
-/// A 0/1 mask (as g's dtype) of x compared with `value`.
-std::string compared(GradientBuilder &b, const char *op, const std::string &x, double value) {
-  return b.asFloat(b.op(op, {x}, {{"value", value}}), b.dtype(x));
 }
 
 /// as_strided: y[i] = x_flat[offset + sum_k i_k stride_k]; each element of x
@@ -331,28 +331,38 @@ std::string compared(GradientBuilder &b, const char *op, const std::string &x, d
 Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &xs = b.shape(s.input(0));
   const int64_t X = elementCount(xs), Y = elementCount(b.shape(s.result()));
-  const std::vector<int64_t> size = intsAttr(s.node, "size"), stride = intsAttr(s.node, "stride");
+  const std::vector<int64_t> size = intsAttr(s.node, "size"),
+                             stride = intsAttr(s.node, "stride");
   const int64_t offset = intAttr(s.node, "offset", 0);
   size_t inner = size.size();
   int64_t L = 1;
   for (size_t k = size.size(), run = 1; k-- > 0;) {
-    if (stride[k] != static_cast<int64_t>(run) && size[k] != 1) break;
+    if (stride[k] != static_cast<int64_t>(run) && size[k] != 1)
+      break;
     run *= static_cast<size_t>(size[k]);
-    bool aligned = X % static_cast<int64_t>(run) == 0 && offset % static_cast<int64_t>(run) == 0;
-    for (size_t j = 0; j < k; ++j) aligned &= stride[j] % static_cast<int64_t>(run) == 0;
-    if (aligned) inner = k, L = static_cast<int64_t>(run);
+    bool aligned = X % static_cast<int64_t>(run) == 0 &&
+                   offset % static_cast<int64_t>(run) == 0;
+    for (size_t j = 0; j < k; ++j)
+      aligned &= stride[j] % static_cast<int64_t>(run) == 0;
+    if (aligned)
+      inner = k, L = static_cast<int64_t>(run);
   }
   const int64_t rows = X / L, reads = Y / L;
   if (rows * reads > (int64_t{1} << 24))
-    unsupported(s, "builds a " + std::to_string(rows) + " x " + std::to_string(reads) +
-                       " one-hot of the blocks read, over its limit of 2^24 elements");
+    unsupported(
+        s, "builds a " + std::to_string(rows) + " x " + std::to_string(reads) +
+               " one-hot of the blocks read, over its limit of 2^24 elements");
   std::vector<int64_t> outerSize(size.begin(), size.begin() + inner);
   std::vector<int64_t> outerStride(stride.begin(), stride.begin() + inner);
-  if (outerSize.empty()) outerSize = {1}, outerStride = {1};
-  std::string starts = b.op("as_strided", {b.reshape(b.arange(X, plan::DType::F32), xs)},
-                            {{"size", outerSize}, {"stride", outerStride}, {"offset", offset}});
-  std::string block = b.scale(b.reshape(starts, {1, reads}), 1.0 / static_cast<double>(L));
-  std::string hot = b.op("eq", {b.reshape(b.arange(rows, plan::DType::F32), {rows, 1}), block});
+  if (outerSize.empty())
+    outerSize = {1}, outerStride = {1};
+  std::string starts =
+      b.op("as_strided", {b.reshape(b.arange(X, plan::DType::F32), xs)},
+           {{"size", outerSize}, {"stride", outerStride}, {"offset", offset}});
+  std::string block =
+      b.scale(b.reshape(starts, {1, reads}), 1.0 / static_cast<double>(L));
+  std::string hot = b.op(
+      "eq", {b.reshape(b.arange(rows, plan::DType::F32), {rows, 1}), block});
   std::string summed = b.op("matmul", {b.asFloat(hot, b.dtype(s.grad())),
                                        b.reshape(s.grad(), {reads, L})});
   return pointwise(s, b.reshape(summed, xs));
@@ -368,48 +378,15 @@ RuleTable basicRules() {
       {"div", divRule},
       {"linear", linearRule},
       {"matmul", matmulRule},
-      {"relu",
-       [](B &b, const S &s) {
-         std::string positive = b.op("gt", {s.input(0)}, {{"value", 0.0}});
-         return pointwise(s, b.mul(s.grad(), b.asFloat(positive, b.dtype(s.grad()))));
-       }},
-      {"gelu", geluRule},
-      {"silu", siluRule},
-      {"sigmoid",
-       [](B &b, const S &s) {
-         return pointwise(s, b.mul(s.grad(), b.mul(s.result(), one_minus(b, s.result()))));
-       }},
-      {"tanh",
-       [](B &b, const S &s) {
-         return pointwise(s, b.mul(s.grad(), one_minus(b, b.mul(s.result(), s.result()))));
-       }},
-      {"exp", [](B &b, const S &s) { return pointwise(s, b.mul(s.grad(), s.result())); }},
-      {"log", [](B &b, const S &s) { return pointwise(s, b.div(s.grad(), s.input(0))); }},
-      {"neg_out", [](B &b, const S &s) { return pointwise(s, b.op("neg_out", {s.grad()})); }},
-      {"sqrt_out",  // g / (2 sqrt(x))
-       [](B &b, const S &s) { return pointwise(s, b.div(b.scale(s.grad(), 0.5), s.result())); }},
-      {"rsqrt",  // -0.5 g y^3
-       [](B &b, const S &s) {
-         std::string y3 = b.mul(b.mul(s.result(), s.result()), s.result());
-         return pointwise(s, b.scale(b.mul(s.grad(), y3), -0.5));
-       }},
-      {"reciprocal",  // -g y^2
-       [](B &b, const S &s) {
-         return pointwise(s, b.op("neg_out", {b.mul(s.grad(), b.mul(s.result(), s.result()))}));
-       }},
-      {"pow_scalar",  // g e x^(e-1)
-       [](B &b, const S &s) {
-         double e = std::get<double>(s.node.attrs.at("exponent"));
-         std::string power = b.op("pow_scalar", {s.input(0)}, {{"exponent", e - 1.0}});
-         return pointwise(s, b.scale(b.mul(s.grad(), power), e));
-       }},
       {"softmax", softmaxRule},
       {"layer_norm", layerNormRule},
       {"rms_norm", rmsNormRule},
       {"cross_entropy", crossEntropyRule},
       {"embedding", embeddingRule},
       {"reshape",
-       [](B &b, const S &s) { return pointwise(s, b.reshape(s.grad(), b.shape(s.input(0)))); }},
+       [](B &b, const S &s) {
+         return pointwise(s, b.reshape(s.grad(), b.shape(s.input(0))));
+       }},
       {"transpose",
        [](B &b, const S &s) {
          return pointwise(s, b.op("transpose", {s.grad()},
@@ -420,8 +397,8 @@ RuleTable basicRules() {
        [](B &b, const S &s) {
          std::vector<int64_t> inverse(s.node.ints.size());
          for (size_t k = 0; k < s.node.ints.size(); ++k)
-           inverse[static_cast<size_t>(normalizedDim(s.node.ints[k], inverse.size()))] =
-               static_cast<int64_t>(k);
+           inverse[static_cast<size_t>(normalizedDim(
+               s.node.ints[k], inverse.size()))] = static_cast<int64_t>(k);
          return pointwise(s, b.op("permute", {s.grad()}, {{"dims", inverse}}));
        }},
       {"slice", sliceRule},
@@ -432,73 +409,17 @@ RuleTable basicRules() {
       {"var", varRule},
       {"where", whereRule},
       {"as_strided", asStridedRule},
-      {"cast",  // a floating value's gradient in its own dtype
-       [](B &b, const S &s) {
-         return pointwise(s, b.asFloat(s.grad(), b.dtype(s.input(0))));
-       }},
-      {"abs",
-       [](B &b, const S &s) {
-         const std::string &x = s.input(0);
-         std::string sign = b.sub(compared(b, "gt", x, 0.0), compared(b, "lt", x, 0.0));
-         return pointwise(s, b.mul(s.grad(), sign));
-       }},
-      {"erf",  // 2 / sqrt(pi) exp(-x^2)
-       [](B &b, const S &s) {
-         const std::string &x = s.input(0);
-         std::string d = b.scale(b.op("exp", {b.op("neg_out", {b.mul(x, x)})}), M_2_SQRTPI);
-         return pointwise(s, b.mul(s.grad(), d));
-       }},
-      {"sin",
-       [](B &b, const S &s) { return pointwise(s, b.mul(s.grad(), b.op("cos", {s.input(0)}))); }},
-      {"cos",
-       [](B &b, const S &s) {
-         return pointwise(s, b.op("neg_out", {b.mul(s.grad(), b.op("sin", {s.input(0)}))}));
-       }},
-      {"clamp_out",  // torch: the gradient passes where min <= x <= max
-       [](B &b, const S &s) {
-         const std::string &x = s.input(0);
-         std::string pass = s.grad();
-         if (attr(s.node, "min")) pass = b.mul(pass, compared(b, "ge", x, floatAttr(s.node, "min", 0)));
-         if (attr(s.node, "max")) pass = b.mul(pass, compared(b, "le", x, floatAttr(s.node, "max", 0)));
-         return pointwise(s, pass);
-       }},
-      {"leaky_relu",  // 1 where x > 0, else the slope
-       [](B &b, const S &s) {
-         const double slope = floatAttr(s.node, "negative_slope", 0.01);
-         std::string up = compared(b, "gt", s.input(0), 0.0);
-         return pointwise(s, b.mul(s.grad(), b.shift(b.scale(up, 1.0 - slope), slope)));
-       }},
-      {"hardsigmoid",  // 1/6 where -3 < x < 3
-       [](B &b, const S &s) {
-         const std::string &x = s.input(0);
-         std::string inside = b.mul(compared(b, "gt", x, -3.0), compared(b, "lt", x, 3.0));
-         return pointwise(s, b.scale(b.mul(s.grad(), inside), 1.0 / 6.0));
-       }},
-      {"hardswish",  // 0 below -3, x/3 + 1/2 up to 3, 1 above (torch's bounds)
-       [](B &b, const S &s) {
-         const std::string &x = s.input(0);
-         std::string middle = b.mul(compared(b, "ge", x, -3.0), compared(b, "le", x, 3.0));
-         std::string slope = b.mul(middle, b.shift(b.scale(x, 1.0 / 3.0), 0.5));
-         return pointwise(s, b.mul(s.grad(), b.add(slope, compared(b, "gt", x, 3.0))));
-       }},
-      {"softplus",  // sigmoid(beta x), 1 where beta x > threshold
-       [](B &b, const S &s) {
-         const std::string &x = s.input(0);
-         const double beta = floatAttr(s.node, "beta", 1.0), threshold = floatAttr(s.node, "threshold", 20.0);
-         std::string bx = b.scale(x, beta);
-         std::string linear = compared(b, "gt", bx, threshold);
-         std::string d = b.add(b.mul(b.op("sigmoid", {bx}), one_minus(b, linear)), linear);
-         return pointwise(s, b.mul(s.grad(), d));
-       }},
       {"sum", [](B &b, const S &s) { return reduceRule(b, s, false); }},
       {"mean", [](B &b, const S &s) { return reduceRule(b, s, true); }},
+
   };
 }
 
 const RuleTable &rules() {
   static const RuleTable table = [] {
     RuleTable all = basicRules();
-    for (RuleTable part : {attentionRules(), imageRules()}) all.merge(part);
+    for (RuleTable part : {pointwiseRules(), attentionRules(), imageRules()})
+      all.merge(part);
     return all;
   }();
   return table;
@@ -513,7 +434,8 @@ const GradientRule *findGradientRule(const std::string &op) {
 
 std::vector<std::string> opsWithGradients() {
   std::vector<std::string> names;
-  for (const auto &[name, rule] : rules()) names.push_back(name);
+  for (const auto &[name, rule] : rules())
+    names.push_back(name);
   return names;
 }
 

@@ -1,4 +1,5 @@
-//===- GradientRules.h - each graph op's gradient, as graph nodes -*- C++ -*-===//
+//===- GradientRules.h - each graph op's gradient, as graph nodes -*- C++
+//-*-===//
 //
 // A gradient rule writes the vector-Jacobian product of one op: given the
 // gradients of the node's results, the gradients of its inputs, as graph
@@ -36,7 +37,8 @@ struct GradientStep {
 };
 
 /// Returns one gradient name per input ("" where not wanted or none).
-using GradientRule = std::function<std::vector<std::string>(GradientBuilder &, const GradientStep &)>;
+using GradientRule = std::function<std::vector<std::string>(
+    GradientBuilder &, const GradientStep &)>;
 
 /// The rule of graph op `op`, or nullptr.
 const GradientRule *findGradientRule(const std::string &op);

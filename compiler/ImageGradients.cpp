@@ -18,7 +18,8 @@ namespace {
 /// The dims of x [N, C, spatial...] other than the channel dim.
 std::vector<int64_t> allButChannels(size_t rank) {
   std::vector<int64_t> dims = {0};
-  for (size_t d = 2; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+  for (size_t d = 2; d < rank; ++d)
+    dims.push_back(static_cast<int64_t>(d));
   return dims;
 }
 
@@ -29,45 +30,54 @@ std::string perChannel(GradientBuilder &b, const std::string &v, size_t rank) {
   return b.reshape(v, shape);
 }
 
-std::vector<int64_t> permutation(std::initializer_list<int64_t> lead, size_t spatialFrom,
-                                 size_t rank) {
+std::vector<int64_t> permutation(std::initializer_list<int64_t> lead,
+                                 size_t spatialFrom, size_t rank) {
   std::vector<int64_t> dims(lead);
-  for (size_t d = spatialFrom; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+  for (size_t d = spatialFrom; d < rank; ++d)
+    dims.push_back(static_cast<int64_t>(d));
   return dims;
 }
 
 /// The output padding that makes a transposed convolution's output `want`
 /// long; -1 when none can (the window then misses trailing input, whose
 /// gradient is zero: the caller pads with zeros).
-int64_t outputPadding(int64_t want, int64_t in, int64_t stride, int64_t pad, int64_t dilation,
-                      int64_t kernel) {
+int64_t outputPadding(int64_t want, int64_t in, int64_t stride, int64_t pad,
+                      int64_t dilation, int64_t kernel) {
   return want - ((in - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1);
 }
 
 /// The transposed convolution of g by `weight`, grown to `want`'s spatial
 /// sizes: output_padding where it fits the kernel's rule (< stride or <
 /// dilation), zeros appended past it otherwise.
-std::string transposedConv(GradientBuilder &b, const std::string &g, const std::string &weight,
-                           const std::vector<int64_t> &stride, const std::vector<int64_t> &pad,
+std::string transposedConv(GradientBuilder &b, const std::string &g,
+                           const std::string &weight,
+                           const std::vector<int64_t> &stride,
+                           const std::vector<int64_t> &pad,
                            const std::vector<int64_t> &dilation, int64_t groups,
                            const Shape &want) {
   const Shape &gs = b.shape(g), &ws = b.shape(weight);
   const size_t spatial = stride.size();
   std::vector<int64_t> extra(spatial, 0), outPad(spatial, 0);
   for (size_t d = 0; d < spatial; ++d) {
-    int64_t p = outputPadding(want[2 + d], gs[2 + d], stride[d], pad[d], dilation[d], ws[2 + d]);
+    int64_t p = outputPadding(want[2 + d], gs[2 + d], stride[d], pad[d],
+                              dilation[d], ws[2 + d]);
     if (p >= 0 && (p < stride[d] || p < dilation[d]))
       outPad[d] = p;
     else
-      extra[d] = p;  // < 0: windows past the end (ceil_mode), cut below
+      extra[d] = p; // < 0: windows past the end (ceil_mode), cut below
   }
   std::string out = b.op("conv", {g, weight},
-                         {{"stride", stride}, {"padding", pad}, {"dilation", dilation},
-                          {"groups", groups}, {"transposed", 1}, {"output_padding", outPad}});
+                         {{"stride", stride},
+                          {"padding", pad},
+                          {"dilation", dilation},
+                          {"groups", groups},
+                          {"transposed", 1},
+                          {"output_padding", outPad}});
   for (size_t d = 0; d < spatial; ++d) {
     const int64_t dim = static_cast<int64_t>(2 + d);
     if (extra[d] < 0) {
-      out = b.op("slice", {out}, {{"dim", dim}, {"start", 0}, {"end", want[2 + d]}});
+      out = b.op("slice", {out},
+                 {{"dim", dim}, {"start", 0}, {"end", want[2 + d]}});
     } else if (extra[d] > 0) {
       Shape zeros = b.shape(out);
       zeros[2 + d] = extra[d];
@@ -78,43 +88,55 @@ std::string transposedConv(GradientBuilder &b, const std::string &g, const std::
 }
 
 Grads convRule(GradientBuilder &b, const GradientStep &s) {
-  if (intAttr(s.node, "transposed", 0)) unsupported(s, "takes no transposed convolution yet");
+  if (intAttr(s.node, "transposed", 0))
+    unsupported(s, "takes no transposed convolution yet");
   const std::string &x = s.input(0), &w = s.input(1), &g = s.grad();
   const Shape &xs = b.shape(x), &ws = b.shape(w), &gs = b.shape(g);
   const size_t rank = xs.size(), spatial = rank - 2;
   if (spatial > 2 && s.wanted[0])
-    unsupported(s, "takes 1 or 2 spatial dims (its input gradient is a transposed "
-                   "convolution, which has no kernel over 3)");
-  const std::vector<int64_t> stride = intsAttr(s.node, "stride"), pad = intsAttr(s.node, "padding"),
+    unsupported(s,
+                "takes 1 or 2 spatial dims (its input gradient is a transposed "
+                "convolution, which has no kernel over 3)");
+  const std::vector<int64_t> stride = intsAttr(s.node, "stride"),
+                             pad = intsAttr(s.node, "padding"),
                              dilation = intsAttr(s.node, "dilation");
-  const int64_t G = intAttr(s.node, "groups", 1), N = xs[0], Cin = xs[1], Cout = ws[0];
+  const int64_t G = intAttr(s.node, "groups", 1), N = xs[0], Cin = xs[1],
+                Cout = ws[0];
   const int64_t Ci = Cin / G, Co = Cout / G;
   Grads out(s.node.inputs.size());
-  if (s.wanted[0]) out[0] = transposedConv(b, g, w, stride, pad, dilation, G, xs);
+  if (s.wanted[0])
+    out[0] = transposedConv(b, g, w, stride, pad, dilation, G, xs);
   if (s.wanted[1]) {
     // x [N, G*Ci, X] -> [Ci, G*N, X] and g [N, G*Co, Y] -> [G*Co, N, Y]: a
     // grouped convolution (stride <-> dilation) gives [Ci, G*Co, >= K].
     Shape x5 = {N, G, Ci}, g5 = {N, G, Co};
     x5.insert(x5.end(), xs.begin() + 2, xs.end());
     g5.insert(g5.end(), gs.begin() + 2, gs.end());
-    std::string xp = b.op("permute", {b.reshape(x, x5)}, {{"dims", permutation({2, 1, 0}, 3, rank + 1)}});
+    std::string xp = b.op("permute", {b.reshape(x, x5)},
+                          {{"dims", permutation({2, 1, 0}, 3, rank + 1)}});
     Shape xpShape = {Ci, G * N};
     xpShape.insert(xpShape.end(), xs.begin() + 2, xs.end());
     xp = b.reshape(xp, xpShape);
-    std::string gp = b.op("permute", {b.reshape(g, g5)}, {{"dims", permutation({1, 2, 0}, 3, rank + 1)}});
+    std::string gp = b.op("permute", {b.reshape(g, g5)},
+                          {{"dims", permutation({1, 2, 0}, 3, rank + 1)}});
     Shape gpShape = {G * Co, N};
     gpShape.insert(gpShape.end(), gs.begin() + 2, gs.end());
     gp = b.reshape(gp, gpShape);
     std::string dw = b.op("conv", {xp, gp},
-                          {{"stride", dilation}, {"padding", pad}, {"dilation", stride},
+                          {{"stride", dilation},
+                           {"padding", pad},
+                           {"dilation", stride},
                            {"groups", G}});
     for (size_t d = 0; d < spatial; ++d)
       if (b.shape(dw)[2 + d] != ws[2 + d])
-        dw = b.op("slice", {dw}, {{"dim", static_cast<int64_t>(2 + d)}, {"start", 0},
-                                  {"end", ws[2 + d]}});
+        dw = b.op("slice", {dw},
+                  {{"dim", static_cast<int64_t>(2 + d)},
+                   {"start", 0},
+                   {"end", ws[2 + d]}});
     Shape split = {Ci, G, Co};
     split.insert(split.end(), ws.begin() + 2, ws.end());
-    dw = b.op("permute", {b.reshape(dw, split)}, {{"dims", permutation({1, 2, 0}, 3, rank + 1)}});
+    dw = b.op("permute", {b.reshape(dw, split)},
+              {{"dims", permutation({1, 2, 0}, 3, rank + 1)}});
     out[1] = b.reshape(dw, ws);
   }
   if (s.node.inputs.size() > 2 && s.wanted[2])
@@ -127,20 +149,24 @@ Grads batchNormRule(GradientBuilder &b, const GradientStep &s) {
   const std::string &x = s.input(0), &g = s.grad();
   const size_t rank = b.shape(x).size();
   const bool affine = s.node.inputs.size() > 3;
-  std::string rstd = b.op("rsqrt", {b.shift(s.input(2), floatAttr(s.node, "eps", 1e-5))});
+  std::string rstd =
+      b.op("rsqrt", {b.shift(s.input(2), floatAttr(s.node, "eps", 1e-5))});
   Grads out(s.node.inputs.size());
   if (s.wanted[0]) {
     std::string factor = affine ? b.mul(rstd, s.input(3)) : rstd;
     out[0] = b.mul(g, perChannel(b, factor, rank));
   }
   if (affine && s.wanted[3]) {
-    std::string xhat = b.mul(b.sub(x, perChannel(b, s.input(1), rank)), perChannel(b, rstd, rank));
-    out[3] = b.reshape(b.sumKeep(b.mul(g, xhat), allButChannels(rank)), b.shape(s.input(3)));
+    std::string xhat = b.mul(b.sub(x, perChannel(b, s.input(1), rank)),
+                             perChannel(b, rstd, rank));
+    out[3] = b.reshape(b.sumKeep(b.mul(g, xhat), allButChannels(rank)),
+                       b.shape(s.input(3)));
   }
   if (affine && s.wanted[4])
     out[4] = b.reshape(b.sumKeep(g, allButChannels(rank)), b.shape(s.input(4)));
   for (size_t i : {size_t{1}, size_t{2}})
-    if (s.wanted[i]) unsupported(s, "takes running statistics that are constants");
+    if (s.wanted[i])
+      unsupported(s, "takes running statistics that are constants");
   return out;
 }
 
@@ -154,31 +180,37 @@ Grads groupNormRule(GradientBuilder &b, const GradientStep &s) {
   const int64_t M = elementCount(xs) / N / G;
   std::string xg = b.reshape(x, {N, G, M});
   std::string mean = b.meanKeep(xg, {2});
-  std::string var = b.op("var", {xg}, {{"dims", std::vector<int64_t>{2}}, {"keepdim", 1},
-                                       {"correction", 0}});
-  std::string rstd = b.op("rsqrt", {b.shift(var, floatAttr(s.node, "eps", 1e-5))});
+  std::string var = b.op(
+      "var", {xg},
+      {{"dims", std::vector<int64_t>{2}}, {"keepdim", 1}, {"correction", 0}});
+  std::string rstd =
+      b.op("rsqrt", {b.shift(var, floatAttr(s.node, "eps", 1e-5))});
   std::string xhatg = b.mul(b.sub(xg, mean), rstd);
   const bool affine = s.node.inputs.size() > 1;
   Grads out(s.node.inputs.size());
   if (s.wanted[0]) {
     std::string gxhat = affine ? b.mul(g, perChannel(b, s.input(1), rank)) : g;
     std::string gg = b.reshape(gxhat, {N, G, M});
-    std::string m1 = b.meanKeep(gg, {2}), m2 = b.meanKeep(b.mul(gg, xhatg), {2});
+    std::string m1 = b.meanKeep(gg, {2}),
+                m2 = b.meanKeep(b.mul(gg, xhatg), {2});
     out[0] = b.reshape(b.mul(rstd, b.sub(b.sub(gg, m1), b.mul(xhatg, m2))), xs);
   }
   if (affine && s.wanted[1])
-    out[1] = b.reshape(b.sumKeep(b.mul(g, b.reshape(xhatg, xs)), allButChannels(rank)),
-                       b.shape(s.input(1)));
+    out[1] = b.reshape(
+        b.sumKeep(b.mul(g, b.reshape(xhatg, xs)), allButChannels(rank)),
+        b.shape(s.input(1)));
   if (s.node.inputs.size() > 2 && s.wanted[2])
     out[2] = b.reshape(b.sumKeep(g, allButChannels(rank)), b.shape(s.input(2)));
   return out;
 }
 
-/// Pooling windows of one op: kernel, stride, padding, dilation per spatial dim.
+/// Pooling windows of one op: kernel, stride, padding, dilation per spatial
+/// dim.
 struct Windows {
   std::vector<int64_t> kernel, stride, pad, dilation;
   int64_t count() const {
-    return std::accumulate(kernel.begin(), kernel.end(), int64_t{1}, std::multiplies<>());
+    return std::accumulate(kernel.begin(), kernel.end(), int64_t{1},
+                           std::multiplies<>());
   }
 };
 
@@ -186,9 +218,11 @@ Windows poolWindows(const GradientStep &s) {
   Windows w;
   w.kernel = intsAttr(s.node, "kernel");
   w.stride = intsAttr(s.node, "stride", w.kernel);
-  if (w.stride.empty()) w.stride = w.kernel;
+  if (w.stride.empty())
+    w.stride = w.kernel;
   w.pad = intsAttr(s.node, "padding", std::vector<int64_t>(w.kernel.size(), 0));
-  w.dilation = intsAttr(s.node, "dilation", std::vector<int64_t>(w.kernel.size(), 1));
+  w.dilation =
+      intsAttr(s.node, "dilation", std::vector<int64_t>(w.kernel.size(), 1));
   return w;
 }
 
@@ -196,8 +230,8 @@ Windows poolWindows(const GradientStep &s) {
 /// over the kernel) summed back onto the input positions each offset read,
 /// as x's shape: a transposed convolution of [N*C, K, Y...] by a one-hot
 /// [K, 1, kernel...] kernel.
-std::string scatterWindows(GradientBuilder &b, const std::string &c, const Windows &w,
-                           const Shape &xs) {
+std::string scatterWindows(GradientBuilder &b, const std::string &c,
+                           const Windows &w, const Shape &xs) {
   const Shape &cs = b.shape(c);
   const int64_t K = w.count();
   Shape flat = {cs[0] * cs[1], K};
@@ -207,34 +241,40 @@ std::string scatterWindows(GradientBuilder &b, const std::string &c, const Windo
   std::string oneHot = b.reshape(b.identity(K, b.dtype(c)), kernelShape);
   Shape want = {cs[0] * cs[1], 1};
   want.insert(want.end(), xs.begin() + 2, xs.end());
-  return b.reshape(
-      transposedConv(b, b.reshape(c, flat), oneHot, w.stride, w.pad, w.dilation, 1, want), xs);
+  return b.reshape(transposedConv(b, b.reshape(c, flat), oneHot, w.stride,
+                                  w.pad, w.dilation, 1, want),
+                   xs);
 }
 
 /// The input read at window offset `offset` of every output position:
 /// x padded with `fill` (the dtype's lowest for max, so padding never wins;
 /// 0 for averages), sliced from offset * dilation with the pool's stride.
-std::string windowSlice(GradientBuilder &b, const std::string &padded, const Windows &w,
-                        const std::vector<int64_t> &offset, const Shape &ys) {
+std::string windowSlice(GradientBuilder &b, const std::string &padded,
+                        const Windows &w, const std::vector<int64_t> &offset,
+                        const Shape &ys) {
   std::string out = padded;
   for (size_t d = 0; d < w.kernel.size(); ++d) {
     int64_t start = offset[d] * w.dilation[d];
-    out = b.op("slice", {out}, {{"dim", static_cast<int64_t>(2 + d)}, {"start", start},
-                                {"end", start + (ys[2 + d] - 1) * w.stride[d] + 1},
-                                {"step", w.stride[d]}});
+    out = b.op("slice", {out},
+               {{"dim", static_cast<int64_t>(2 + d)},
+                {"start", start},
+                {"end", start + (ys[2 + d] - 1) * w.stride[d] + 1},
+                {"step", w.stride[d]}});
   }
   return out;
 }
 
 /// x padded by the windows' padding before and, after, up to where the last
 /// window ends, with `value`.
-std::string padForWindows(GradientBuilder &b, const std::string &x, const Windows &w,
-                          const Shape &ys, double value) {
+std::string padForWindows(GradientBuilder &b, const std::string &x,
+                          const Windows &w, const Shape &ys, double value) {
   std::string out = x;
   for (size_t d = 0; d < w.kernel.size(); ++d) {
     const int64_t dim = static_cast<int64_t>(2 + d);
-    const int64_t reach = (ys[2 + d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
-    const int64_t after = std::max<int64_t>(0, reach - w.pad[d] - b.shape(out)[2 + d]);
+    const int64_t reach =
+        (ys[2 + d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
+    const int64_t after =
+        std::max<int64_t>(0, reach - w.pad[d] - b.shape(out)[2 + d]);
     std::vector<std::string> parts;
     Shape side = b.shape(out);
     if (w.pad[d]) {
@@ -246,7 +286,8 @@ std::string padForWindows(GradientBuilder &b, const std::string &x, const Window
       side[2 + d] = after;
       parts.push_back(b.filled(side, b.dtype(x), value));
     }
-    if (parts.size() > 1) out = b.op("cat", parts, {{"dim", dim}});
+    if (parts.size() > 1)
+      out = b.op("cat", parts, {{"dim", dim}});
   }
   return out;
 }
@@ -274,17 +315,20 @@ Grads maxPoolRule(GradientBuilder &b, const GradientStep &s) {
   const Windows w = poolWindows(s);
   const plan::DType dt = b.dtype(x);
   std::string padded = padForWindows(b, x, w, ys, lowestValue(dt));
-  std::string taken = b.zeros(ys, dt);  // 1 where an earlier offset holds the max
+  std::string taken =
+      b.zeros(ys, dt); // 1 where an earlier offset holds the max
   std::vector<std::string> parts;
   Shape one = ys;
   one.insert(one.begin() + 2, 1);
   for (const std::vector<int64_t> &offset : offsets(w)) {
-    std::string hit = b.asFloat(b.op("eq", {windowSlice(b, padded, w, offset, ys), y}), dt);
+    std::string hit =
+        b.asFloat(b.op("eq", {windowSlice(b, padded, w, offset, ys), y}), dt);
     std::string first = b.mul(hit, b.sub(b.scalar(1.0, dt), taken));
     taken = b.add(taken, first);
     parts.push_back(b.reshape(b.mul(g, first), one));
   }
-  std::string c = parts.size() == 1 ? parts[0] : b.op("cat", parts, {{"dim", 2}});
+  std::string c =
+      parts.size() == 1 ? parts[0] : b.op("cat", parts, {{"dim", 2}});
   return pointwise(s, scatterWindows(b, c, w, xs));
 }
 
@@ -297,17 +341,23 @@ Grads avgPoolRule(GradientBuilder &b, const GradientStep &s) {
   bool padded = false, ragged = false;
   for (size_t d = 0; d < w.kernel.size(); ++d) {
     padded |= w.pad[d] != 0;
-    ragged |= (ys[2 + d] - 1) * w.stride[d] + w.kernel[d] > xs[2 + d] + 2 * w.pad[d];
+    ragged |=
+        (ys[2 + d] - 1) * w.stride[d] + w.kernel[d] > xs[2 + d] + 2 * w.pad[d];
   }
-  if (!divisor && (ragged || (padded && !intAttr(s.node, "count_include_pad", 1))))
-    unsupported(s, "takes windows of one size (no ceil_mode overhang, and padding counted "
-                   "with count_include_pad)");
-  std::string g = b.scale(s.grad(), 1.0 / static_cast<double>(divisor ? divisor : w.count()));
+  if (!divisor &&
+      (ragged || (padded && !intAttr(s.node, "count_include_pad", 1))))
+    unsupported(
+        s,
+        "takes windows of one size (no ceil_mode overhang, and padding counted "
+        "with count_include_pad)");
+  std::string g = b.scale(
+      s.grad(), 1.0 / static_cast<double>(divisor ? divisor : w.count()));
   Shape one = ys;
   one.insert(one.begin() + 2, 1);
   Shape all = one;
   all[2] = w.count();
-  return pointwise(s, scatterWindows(b, b.expandTo(b.reshape(g, one), all), w, xs));
+  return pointwise(
+      s, scatterWindows(b, b.expandTo(b.reshape(g, one), all), w, xs));
 }
 
 /// adaptive_avg_pool where every output cell averages an equal block (the
@@ -319,7 +369,8 @@ Grads adaptiveAvgPoolRule(GradientBuilder &b, const GradientStep &s) {
   for (size_t d = 2; d < xs.size(); ++d) {
     if (xs[d] % ys[d] != 0)
       unsupported(s, "takes an input a multiple of the output, got " +
-                         std::to_string(xs[d]) + " to " + std::to_string(ys[d]));
+                         std::to_string(xs[d]) + " to " +
+                         std::to_string(ys[d]));
     const int64_t k = xs[d] / ys[d];
     blocks.insert(blocks.end(), {ys[d], 1});
     wide.insert(wide.end(), {ys[d], k});
@@ -333,10 +384,14 @@ Grads adaptiveAvgPoolRule(GradientBuilder &b, const GradientStep &s) {
 
 double lowestValue(plan::DType dtype) {
   switch (dtype) {
-  case plan::DType::F64: return std::numeric_limits<double>::lowest();
-  case plan::DType::F16: return -65504.0;
-  case plan::DType::BF16: return -3.3895313892515355e38;
-  default: return std::numeric_limits<float>::lowest();
+  case plan::DType::F64:
+    return std::numeric_limits<double>::lowest();
+  case plan::DType::F16:
+    return -65504.0;
+  case plan::DType::BF16:
+    return -3.3895313892515355e38;
+  default:
+    return std::numeric_limits<float>::lowest();
   }
 }
 

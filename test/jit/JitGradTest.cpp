@@ -75,8 +75,7 @@ TEST_CASE("jit grad: the loss and every parameter's gradient, equal at N = 1, 2,
   }
 }
 
-TEST_CASE("jit grad: the gradient agrees with central differences of the loss",
-          "[jit][grad]") {
+TEST_CASE("jit grad: the gradient agrees with central differences of the loss", "[jit][grad]") {
   // Direction: every element of transformer.ln_f.bias moved by h; the
   // directional derivative is the sum of that parameter's gradient.
   GptLoss model;

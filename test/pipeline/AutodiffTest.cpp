@@ -3,8 +3,8 @@
 // give exactly those values at every world size; the outputs are named and
 // ordered as documented; docs/training.md lists exactly the ops with a rule.
 // (Every rule is checked against torch.autograd in lit shardc/grad.test.)
-#include "PipelineTestSupport.h"
 #include "compiler/Autodiff.h"
+#include "PipelineTestSupport.h"
 #include "compiler/GradientRules.h"
 #include "runtime/InitOps.h"
 #include "runtime/LocalRun.h"
@@ -23,14 +23,18 @@ using json = nlohmann::json;
 namespace {
 
 json param(const std::string &name, const std::vector<int64_t> &shape, json init) {
-  return {{"name", name}, {"shape", shape}, {"dtype", "float32"}, {"device", "cpu"},
+  return {{"name", name},
+          {"shape", shape},
+          {"dtype", "float32"},
+          {"device", "cpu"},
           {"init", std::move(init)}};
 }
 
 json graphOf(json params, json inputs, json nodes, json outputs, json buffers = json::array()) {
-  return {{"format", "shardc-graph"}, {"version", 1}, {"parameters", std::move(params)},
-          {"buffers", std::move(buffers)}, {"inputs", std::move(inputs)},
-          {"nodes", std::move(nodes)}, {"outputs", std::move(outputs)}};
+  return {{"format", "shardc-graph"},        {"version", 1},
+          {"parameters", std::move(params)}, {"buffers", std::move(buffers)},
+          {"inputs", std::move(inputs)},     {"nodes", std::move(nodes)},
+          {"outputs", std::move(outputs)}};
 }
 
 runtime::HostTensor floats(const std::string &name, const std::vector<int64_t> &shape,
@@ -97,12 +101,12 @@ TEST_CASE("sum(p * p) has gradient 2p exactly, at every world size", "[pipeline]
 TEST_CASE("mean(linear(x, W, b)) has gradients x / (M N) and 1 / N", "[pipeline][grad]") {
   // x [2, 3] rows (1, 2, 4) and (8, 16, 32): powers of two keep every sum
   // and quotient exact. W [4, 3], b [4]: M = 2 rows, N = 4 outputs.
-  json graph = graphOf({param("W", {4, 3}, {{{"op", "normal"}}}),
-                        param("b", {4}, {{{"op", "normal"}}})},
-                       {{{"name", "x"}, {"shape", {2, 3}}, {"dtype", "float32"}}},
-                       {{{"name", "y"}, {"op", "linear"}, {"inputs", {"x", "W", "b"}}},
-                        {{"name", "loss"}, {"op", "mean"}, {"inputs", {"y"}}}},
-                       {"y"});
+  json graph =
+      graphOf({param("W", {4, 3}, {{{"op", "normal"}}}), param("b", {4}, {{{"op", "normal"}}})},
+              {{{"name", "x"}, {"shape", {2, 3}}, {"dtype", "float32"}}},
+              {{{"name", "y"}, {"op", "linear"}, {"inputs", {"x", "W", "b"}}},
+               {{"name", "loss"}, {"op", "mean"}, {"inputs", {"y"}}}},
+              {"y"});
   std::vector<std::string> order;
   auto out = gradients(graph, "loss", 3, {floats("x", {2, 3}, {1, 2, 4, 8, 16, 32})}, &order);
   // The graph's outputs, then the loss, then a gradient per parameter.
@@ -117,12 +121,12 @@ TEST_CASE("mean(linear(x, W, b)) has gradients x / (M N) and 1 / N", "[pipeline]
 
 TEST_CASE("a parameter the loss does not read gets no gradient; buffers get none",
           "[pipeline][grad]") {
-  json graph = graphOf({param("used", {3}, {{{"op", "ones"}}}),
-                        param("unused", {3}, {{{"op", "ones"}}})},
-                       json::array(),
-                       {{{"name", "y"}, {"op", "mul"}, {"inputs", {"used", "scale"}}},
-                        {{"name", "loss"}, {"op", "sum"}, {"inputs", {"y"}}}},
-                       {"loss"}, {param("scale", {3}, {{{"op", "arange"}}})});
+  json graph =
+      graphOf({param("used", {3}, {{{"op", "ones"}}}), param("unused", {3}, {{{"op", "ones"}}})},
+              json::array(),
+              {{{"name", "y"}, {"op", "mul"}, {"inputs", {"used", "scale"}}},
+               {{"name", "loss"}, {"op", "sum"}, {"inputs", {"y"}}}},
+              {"loss"}, {param("scale", {3}, {{{"op", "arange"}}})});
   compiler::JointGraph joint = compiler::withGradients(graph.dump(), "test.json", "loss");
   CHECK(joint.withoutGradient == std::vector<std::string>{"unused"});
   compiler::Graph parsed = compiler::parseGraph(joint.text, "test.json");

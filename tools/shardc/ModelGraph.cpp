@@ -12,8 +12,8 @@ compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
   compiler::JointGraph joint =
       compiler::withGradients(compiler::readGraphText(path, maxBytes), path, gradLoss);
   if (!joint.withoutGradient.empty()) {
-    std::cerr << "shardc: note: " << joint.withoutGradient.size()
-              << " parameter(s) do not affect " << gradLoss << " and get no gradient:";
+    std::cerr << "shardc: note: " << joint.withoutGradient.size() << " parameter(s) do not affect "
+              << gradLoss << " and get no gradient:";
     for (size_t i = 0; i < joint.withoutGradient.size() && i < 8; ++i)
       std::cerr << " " << joint.withoutGradient[i];
     std::cerr << (joint.withoutGradient.size() > 8 ? " ...\n" : "\n");
@@ -21,4 +21,4 @@ compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
   return compiler::parseGraph(joint.text, path);
 }
 
-} // namespace shardc::cli
+}  // namespace shardc::cli

@@ -21,4 +21,4 @@ inline constexpr const char *kGradUsage =
     "                     parameter; outputs gain LOSS and grad.NAME per\n"
     "                     parameter (docs/training.md)\n";
 
-} // namespace shardc::cli
+}  // namespace shardc::cli
