@@ -38,28 +38,27 @@ inline const plan::AttrValue *attr(const GraphNode &node, const char *key) {
   return it == node.attrs.end() ? nullptr : &it->second;
 }
 
+/// A family op's attribute of kind T (int64_t, double, an int list), or
+/// `fallback` when absent.
+template <typename T>
+T attrOr(const GraphNode &node, const char *key, T fallback) {
+  const plan::AttrValue *value = attr(node, key);
+  if (!value || !std::holds_alternative<T>(*value))
+    return fallback;
+  return std::get<T>(*value);
+}
+
 inline std::vector<int64_t> intsAttr(const GraphNode &node, const char *key,
                                      std::vector<int64_t> fallback = {}) {
-  const plan::AttrValue *value = attr(node, key);
-  if (!value || !std::holds_alternative<std::vector<int64_t>>(*value))
-    return fallback;
-  return std::get<std::vector<int64_t>>(*value);
+  return attrOr(node, key, std::move(fallback));
 }
-
 inline int64_t intAttr(const GraphNode &node, const char *key,
                        int64_t fallback) {
-  const plan::AttrValue *value = attr(node, key);
-  if (!value || !std::holds_alternative<int64_t>(*value))
-    return fallback;
-  return std::get<int64_t>(*value);
+  return attrOr(node, key, fallback);
 }
-
 inline double floatAttr(const GraphNode &node, const char *key,
                         double fallback) {
-  const plan::AttrValue *value = attr(node, key);
-  if (!value || !std::holds_alternative<double>(*value))
-    return fallback;
-  return std::get<double>(*value);
+  return attrOr(node, key, fallback);
 }
 
 /// A one-input op: {gx} if the input's gradient is wanted.
