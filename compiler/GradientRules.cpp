@@ -186,24 +186,21 @@ Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
 }
 
 /// embedding(weight [V, D], ids): row v's gradient sums g over the ids equal
-/// to v, computed as onehot(ids)^T g (a [M, V] one-hot; docs/training.md).
+/// to v (embedding_backward: the rows of g summed in order, in double); the
+/// row padding_idx gets none.
 Grads embeddingRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &weight = b.shape(s.input(0));
   const int64_t V = weight[0], D = weight[1];
   const int64_t M = elementCount(b.shape(s.input(1)));
-  const plan::DType dt = b.dtype(s.input(0));
-  std::string ids = b.asFloat(b.reshape(s.input(1), {M, 1}), plan::DType::F32);
-  std::string hot =
-      b.asFloat(b.op("eq", {ids, b.arange(V, plan::DType::F32)}), dt);
-  const int64_t padding = s.node.integer("padding_idx");
-  if (padding >= 0) // nn.Embedding(padding_idx=p): row p's gradient stays zero
-    hot = b.mul(hot, b.asFloat(b.op("ne", {ids},
-                                    {{"value", static_cast<double>(padding)}}),
-                               dt));
-  std::string hotT = b.op("transpose", {hot}, {{"dim0", 0}, {"dim1", 1}});
-  return {s.wanted[0] ? b.op("matmul", {hotT, b.reshape(s.grad(), {M, D})})
-                      : "",
-          ""};
+  json attributes = {{"rows", V}};
+  if (s.node.integer("padding_idx") >= 0)
+    attributes["padding_idx"] = s.node.integer("padding_idx");
+  Grads out(2);
+  if (s.wanted[0])
+    out[0] = b.op("embedding_backward",
+                  {b.reshape(s.grad(), {M, D}), b.reshape(s.input(1), {M})},
+                  attributes);
+  return out;
 }
 
 Grads sliceRule(GradientBuilder &b, const GradientStep &s) {
@@ -325,12 +322,16 @@ Grads whereRule(GradientBuilder &b, const GradientStep &s) {
 
 /// as_strided: y[i] = x_flat[offset + sum_k i_k stride_k]; each element of x
 /// collects the gradients of the outputs that read it. The trailing dims
-/// that read whole aligned blocks of L elements (a row of a table) are
-/// kept together: a [X/L, Y/L] one-hot of the blocks read (limited in
-/// size) times the gradient's [Y/L, L] rows.
+/// that read whole aligned blocks of L elements (a row of a table) are kept
+/// together: the gradient's [Y/L, L] rows summed into x's [X/L, L] rows by
+/// the block each read (embedding_backward). The block numbers are computed
+/// by the forward op itself on x's positions, in float32: exact below 2^24.
 Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &xs = b.shape(s.input(0));
   const int64_t X = elementCount(xs), Y = elementCount(b.shape(s.result()));
+  if (X > (int64_t{1} << 24))
+    unsupported(s, "numbers the " + std::to_string(X) +
+                       " elements of its input in float32, exact up to 2^24");
   const std::vector<int64_t> size = intsAttr(s.node, "size"),
                              stride = intsAttr(s.node, "stride");
   const int64_t offset = intAttr(s.node, "offset", 0);
@@ -348,10 +349,6 @@ Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
       inner = k, L = static_cast<int64_t>(run);
   }
   const int64_t rows = X / L, reads = Y / L;
-  if (rows * reads > (int64_t{1} << 24))
-    unsupported(
-        s, "builds a " + std::to_string(rows) + " x " + std::to_string(reads) +
-               " one-hot of the blocks read, over its limit of 2^24 elements");
   std::vector<int64_t> outerSize(size.begin(), size.begin() + inner);
   std::vector<int64_t> outerStride(stride.begin(), stride.begin() + inner);
   if (outerSize.empty())
@@ -360,11 +357,12 @@ Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
       b.op("as_strided", {b.reshape(b.arange(X, plan::DType::F32), xs)},
            {{"size", outerSize}, {"stride", outerStride}, {"offset", offset}});
   std::string block =
-      b.scale(b.reshape(starts, {1, reads}), 1.0 / static_cast<double>(L));
-  std::string hot = b.op(
-      "eq", {b.reshape(b.arange(rows, plan::DType::F32), {rows, 1}), block});
-  std::string summed = b.op("matmul", {b.asFloat(hot, b.dtype(s.grad())),
-                                       b.reshape(s.grad(), {reads, L})});
+      b.op("cast",
+           {b.scale(b.reshape(starts, {reads}), 1.0 / static_cast<double>(L))},
+           {{"dtype", "int64"}});
+  std::string summed =
+      b.op("embedding_backward", {b.reshape(s.grad(), {reads, L}), block},
+           {{"rows", rows}});
   return pointwise(s, b.reshape(summed, xs));
 }
 

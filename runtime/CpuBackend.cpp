@@ -145,7 +145,8 @@ void CpuBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor 
 void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                        const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) topkKernel(p, x, y, threads_);
-  else gatherKernel(p, x, *index, y, threads_);
+  else if (kind == IndexKind::Gather) gatherKernel(p, x, *index, y, threads_);
+  else embeddingBackwardKernel(p, x, *index, y, threads_);
 }
 void CpuBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
                          const KTensor &y) {

@@ -385,6 +385,18 @@ Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p) {
   return index;
 }
 
+Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p) {
+  const char *op = "embedding_backward";
+  if (src.size() != 2 || index.size() != 1 || index[0] != src[0])
+    fail(op, "takes src [M, D] and index [M], got src " + shapeToString(src) + " and index " +
+                 shapeToString(index));
+  if (p.rows < 0) fail(op, "rows must be non-negative, got " + str(p.rows));
+  if (p.paddingIdx < -1 || p.paddingIdx >= p.rows)
+    fail(op, "padding_idx must be a row (0.." + str(p.rows - 1) + ") or -1, got " +
+                 str(p.paddingIdx));
+  return {p.rows, src[1]};
+}
+
 // ---- integer values, comparisons and dtype conversion ---------------------------
 
 const char *compareOpName(CompareOp op) {

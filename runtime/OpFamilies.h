@@ -122,14 +122,23 @@ Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
 /// is an error naming it (the kernel's check: values are data).
 /// Together they are torch.topk's (values, indices): the values are
 /// gather(x, dim, topk(x)), bit for bit.
-enum class IndexKind { TopK, Gather };
+/// EmbeddingBackward: torch's embedding_dense_backward (the gradient of an
+/// embedding table, also of any gather of whole rows): src [M, D], index
+/// int64 [M] -> y [rows, D], y[v] = the sum of src[m] over the m with
+/// index[m] == v (none: 0), in order of m, accumulated in double and
+/// rounded once; the row `padding_idx` (-1: none) stays 0. An index outside
+/// [0, rows) is an error naming it.
+enum class IndexKind { TopK, Gather, EmbeddingBackward };
 struct IndexParams {
   int64_t dim = -1;      // as given: [-rank, rank)
   int64_t k = 0;         // TopK only
   bool largest = true;   // TopK only
+  int64_t rows = 0;         // EmbeddingBackward only
+  int64_t paddingIdx = -1;  // EmbeddingBackward only
 };
 Shape topkShape(const Shape &x, const IndexParams &p);
 Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p);
+Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p);
 /// dim in [-rank, rank) (a 0-d tensor takes 0 or -1) as a position; fails naming op.
 int64_t wrapDim(const char *op, int64_t dim, size_t rank);
 

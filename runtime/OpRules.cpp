@@ -130,10 +130,11 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
                           std::get<std::vector<int64_t>>(attrs.at("stride")),
                           intOr(attrs, "offset", 0));
   case OpFamily::Index: {
-    const IndexParams p = indexParams(static_cast<IndexKind>(info.variant), attrs);
-    return static_cast<IndexKind>(info.variant) == IndexKind::TopK
-               ? topkShape(in[0].shape, p)
-               : gatherShape(in[0].shape, in[1].shape, p);
+    const IndexKind kind = static_cast<IndexKind>(info.variant);
+    const IndexParams p = indexParams(kind, attrs);
+    if (kind == IndexKind::TopK) return topkShape(in[0].shape, p);
+    if (kind == IndexKind::Gather) return gatherShape(in[0].shape, in[1].shape, p);
+    return embeddingBackwardShape(in[0].shape, in[1].shape, p);
   }
   case OpFamily::Experts:
     moeParams(attrs);  // checks the activation's name
@@ -219,6 +220,10 @@ IndexParams indexParams(IndexKind kind, const AttrMap &attrs) {
   if (kind == IndexKind::TopK) {
     p.k = intOr(attrs, "k", 0);
     p.largest = flag("topk", attrs, "largest", true);
+  }
+  if (kind == IndexKind::EmbeddingBackward) {
+    p.rows = intOr(attrs, "rows", 0);
+    p.paddingIdx = intOr(attrs, "padding_idx", -1);
   }
   return p;
 }

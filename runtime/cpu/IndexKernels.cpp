@@ -1,7 +1,8 @@
-// CPU kernels of the index family (runtime/OpFamilies.h): topk and gather.
-// Both only compare and copy elements, so they are exact for every float
-// dtype and their results do not depend on the thread count: each task is
-// one row along `dim`, and no row reads another's output.
+// CPU kernels of the index family (runtime/OpFamilies.h): topk, gather and
+// embedding_backward. topk and gather only compare and copy elements, so
+// they are exact for every float dtype; embedding_backward sums rows in
+// order of the index, in double. None depends on the thread count: each
+// task owns its outputs and reads nothing another task writes.
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
@@ -109,6 +110,37 @@ void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, 
       if (rank > 0 && dim != rank - 1) at += j;  // the last dim's coordinate (stride 1)
       std::memcpy(dst + static_cast<size_t>(e) * size, src + static_cast<size_t>(at) * size, size);
     }
+  });
+}
+
+void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTensor &index,
+                             const KTensor &y, int threads) {
+  const char *op = "embedding_backward";
+  if (embeddingBackwardShape(src.shape, index.shape, p) != y.shape || y.dtype != src.dtype ||
+      index.dtype != DType::I64)
+    checks::fail(op, "operands do not fit: src " + shapeToString(src.shape) + ", index " +
+                         shapeToString(index.shape) + ", y " + shapeToString(y.shape));
+  const int64_t M = src.shape[0], D = src.shape[1];
+  const int64_t *idx = static_cast<const int64_t *>(index.data);
+  for (int64_t m = 0; m < M; ++m)  // indices are data: checked before any sum
+    if (idx[m] < 0 || idx[m] >= p.rows)
+      checks::fail(op, "index " + std::to_string(idx[m]) + " at element " + std::to_string(m) +
+                           " is out of range for " + std::to_string(p.rows) + " rows");
+  // The m of each row in increasing order (a stable counting sort: M + rows
+  // integers), then each task sums whole rows: every output element is the
+  // same sum in the same order, whatever the thread count.
+  std::vector<int64_t> start(static_cast<size_t>(p.rows + 1), 0), order(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) ++start[static_cast<size_t>(idx[m] + 1)];
+  for (int64_t v = 0; v < p.rows; ++v) start[v + 1] += start[v];
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(next[idx[m]]++)] = m;
+  cpu::parallelTasks(p.rows, threads, M * D + p.rows * D, [&](int64_t v) {
+    std::vector<double> sum(static_cast<size_t>(D), 0.0);
+    if (v != p.paddingIdx)
+      for (int64_t k = start[v]; k < start[v + 1]; ++k)
+        for (int64_t c = 0; c < D; ++c)
+          sum[c] += loadAsDouble(src.dtype, src.data, order[k] * D + c);
+    for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
   });
 }
 

@@ -220,7 +220,8 @@ void CudaBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor
 void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                         const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);
-  else cuda::gather(device_, p, x, *index, y);
+  else if (kind == IndexKind::Gather) cuda::gather(device_, p, x, *index, y);
+  else noKernel(plan::OpCode::EmbeddingBackward);  // in kCudaUnsupportedOps
 }
 void CudaBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
                           const KTensor &y) {

@@ -3,9 +3,10 @@
 // it, and a CPU-only unit test checks docs/ops.md against it). No CUDA
 // header is included, so that test builds without the toolkit.
 //
-// Empty: every op of the table has a CUDA kernel. orthogonal and norm_of
-// run their CPU kernels on the host and copy the result over (CudaBackend).
-// An op added to the table without a CUDA kernel is listed here.
+// orthogonal and norm_of run their CPU kernels on the host and copy the
+// result over (CudaBackend). An op added to the table without a CUDA kernel
+// is listed here: embedding_backward (the gradient's row sums; a
+// deterministic GPU kernel is still to come).
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -14,6 +15,7 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 0> kCudaUnsupportedOps{};
+inline constexpr std::array<plan::OpCode, 1> kCudaUnsupportedOps{
+    plan::OpCode::EmbeddingBackward};
 
 }  // namespace shardc::runtime::cuda

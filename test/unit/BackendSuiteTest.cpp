@@ -464,10 +464,14 @@ std::vector<SuiteCase> suiteCases() {
         in = {input("x", dt, {5, 8}), input("i", DType::I64, {5, 2}, 3), input("w", dt, {5, 2}),
               input("gate_up", dt, {3, 12, 8}), input("down", dt, {3, 8, 6})};
         break;
-      case OpFamily::Index:  // topk along the last dim; gather along dim 0, index smaller
+      case OpFamily::Index:  // topk along the last dim; gather along dim 0, index smaller;
+                             // embedding_backward
         if (info.code == OpCode::TopK) {
           in = {input("x", dt, {4, 9})};
           attrs = {{"k", int64_t{3}}, {"dim", int64_t{-1}}};
+        } else if (info.code == OpCode::EmbeddingBackward) {  // 7 rows into 4, row 1 kept 0
+          in = {input("src", dt, {7, 5}), input("i", DType::I64, {7}, 4)};
+          attrs = {{"rows", int64_t{4}}, {"padding_idx", int64_t{1}}};
         } else {
           in = {input("x", dt, {4, 5}), input("i", DType::I64, {6, 3}, 4)};
           attrs = {{"dim", int64_t{0}}};
@@ -658,6 +662,9 @@ std::vector<SuiteCase> badIndexCases() {
                               {input("x", f, {4, 5}),
                                indices("i", {2, 3}, {0, 1, 3, 2, 4, -1})},
                               f, {2, 3}, {{"dim", int64_t{0}}}));
+  cases.push_back(forwardCase("embedding_backward index 4 of 4 rows", OpCode::EmbeddingBackward,
+                              {input("src", f, {5, 3}), indices("i", {5}, {0, 3, 4, -1, 1})}, f,
+                              {4, 3}, {{"rows", int64_t{4}}}));
   cases.push_back(forwardCase(
       "moe_experts expert 3 of 3", OpCode::MoeExperts,
       {input("x", f, {4, 8}), indices("i", {4, 2}, {0, 1, 2, 0, 1, 3, -1, 2}),

@@ -722,6 +722,44 @@ TEST_CASE("gather reads torch.gather's elements, exactly, and checks its indices
                     "gather: index -1 at element 1 is out of bounds for dimension 1 with size 3");
 }
 
+TEST_CASE("embedding_backward sums rows by index, in order, and checks its indices",
+          "[family-kernels]") {
+  // Powers of two: every sum exact. Row 1 read by nobody, row 3 the padding.
+  TT src = fromValues(DType::F32, {5, 2}, {1, 10, 2, 20, 4, 40, 8, 80, 16, 160});
+  TT idx = fromValues(DType::I64, {5}, {2, 0, 2, 3, 0});
+  TT y = zeros(DType::F32, {4, 2});
+  IndexParams p;
+  p.rows = 4;
+  p.paddingIdx = 3;
+  embeddingBackwardKernel(p, src.k(), idx.k(), y.k(), 1);
+  checkExact(y, {2 + 16, 20 + 160, 0, 0, 1 + 4, 10 + 40, 0, 0});
+  // Random bfloat16 rows into 11 rows: the double sum rounded once, and the
+  // same bytes at every thread count.
+  TT r = random(DType::BF16, {300, 37}, 3);
+  std::vector<double> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 7 + i / 13) % 11);
+  TT index = fromValues(DType::I64, {300}, ids);
+  IndexParams q;
+  q.rows = 11;
+  TT one = zeros(DType::BF16, {11, 37}), four = zeros(DType::BF16, {11, 37});
+  embeddingBackwardKernel(q, r.k(), index.k(), one.k(), 1);
+  embeddingBackwardKernel(q, r.k(), index.k(), four.k(), 4);
+  CHECK(one.bytes == four.bytes);
+  for (int64_t v = 0; v < 11; ++v)
+    for (int64_t c = 0; c < 37; ++c) {
+      double want = 0;
+      for (int64_t m = 0; m < 300; ++m)
+        if (static_cast<int64_t>(ids[size_t(m)]) == v) want += r.at(m * 37 + c);
+      INFO("row " << v << " column " << c);
+      CHECK(std::abs(one.at(v * 37 + c) - want) <= std::ldexp(std::abs(want), -8) + 1e-30);
+    }
+  TT bad = fromValues(DType::I64, {5}, {0, 4, 1, -1, 2});
+  CHECK_THROWS_WITH(embeddingBackwardKernel(p, src.k(), bad.k(), y.k(), 1),
+                    "embedding_backward: index 4 at element 1 is out of range for 4 rows");
+  CHECK_THROWS_WITH(embeddingBackwardShape({5, 2}, {4}, p),
+                    Catch::Contains("takes src [M, D] and index [M]"));
+}
+
 namespace {
 
 /// moe_experts by its definition, in double: each token's experts in slot
