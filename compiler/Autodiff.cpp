@@ -180,9 +180,9 @@ JointGraph withGradients(const std::string &graphText,
     builder.named(name, "reshape", {grad->second}, {{"shape", param.shape}});
     outputs.push_back(name);
   }
+  // Every emitted node was read as it was made; callers parse the joint
+  // graph from the top, as any graph file.
   joint.text = document.dump(1);
-  // The joint graph is read again from the top, as any graph file is.
-  parseGraph(joint.text, sourceName);
   return joint;
 }
 

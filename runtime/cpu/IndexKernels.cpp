@@ -134,13 +134,18 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
   for (int64_t v = 0; v < p.rows; ++v) start[v + 1] += start[v];
   std::vector<int64_t> next(start.begin(), start.end() - 1);
   for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(next[idx[m]]++)] = m;
-  cpu::parallelTasks(p.rows, threads, M * D + p.rows * D, [&](int64_t v) {
-    std::vector<double> sum(static_cast<size_t>(D), 0.0);
-    if (v != p.paddingIdx)
-      for (int64_t k = start[v]; k < start[v + 1]; ++k)
-        for (int64_t c = 0; c < D; ++c)
-          sum[c] += loadAsDouble(src.dtype, src.data, order[k] * D + c);
-    for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
+  // A task is a block of rows with one accumulator, not one per row.
+  const int64_t block = 64, blocks = (p.rows + block - 1) / block;
+  cpu::parallelTasks(blocks, threads, M * D + p.rows * D, [&](int64_t b) {
+    std::vector<double> sum(static_cast<size_t>(D));
+    for (int64_t v = b * block; v < std::min(p.rows, (b + 1) * block); ++v) {
+      std::fill(sum.begin(), sum.end(), 0.0);
+      if (v != p.paddingIdx)
+        for (int64_t k = start[v]; k < start[v + 1]; ++k)
+          for (int64_t c = 0; c < D; ++c)
+            sum[c] += loadAsDouble(src.dtype, src.data, order[k] * D + c);
+      for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
+    }
   });
 }
 
