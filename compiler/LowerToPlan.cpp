@@ -404,11 +404,59 @@ private:
       emit(plan::OpCode::Free, {unitBuffers_.lookup(release->getOperand(0))}, {}, &op);
       return success();
     }
+    if (isa<tc::ReduceScatterOp, tc::SgdStepOp, tc::AdamwStepOp,
+            tc::AdvanceStepOp>(op))
+      return lowerTraining(op);
     if (auto reshape = dyn_cast<tc::ReshapeOp>(op))
       return lowerReshape(reshape);
     if (auto view = dyn_cast<tc::ViewOpInterface>(op))
       return lowerStridedView(op, view);
     return lowerModelOp(op);
+  }
+
+  /// Training's ops (docs/training.md): the gradient's reduction into a
+  /// fresh shard buffer, and the optimizer steps, which work in place on
+  /// the parameter's storage and its optimizer state.
+  LogicalResult lowerTraining(Operation &op) {
+    auto d = [](APFloat value) { return value.convertToDouble(); };
+    if (auto reduce = dyn_cast<tc::ReduceScatterOp>(op)) {
+      FailureOr<int32_t> shard = allocResult(&op, plan::Category::Activation);
+      if (failed(shard))
+        return failure();
+      function_.buffers[*shard].name = reduce.getParam().str() + ".grad_shard";
+      emit(plan::OpCode::ReduceScatter, {buffers_.lookup(reduce.getFull())},
+           {*shard}, &op, {}, /*collective=*/true);
+      return success();
+    }
+    if (auto sgd = dyn_cast<tc::SgdStepOp>(op)) {
+      int32_t param = paramBuffer(sgd.getParam());
+      std::vector<int32_t> inputs{param, buffers_.lookup(sgd.getGrad())};
+      if (auto buffer = sgd.getMomentumBuffer())
+        inputs.push_back(paramBuffer(*buffer));
+      emit(plan::OpCode::SgdStep, inputs, {param}, &op,
+           {{"lr", d(sgd.getLr())},
+            {"momentum", d(sgd.getMomentum())},
+            {"weight_decay", d(sgd.getWeightDecay())}});
+      return success();
+    }
+    if (auto adamw = dyn_cast<tc::AdamwStepOp>(op)) {
+      int32_t param = paramBuffer(adamw.getParam());
+      emit(plan::OpCode::AdamwStep,
+           {param, buffers_.lookup(adamw.getGrad()),
+            paramBuffer(adamw.getExpAvg()), paramBuffer(adamw.getExpAvgSq()),
+            paramBuffer(adamw.getStep())},
+           {param}, &op,
+           {{"lr", d(adamw.getLr())},
+            {"beta1", d(adamw.getBeta1())},
+            {"beta2", d(adamw.getBeta2())},
+            {"eps", d(adamw.getEps())},
+            {"weight_decay", d(adamw.getWeightDecay())}});
+      return success();
+    }
+    auto advance = cast<tc::AdvanceStepOp>(op);
+    int32_t counter = paramBuffer(advance.getCounter());
+    emit(plan::OpCode::AddScalar, {counter}, {counter}, &op, {{"value", 1.0}});
+    return success();
   }
 
   /// Model ops: the result gets a fresh buffer, the instruction has the op's

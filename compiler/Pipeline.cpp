@@ -16,7 +16,8 @@ void loadTcDialects(MLIRContext &context) {
 }
 
 LogicalResult shardModule(ModuleOp module, int64_t worldSize,
-                          const ShardOptions &shardOptions) {
+                          const ShardOptions &shardOptions,
+                          const OptimizerOptions *optimizer) {
   if (failed(verify(module)))
     return failure();
   PassManager passes(module.getContext());
@@ -25,6 +26,17 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
   tc::TcAssignUnitsOptions unitOptions;
   unitOptions.patterns = shardOptions.unitPatterns;
   passes.addPass(tc::createTcAssignUnits(unitOptions));
+  if (optimizer) {
+    tc::TcOptimizerOptions step;
+    step.optimizer = optimizer->optimizer;
+    step.lr = optimizer->lr;
+    step.momentum = optimizer->momentum;
+    step.weightDecay = optimizer->weightDecay;
+    step.beta1 = optimizer->beta1;
+    step.beta2 = optimizer->beta2;
+    step.eps = optimizer->eps;
+    passes.addPass(tc::createTcOptimizer(step));
+  }
   tc::TcFsdpOptions options;
   options.worldSize = worldSize;
   options.prefetch = shardOptions.prefetch;
@@ -34,9 +46,10 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
 
 FailureOr<plan::Plan> compileToPlan(const Graph &graph, int64_t worldSize,
                                     MLIRContext &context,
-                                    const ShardOptions &shardOptions) {
+                                    const ShardOptions &shardOptions,
+                                    const OptimizerOptions *optimizer) {
   OwningOpRef<ModuleOp> module = buildTcModule(graph, context);
-  if (failed(shardModule(*module, worldSize, shardOptions)))
+  if (failed(shardModule(*module, worldSize, shardOptions, optimizer)))
     return failure();
   return lowerToPlan(*module);
 }

@@ -20,15 +20,27 @@ struct ShardOptions {
   bool prefetch = false;
 };
 
-/// Verifies `module`, then runs tc-expand-init, tc-assign-units and tc-fsdp
-/// for `worldSize` ranks. Errors are reported through the context's
-/// diagnostic handler.
+/// A training step (docs/training.md, tc-optimizer): @forward's gradients
+/// update the parameters. weightDecay < 0: the optimizer's default.
+struct OptimizerOptions {
+  std::string optimizer = "sgd"; // sgd or adamw
+  double lr = 0;
+  double momentum = 0;
+  double weightDecay = -1;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+/// Verifies `module`, then runs tc-expand-init, tc-assign-units,
+/// tc-optimizer (with `optimizer`) and tc-fsdp for `worldSize` ranks. Errors
+/// are reported through the context's diagnostic handler.
 mlir::LogicalResult shardModule(mlir::ModuleOp module, int64_t worldSize,
-                                const ShardOptions &options = {});
+                                const ShardOptions &options = {},
+                                const OptimizerOptions *optimizer = nullptr);
 
 /// The whole pipeline: graph -> tc -> sharded tc -> Plan.
-mlir::FailureOr<plan::Plan> compileToPlan(const Graph &graph, int64_t worldSize,
-                                          mlir::MLIRContext &context,
-                                          const ShardOptions &options = {});
+mlir::FailureOr<plan::Plan>
+compileToPlan(const Graph &graph, int64_t worldSize, mlir::MLIRContext &context,
+              const ShardOptions &options = {},
+              const OptimizerOptions *optimizer = nullptr);
 
 } // namespace shardc::compiler

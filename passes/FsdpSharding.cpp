@@ -204,6 +204,41 @@ void gatherUnits(func::FuncOp func, const llvm::StringMap<ParamOp> &sharded,
       use.erase();
 }
 
+/// Reduces the gradient each optimizer step of a sharded parameter reads
+/// into that parameter's shard, right after the gradient is computed (so the
+/// full gradient is freed there, as FSDP's reduce-scatter in backward).
+template <typename StepOp>
+void reduceGradients(func::FuncOp func,
+                     const llvm::StringMap<ParamOp> &sharded) {
+  func.walk([&](StepOp step) {
+    ParamOp param = sharded.lookup(step.getParam());
+    if (!param)
+      return;
+    // The joint graph names each gradient by a reshape to its own shape at
+    // its end; the value it renames is complete much earlier.
+    Value named = step.getGrad(), full = named;
+    while (auto rename = full.getDefiningOp<ReshapeOp>()) {
+      if (rename.getInput().getType() != full.getType())
+        break;
+      full = rename.getInput();
+    }
+    OpBuilder builder(step);
+    builder.setInsertionPointAfterValue(full);
+    auto reduce = builder.create<ReduceScatterOp>(
+        step.getLoc(), param.getLocalType(), full,
+        FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    step.getGradMutable().assign(reduce.getResult());
+    // The renames nothing reads any more.
+    while (named != full) {
+      auto rename = named.getDefiningOp<ReshapeOp>();
+      if (!rename->use_empty())
+        break;
+      named = rename.getInput();
+      rename.erase();
+    }
+  });
+}
+
 struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
   using TcFsdpBase::TcFsdpBase;
 
@@ -255,8 +290,11 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
     if (worldSize == 1)
       return;
     module.walk([&](func::FuncOp func) {
-      if (func.getSymName() != kInitFunctionName)
-        gatherUnits(func, sharded, prefetch);
+      if (func.getSymName() == kInitFunctionName)
+        return;
+      gatherUnits(func, sharded, prefetch);
+      reduceGradients<SgdStepOp>(func, sharded);
+      reduceGradients<AdamwStepOp>(func, sharded);
     });
   }
 };

@@ -36,6 +36,11 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     when the function returns one). A root unit used at the start and the
     end is thus gathered twice instead of held throughout; a parameter used
     twice within a run (tied weights) is gathered once.
+
+    Training (after `tc-optimizer`): the gradient an optimizer step of a
+    sharded parameter reads is reduced into that parameter's shard by a
+    `tc.reduce_scatter` placed right after the gradient is computed, so the
+    full gradient lives only until then.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
@@ -45,6 +50,37 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
            "the current unit computes (two units live at a time)">
   ];
   let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
+def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Turn @forward's gradients into an optimizer step";
+  let description = [{
+    Runs before `tc-fsdp`, on a program whose @forward returns gradients:
+    the results named `grad.P` (as `--grad` names them) for parameters `@P`.
+    Each is consumed by one `tc.sgd_step` or `tc.adamw_step` of `@P`,
+    placed at the end of @forward after every use of every parameter (the
+    way `optimizer.step()` follows `loss.backward()`), and removed from the
+    results. The optimizer state is parameters of the updated parameter's
+    type, unit and device, initialized to zero in @init, `non_persistent`
+    (checkpoints of the model never save it): `@optim.momentum_buffer.P`
+    (SGD with momentum), `@optim.exp_avg.P` and `@optim.exp_avg_sq.P`
+    (AdamW), and AdamW's 0-d float32 buffer `@optim.step`, advanced by
+    `tc.advance_step` before the first update. `tc-fsdp` then shards the
+    state like its parameter and reduces each gradient into its shard.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd or adamw (torch.optim's formulas)">,
+    Option<"lr", "lr", "double", /*default=*/"0.0", "Learning rate (> 0)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum (>= 0; dampening 0, no Nesterov)">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "Weight decay (>= 0; default: SGD 0, AdamW 0.01)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">
+  ];
+  let dependentDialects = ["::mlir::tc::TcDialect", "::mlir::func::FuncDialect"];
 }
 
 def TcExpandInit : Pass<"tc-expand-init", "::mlir::ModuleOp"> {

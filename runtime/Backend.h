@@ -21,6 +21,7 @@
 #include "runtime/ForwardKernels.h"
 #include "runtime/OpFamilies.h"
 #include "runtime/OpTable.h"
+#include "runtime/Optimizers.h"
 #include "runtime/Plan.h"
 #include "runtime/checkpoint/SafetensorsIndex.h"
 #include "runtime/init/Generators.h"
@@ -103,7 +104,10 @@ struct Region {
 ///     batchNorm is eval mode (running statistics; weight and bias both or
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64); compare is
-///     the scalar form (a OP value) when b == nullptr.
+///     the scalar form (a OP value) when b == nullptr;
+///   training (runtime/Optimizers.h): reduceScatterMean's `work` holds
+///     reduceScatterWorkBytes; sgdStep and adamwStep update param (and their
+///     state) in place.
 #define SHARDC_BACKEND_OPTIONAL_KERNELS(VIRTUAL, SUFFIX)                                     \
   VIRTUAL void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,  \
                           int64_t rows, int64_t cols, void *out, void *work) SUFFIX;          \
@@ -141,7 +145,14 @@ struct Region {
   VIRTUAL void cast(const KTensor &x, const KTensor &y) SUFFIX;                              \
   VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;      \
   VIRTUAL void gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,      \
-                          const KTensor &y) SUFFIX;
+                          const KTensor &y) SUFFIX;                                          \
+  VIRTUAL void reduceScatterMean(Communicator &comm, const KTensor &full,                   \
+                                 const KTensor &shard, std::byte *work) SUFFIX;              \
+  VIRTUAL void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,        \
+                       const KTensor *momentumBuffer) SUFFIX;                                \
+  VIRTUAL void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,    \
+                         const KTensor &expAvg, const KTensor &expAvgSq,                     \
+                         const KTensor &step) SUFFIX;
 
 class Backend {
 public:

@@ -5,6 +5,8 @@
 // RuntimeError naming the ranks it waited for, instead of hanging forever.
 #pragma once
 
+#include "runtime/RuntimeError.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +66,18 @@ public:
   /// the same root and bytesPerRank. Same timeout and abort behaviour as
   /// allGather.
   virtual void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) = 0;
+  /// scatter() from a root whose `send` holds only `sendBytes` bytes (a
+  /// full gradient, not padded to worldSize * bytesPerRank): every rank
+  /// receives the part of bytes [rank * bytesPerRank, (rank + 1) *
+  /// bytesPerRank) of root's send that lies below sendBytes into `recv`;
+  /// bytes of `recv` past it are left as they are (the caller zeroes them).
+  /// reduce_scatter runs one per root (docs/training.md). All ranks pass the
+  /// same root, sendBytes and bytesPerRank. The default fails: this
+  /// communicator cannot reduce-scatter.
+  virtual void scatterRows(int64_t, const void *, size_t, size_t, void *) {
+    throw RuntimeError("this communicator has no reduce-scatter (scatterRows); "
+                       "sharded gradients run on the local and MPI communicators");
+  }
   virtual void barrier() = 0;
 
   virtual std::chrono::duration<double> timeout() const = 0;

@@ -165,6 +165,19 @@ void CpuBackend::gridSample(const SampleParams &p, const KTensor &x, const KTens
   gridSampleKernel(p, x, grid, y, threads_);
 }
 
+void CpuBackend::reduceScatterMean(Communicator &comm, const KTensor &full,
+                                   const KTensor &shard, std::byte *work) {
+  reduceScatterMeanKernel(comm, full, shard, work);
+}
+void CpuBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
+                         const KTensor *momentumBuffer) {
+  sgdStepKernel(p, param, grad, momentumBuffer, threads_);
+}
+void CpuBackend::adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
+                           const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step) {
+  adamwStepKernel(p, param, grad, expAvg, expAvgSq, step, threads_);
+}
+
 // ---- the CPU entry point --------------------------------------------------
 
 int defaultKernelThreads(int64_t worldSize) {

@@ -101,6 +101,16 @@ void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Sample);
 }
+void Backend::reduceScatterMean(Communicator &, const KTensor &, const KTensor &, std::byte *) {
+  noKernel(OpCode::ReduceScatter);
+}
+void Backend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *) {
+  noKernel(OpCode::SgdStep);
+}
+void Backend::adamwStep(const AdamwParams &, const KTensor &, const KTensor &, const KTensor &,
+                        const KTensor &, const KTensor &) {
+  noKernel(OpCode::AdamwStep);
+}
 void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, const KTensor &,
                          const KTensor &, const KTensor &, const KTensor &, std::byte *) {
   noKernel(OpFamily::Experts);
@@ -380,6 +390,22 @@ private:
       return backend_.crossEntropy(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
                                    attrIntOr(inst, "ignore_index", -100),
                                    tensor(inst.outputs[0]));
+    case OpCode::ReduceScatter: return reduceScatter(inst);
+    case OpCode::SgdStep: {
+      const SgdParams p{attrDouble(inst, "lr"), attrDoubleOr(inst, "momentum", 0.0),
+                        attrDoubleOr(inst, "weight_decay", 0.0)};
+      const KTensor momentum = inst.inputs.size() == 3 ? tensor(inst.inputs[2]) : KTensor{};
+      return backend_.sgdStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                              inst.inputs.size() == 3 ? &momentum : nullptr);
+    }
+    case OpCode::AdamwStep: {
+      const AdamwParams p{attrDouble(inst, "lr"), attrDouble(inst, "beta1"),
+                          attrDouble(inst, "beta2"), attrDouble(inst, "eps"),
+                          attrDouble(inst, "weight_decay")};
+      return backend_.adamwStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
+                                tensor(inst.inputs[2]), tensor(inst.inputs[3]),
+                                tensor(inst.inputs[4]));
+    }
     default: break;  // family ops: dispatchFamily (the table, not a case each)
     }
     fail("opcode " + std::to_string(static_cast<int>(inst.op)) + " is not in the op table");
@@ -973,6 +999,25 @@ private:
     } catch (...) {
       // The first error is the one reported.
     }
+  }
+
+  /// The full gradient reduced into this rank's rows (runtime/Optimizers.h):
+  /// the output is the param's chunk, the input its full shape.
+  void reduceScatter(const Instruction &inst) {
+    const Buffer &full = buffer(inst.inputs[0]), &shard = buffer(inst.outputs[0]);
+    if (full.param || shard.param)
+      fail("reduces a computed gradient into a fresh buffer, not a param's storage");
+    if (full.dtype != shard.dtype || full.shape.empty() || shard.shape.size() != full.shape.size() ||
+        !std::equal(full.shape.begin() + 1, full.shape.end(), shard.shape.begin() + 1) ||
+        shard.shape[0] * comm_.worldSize() < full.shape[0])
+      fail("output '" + shard.name + "' (" + dtypeName(shard.dtype) + " " +
+           shapeToString(shard.shape) + ") is not a dim-0 chunk of '" + full.name + "' (" +
+           dtypeName(full.dtype) + " " + shapeToString(full.shape) + ") on " +
+           std::to_string(comm_.worldSize()) + " ranks");
+    DeviceBuffer work = workspace(inst, shard);
+    backend_.beforeCollective(comm_);
+    backend_.reduceScatterMean(comm_, tensor(inst.inputs[0]), tensor(inst.outputs[0]),
+                               work.data());
   }
 
   void scatter(const Instruction &inst) {

@@ -2,6 +2,7 @@
 
 #include "runtime/RuntimeError.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -29,6 +30,7 @@ LocalGroup::LocalGroup(int64_t worldSize, std::chrono::duration<double> timeout)
   send_.assign(worldSize, nullptr);
   sendBytes_.assign(worldSize, 0);
   root_.assign(worldSize, 0);
+  rootBytes_.assign(worldSize, 0);
   parts_.assign(worldSize, nullptr);
 }
 
@@ -221,40 +223,57 @@ void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &p
 
 void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank,
                          void *recv, PeerCopier &copier) {
+  scatterFrom(rank, root, send, static_cast<size_t>(worldSize_) * bytesPerRank, bytesPerRank,
+              recv, copier, "scatter", "scatter (completion)");
+}
+
+void LocalGroup::scatterRows(int64_t rank, int64_t root, const void *send, size_t sendBytes,
+                             size_t bytesPerRank, void *recv, PeerCopier &copier) {
+  scatterFrom(rank, root, send, sendBytes, bytesPerRank, recv, copier, "scatter_rows",
+              "scatter_rows (completion)");
+}
+
+void LocalGroup::scatterFrom(int64_t rank, int64_t root, const void *send, size_t sendBytes,
+                             size_t bytesPerRank, void *recv, PeerCopier &copier,
+                             const char *what, const char *whatCompleted) {
   std::unique_lock lock(mutex_);
   if (rank >= 0 && rank < worldSize_) {
     send_[rank] = send;
     sendBytes_[rank] = bytesPerRank;
+    rootBytes_[rank] = sendBytes;
     root_[rank] = root;
   }
-  rendezvous(lock, rank, "scatter");
+  rendezvous(lock, rank, what);
   // Between the two rendezvous root's send pointer is valid and fixed.
   std::string reason;
   for (int64_t r = 0; r < worldSize_ && reason.empty(); ++r)
     if (root_[r] != root)
-      reason = "scatter root mismatch: rank " + std::to_string(r) + " names root " +
-               std::to_string(root_[r]) + ", rank " + std::to_string(rank) + " names root " +
-               std::to_string(root);
-    else if (sendBytes_[r] != bytesPerRank)
-      reason = "scatter size mismatch: rank " + std::to_string(r) + " expects " +
-               std::to_string(sendBytes_[r]) + " bytes, rank " + std::to_string(rank) +
-               " expects " + std::to_string(bytesPerRank);
+      reason = std::string(what) + " root mismatch: rank " + std::to_string(r) +
+               " names root " + std::to_string(root_[r]) + ", rank " + std::to_string(rank) +
+               " names root " + std::to_string(root);
+    else if (sendBytes_[r] != bytesPerRank || rootBytes_[r] != sendBytes)
+      reason = std::string(what) + " size mismatch: rank " + std::to_string(r) + " expects " +
+               std::to_string(sendBytes_[r]) + " of " + std::to_string(rootBytes_[r]) +
+               " bytes, rank " + std::to_string(rank) + " expects " +
+               std::to_string(bytesPerRank) + " of " + std::to_string(sendBytes);
   if (reason.empty() && (root < 0 || root >= worldSize_))
-    reason = "scatter root " + std::to_string(root) + " out of range for world size " +
-             std::to_string(worldSize_);
-  if (reason.empty() && bytesPerRank && !send_[root])
-    reason = "scatter: root " + std::to_string(root) + " passed no send buffer";
+    reason = std::string(what) + " root " + std::to_string(root) +
+             " out of range for world size " + std::to_string(worldSize_);
+  if (reason.empty() && sendBytes && !send_[root])
+    reason = std::string(what) + ": root " + std::to_string(root) + " passed no send buffer";
   if (!reason.empty()) {
     if (!abortReason_) abortReason_ = reason;
     cv_.notify_all();
-    throwAborted(rank, "scatter");
+    throwAborted(rank, what);
   }
   const std::byte *source = static_cast<const std::byte *>(send_[root]);
-  copyPhase(lock, rank, "scatter", copier, [&] {
-    if (bytesPerRank) copier.copy(recv, source + rank * bytesPerRank, bytesPerRank);
+  const size_t begin = static_cast<size_t>(rank) * bytesPerRank;
+  const size_t bytes = begin >= sendBytes ? 0 : std::min(bytesPerRank, sendBytes - begin);
+  copyPhase(lock, rank, what, copier, [&] {
+    if (bytes) copier.copy(recv, source + begin, bytes);
   });
   // Root must not return (and free its send buffer) before everyone copied.
-  completion(lock, rank, "scatter (completion)");
+  completion(lock, rank, whatCompleted);
 }
 
 void LocalGroup::barrier(int64_t rank) {
@@ -280,6 +299,11 @@ void LocalCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
 void LocalCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank,
                                 void *recv) {
   group_.scatter(rank_, root, send, bytesPerRank, recv, copier_);
+}
+
+void LocalCommunicator::scatterRows(int64_t root, const void *send, size_t sendBytes,
+                                    size_t bytesPerRank, void *recv) {
+  group_.scatterRows(rank_, root, send, sendBytes, bytesPerRank, recv, copier_);
 }
 
 void LocalCommunicator::barrier() { group_.barrier(rank_); }

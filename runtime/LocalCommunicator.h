@@ -57,9 +57,18 @@ public:
   /// between two rendezvous, so root's buffer is read in place.
   void scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank, void *recv,
                PeerCopier &copier = hostCopier());
+  /// scatter() from a root holding only `sendBytes` bytes
+  /// (Communicator::scatterRows); all ranks must pass the same sendBytes.
+  void scatterRows(int64_t rank, int64_t root, const void *send, size_t sendBytes,
+                   size_t bytesPerRank, void *recv, PeerCopier &copier = hostCopier());
   void barrier(int64_t rank);
 
 private:
+  /// scatter and scatterRows: root's send holds sendBytes bytes. `what`
+  /// and `whatCompleted` are string literals (peers read them in errors).
+  void scatterFrom(int64_t rank, int64_t root, const void *send, size_t sendBytes,
+                   size_t bytesPerRank, void *recv, PeerCopier &copier, const char *what,
+                   const char *whatCompleted);
   /// Waits until all ranks arrived at the same collective `what`.
   void rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what);
   [[noreturn]] void throwAborted(int64_t rank, const char *what) const;
@@ -87,6 +96,7 @@ private:
   std::vector<const void *> send_;
   std::vector<size_t> sendBytes_;
   std::vector<int64_t> root_;  // the root each rank named (scatter)
+  std::vector<size_t> rootBytes_;  // the root's valid bytes each rank named (scatterRows)
   std::vector<const std::vector<AllGatherPart> *> parts_;  // allGatherMany
   std::optional<std::string> abortReason_;
 };
@@ -101,6 +111,8 @@ public:
   void allGather(const void *send, size_t bytesPerRank, void *recv) override;
   void allGatherMany(const std::vector<AllGatherPart> &parts) override;
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
+  void scatterRows(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
+                   void *recv) override;
   void barrier() override;
   std::chrono::duration<double> timeout() const override { return group_.timeout(); }
   void setTimeout(std::chrono::duration<double> timeout) override {

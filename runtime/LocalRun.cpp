@@ -28,14 +28,20 @@ struct RankOutcome {
   std::vector<HostTensor> outputs;
   std::vector<HostTensor> params;
   std::vector<HostTensor> shards;  // keepShards: local param storage after init
+  std::vector<std::vector<HostTensor>> stepOutputs;  // trainingSteps: each later step's
 };
 
 /// A repeated forward must reproduce the first one: the same bytes in
 /// every output and the same ledger peak (the plan is the same program).
+/// A training step changes the parameters, hence its outputs: only its
+/// peak is checked (`training`).
 void checkRepeat(int repeat, const std::vector<HostTensor> &outputs,
-                 const std::vector<HostTensor> &first, int64_t peakBytes, int64_t firstPeakBytes) {
-  const std::string place = "forward repeat " + std::to_string(repeat);
-  for (size_t i = 0; i < outputs.size() && i < first.size(); ++i) {
+                 const std::vector<HostTensor> &first, int64_t peakBytes, int64_t firstPeakBytes,
+                 bool training) {
+  const std::string place =
+      training ? "training step " + std::to_string(repeat + 1)
+               : "forward repeat " + std::to_string(repeat);
+  for (size_t i = 0; i < outputs.size() && i < first.size() && !training; ++i) {
     if (outputs[i].data != first[i].data)
       throw RuntimeError(place + ": output '" + outputs[i].name +
                          "' differs from the first forward's (a kernel that is not "
@@ -131,7 +137,8 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
       std::vector<HostTensor> outputs;
       for (const TensorView &view : again) outputs.push_back(rank.toHost(view));
       checkRepeat(repeat, outputs, outcome.outputs, device.peakBytes(),
-                  outcome.report.forward->peakBytes);
+                  outcome.report.forward->peakBytes, options.trainingSteps);
+      if (options.trainingSteps) outcome.stepOutputs.push_back(std::move(outputs));
       state.releaseFunctionBuffers();
     }
     state.profile = nullptr;
@@ -342,6 +349,15 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
                            std::to_string(present[r]) + " (ranks must compute identical outputs)");
     result.ranks.push_back(outcomes[r].report);
   }
+  for (int64_t r = 1; r < n && options.trainingSteps; ++r)
+    for (size_t step = 0; step < outcomes[0].stepOutputs.size(); ++step)
+      for (size_t i = 0; i < outcomes[0].stepOutputs[step].size(); ++i)
+        if (outcomes[r].stepOutputs[step][i].data != outcomes[0].stepOutputs[step][i].data)
+          throw RuntimeError("output '" + outcomes[0].stepOutputs[step][i].name +
+                             "' of training step " + std::to_string(step + 2) +
+                             " differs between rank 0 and rank " + std::to_string(present[r]) +
+                             " (ranks must compute identical outputs)");
+  result.stepOutputs = std::move(outcomes[0].stepOutputs);
   result.outputs = std::move(outcomes[0].outputs);
   result.params = std::move(outcomes[0].params);
   if (options.keepShards)

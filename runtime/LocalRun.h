@@ -66,6 +66,12 @@ struct RunOptions {
   /// forward's (a RuntimeError says which differs). The first forward's
   /// report and the outputs are unchanged by it.
   int forwardRepeats = 0;
+  /// The repeats are training steps (a plan whose forward ends in optimizer
+  /// steps, docs/training.md): they update the parameters, so their outputs
+  /// (the loss) change and are returned in RunResult::stepOutputs; only
+  /// their ledger peak must equal the first step's. --save then holds the
+  /// trained parameters.
+  bool trainingSteps = false;
   /// Times every op of the forwards (the measured one and the repeats) on
   /// each rank: RankReport::forwardProfile (OpProfile.h).
   bool profileForward = false;
@@ -137,6 +143,9 @@ struct RunResult {
   /// dataParallel every rank's rows concatenated in rank order.
   std::vector<HostTensor> outputs;
   std::vector<HostTensor> params;   // full params, when gatherParams
+  /// trainingSteps: rank 0's outputs of steps 2, 3, ... (`outputs` are
+  /// step 1's).
+  std::vector<std::vector<HostTensor>> stepOutputs;
   /// shards[rank][i]: plan.params[i]'s local storage on `rank` (local
   /// shape), when keepShards.
   std::vector<std::vector<HostTensor>> shards;

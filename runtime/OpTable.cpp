@@ -3,6 +3,7 @@
 #include "runtime/InitOps.h"
 #include "runtime/init/NormOf.h"
 #include "runtime/OpFamilies.h"
+#include "runtime/Optimizers.h"
 #include "runtime/Plan.h"
 
 #include <array>
@@ -33,6 +34,12 @@ Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *cons
   return {runtime::moeExpertsWorkBytes(output.shape[0], inputs[1]->shape[1], output.shape[1],
                                        inputs[3]->shape[1] / 2, output.dtype),
           output.name + ".experts"};
+}
+
+Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const>) {
+  // One root's rows as received, and their running sum in double
+  // (runtime/Optimizers.h).
+  return {runtime::reduceScatterWorkBytes(output.shape, output.dtype), output.name + ".reduce"};
 }
 
 // ---- the table -------------------------------------------------------------

@@ -42,6 +42,14 @@ std::optional<Category> parseCategory(const std::string &name);
 /// Number of elements of a shape; 1 for a 0-d shape.
 int64_t numElements(const std::vector<int64_t> &shape);
 
+/// Optimizer state (docs/training.md: moments, momentum buffers, the step
+/// count) is named with this prefix: parameters outside the model's
+/// state_dict, the only non-persistent ones that are not buffers.
+inline constexpr const char *kOptimizerStatePrefix = "optim.";
+inline bool isOptimizerState(const std::string &name) {
+  return name.rfind(kOptimizerStatePrefix, 0) == 0;
+}
+
 /// A model parameter (or a replicated buffer) and how it is sharded.
 struct Param {
   std::string name;

@@ -37,8 +37,10 @@ void checkParam(const Plan &plan, size_t index, std::set<std::string> &names) {
   checkShape(path + ".shape", p.shape, p.dtype);
   if (p.chunkRows < 0)
     fail(path + ".chunk_rows", "negative chunk_rows " + std::to_string(p.chunkRows));
-  if (!p.persistent && !p.isBuffer)
-    fail(path + ".persistent", "'" + p.name + "' is a parameter and is always persistent");
+  if (!p.persistent && !p.isBuffer && !isOptimizerState(p.name))
+    fail(path + ".persistent", "'" + p.name +
+                                   "' is a parameter and is always persistent (only buffers and "
+                                   "optimizer state, optim.*, are not)");
   if (!p.tiedNames.empty() && p.isBuffer)
     fail(path + ".tied", "'" + p.name + "' is a buffer and cannot be tied");
   // A checkpoint holds every name once: tied names share the names' space.

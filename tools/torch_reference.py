@@ -583,6 +583,42 @@ def gradients(graph, interp, env, loss):
     return result
 
 
+def train(graph, interp, env, args):
+    """shardc run --grad LOSS --optimizer ... --steps K: K steps of
+    torch.optim.SGD / AdamW (single-tensor) on the same inputs. Prints each
+    step's loss as shardc does; returns the trained parameters and the last
+    step's outputs (forward before its update, as shardc's --outputs)."""
+    loss = args.grad
+    names = [d["name"] for d in graph.get("parameters", [])
+             if not d.get("buffer", False)]
+    for name in names:
+        env[name] = env[name].detach().clone().requires_grad_(True)
+    interp.outputs = list(dict.fromkeys(list(graph["outputs"]) + [loss]))
+    leaves = [env[n] for n in names]
+    if args.train == "sgd":
+        optimizer = torch.optim.SGD(leaves, lr=args.lr, momentum=args.momentum or 0.0,
+                                    weight_decay=args.weight_decay or 0.0, foreach=False)
+    else:
+        b1, b2 = (float(b) for b in (args.betas or "0.9,0.999").split(","))
+        decay = 0.01 if args.weight_decay is None else args.weight_decay
+        optimizer = torch.optim.AdamW(leaves, lr=args.lr, betas=(b1, b2),
+                                      eps=args.eps or 1e-8, weight_decay=decay,
+                                      foreach=False)
+    out = {}
+    for step in range(1, args.steps + 1):
+        optimizer.zero_grad(set_to_none=True)
+        out = interp.run(env)
+        out[loss].backward()
+        optimizer.step()
+        print("step %d: %s = %.9g" % (step, loss, out[loss].item()))
+    trained = {name: env[name].detach() for name in names}
+    # The model's state as shardc --save writes it: persistent buffers too.
+    for d in graph.get("buffers", []):
+        if d.get("persistent", True):
+            trained[d["name"]] = env[d["name"]].detach()
+    return trained, {k: v.detach() for k, v in out.items()}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="PyTorch eager reference for shardc graphs",
@@ -606,6 +642,16 @@ def main(argv=None):
     ap.add_argument("--out", help="output file for --make-inputs / --make-params")
     ap.add_argument("--grad", metavar="LOSS",
                     help="also write LOSS and grad.NAME per parameter (torch.autograd)")
+    ap.add_argument("--train", choices=["sgd", "adamw"],
+                    help="with --grad: --steps optimizer steps; --outputs gets the "
+                         "trained parameters, --step-outputs the last step's outputs")
+    ap.add_argument("--step-outputs", metavar="FILE")
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--momentum", type=float)
+    ap.add_argument("--weight-decay", type=float)
+    ap.add_argument("--betas")
+    ap.add_argument("--eps", type=float)
+    ap.add_argument("--steps", type=int, default=1)
     args = ap.parse_args(argv)
 
     if args.threads:
@@ -630,6 +676,14 @@ def main(argv=None):
         cdt = {"float32": torch.float32, "float64": torch.float64}.get(args.compute_dtype)
         env = build_env(graph, params, inputs, args, cdt)
         interp = Interpreter(graph)
+        if args.train:
+            if not (args.grad and args.lr):
+                ap.error("--train needs --grad LOSS and --lr")
+            trained, last = train(graph, interp, env, args)
+            for path, tensors in ((args.outputs, trained), (args.step_outputs, last)):
+                if path:
+                    write_safetensors(path, {k: v.contiguous() for k, v in tensors.items()})
+            return 0
         if args.grad:
             out = gradients(graph, interp, env, args.grad)
             if args.outputs:

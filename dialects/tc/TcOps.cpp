@@ -10,10 +10,9 @@
 using namespace mlir;
 using namespace mlir::tc;
 
-/// Looks up the tc.param a symbol user names, or reports it undefined.
-static FailureOr<ParamOp> lookupParam(Operation *user,
-                                      FlatSymbolRefAttr name,
-                                      SymbolTableCollection &symbolTable) {
+FailureOr<ParamOp> mlir::tc::lookupParam(Operation *user,
+                                         FlatSymbolRefAttr name,
+                                         SymbolTableCollection &symbolTable) {
   auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(user, name);
   if (!param)
     return user->emitOpError() << "references undefined parameter " << name;
@@ -39,9 +38,11 @@ LogicalResult ParamOp::verify() {
   if (!type.hasStaticShape())
     return emitOpError() << "parameter type " << type
                          << " must have a static shape";
-  if (getNonPersistent() && !getIsBuffer())
-    return emitOpError() << "non_persistent applies to buffers only; a parameter is "
-                            "always part of the model's state";
+  if (getNonPersistent() && !getIsBuffer() &&
+      !shardc::plan::isOptimizerState(getSymName().str()))
+    return emitOpError() << "non_persistent applies to buffers and to optimizer state "
+                            "(@optim.*) only; a parameter is always part of the "
+                            "model's state";
   if (auto tied = getTiedNames()) {
     if (getIsBuffer())
       return emitOpError() << "tied names apply to parameters, not buffers";

@@ -28,6 +28,11 @@ inline constexpr llvm::StringLiteral kForwardFunctionName = "forward";
 /// (all but tc.orthogonal): they shard by index arithmetic.
 bool isShardableGenerator(Operation *op);
 
+/// The tc.param a symbol user names; emits "references undefined parameter"
+/// on `user` and fails when there is none.
+FailureOr<ParamOp> lookupParam(Operation *user, FlatSymbolRefAttr name,
+                               SymbolTableCollection &symbolTable);
+
 /// Checks the module-wide rules no single op can see: every tc.param is
 /// materialized exactly once, inside func @init. Linear in the module size.
 LogicalResult verifyProgram(ModuleOp module);

@@ -378,5 +378,6 @@ def Tc_ScatterOp : Tc_Op<"scatter"> {
 //===----------------------------------------------------------------------===//
 
 include "TcForwardOps.td"
+include "TcTrainingOps.td"
 
 #endif // SHARDC_TC_OPS

@@ -239,6 +239,18 @@ void CudaBackend::gridSample(const SampleParams &p, const KTensor &x, const KTen
 void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cuda::cumsum(device_, p, x, y);
 }
+// Training's ops, in kCudaUnsupportedOps: the core refuses them by name.
+void CudaBackend::reduceScatterMean(Communicator &, const KTensor &, const KTensor &,
+                                    std::byte *) {
+  noKernel(plan::OpCode::ReduceScatter);
+}
+void CudaBackend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *) {
+  noKernel(plan::OpCode::SgdStep);
+}
+void CudaBackend::adamwStep(const AdamwParams &, const KTensor &, const KTensor &,
+                            const KTensor &, const KTensor &, const KTensor &) {
+  noKernel(plan::OpCode::AdamwStep);
+}
 
 // ---- the CUDA entry point --------------------------------------------------
 

@@ -100,7 +100,8 @@ uint64_t fnv1a(uint64_t hash, uint64_t value) {
 }
 
 enum Kind : uint64_t {
-  kAllGather = 1, kAllGatherMany, kScatter, kBarrier, kGather, kGatherStrings, kAllGatherU64
+  kAllGather = 1, kAllGatherMany, kScatter, kBarrier, kGather, kGatherStrings, kAllGatherU64,
+  kScatterRows
 };
 
 const char *kindName(uint64_t kind) {
@@ -112,6 +113,7 @@ const char *kindName(uint64_t kind) {
   case kGather: return "gather";
   case kGatherStrings: return "gather (report)";
   case kAllGatherU64: return "all_gather (check)";
+  case kScatterRows: return "scatter_rows";
   }
   return "unknown collective";
 }
@@ -288,6 +290,32 @@ void MpiCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRan
   check(MPI_Iscatter(send, 1, block.get(), recv, 1, block.get(), static_cast<int>(root), comm_,
                      &request),
         what, "MPI_Iscatter");
+  wait(request, what);
+}
+
+void MpiCommunicator::scatterRows(int64_t root, const void *send, size_t sendBytes,
+                                  size_t bytesPerRank, void *recv) {
+  const char *what = "scatter_rows";
+  if (root < 0 || root >= size_)
+    fail(what, "root " + std::to_string(root) + " out of range for world size " +
+                   std::to_string(size_));
+  agree(what, kScatterRows, root, sendBytes, bytesPerRank);
+  if (!sendBytes || !bytesPerRank) return;
+  if (rank_ == root && !send) fail(what, "the root passed no send buffer");
+  // MPI_Scatterv counts and displacements are int: one gradient up to 2 GiB.
+  if (sendBytes > static_cast<size_t>(INT_MAX))
+    fail(what, "a gradient of " + std::to_string(sendBytes) +
+                   " bytes is over MPI_Scatterv's 2 GiB; reduce-scatter it in smaller units");
+  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  for (int64_t r = 0; r < size_; ++r) {
+    const size_t begin = std::min(sendBytes, static_cast<size_t>(r) * bytesPerRank);
+    counts[r] = static_cast<int>(std::min(bytesPerRank, sendBytes - begin));
+    displs[r] = static_cast<int>(begin);
+  }
+  MPI_Request request;
+  check(MPI_Iscatterv(send, counts.data(), displs.data(), MPI_BYTE, recv, counts[rank_], MPI_BYTE,
+                      static_cast<int>(root), comm_, &request),
+        what, "MPI_Iscatterv");
   wait(request, what);
 }
 

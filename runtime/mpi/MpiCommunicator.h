@@ -60,6 +60,8 @@ public:
   /// r with a hindexed datatype over the N ranges recv_i + r * bytes_i.
   void allGatherMany(const std::vector<AllGatherPart> &parts) override;
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
+  void scatterRows(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
+                   void *recv) override;
   void barrier() override;
 
   /// Not in Communicator: rank `root` receives worldSize * bytesPerRank

@@ -59,6 +59,10 @@ PY
 }
 
 same_as_local "$SRC/examples/seed.json" seed
+# A training step: each gradient reduced into its shards over MPI
+# (scatter_rows), then AdamW on them (docs/training.md).
+same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad loss \
+  --optimizer adamw --lr 0.01
 GPT=$SRC/examples/gpt2-tiny.json
 if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$GPT" --seed 3 \
      --out "$WORK/gpt-inputs.st" > /dev/null 2>&1; then

@@ -154,6 +154,60 @@ HostTensor input(const std::string &name, DType dtype, std::vector<int64_t> shap
   return runtime::makeDeterministicInput(name, dtype, shape, 7, bound);
 }
 
+/// An optimizer step: param `p` [4, 3] (random) with `states` state
+/// params (random moments: exp_avg of either sign, exp_avg_sq positive)
+/// and, for adamw_step, a step count of 3; forward updates them in place
+/// from the gradient input `g` once, then returns p and its first state.
+SuiteCase optimizerCase(std::string name, DType dtype, OpCode op, int states,
+                        std::map<std::string, AttrValue> attrs) {
+  SuiteCase c{std::move(name), emptyPlan(), {input("g", dtype, {4, 3})}, tolerance(dtype)};
+  Function &init = c.plan.functions[0], &f = c.plan.functions[1];
+  std::vector<int32_t> stored;  // forward's buffer of each param
+  auto addParam = [&](const std::string &param, std::vector<int64_t> shape, bool isBuffer,
+                      const char *kind, double low) {
+    Param p;
+    p.name = param;
+    p.dtype = isBuffer ? DType::F32 : dtype;
+    p.shape = shape;
+    p.device = "cpu";
+    p.isBuffer = isBuffer;
+    p.chunkRows = isBuffer ? 0 : shape[0];
+    const int32_t index = static_cast<int32_t>(c.plan.params.size());
+    c.plan.params.push_back(p);
+    const int32_t id =
+        addBuffer(init, param, p.dtype, p.localShape(), Category::Parameter, index);
+    emit(init, OpCode::Alloc, {}, {id});
+    if (std::string(kind) == "fill") {
+      emit(init, OpCode::Fill, {}, {id}, {{"value", low}});
+    } else {
+      std::map<std::string, AttrValue> generate{{"kind", std::string(kind)},
+                                                {"stream", param},
+                                                {"position", int64_t{0}},
+                                                {"low", low},
+                                                {"high", 1.0}};
+      emit(init, OpCode::Generate, {}, {id}, generate);
+    }
+    stored.push_back(addBuffer(f, param, p.dtype, p.localShape(), Category::Parameter, index));
+  };
+  addParam("p", {4, 3}, false, "uniform", -1.0);
+  for (int s = 0; s < states; ++s)
+    addParam("optim.state" + std::to_string(s) + ".p", {4, 3}, false, "uniform",
+             s == 0 ? -1.0 : 0.0);
+  if (op == OpCode::AdamwStep) addParam("optim.step", {}, true, "fill", 3.0);
+  const int32_t g = addBuffer(f, "g", dtype, {4, 3}, Category::IO);
+  f.inputs = {g};
+  std::vector<int32_t> operands{stored[0], g};
+  operands.insert(operands.end(), stored.begin() + 1, stored.end());
+  emit(f, op, operands, {stored[0]}, std::move(attrs));
+  for (int k = 0; k < std::min(states, 1) + 1; ++k) {
+    const int32_t out = addBuffer(f, "out" + std::to_string(k), dtype, {4, 3}, Category::Gathered);
+    emit(f, OpCode::Alloc, {}, {out});
+    emit(f, OpCode::AllGather, {stored[k]}, {out});
+    f.outputs.push_back(out);
+  }
+  return c;
+}
+
 /// Element i of a float tensor set to v (rounded to its dtype).
 void setFloat(HostTensor &t, int64_t i, float v) {
   switch (t.dtype) {
@@ -630,6 +684,20 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("gather last dim", OpCode::Gather,
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});
+  // ---- training (docs/training.md) ----
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    const std::string d = std::string(" ") + dtypeName(dt);
+    // At world size 1 the mean over ranks is the gradient itself.
+    cases.push_back(forwardCase("reduce_scatter" + d, OpCode::ReduceScatter,
+                                {input("g", dt, {5, 3})}, dt, {5, 3}));
+    cases.back().tolerance = 0;
+    cases.push_back(optimizerCase("sgd_step with momentum" + d, dt, OpCode::SgdStep, 1,
+                                  {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}}));
+    cases.push_back(optimizerCase("sgd_step" + d, dt, OpCode::SgdStep, 0, {{"lr", 0.5}}));
+    cases.push_back(optimizerCase("adamw_step" + d, dt, OpCode::AdamwStep, 2,
+                                  {{"lr", 0.01}, {"beta1", 0.9}, {"beta2", 0.999},
+                                   {"eps", 1e-8}, {"weight_decay", 0.01}}));
+  }
   return cases;
 }
 

@@ -1,10 +1,13 @@
 #include "runtime/LocalCommunicator.h"
+#include "runtime/Optimizers.h"
 #include "runtime/RuntimeError.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -188,4 +191,105 @@ TEST_CASE("a rank whose copy fails aborts the group instead of leaving peers wai
   CHECK(std::chrono::steady_clock::now() - start < 5s);
   CHECK_THAT(errors[1], Catch::Contains("simulated copy error"));
   for (int r : {0, 2}) CHECK_THAT(errors[r], Catch::Contains("all_gather copy on rank 1 failed"));
+}
+
+// ---- reduce_scatter (docs/training.md) -----------------------------------
+
+TEST_CASE("scatter_rows: each rank its part of root's unpadded bytes", "[comm][training]") {
+  // 10 bytes over 3 ranks of 4: rank 2 receives 2 and keeps its last 2.
+  LocalGroup group(3, 10s);
+  std::vector<std::array<char, 4>> got(3);
+  auto errors = onRanks(3, [&](int r) {
+    LocalCommunicator comm(group, r);
+    const char source[10] = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'};
+    got[r].fill('.');
+    comm.scatterRows(1, r == 1 ? source : nullptr, 10, 4, got[r].data());
+  });
+  for (const std::string &e : errors) CHECK(e.empty());
+  CHECK(std::string(got[0].data(), 4) == "abcd");
+  CHECK(std::string(got[1].data(), 4) == "efgh");
+  CHECK(std::string(got[2].data(), 4) == "ij..");
+}
+
+TEST_CASE("scatter_rows: ranks that disagree on the size abort", "[comm][training]") {
+  LocalGroup group(2, 10s);
+  auto errors = onRanks(2, [&](int r) {
+    LocalCommunicator comm(group, r);
+    char buffer[8] = {};
+    char recv[4];
+    comm.scatterRows(0, buffer, r == 0 ? 8 : 6, 4, recv);
+  });
+  for (const std::string &e : errors) CHECK_THAT(e, Catch::Contains("scatter_rows size mismatch"));
+}
+
+namespace {
+
+/// Every rank's shard of reduceScatterMeanKernel over `fulls` (one float
+/// tensor [rows, 2] per rank), chunk rows per rank `chunk`.
+template <typename T>
+std::vector<std::vector<T>> reduceOnRanks(const std::vector<std::vector<T>> &fulls,
+                                          int64_t rows, int64_t chunk, shardc::plan::DType dtype) {
+  const int n = static_cast<int>(fulls.size());
+  LocalGroup group(n, 10s);
+  std::vector<std::vector<T>> shards(n, std::vector<T>(static_cast<size_t>(chunk * 2), T(-7)));
+  auto errors = onRanks(n, [&](int r) {
+    LocalCommunicator comm(group, r);
+    KTensor full{dtype, {rows, 2}, const_cast<T *>(fulls[r].data())};
+    KTensor shard{dtype, {chunk, 2}, shards[r].data()};
+    std::vector<std::byte> work(
+        static_cast<size_t>(reduceScatterWorkBytes(shard.shape, dtype)));
+    reduceScatterMeanKernel(comm, full, shard, work.data());
+  });
+  for (const std::string &e : errors) REQUIRE(e.empty());
+  return shards;
+}
+
+}  // namespace
+
+TEST_CASE("reduce_scatter: the mean over ranks in double, rank order, padding zero",
+          "[comm][training]") {
+  // 5 rows over 3 ranks: chunks of 2, the last rank one row and one padding row.
+  const std::vector<std::vector<float>> fulls = {
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+      {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f},
+      {1e8f, -1e8f, 3, 3, 3, 3, 3, 3, 3, 3}};
+  const auto shards = reduceOnRanks(fulls, 5, 2, shardc::plan::DType::F32);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 4; ++i) {
+      const int element = r * 4 + i;
+      if (element >= 10) {
+        CHECK(shards[r][i] == 0.0f);  // padding
+        continue;
+      }
+      const double sum = double(fulls[0][element]) + double(fulls[1][element]) +
+                         double(fulls[2][element]);
+      CHECK(shards[r][i] == static_cast<float>(sum / 3));
+    }
+  // 1e8 + 0.1 + 1 in float would lose the 1.1; in double it is kept.
+  CHECK(shards[0][0] == static_cast<float>((1e8 + double(0.1f) + 1) / 3));
+}
+
+TEST_CASE("reduce_scatter: equal gradients come back bit for bit at any world size",
+          "[comm][training]") {
+  // The invariance --grad --optimizer relies on: every rank computed the
+  // same gradient, and the shards concatenate to it exactly.
+  std::vector<float> f32(14);
+  std::vector<double> f64(14);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    f32[i] = std::nextafter(0.1f * float(i + 1), 1.0f) / 3.0f;
+    f64[i] = std::nextafter(0.1 * double(i + 1), 1.0) / 3.0;
+  }
+  for (int n : {2, 3, 5, 7}) {
+    INFO("world size " << n);
+    const int64_t chunk = (7 + n - 1) / n;
+    const auto s32 = reduceOnRanks(std::vector<std::vector<float>>(n, f32), 7, chunk,
+                                   shardc::plan::DType::F32);
+    const auto s64 = reduceOnRanks(std::vector<std::vector<double>>(n, f64), 7, chunk,
+                                   shardc::plan::DType::F64);
+    for (int64_t e = 0; e < 14; ++e) {
+      const int64_t r = e / (chunk * 2), i = e % (chunk * 2);
+      CHECK(std::memcmp(&s32[r][i], &f32[e], sizeof(float)) == 0);
+      CHECK(std::memcmp(&s64[r][i], &f64[e], sizeof(double)) == 0);
+    }
+  }
 }

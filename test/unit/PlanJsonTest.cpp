@@ -178,7 +178,8 @@ TEST_CASE("what a checkpoint holds: persistent buffers, tied names", "[planjson]
   // Defaults are not written: older plans read unchanged.
   CHECK(planToJson(shardc::test::seedPlan(2)).find("persistent") == std::string::npos);
   CHECK_THAT(errorAfter([](json &j) { j["params"][0]["persistent"] = false; }),
-             Contains("params[0].persistent: 'p1' is a parameter and is always persistent"));
+             Contains("params[0].persistent: 'p1' is a parameter and is always persistent (only "
+                      "buffers and optimizer state, optim.*, are not)"));
   CHECK_THAT(errorAfter([](json &j) {
                j["params"][0]["tied"] = {"p1"};
              }),

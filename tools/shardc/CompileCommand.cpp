@@ -4,6 +4,7 @@
 #include "compiler/Pipeline.h"
 #include "runtime/AtomicFile.h"
 #include "tools/shardc/ModelGraph.h"
+#include "tools/shardc/TrainOptions.h"
 #include "runtime/PlanJson.h"
 #include "runtime/RuntimeError.h"
 #include "tools/shardc/CommandLine.h"
@@ -22,6 +23,7 @@ const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
     "                      [--max-graph-mib M] [--grad LOSS]\n"
+    "                      [--optimizer sgd|adamw --lr LR ...]\n"
     "                      [-o FILE]\n"
     "\n"
     "Compiles an exported graph (docs/graph-format.md).\n"
@@ -40,6 +42,9 @@ const char *const kCompileUsage =
     "  --max-graph-mib M  refuse graph files larger than M MiB (default 256)\n"
     "  --grad LOSS      compile the joint forward and backward pass of LOSS\n"
     "                   (docs/training.md)\n"
+    "  --optimizer sgd|adamw, --lr, --momentum, --weight-decay, --betas, --eps\n"
+    "                   end forward with that optimizer's step, as for\n"
+    "                   `shardc run` (docs/training.md)\n"
     "  -o FILE          write there instead of stdout; the file appears only\n"
     "                   when compilation succeeded\n";
 
@@ -60,9 +65,12 @@ int compileCommand(const std::vector<std::string> &args) {
   int64_t worldSize = 1;
   int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
   std::string emit;
+  std::optional<compiler::OptimizerOptions> optimizer;
   try {
-    parsed = parseArgs(args, {{"--world-size", "--emit", "-o", "--units", "--max-graph-mib", "--grad"},
-                              {"--help", "-h", "--prefetch", "--memory-plan"}});
+    std::set<std::string> withValue{"--world-size", "--emit",          "-o",
+                                    "--units",      "--max-graph-mib", "--grad"};
+    withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
+    parsed = parseArgs(args, {withValue, {"--help", "-h", "--prefetch", "--memory-plan"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
       return kSuccess;
@@ -74,6 +82,7 @@ int compileCommand(const std::vector<std::string> &args) {
     emit = parsed.get("--emit", "sharded");
     if (emit != "tc" && emit != "sharded" && emit != "plan")
       throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
+    optimizer = parseOptimizerOptions(parsed);
   } catch (const UsageError &error) {
     std::cerr << "shardc compile: error: " << error.what() << "\n\n"
               << kCompileUsage;
@@ -97,7 +106,8 @@ int compileCommand(const std::vector<std::string> &args) {
         return kBadInput;
       output = printModule(*module);
     } else {
-      if (mlir::failed(compiler::shardModule(*module, worldSize, shardOptions)))
+      if (mlir::failed(compiler::shardModule(*module, worldSize, shardOptions,
+                                             optimizer ? &*optimizer : nullptr)))
         return kBadInput;
       mlir::FailureOr<plan::Plan> plan = compiler::lowerToPlan(*module);
       if (mlir::failed(plan))

@@ -14,6 +14,7 @@
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/CudaRanks.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/TrainOptions.h"
 #include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/CheckpointOptions.h"
@@ -39,7 +40,7 @@ const char *const kRunUsage =
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
     "                  [--threads T] [--device cpu|cuda[:N]] [--repeat R] [--profile]\n"
-    "                  [--grad LOSS]\n"
+    "                  [--grad LOSS [--optimizer sgd|adamw --lr LR ... [--steps K]]]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -86,7 +87,21 @@ const char *const kRunUsage =
     "                     cpu); cuda: every rank a thread on GPU 0 (cuda:N on\n"
     "                     GPU N); with --backend mpi one GPU per process over\n"
     "                     NCCL (docs/gpu.md)\n"
-    "  --units, --prefetch, --max-graph-mib, --grad  as for `shardc compile`\n";
+    "  --units, --prefetch, --max-graph-mib, --grad  as for `shardc compile`\n"
+    "  --optimizer sgd|adamw  end forward with an optimizer step (needs --grad):\n"
+    "                     each gradient, reduced into its parameter's shard\n"
+    "                     (the mean over ranks), updates the rows this rank\n"
+    "                     stores with torch.optim's formulas; the gradients\n"
+    "                     are not outputs (docs/training.md)\n"
+    "  --lr LR            learning rate (required with --optimizer)\n"
+    "  --momentum M       SGD momentum (default 0)\n"
+    "  --weight-decay W   default: SGD 0, AdamW 0.01 (decoupled)\n"
+    "  --betas B1,B2      AdamW betas (default 0.9,0.999)\n"
+    "  --eps E            AdamW eps (default 1e-8)\n"
+    "  --steps K          training steps on the same inputs (default 1; local\n"
+    "                     backend); prints each step's 0-d outputs (the loss);\n"
+    "                     --save writes the trained parameters, --outputs the\n"
+    "                     last step's outputs\n";
 
 namespace {
 
@@ -236,12 +251,15 @@ int runCommand(const std::vector<std::string> &args) {
   int repeats = 0;              // --repeat: warm forwards after the measured one
   std::string device = "cpu";   // --device
   compiler::BatchDims inputBatchDims, outputBatchDims;  // --batch-dim; outputs' from forward
+  std::optional<compiler::OptimizerOptions> optimizer;  // --optimizer: a training step
+  int steps = 1;                                        // --steps
   try {
     parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
                                "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
                                "--ranks", "--threads", "--device", "--repeat", "--batch-dim",
-                               "--grad"},
+                               "--grad", "--steps", "--optimizer", "--lr", "--momentum",
+                               "--weight-decay", "--betas", "--eps"},
                               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
                                "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
@@ -293,6 +311,14 @@ int runCommand(const std::vector<std::string> &args) {
                                 : "--grad with --data-parallel would give each rank the "
                                   "gradients of its own rows; their sum across ranks "
                                   "(reduce-scatter) is not built yet (docs/training.md)");
+    optimizer = parseOptimizerOptions(parsed);
+    steps = static_cast<int>(parsed.getInt("--steps", 1, 1, 1000000));
+    if (parsed.has("--steps") && !optimizer)
+      throw UsageError("--steps counts optimizer steps; give --optimizer");
+    if (optimizer && parsed.has("--repeat"))
+      throw UsageError("--repeat reruns one forward unchanged; a training run takes --steps");
+    if (steps > 1 && parsed.get("--backend", "local") != "local")
+      throw UsageError("--steps above 1 is for the local backend (an MPI run takes one step)");
     if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
       throw UsageError("--batch-dim says where --data-parallel finds the batch; give "
                        "--data-parallel too");
@@ -400,7 +426,8 @@ int runCommand(const std::vector<std::string> &args) {
             ? compiler::compileDataParallel(
                   graph, globalBatchRows(graph, options.inputs, parsed.get("--inputs", "")),
                   worldSize, context, shardOptions)
-            : compiler::compileToPlan(graph, worldSize, context, shardOptions);
+            : compiler::compileToPlan(graph, worldSize, context, shardOptions,
+                                      optimizer ? &*optimizer : nullptr);
     if (mlir::failed(compiled))
       return kBadInput;
     plan = std::move(*compiled);
@@ -486,7 +513,8 @@ int runCommand(const std::vector<std::string> &args) {
                                             : parsed.get("--save-params", "");
     options.ranks = ranks;
     options.threads = threads;
-    options.forwardRepeats = repeats;
+    options.forwardRepeats = optimizer ? steps - 1 : repeats;
+    options.trainingSteps = optimizer.has_value();
     options.profileForward = parsed.has("--profile");
     options.measureResident = true;  // the report shows the OS's view
     if (!options.savePath.empty() && static_cast<int64_t>(ranks.size()) < worldSize)
@@ -496,6 +524,10 @@ int runCommand(const std::vector<std::string> &args) {
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options, rankFactory);
+    if (optimizer) {
+      std::cout << formatTrainingSteps(result);
+      if (!result.stepOutputs.empty()) result.outputs = std::move(result.stepOutputs.back());
+    }
     restoreBatchDims(result.outputs, outputBatchDims);
     if (parsed.has("--outputs"))
       runtime::writeSafetensors(parsed.get("--outputs", ""), result.outputs);

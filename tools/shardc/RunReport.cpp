@@ -1,6 +1,7 @@
 //===- RunReport.cpp - what `shardc run` tells about memory ---------------===//
 #include "tools/shardc/RunReport.h"
 
+#include "runtime/InitOps.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanQueries.h"
 #include "runtime/RankSubset.h"
@@ -419,9 +420,14 @@ std::string formatTextReport(const RunSummary &summary) {
     std::sort(warm.begin(), warm.end());
     const size_t n = warm.size();
     const double median = n % 2 ? warm[n / 2] : (warm[n / 2 - 1] + warm[n / 2]) / 2;
-    std::snprintf(timing, sizeof timing,
-                  "forward repeated %zu times, outputs identical: median %.4f s, min %.4f s\n",
-                  n, median, warm.front());
+    if (result.stepOutputs.empty())
+      std::snprintf(timing, sizeof timing,
+                    "forward repeated %zu times, outputs identical: median %.4f s, min %.4f s\n",
+                    n, median, warm.front());
+    else  // --steps: each later step is a repeat that trained on
+      std::snprintf(timing, sizeof timing,
+                    "training steps 2..%zu: median %.4f s, min %.4f s per step\n", n + 1,
+                    median, warm.front());
     out << timing;
   }
 
@@ -503,6 +509,28 @@ std::string formatJsonReport(const RunSummary &summary) {
                            {"process", processJson(result)},
                            {"ranks", ranks}};
   return report.dump(2) + "\n";
+}
+
+std::string formatTrainingSteps(const runtime::RunResult &result) {
+  std::ostringstream out;
+  auto line = [&](size_t step, const std::vector<runtime::HostTensor> &outputs) {
+    out << "step " << step << ":";
+    const char *separator = " ";
+    for (const runtime::HostTensor &t : outputs) {
+      const bool scalar = t.shape.empty() && t.dtype != plan::DType::I64 &&
+                          t.data.size() == static_cast<size_t>(plan::dtypeSize(t.dtype));
+      if (!scalar) continue;
+      char value[64];
+      std::snprintf(value, sizeof value, t.dtype == plan::DType::F64 ? "%.17g" : "%.9g",
+                    runtime::loadAsDouble(t.dtype, t.data.data(), 0));
+      out << separator << t.name << " = " << value;
+      separator = ", ";
+    }
+    out << "\n";
+  };
+  line(1, result.outputs);
+  for (size_t i = 0; i < result.stepOutputs.size(); ++i) line(i + 2, result.stepOutputs[i]);
+  return out.str();
 }
 
 } // namespace shardc::cli

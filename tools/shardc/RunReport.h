@@ -32,6 +32,10 @@ std::string formatNonShardable(const plan::Plan &plan);
 /// what is live at the peak (ranks with identical plans grouped).
 std::string formatMemoryPlan(const plan::Plan &plan);
 
+/// `shardc run --steps`: one line per training step with its 0-d floating
+/// outputs (the loss), printed to round-trip ("step 2: loss = 2.30118275").
+std::string formatTrainingSteps(const runtime::RunResult &result);
+
 /// True when every measured figure equals its prediction.
 bool predictionsHold(const runtime::RunResult &result);
 

@@ -277,7 +277,7 @@ func.func @forward() {
 
 // -----
 
-// expected-error @+1 {{non_persistent applies to buffers only; a parameter is always part of the model's state}}
+// expected-error @+1 {{non_persistent applies to buffers and to optimizer state (@optim.*) only; a parameter is always part of the model's state}}
 tc.param @p : tensor<4xf32> device "cpu" non_persistent
 func.func @init() {
   %0 = tc.ones : tensor<4xf32>

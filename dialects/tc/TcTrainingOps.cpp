@@ -1,0 +1,132 @@
+//===- TcTrainingOps.cpp - reduce_scatter and the optimizer steps ---------===//
+//
+// Their verifiers: a step's gradient has the layout its parameter is stored
+// in, its optimizer state matches the parameter, and reduce_scatter turns a
+// sharded parameter's full gradient into that parameter's shard.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/tc/TcOps.h"
+
+using namespace mlir;
+using namespace mlir::tc;
+
+namespace {
+
+/// `state` has `param`'s full type and sharding (the same rows per rank).
+LogicalResult verifyStateLike(Operation *op, ParamOp param,
+                              FlatSymbolRefAttr name,
+                              SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> state = lookupParam(op, name, symbolTable);
+  if (failed(state))
+    return failure();
+  if (state->getTensorType() != param.getTensorType() ||
+      state->getLocalType() != param.getLocalType())
+    return op->emitOpError()
+           << "optimizer state " << name << " (" << state->getLocalType()
+           << " stored) must have the type and sharding of parameter "
+           << param.getSymName() << " (" << param.getLocalType() << " stored)";
+  return success();
+}
+
+/// The parameter a step updates, with `grad` in its stored layout.
+FailureOr<ParamOp> verifyStepTarget(Operation *op, FlatSymbolRefAttr name,
+                                    Type grad,
+                                    SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> param = lookupParam(op, name, symbolTable);
+  if (failed(param))
+    return failure();
+  if (param->getIsBuffer())
+    return op->emitOpError()
+           << "updates " << name << ", a buffer; optimizers update parameters";
+  if (grad != param->getLocalType())
+    return op->emitOpError()
+           << "gradient type " << grad << " differs from the type " << name
+           << " is stored in (" << param->getLocalType()
+           << "); a sharded parameter's gradient is reduced into its shard "
+              "with tc.reduce_scatter";
+  return param;
+}
+
+} // namespace
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> param = lookupParam(*this, getParamAttr(), symbolTable);
+  if (failed(param))
+    return failure();
+  auto shard = param->getShardAttr();
+  if (!shard)
+    return emitOpError() << "parameter " << getParamAttr()
+                         << " is not sharded; its gradient needs no reduction";
+  if (getFull().getType() != param->getTensorType() ||
+      getShard().getType() != param->getLocalType())
+    return emitOpError() << "reduces " << getFull().getType() << " into "
+                         << getShard().getType() << ", but parameter "
+                         << getParamAttr() << " is " << param->getTensorType()
+                         << " stored as " << param->getLocalType();
+  return success();
+}
+
+LogicalResult SgdStepOp::verify() {
+  if (!(getLr().convertToDouble() > 0))
+    return emitOpError() << "learning rate must be positive";
+  if (getMomentum().convertToDouble() < 0 ||
+      getWeightDecay().convertToDouble() < 0)
+    return emitOpError() << "momentum and weight decay must not be negative";
+  if ((getMomentum().convertToDouble() != 0) != bool(getMomentumBuffer()))
+    return emitOpError()
+           << "a momentum buffer goes with a non-zero momentum, and only then";
+  return success();
+}
+
+LogicalResult SgdStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> param =
+      verifyStepTarget(*this, getParamAttr(), getGrad().getType(), symbolTable);
+  if (failed(param))
+    return failure();
+  if (auto buffer = getMomentumBufferAttr())
+    return verifyStateLike(*this, *param, buffer, symbolTable);
+  return success();
+}
+
+LogicalResult AdamwStepOp::verify() {
+  auto d = [](APFloat value) { return value.convertToDouble(); };
+  if (!(d(getLr()) > 0) || !(d(getEps()) > 0) || d(getWeightDecay()) < 0)
+    return emitOpError() << "learning rate and eps must be positive and "
+                            "weight decay not negative";
+  for (double beta : {d(getBeta1()), d(getBeta2())})
+    if (!(beta >= 0 && beta < 1))
+      return emitOpError() << "betas must lie in [0, 1), got " << beta;
+  return success();
+}
+
+LogicalResult
+AdamwStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> param =
+      verifyStepTarget(*this, getParamAttr(), getGrad().getType(), symbolTable);
+  if (failed(param) ||
+      failed(verifyStateLike(*this, *param, getExpAvgAttr(), symbolTable)) ||
+      failed(verifyStateLike(*this, *param, getExpAvgSqAttr(), symbolTable)))
+    return failure();
+  FailureOr<ParamOp> step = lookupParam(*this, getStepAttr(), symbolTable);
+  if (failed(step))
+    return failure();
+  if (step->getTensorType().getRank() != 0 ||
+      !isa<FloatType>(step->getTensorType().getElementType()))
+    return emitOpError() << "step count " << getStepAttr()
+                         << " must be a 0-d floating buffer";
+  return success();
+}
+
+LogicalResult
+AdvanceStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> counter =
+      lookupParam(*this, getCounterAttr(), symbolTable);
+  if (failed(counter))
+    return failure();
+  if (!counter->getIsBuffer() || counter->getTensorType().getRank() != 0 ||
+      !isa<FloatType>(counter->getTensorType().getElementType()))
+    return emitOpError() << "step count " << getCounterAttr()
+                         << " must be a 0-d floating buffer";
+  return success();
+}

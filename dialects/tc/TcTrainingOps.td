@@ -1,0 +1,83 @@
+//===- TcTrainingOps.td - gradients into shards, optimizer steps -*- tablegen -*-===//
+//
+// Training's ops (docs/training.md): `tc-optimizer` appends one optimizer
+// step per gradient of @forward, `tc-fsdp` reduces the gradient of a sharded
+// parameter into its shard first. The steps update a parameter's storage
+// (and its optimizer state) in place, on the rows this rank stores.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDC_TC_TRAINING_OPS
+#define SHARDC_TC_TRAINING_OPS
+
+def Tc_ReduceScatterOp : Tc_Op<"reduce_scatter", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reduce a full gradient into this rank's shard of a parameter";
+  let description = [{
+    `%s = tc.reduce_scatter %g for @w : tensor<10x4xf32> -> tensor<5x4xf32>`
+    is the mean over ranks of every rank's `%g`, of which this rank keeps
+    the dim-0 rows it stores of `@w` (padding rows zero). The sum runs in
+    double in rank order, so ranks holding equal gradients get them back
+    exactly. Inserted by `tc-fsdp` in front of an optimizer step of a
+    sharded parameter.
+  }];
+  let arguments = (ins AnyRankedTensor:$full, FlatSymbolRefAttr:$param);
+  let results = (outs AnyRankedTensor:$shard);
+  let assemblyFormat = [{
+    $full `for` $param attr-dict `:` type($full) `->` type($shard)
+  }];
+}
+
+def Tc_SgdStepOp : Tc_Op<"sgd_step", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "torch.optim.SGD's update of one parameter, in place";
+  let description = [{
+    `tc.sgd_step @w, %g {lr = 0.1, momentum = 0.9, weight_decay = 0.0}
+    buffer @optim.momentum_buffer.w : tensor<5x4xf32>` updates the rows of
+    `@w` this rank stores with `%g`, the gradient in that layout (its shard
+    once `@w` is sharded). A non-zero momentum needs the momentum buffer, a
+    parameter of `@w`'s type and sharding that starts at zero.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$grad, F64Attr:$lr,
+                       F64Attr:$momentum, F64Attr:$weight_decay,
+                       OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad (`buffer` $momentum_buffer^)? attr-dict `:` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tc_AdamwStepOp : Tc_Op<"adamw_step", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "torch.optim.AdamW's update of one parameter, in place";
+  let description = [{
+    `tc.adamw_step @w, %g state(@optim.exp_avg.w, @optim.exp_avg_sq.w,
+    @optim.step) {lr = ..., beta1 = ..., beta2 = ..., eps = ...,
+    weight_decay = ...} : tensor<5x4xf32>` updates the rows of `@w` this
+    rank stores and its two moments (parameters of `@w`'s type and
+    sharding); `@optim.step`, a 0-d floating buffer advanced by
+    `tc.advance_step` before the first update, counts the steps.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$grad,
+                       FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                       FlatSymbolRefAttr:$step, F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $grad `state` `(` $exp_avg `,` $exp_avg_sq `,` $step `)` attr-dict
+    `:` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tc_AdvanceStepOp : Tc_Op<"advance_step", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Add one to an optimizer's step count";
+  let description = [{
+    `tc.advance_step @optim.step` adds 1 to a 0-d floating buffer in place
+    (torch's `state['step'] += 1`, before the updates that read it).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$counter);
+  let assemblyFormat = "$counter attr-dict";
+}
+
+#endif // SHARDC_TC_TRAINING_OPS

@@ -1,0 +1,182 @@
+//===- OptimizerSteps.cpp - the tc-optimizer pass -------------------------===//
+//
+// Turns the gradients @forward returns into optimizer steps on the
+// parameters (see Passes.td). The pass runs before tc-fsdp, on full types:
+// tc-fsdp shards the optimizer state it creates like any parameter and
+// reduces each gradient into its parameter's shard.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::tc {
+#define GEN_PASS_DEF_TCOPTIMIZER
+#include "passes/Passes.h.inc"
+} // namespace mlir::tc
+
+using namespace mlir;
+using namespace mlir::tc;
+
+namespace {
+
+constexpr llvm::StringLiteral kGradientPrefix = "grad.";
+const llvm::StringRef kStatePrefix = shardc::plan::kOptimizerStatePrefix;
+constexpr llvm::StringLiteral kStepName =
+    "optim.step"; // the prefix, then "step"
+
+/// A gradient @forward returns: result `index`, parameter `param`.
+struct Gradient {
+  unsigned index;
+  ParamOp param;
+  Value value;
+};
+
+struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
+  using TcOptimizerBase::TcOptimizerBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    lastStateOf_.clear();
+    if (failed(verifyProgram(module)) || failed(checkOptions(module)))
+      return signalPassFailure();
+    auto forward = module.lookupSymbol<func::FuncOp>(kForwardFunctionName);
+    auto init = module.lookupSymbol<func::FuncOp>(kInitFunctionName);
+    if (!forward || forward.empty() || !init || init.empty()) {
+      emitError(module.getLoc())
+          << "tc-optimizer: needs func @init and a func @forward with a body";
+      return signalPassFailure();
+    }
+    for (ParamOp param : module.getOps<ParamOp>())
+      if (shardc::plan::isOptimizerState(param.getSymName().str())) {
+        param.emitOpError()
+            << "uses the name prefix '" << kStatePrefix
+            << "', which tc-optimizer keeps for optimizer state";
+        return signalPassFailure();
+      }
+    SmallVector<Gradient> gradients = collectGradients(module, forward);
+    if (gradients.empty()) {
+      forward.emitOpError()
+          << "returns no gradient (a result named grad.P for a parameter @P); "
+             "tc-optimizer needs the joint graph of --grad";
+      return signalPassFailure();
+    }
+
+    auto ret = cast<func::ReturnOp>(forward.front().getTerminator());
+    OpBuilder builder(ret);
+    Location loc = ret.getLoc();
+    FlatSymbolRefAttr step;
+    if (optimizer == "adamw") {
+      step = addState(module, init, gradients.front().param, kStepName,
+                      RankedTensorType::get({}, builder.getF32Type()),
+                      /*isBuffer=*/true);
+      builder.create<AdvanceStepOp>(loc, step);
+    }
+    const double decay = weightDecay >= 0 ? double(weightDecay)
+                                          : (optimizer == "adamw" ? 0.01 : 0.0);
+    for (const Gradient &gradient : gradients) {
+      ParamOp param = gradient.param;
+      auto target = FlatSymbolRefAttr::get(param.getSymNameAttr());
+      RankedTensorType type = param.getTensorType();
+      auto stateOf = [&](StringRef what) {
+        std::string name =
+            (kStatePrefix + what + "." + param.getSymName()).str();
+        return addState(module, init, param, name, type, /*isBuffer=*/false);
+      };
+      if (optimizer == "sgd") {
+        FlatSymbolRefAttr buffer =
+            momentum != 0 ? stateOf("momentum_buffer") : FlatSymbolRefAttr();
+        builder.create<SgdStepOp>(loc, target, gradient.value,
+                                  builder.getF64FloatAttr(lr),
+                                  builder.getF64FloatAttr(momentum),
+                                  builder.getF64FloatAttr(decay), buffer);
+      } else {
+        FlatSymbolRefAttr expAvg = stateOf("exp_avg");
+        FlatSymbolRefAttr expAvgSq = stateOf("exp_avg_sq");
+        builder.create<AdamwStepOp>(
+            loc, target, gradient.value, expAvg, expAvgSq, step,
+            builder.getF64FloatAttr(lr), builder.getF64FloatAttr(beta1),
+            builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
+            builder.getF64FloatAttr(decay));
+      }
+    }
+
+    // The gradients are consumed: @forward no longer returns them.
+    llvm::BitVector consumed(forward.getNumResults());
+    for (const Gradient &gradient : gradients)
+      consumed.set(gradient.index);
+    ret->eraseOperands(consumed);
+    forward.eraseResults(consumed);
+  }
+
+  LogicalResult checkOptions(ModuleOp module) {
+    auto fail = [&](const Twine &message) {
+      return emitError(module.getLoc()) << "tc-optimizer: " << message.str();
+    };
+    if (optimizer != "sgd" && optimizer != "adamw")
+      return fail("optimizer must be sgd or adamw, got '" + optimizer + "'");
+    if (!(lr > 0))
+      return fail("the learning rate must be positive, got " +
+                  std::to_string(double(lr)));
+    if (momentum < 0)
+      return fail("momentum must not be negative");
+    if (optimizer == "adamw" && momentum != 0)
+      return fail("momentum is SGD's; AdamW has beta1 and beta2");
+    if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
+      return fail("betas must lie in [0, 1)");
+    if (!(eps > 0))
+      return fail("eps must be positive");
+    return success();
+  }
+
+  /// Results named grad.P for a (non-buffer) parameter @P, in result order.
+  SmallVector<Gradient> collectGradients(ModuleOp module,
+                                         func::FuncOp forward) {
+    SmallVector<Gradient> gradients;
+    auto ret = cast<func::ReturnOp>(forward.front().getTerminator());
+    for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+      auto name = forward.getResultAttrOfType<StringAttr>(i, "tc.name");
+      if (!name || !name.getValue().starts_with(kGradientPrefix))
+        continue;
+      auto param = module.lookupSymbol<ParamOp>(
+          name.getValue().drop_front(kGradientPrefix.size()));
+      if (param && !param.getIsBuffer())
+        gradients.push_back({i, param, ret.getOperand(i)});
+    }
+    return gradients;
+  }
+
+  /// Declares optimizer state `name` (zero in @init) and returns its
+  /// symbol: a parameter's state follows it in creation order, a buffer
+  /// (the step count) goes first in the module.
+  FlatSymbolRefAttr addState(ModuleOp module, func::FuncOp init, ParamOp owner,
+                             StringRef name, RankedTensorType type,
+                             bool isBuffer) {
+    OpBuilder builder(module.getContext());
+    Operation *&after = lastStateOf_[owner];
+    if (isBuffer)
+      builder.setInsertionPointToStart(module.getBody());
+    else
+      builder.setInsertionPointAfter(after ? after : owner.getOperation());
+    auto state = builder.create<ParamOp>(
+        owner.getLoc(), name, type, owner.getDevice(),
+        isBuffer ? StringAttr() : owner.getUnitAttr(), isBuffer, ShardAttr(),
+        /*non_persistent=*/true, ArrayAttr());
+    if (!isBuffer)
+      after = state;
+    builder.setInsertionPoint(init.front().getTerminator());
+    Value zeros = builder.create<ZerosOp>(owner.getLoc(), type, TypeAttr(),
+                                          TypeAttr(), AffineMapAttr());
+    builder.create<MaterializeOp>(
+        owner.getLoc(), zeros, FlatSymbolRefAttr::get(state.getSymNameAttr()));
+    return FlatSymbolRefAttr::get(state.getSymNameAttr());
+  }
+
+  /// The last state parameter declared after each parameter.
+  llvm::DenseMap<Operation *, Operation *> lastStateOf_;
+};
+
+} // namespace

@@ -1,0 +1,110 @@
+// sgd_step and adamw_step on the CPU (runtime/Optimizers.h) against the
+// update written in double from torch.optim's documentation, and their
+// errors. reduce_scatter's tests need ranks: LocalCommunicatorTest.cpp.
+#include "runtime/Optimizers.h"
+
+#include "runtime/DeterministicInput.h"
+#include "runtime/InitOps.h"
+#include "runtime/RuntimeError.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace shardc::runtime;
+using shardc::plan::DType;
+
+namespace {
+
+std::vector<float> values(int64_t n, uint64_t seed, float scale) {
+  HostTensor t = makeDeterministicInput("v", DType::F32, {n}, seed);
+  std::vector<float> out(t.as<float>(), t.as<float>() + n);
+  for (float &v : out) v *= scale;
+  return out;
+}
+
+KTensor view(std::vector<float> &v) {
+  return {DType::F32, {static_cast<int64_t>(v.size())}, v.data()};
+}
+
+}  // namespace
+
+TEST_CASE("sgd_step: torch's SGD with momentum and weight decay, three steps", "[training]") {
+  const int64_t n = 50;
+  std::vector<float> p = values(n, 1, 1.0f), buffer(n, 0.0f);
+  std::vector<double> refP(p.begin(), p.end()), refBuffer(n, 0.0);
+  const SgdParams sgd{0.05, 0.9, 0.01};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> g = values(n, 10 + step, 0.5f);
+    KTensor buf = view(buffer);
+    sgdStepKernel(sgd, view(p), view(g), &buf, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = g[i] + sgd.weightDecay * refP[i];
+      refBuffer[i] = sgd.momentum * refBuffer[i] + d;
+      refP[i] -= sgd.lr * refBuffer[i];
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    CHECK(p[i] == Approx(refP[i]).epsilon(1e-5).margin(1e-6));
+    CHECK(buffer[i] == Approx(refBuffer[i]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("adamw_step: torch's AdamW with bias correction, three steps", "[training]") {
+  const int64_t n = 50;
+  std::vector<float> p = values(n, 2, 1.0f), m(n, 0.0f), v(n, 0.0f);
+  std::vector<double> refP(p.begin(), p.end()), refM(n, 0.0), refV(n, 0.0);
+  const AdamwParams adamw{0.01, 0.8, 0.99, 1e-6, 0.1};
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> g = values(n, 20 + step, 0.3f);
+    float count = static_cast<float>(step);
+    KTensor stepCount{DType::F32, {}, &count};
+    adamwStepKernel(adamw, view(p), view(g), view(m), view(v), stepCount, 1);
+    const double c1 = 1 - std::pow(adamw.beta1, step), c2 = 1 - std::pow(adamw.beta2, step);
+    for (int64_t i = 0; i < n; ++i) {
+      refP[i] *= 1 - adamw.lr * adamw.weightDecay;
+      refM[i] = adamw.beta1 * refM[i] + (1 - adamw.beta1) * g[i];
+      refV[i] = adamw.beta2 * refV[i] + (1 - adamw.beta2) * double(g[i]) * g[i];
+      refP[i] -= adamw.lr / c1 * refM[i] / (std::sqrt(refV[i]) / std::sqrt(c2) + adamw.eps);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    CHECK(p[i] == Approx(refP[i]).epsilon(1e-5).margin(1e-6));
+    CHECK(m[i] == Approx(refM[i]).epsilon(1e-5).margin(1e-7));
+    CHECK(v[i] == Approx(refV[i]).epsilon(1e-5).margin(1e-9));
+  }
+}
+
+TEST_CASE("optimizer steps: the same bytes at any thread count", "[training]") {
+  const int64_t n = 100000;  // many blocks
+  std::vector<float> g = values(n, 5, 0.2f);
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 4}) {
+    std::vector<float> p = values(n, 6, 1.0f), m(n, 0.1f), v(n, 0.2f);
+    float count = 2.0f;
+    KTensor stepCount{DType::F32, {}, &count};
+    adamwStepKernel({0.01, 0.9, 0.999, 1e-8, 0.01}, view(p), view(g), view(m), view(v),
+                    stepCount, threads);
+    results.push_back(p);
+  }
+  CHECK(results[0] == results[1]);
+}
+
+TEST_CASE("optimizer steps: mismatched operands and a zero step count are errors",
+          "[training]") {
+  std::vector<float> p(4, 1.0f), g(5, 1.0f), m(4, 0.0f), v(4, 0.0f);
+  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, view(p), view(g), nullptr, 1),
+                    Catch::Contains("sgd_step: the gradient (float32 [5]) does not match the "
+                                    "param's float32 [4]"));
+  std::vector<float> g4(4, 1.0f);
+  float count = 0.0f;
+  KTensor stepCount{DType::F32, {}, &count};
+  CHECK_THROWS_WITH(adamwStepKernel({0.1, 0.9, 0.999, 1e-8, 0}, view(p), view(g4), view(m),
+                                    view(v), stepCount, 1),
+                    Catch::Contains("the step count is 0"));
+  std::vector<int64_t> ints(4, 1);
+  KTensor intParam{DType::I64, {4}, ints.data()};
+  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, intParam, view(g4), nullptr, 1),
+                    Catch::Contains("the param is int64"));
+}

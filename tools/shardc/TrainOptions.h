@@ -1,0 +1,21 @@
+// `--optimizer` and its settings (docs/training.md): a training step on top
+// of --grad, for `shardc run` (with --steps) and `shardc compile`.
+#pragma once
+
+#include "compiler/Pipeline.h"
+#include "tools/shardc/CommandLine.h"
+
+#include <optional>
+
+namespace shardc::cli {
+
+/// The options that take a value (for parseArgs).
+inline const std::set<std::string> kTrainValueOptions{
+    "--optimizer", "--lr", "--momentum", "--weight-decay", "--betas", "--eps"};
+
+/// The optimizer the command line asks for, or nullopt without
+/// --optimizer. Throws UsageError for a bad value, for settings without
+/// --optimizer or for the wrong optimizer, and without --grad.
+std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs &parsed);
+
+}  // namespace shardc::cli
