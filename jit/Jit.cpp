@@ -20,6 +20,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include <optional>
 #include <cstring>
 #include <map>
 #include <set>
@@ -215,7 +216,8 @@ namespace {
 /// Compiles `graph` for `worldSize` ranks; `what` says what for in errors.
 plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
                         const compiler::ShardOptions &shard, const std::string &what,
-                        bool dataParallel = false) {
+                        bool dataParallel = false,
+                        const compiler::OptimizerOptions *optimizer = nullptr) {
   mlir::MLIRContext context;
   compiler::loadTcDialects(context);
   std::string diagnostics;
@@ -227,7 +229,8 @@ plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
   try {
     compiled = dataParallel ? compiler::compileDataParallel(graph, compiler::graphBatchRows(graph),
                                                             worldSize, context, shard)
-                            : compiler::compileToPlan(graph, worldSize, context, shard);
+                            : compiler::compileToPlan(graph, worldSize, context, shard,
+                                                      optimizer);
   } catch (const compiler::GraphError &error) {  // a forward that cannot be split
     throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
                 " failed: " + error.what());
@@ -236,6 +239,21 @@ plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
     throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
                 " failed: " + diagnostics);
   return std::move(*compiled);
+}
+
+/// JitOptions::optimizer for the compiler, or nullopt when none is set.
+std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &options) {
+  const OptimizerOptions &o = options.optimizer;
+  if (o.name.empty()) return std::nullopt;
+  compiler::OptimizerOptions step;
+  step.optimizer = o.name;
+  step.lr = o.lr;
+  step.momentum = o.momentum;
+  step.weightDecay = o.weight_decay;
+  step.beta1 = o.beta1;
+  step.beta2 = o.beta2;
+  step.eps = o.eps;
+  return step;
 }
 
 compiler::ShardOptions shardOptions(const JitOptions &options) {
@@ -257,13 +275,18 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (options.io_buffer_bytes < 8)
     throw Error("jit: io_buffer_bytes must be at least 8, got " +
                 std::to_string(options.io_buffer_bytes));
+  if (!options.optimizer.name.empty() && options.grad.empty())
+    throw Error("jit: optimizer '" + options.optimizer.name +
+                "' steps on gradients; set grad to the loss output (docs/training.md)");
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->traced = traced;
   impl->options = options;
+  const std::optional<compiler::OptimizerOptions> optimizer = optimizerOptions(options);
   impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options),
-                            "compiling", options.data_parallel);
+                            "compiling", options.data_parallel, optimizer ? &*optimizer : nullptr);
   for (const plan::Param &p : impl->plan.params)
-    if (!p.isBuffer || p.persistent)  // not constants (grad's, an exporter's): no state
+    // Not constants (grad's, an exporter's) nor the optimizer's state.
+    if ((!p.isBuffer || p.persistent) && !plan::isOptimizerState(p.name))
       impl->params.push_back(ParameterInfo{p.name, p.shape, p.localShape(),
                                          detail::fromPlan(p.dtype), p.device, p.unit,
                                          p.sharded()});
@@ -390,7 +413,12 @@ std::vector<std::string> CompiledModel::load(const std::string &path,
       graph.outputs.clear();
       shard = {};
     }
-    source = compileGraph(graph, impl.plan.worldSize, shard, "compiling the load of '" + path + "'");
+    // Loading every parameter starts the optimizer over (its state zero);
+    // a partial load keeps the state of the parameters it does not touch.
+    const std::optional<compiler::OptimizerOptions> optimizer =
+        held ? std::nullopt : optimizerOptions(impl.options);
+    source = compileGraph(graph, impl.plan.worldSize, shard, "compiling the load of '" + path + "'",
+                          false, optimizer ? &*optimizer : nullptr);
     runtime::checkpoint::setIoBufferCap(source, impl.options.io_buffer_bytes);
     runtime::checkpoint::checkPlanLoads(source);
   } catch (const runtime::RuntimeError &error) {

@@ -34,6 +34,17 @@ struct InputSpec {
   int64_t high = 0;
 };
 
+/// A training step after the gradients (docs/training.md, "Training steps"):
+/// torch.optim's SGD or AdamW on the shards. weight_decay < 0: the
+/// optimizer's default (SGD 0, AdamW 0.01).
+struct OptimizerOptions {
+  std::string name;  // "sgd" or "adamw"; empty: no optimizer
+  double lr = 0;
+  double momentum = 0;  // SGD
+  double weight_decay = -1;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+};
+
 struct JitOptions {
   int64_t world_size = 1;
   /// FSDP unit patterns (regexes over parameter names, as shardc --units);
@@ -70,6 +81,12 @@ struct JitOptions {
   /// rank and byte-identical at every world size. Not with data_parallel.
   /// Empty: forward only.
   std::string grad;
+  /// With grad: every forward() is a training step (docs/training.md):
+  /// each gradient is reduced into its parameter's shard and updates it in
+  /// place; forward() returns forward's outputs only (the loss), and the
+  /// optimizer state (optim.* parameters, sharded, zero at init() and at a
+  /// load() of every parameter) is neither listed by parameters() nor saved.
+  OptimizerOptions optimizer;
 };
 
 /// Measured and predicted bytes of one rank (docs/plan.md), equal on CPU.
@@ -95,8 +112,9 @@ struct MemoryReport {
 };
 
 /// What the compiler knows of a parameter (or persistent buffer) after
-/// sharding. Constants (non-persistent buffers: those grad adds) are not
-/// listed: they are no state.
+/// sharding. Constants (non-persistent buffers: those grad adds) and the
+/// optimizer's state are not listed: they are not the model's state
+/// (shard() still reads the latter by name).
 struct ParameterInfo {
   std::string name;
   std::vector<int64_t> shape;       // full

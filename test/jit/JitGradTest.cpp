@@ -3,7 +3,7 @@
 // size, agree with central differences of the loss, and the memory of the
 // joint forward and backward is predicted exactly. (Each gradient rule is
 // checked against torch.autograd in test/lit/shardc/grad.test.)
-#include "GptJitOptions.h"
+#include "GptLoss.h"
 #include "gpt.h"
 #include "runtime/Safetensors.h"
 
@@ -14,38 +14,6 @@
 
 using namespace shardc;
 
-namespace {
-
-/// examples/embed's GPT under a next-token loss over targets [B, T].
-class GptLoss : public gpt::GPT {
-public:
-  std::vector<Tensor> forward(const std::vector<Tensor> &inputs) override {
-    Tensor logits = gpt::GPT::forward({inputs.at(0)}).at(0);
-    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-    return {cross_entropy(logits.reshape({B * T, V}), inputs.at(1).reshape({B * T}))};
-  }
-  std::vector<InputSpec> lossInputs(int64_t batch, int64_t T) const {
-    std::vector<InputSpec> specs = inputs(batch, T);
-    specs.push_back({"targets", {batch, T}, DType::Int64, config.vocab});
-    return specs;
-  }
-};
-
-JitOptions lossOptions(GptLoss &model, int64_t worldSize) {
-  JitOptions options = gptJitOptions(model, worldSize, 7);
-  options.inputs = model.lossInputs(2, 8);
-  options.output_names = {"loss"};
-  options.grad = "loss";
-  return options;
-}
-
-float scalar(const HostTensor &t) {
-  float value;
-  std::memcpy(&value, t.data.data(), sizeof value);
-  return value;
-}
-
-}  // namespace
 
 TEST_CASE("jit grad: the loss and every parameter's gradient, equal at N = 1, 2, 3",
           "[jit][grad]") {

@@ -1,0 +1,128 @@
+// JitOptions::optimizer (docs/training.md, "Training steps"): every
+// forward() is a training step on the shards. One SGD step is exactly
+// p - lr * grad (the gradient of JitOptions::grad alone); AdamW over
+// several batches gives byte-identical losses and parameters at every
+// world size; the optimizer state is not the model's state; each step's
+// memory is predicted exactly. (The update formulas are checked against
+// torch.optim in test/lit/shardc/train.test.)
+#include "GptLoss.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+using namespace shardc;
+
+namespace {
+
+JitOptions trainOptions(GptLoss &model, int64_t worldSize, const std::string &optimizer,
+                        double lr) {
+  JitOptions options = lossOptions(model, worldSize);
+  options.optimizer.name = optimizer;
+  options.optimizer.lr = lr;
+  return options;
+}
+
+/// Parameter `name`'s full value: its shards' rows concatenated.
+std::vector<float> gathered(const CompiledModel &model, const ParameterInfo &p) {
+  std::vector<float> full;
+  int64_t elements = 1;
+  for (int64_t d : p.shape) elements *= d;
+  for (int64_t r = 0; r < model.world_size(); ++r) {
+    HostTensor shard = model.shard(p.name, r);
+    const float *v = reinterpret_cast<const float *>(shard.data.data());
+    full.insert(full.end(), v, v + shard.data.size() / sizeof(float));
+    if (!p.sharded) break;
+  }
+  full.resize(static_cast<size_t>(elements));  // padding rows dropped
+  return full;
+}
+
+std::string fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("jit optimizer: one SGD step is p - lr * grad, at N = 2", "[jit][train]") {
+  GptLoss model;
+  CompiledModel gradients = jit(model, lossOptions(model, 1));
+  CompiledModel sgd = jit(model, trainOptions(model, 2, "sgd", 0.25));
+  const std::vector<HostTensor> inputs = gradients.example_inputs(5);
+  gradients.init();
+  std::vector<std::vector<float>> before;
+  for (const ParameterInfo &p : gradients.parameters()) before.push_back(gathered(gradients, p));
+  const std::vector<HostTensor> grads = gradients.forward(inputs);
+  const std::vector<HostTensor> step = sgd.forward(inputs);
+  // The step returns forward's outputs only: the loss, as without it.
+  REQUIRE(step.size() == 1);
+  CHECK(step[0].data == grads[0].data);
+  REQUIRE(sgd.parameters().size() == gradients.parameters().size());
+  const float minusLr = -0.25f;
+  for (size_t i = 0; i < sgd.parameters().size(); ++i) {
+    const ParameterInfo &p = sgd.parameters()[i];
+    INFO(p.name);
+    CHECK(p.name.rfind("optim.", 0) == std::string::npos);
+    const std::vector<float> after = gathered(sgd, p);
+    const float *g = reinterpret_cast<const float *>(grads[1 + i].data.data());
+    REQUIRE(after.size() == before[i].size());
+    size_t exact = 0;
+    for (size_t k = 0; k < after.size(); ++k) exact += after[k] == before[i][k] + minusLr * g[k];
+    CHECK(exact == after.size());
+  }
+  for (const RankMemory &r : sgd.memory_report().ranks)
+    CHECK(r.forward_peak == r.forward_predicted_peak);
+}
+
+TEST_CASE("jit optimizer: AdamW over three batches, the same at N = 1 and 3", "[jit][train]") {
+  GptLoss model;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardc-jit-train-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::vector<float>> losses;
+  std::vector<std::string> saved;
+  for (int64_t n : {1, 3}) {
+    CompiledModel adamw = jit(model, trainOptions(model, n, "adamw", 0.01));
+    std::vector<float> curve;
+    for (uint64_t batch = 0; batch < 3; ++batch)
+      curve.push_back(scalar(adamw.forward(adamw.example_inputs(20 + batch)).at(0)));
+    // The moments are sharded parameters of their own, read by name.
+    const HostTensor moment = adamw.shard("optim.exp_avg.transformer.wte.weight", n - 1);
+    CHECK(std::any_of(moment.data.begin(), moment.data.end(),
+                      [](std::byte b) { return b != std::byte{0}; }));
+    const std::string path = (dir / ("adamw." + std::to_string(n) + ".safetensors")).string();
+    adamw.save(path);
+    saved.push_back(fileBytes(path));
+    CHECK(saved.back().find("optim.") == std::string::npos);  // the model's state only
+    for (const RankMemory &r : adamw.memory_report().ranks)
+      CHECK(r.forward_peak == r.forward_predicted_peak);
+    losses.push_back(curve);
+  }
+  CHECK(losses[0] == losses[1]);
+  CHECK(saved[0] == saved[1]);
+  // The same batch again: the loss it had before training went down.
+  CompiledModel fresh = jit(model, trainOptions(model, 1, "adamw", 0.01));
+  const std::vector<HostTensor> first = fresh.example_inputs(20);
+  const float start = scalar(fresh.forward(first).at(0));
+  fresh.forward(first);
+  CHECK(scalar(fresh.forward(first).at(0)) < start);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("jit optimizer: errors name the setting", "[jit][train]") {
+  GptLoss model;
+  JitOptions noGrad = trainOptions(model, 1, "sgd", 0.1);
+  noGrad.grad.clear();
+  CHECK_THROWS_WITH(jit(model, noGrad),
+                    Catch::Contains("optimizer 'sgd' steps on gradients; set grad to the loss"));
+  CHECK_THROWS_WITH(jit(model, trainOptions(model, 1, "rmsprop", 0.1)),
+                    Catch::Contains("optimizer must be sgd or adamw, got 'rmsprop'"));
+  CHECK_THROWS_WITH(jit(model, trainOptions(model, 1, "adamw", 0.0)),
+                    Catch::Contains("the learning rate must be positive"));
+}
