@@ -123,7 +123,11 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
     } catch (const std::exception &error) {
       fail(error.what());
     }
-    RunSummary summary{model, seed, &plan, &result.run};
+    RunSummary summary{model, seed, &plan, &result.run, {}};
+    if (parsed.has("--optimizer")) {  // one training step (docs/training.md)
+      summary.trainingSteps = trainingStepScalars(result.run);
+      if (reportFormat == "text") std::cout << formatTrainingSteps(summary.trainingSteps);
+    }
     if (reportFormat == "json") {
       nlohmann::json report = nlohmann::json::parse(formatJsonReport(summary));
       report["backend"] = "mpi";

@@ -524,14 +524,15 @@ int runCommand(const std::vector<std::string> &args) {
     options.seed = seed;
     options.timeout = std::chrono::duration<double>(timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options, rankFactory);
-    if (optimizer) {
-      std::cout << formatTrainingSteps(result);
+    RunSummary summary{model, seed, &plan, &result, {}};
+    if (optimizer) {  // each step's loss; --outputs gets the last step's outputs
+      summary.trainingSteps = trainingStepScalars(result);
+      if (reportFormat == "text") std::cout << formatTrainingSteps(summary.trainingSteps);
       if (!result.stepOutputs.empty()) result.outputs = std::move(result.stepOutputs.back());
     }
     restoreBatchDims(result.outputs, outputBatchDims);
     if (parsed.has("--outputs"))
       runtime::writeSafetensors(parsed.get("--outputs", ""), result.outputs);
-    RunSummary summary{model, seed, &plan, &result};
     std::cout << (reportFormat == "json" ? formatJsonReport(summary)
                                          : formatTextReport(summary));
     return kSuccess;

@@ -508,28 +508,48 @@ std::string formatJsonReport(const RunSummary &summary) {
                            {"ranks_run", ranksRun(result)},
                            {"process", processJson(result)},
                            {"ranks", ranks}};
+  if (!summary.trainingSteps.empty()) {  // --steps: each step's loss
+    nlohmann::json steps = nlohmann::json::array();
+    for (const StepScalars &step : summary.trainingSteps) {
+      nlohmann::json values = nlohmann::json::object();
+      for (const auto &[name, value] : step) values[name] = value;
+      steps.push_back(values);
+    }
+    report["training_steps"] = steps;
+  }
   return report.dump(2) + "\n";
 }
 
-std::string formatTrainingSteps(const runtime::RunResult &result) {
+std::vector<StepScalars> trainingStepScalars(const runtime::RunResult &result) {
+  auto scalars = [](const std::vector<runtime::HostTensor> &outputs) {
+    StepScalars step;
+    for (const runtime::HostTensor &t : outputs)
+      if (t.shape.empty() && t.dtype != plan::DType::I64 &&
+          t.data.size() == static_cast<size_t>(plan::dtypeSize(t.dtype)))
+        step.emplace_back(t.name, runtime::loadAsDouble(t.dtype, t.data.data(), 0));
+    return step;
+  };
+  std::vector<StepScalars> steps{scalars(result.outputs)};
+  for (const std::vector<runtime::HostTensor> &outputs : result.stepOutputs)
+    steps.push_back(scalars(outputs));
+  return steps;
+}
+
+std::string formatTrainingSteps(const std::vector<StepScalars> &steps) {
   std::ostringstream out;
-  auto line = [&](size_t step, const std::vector<runtime::HostTensor> &outputs) {
-    out << "step " << step << ":";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    out << "step " << i + 1 << ":";
     const char *separator = " ";
-    for (const runtime::HostTensor &t : outputs) {
-      const bool scalar = t.shape.empty() && t.dtype != plan::DType::I64 &&
-                          t.data.size() == static_cast<size_t>(plan::dtypeSize(t.dtype));
-      if (!scalar) continue;
-      char value[64];
-      std::snprintf(value, sizeof value, t.dtype == plan::DType::F64 ? "%.17g" : "%.9g",
-                    runtime::loadAsDouble(t.dtype, t.data.data(), 0));
-      out << separator << t.name << " = " << value;
+    for (const auto &[name, value] : steps[i]) {
+      char text[64];
+      // float32 values round-trip with 9 digits; a float64 one needs 17.
+      std::snprintf(text, sizeof text, static_cast<double>(static_cast<float>(value)) == value
+                                           ? "%.9g" : "%.17g", value);
+      out << separator << name << " = " << text;
       separator = ", ";
     }
     out << "\n";
-  };
-  line(1, result.outputs);
-  for (size_t i = 0; i < result.stepOutputs.size(); ++i) line(i + 2, result.stepOutputs[i]);
+  }
   return out.str();
 }
 

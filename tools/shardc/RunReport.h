@@ -9,11 +9,18 @@
 
 namespace shardc::cli {
 
+/// One training step's 0-d floating outputs (the loss), by name, in output
+/// order.
+using StepScalars = std::vector<std::pair<std::string, double>>;
+
 struct RunSummary {
   std::string model;
   uint64_t seed = 0;
   const plan::Plan *plan = nullptr;
   const runtime::RunResult *result = nullptr;
+  /// `shardc run --steps`: every step's scalars (trainingStepScalars); the
+  /// JSON report lists them as "training_steps".
+  std::vector<StepScalars> trainingSteps;
 };
 
 /// A per-rank table (params held, init and forward peaks, bytes after
@@ -32,9 +39,14 @@ std::string formatNonShardable(const plan::Plan &plan);
 /// what is live at the peak (ranks with identical plans grouped).
 std::string formatMemoryPlan(const plan::Plan &plan);
 
-/// `shardc run --steps`: one line per training step with its 0-d floating
-/// outputs (the loss), printed to round-trip ("step 2: loss = 2.30118275").
-std::string formatTrainingSteps(const runtime::RunResult &result);
+/// Every training step's 0-d floating outputs: step 1's are
+/// result.outputs, the others result.stepOutputs.
+std::vector<StepScalars> trainingStepScalars(const runtime::RunResult &result);
+
+/// `shardc run --steps` (text report): one line per step with its scalars,
+/// printed to round-trip ("step 2: loss = 2.30118275"; float64 with 17
+/// digits).
+std::string formatTrainingSteps(const std::vector<StepScalars> &steps);
 
 /// True when every measured figure equals its prediction.
 bool predictionsHold(const runtime::RunResult &result);
