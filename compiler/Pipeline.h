@@ -28,6 +28,9 @@ struct OptimizerOptions {
   double momentum = 0;
   double weightDecay = -1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Resume: the state from this safetensors file (--load-optimizer);
+  /// empty: zeros.
+  std::string stateFile;
 };
 
 /// Verifies `module`, then runs tc-expand-init, tc-assign-units,

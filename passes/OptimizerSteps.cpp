@@ -149,7 +149,8 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
     return gradients;
   }
 
-  /// Declares optimizer state `name` (zero in @init) and returns its
+  /// Declares optimizer state `name` (zero in @init, or loaded from the
+  /// state file) and returns its
   /// symbol: a parameter's state follows it in creation order, a buffer
   /// (the step count) goes first in the module.
   FlatSymbolRefAttr addState(ModuleOp module, func::FuncOp init, ParamOp owner,
@@ -168,10 +169,21 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
     if (!isBuffer)
       after = state;
     builder.setInsertionPoint(init.front().getTerminator());
-    Value zeros = builder.create<ZerosOp>(owner.getLoc(), type, TypeAttr(),
-                                          TypeAttr(), AffineMapAttr());
+    Value initial =
+        stateFile.empty()
+            ? builder
+                  .create<ZerosOp>(owner.getLoc(), type, TypeAttr(), TypeAttr(),
+                                   AffineMapAttr())
+                  .getResult()
+            : builder
+                  .create<LoadOp>(owner.getLoc(), type,
+                                  builder.getStringAttr(stateFile),
+                                  builder.getStringAttr(name), TypeAttr(),
+                                  TypeAttr(), AffineMapAttr())
+                  .getResult();
     builder.create<MaterializeOp>(
-        owner.getLoc(), zeros, FlatSymbolRefAttr::get(state.getSymNameAttr()));
+        owner.getLoc(), initial,
+        FlatSymbolRefAttr::get(state.getSymNameAttr()));
     return FlatSymbolRefAttr::get(state.getSymNameAttr());
   }
 

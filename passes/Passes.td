@@ -65,8 +65,10 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     (checkpoints of the model never save it): `@optim.momentum_buffer.P`
     (SGD with momentum), `@optim.exp_avg.P` and `@optim.exp_avg_sq.P`
     (AdamW), and AdamW's 0-d float32 buffer `@optim.step`, advanced by
-    `tc.advance_step` before the first update. `tc-fsdp` then shards the
-    state like its parameter and reduces each gradient into its shard.
+    `tc.advance_step` before the first update (with `state-file`, the state
+    is a `tc.load` of the tensor of its name from that file instead: a
+    resumed run). `tc-fsdp` then shards the state like its parameter and
+    reduces each gradient into its shard.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -78,7 +80,11 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
            "Weight decay (>= 0; default: SGD 0, AdamW 0.01)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">,
+    Option<"stateFile", "state-file", "std::string", /*default=*/"\"\"",
+           "Resume: the optimizer state from this safetensors file (tensors "
+           "named as the state parameters, as --save-optimizer writes them) "
+           "instead of zeros">
   ];
   let dependentDialects = ["::mlir::tc::TcDialect", "::mlir::func::FuncDialect"];
 }

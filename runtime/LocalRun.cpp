@@ -5,6 +5,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Kernels.h"
 #include "runtime/LocalCommunicator.h"
+#include "runtime/PlanQueries.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RankThreads.h"
@@ -146,9 +147,11 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
   }
 
   // Outside every measurement window (both reports are already taken).
-  if (!options.savePath.empty()) {
+  if (!options.savePath.empty() || !options.saveOptimizerPath.empty()) {
     const auto saveStart = std::chrono::steady_clock::now();
-    rank.saveRows(plan, hostComm, options.savePath, run.subset);
+    if (!options.savePath.empty()) rank.saveRows(plan, hostComm, options.savePath, run.subset);
+    if (!options.saveOptimizerPath.empty())
+      rank.saveRows(optimizerStateView(plan), hostComm, options.saveOptimizerPath, run.subset);
     outcome.report.saveSeconds = secondsSince(saveStart);
   }
   if (options.gatherParams) {

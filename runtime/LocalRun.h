@@ -33,6 +33,10 @@ struct RunOptions {
   /// (runtime/checkpoint/CooperativeWriter.h): nothing is gathered, and the
   /// file appears only when every rank succeeded (--save, --save-params).
   std::string savePath;
+  /// The same for the optimizer state alone (optim.*: moments, momentum
+  /// buffers, the step count; runtime::optimizerStateView), after the last
+  /// training step: what --load-optimizer resumes from (docs/training.md).
+  std::string saveOptimizerPath;
   /// The run's seed (the Philox key of every generator; docs/rng.md).
   uint64_t seed = 0;
   std::chrono::duration<double> timeout = std::chrono::seconds(60);

@@ -47,4 +47,20 @@ int64_t predictedPeakBytes(const plan::Plan &plan, int64_t rank) {
   return peak;
 }
 
+plan::Plan optimizerStateView(const plan::Plan &plan) {
+  plan::Plan view;
+  view.worldSize = plan.worldSize;
+  view.params = plan.params;
+  for (plan::Param &p : view.params) {
+    p.persistent = plan::isOptimizerState(p.name);
+    if (p.persistent) p.tiedNames.clear();
+  }
+  return view;
+}
+
+bool hasOptimizerState(const plan::Plan &plan) {
+  return std::any_of(plan.params.begin(), plan.params.end(),
+                     [](const plan::Param &p) { return plan::isOptimizerState(p.name); });
+}
+
 }  // namespace shardc::runtime

@@ -25,6 +25,13 @@ std::vector<ScatteredParam> scatteredParams(const plan::Plan &plan);
 /// prediction stands for all of them.
 std::set<int64_t> ranksWithOwnWork(const plan::Plan &plan);
 
+/// The plan's parameters (no functions) with the optimizer state
+/// (plan::isOptimizerState) as the only persistent ones: what the
+/// cooperative writer saves for `--save-optimizer` (docs/training.md).
+plan::Plan optimizerStateView(const plan::Plan &plan);
+/// True when the plan holds optimizer state (it ends forward with steps).
+bool hasOptimizerState(const plan::Plan &plan);
+
 /// The most bytes `rank` holds at once over init and forward, as the
 /// memory model predicts (exact on CPU).
 int64_t predictedPeakBytes(const plan::Plan &plan, int64_t rank);

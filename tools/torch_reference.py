@@ -605,12 +605,20 @@ def train(graph, interp, env, args):
                                       eps=args.eps or 1e-8, weight_decay=decay,
                                       foreach=False)
     out = {}
+    seconds = []
     for step in range(1, args.steps + 1):
+        start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         out = interp.run(env)
         out[loss].backward()
         optimizer.step()
+        seconds.append(time.perf_counter() - start)
         print("step %d: %s = %.9g" % (step, loss, out[loss].item()))
+    if args.time_json:  # bench/train_step.py: every step's wall time
+        with open(args.time_json, "w") as f:
+            json.dump({"step_seconds": seconds, "threads": torch.get_num_threads(),
+                       "torch": torch.__version__}, f)
+            f.write("\n")
     trained = {name: env[name].detach() for name in names}
     # The model's state as shardc --save writes it: persistent buffers too.
     for d in graph.get("buffers", []):

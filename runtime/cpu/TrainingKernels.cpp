@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace shardc::runtime {
@@ -23,6 +24,43 @@ bool isFloating(plan::DType dtype) {
 int64_t accumulatorBytes(plan::DType dtype) {
   return dtype == plan::DType::F64 ? static_cast<int64_t>(sizeof(long double)) : 8;
 }
+
+/// Elements per block: the unit of the kernels' loops and of their tasks
+/// (whose bounds do not depend on the thread count).
+constexpr int64_t kBlock = 1024;
+
+/// Blocks of elements in the compute type T (float for float32 / bfloat16 /
+/// float16, double for float64): loaded, rounded to the storage dtype after
+/// each torch op (identity for float32 and float64), stored.
+template <typename T>
+struct Block;
+
+template <>
+struct Block<float> {
+  static void load(plan::DType dtype, const void *base, int64_t offset, int64_t n, float *dst) {
+    cpu::loadFloats(dtype, base, offset, n, dst);
+  }
+  static void store(plan::DType dtype, const float *src, int64_t n, void *base, int64_t offset) {
+    cpu::storeFloats(dtype, src, n, base, offset);
+  }
+  static void round(plan::DType dtype, float *v, int64_t n) {
+    if (dtype == plan::DType::BF16)
+      for (int64_t i = 0; i < n; ++i) v[i] = bfloat16BitsToFloat(floatToBFloat16Bits(v[i]));
+    else if (dtype == plan::DType::F16)
+      for (int64_t i = 0; i < n; ++i) v[i] = halfBitsToFloat(floatToHalfBits(v[i]));
+  }
+};
+
+template <>
+struct Block<double> {
+  static void load(plan::DType, const void *base, int64_t offset, int64_t n, double *dst) {
+    std::memcpy(dst, static_cast<const double *>(base) + offset, static_cast<size_t>(n) * 8);
+  }
+  static void store(plan::DType, const double *src, int64_t n, void *base, int64_t offset) {
+    std::memcpy(static_cast<double *>(base) + offset, src, static_cast<size_t>(n) * 8);
+  }
+  static void round(plan::DType, double *, int64_t) {}
+};
 
 template <typename Acc>
 void reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &shard,
@@ -42,64 +80,77 @@ void reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &s
   std::fill(sum, sum + elements, Acc(0));
   // One root at a time, in rank order: every rank adds the same values in
   // the same order, whatever the world size splits.
+  float widened[kBlock];
   for (int64_t root = 0; root < comm.worldSize(); ++root) {
     comm.scatterRows(root, full.data, fullBytes, shardBytes, received);
-    for (int64_t i = 0; i < valid; ++i) sum[i] += Acc(loadAsDouble(dtype, received, i));
+    if (dtype == plan::DType::F64) {
+      const double *values = reinterpret_cast<const double *>(received);
+      for (int64_t i = 0; i < valid; ++i) sum[i] += Acc(values[i]);
+      continue;
+    }
+    for (int64_t at = 0; at < valid; at += kBlock) {  // exact in float, then added in Acc
+      const int64_t n = std::min(kBlock, valid - at);
+      cpu::loadFloats(dtype, received, at, n, widened);
+      for (int64_t i = 0; i < n; ++i) sum[at + i] += Acc(widened[i]);
+    }
   }
   const Acc ranks = Acc(comm.worldSize());
-  for (int64_t i = 0; i < elements; ++i)
-    storeFromDouble(dtype, shard.data, i, i < valid ? static_cast<double>(sum[i] / ranks) : 0.0);
+  if (dtype == plan::DType::F64) {
+    double *out = static_cast<double *>(shard.data);
+    for (int64_t i = 0; i < elements; ++i) out[i] = i < valid ? double(sum[i] / ranks) : 0.0;
+    return;
+  }
+  for (int64_t at = 0; at < elements; at += kBlock) {
+    const int64_t n = std::min(kBlock, elements - at);
+    for (int64_t i = 0; i < n; ++i)
+      widened[i] = at + i < valid ? static_cast<float>(double(sum[at + i] / ranks)) : 0.0f;
+    cpu::storeFloats(dtype, widened, n, shard.data, at);  // 16-bit: through float
+  }
 }
 
-/// Element access in the compute type T, rounding every stored result to
-/// the tensor's dtype once (as each torch op does).
-template <typename T>
-T load(const KTensor &t, int64_t i) {
-  return static_cast<T>(loadAsDouble(t.dtype, t.data, i));
-}
-template <typename T>
-T rounded(plan::DType dtype, T value) {
-  if (dtype == plan::DType::F64 || dtype == plan::DType::F32) return value;
-  alignas(8) std::byte bits[8] = {};
-  storeFromDouble(dtype, bits, 0, static_cast<double>(value));
-  return static_cast<T>(loadAsDouble(dtype, bits, 0));
-}
-
-constexpr int64_t kBlock = 4096;
-
+/// Runs body(begin, n) over blocks of kBlock elements on up to `threads`.
 template <typename Body>
 void forBlocks(int64_t elements, int threads, const Body &body) {
   const int64_t tasks = (elements + kBlock - 1) / kBlock;
   cpu::parallelTasks(tasks, threads, elements * 8, [&](int64_t t) {
-    const int64_t end = std::min(elements, (t + 1) * kBlock);
-    for (int64_t i = t * kBlock; i < end; ++i) body(i);
+    const int64_t begin = t * kBlock;
+    body(begin, std::min(kBlock, elements - begin));
   });
 }
 
 template <typename T>
 void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
              const KTensor *momentumBuffer, int threads) {
+  using B = Block<T>;
   const plan::DType dtype = param.dtype;
   const T weightDecay = T(p.weightDecay), momentum = T(p.momentum), minusLr = T(-p.lr);
-  forBlocks(param.numel(), threads, [&](int64_t i) {
-    T g = load<T>(grad, i);
-    const T w = load<T>(param, i);
-    if (p.weightDecay != 0) g = rounded(dtype, g + weightDecay * w);  // grad.add(param, alpha=wd)
+  forBlocks(param.numel(), threads, [&](int64_t at, int64_t n) {
+    T g[kBlock], w[kBlock], b[kBlock];
+    B::load(dtype, grad.data, at, n, g);
+    B::load(dtype, param.data, at, n, w);
+    if (p.weightDecay != 0) {  // grad.add(param, alpha=weight_decay)
+      for (int64_t i = 0; i < n; ++i) g[i] = g[i] + weightDecay * w[i];
+      B::round(dtype, g, n);
+    }
     if (momentumBuffer) {
       // buf.mul_(momentum).add_(grad): a zero buffer gives torch's first
       // step (buf = grad.clone()) exactly.
-      T b = rounded(dtype, load<T>(*momentumBuffer, i) * momentum);
-      b = rounded(dtype, b + g);
-      storeFromDouble(dtype, momentumBuffer->data, i, static_cast<double>(b));
-      g = b;
+      B::load(dtype, momentumBuffer->data, at, n, b);
+      for (int64_t i = 0; i < n; ++i) b[i] = b[i] * momentum;
+      B::round(dtype, b, n);
+      for (int64_t i = 0; i < n; ++i) g[i] = b[i] + g[i];
+      B::round(dtype, g, n);
+      B::store(dtype, g, n, momentumBuffer->data, at);
     }
-    storeFromDouble(dtype, param.data, i, static_cast<double>(w + minusLr * g));
+    for (int64_t i = 0; i < n; ++i) w[i] = w[i] + minusLr * g[i];  // param.add_(g, alpha=-lr)
+    B::store(dtype, w, n, param.data, at);
   });
 }
 
 template <typename T>
 void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                const KTensor &expAvg, const KTensor &expAvgSq, double step, int threads) {
+  using B = Block<T>;
   const plan::DType dtype = param.dtype;
   // The scalars as torch.optim.adamw computes them (Python floats).
   const double biasCorrection1 = 1 - std::pow(p.beta1, step);
@@ -108,24 +159,41 @@ void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
   const T averageWeight = T(1 - p.beta1), beta2 = T(p.beta2), squareWeight = T(1 - p.beta2);
   const T minusStepSize = T(-(p.lr / biasCorrection1));
   const T biasCorrection2Sqrt = T(std::sqrt(biasCorrection2)), eps = T(p.eps);
-  forBlocks(param.numel(), threads, [&](int64_t i) {
-    const T g = load<T>(grad, i);
-    const T w = rounded(dtype, load<T>(param, i) * decay);  // param.mul_(1 - lr * wd)
-    // exp_avg.lerp_(grad, 1 - beta1), torch's lerp formula for weight < 0.5.
-    T m = load<T>(expAvg, i);
-    m = rounded(dtype, averageWeight < T(0.5) ? m + averageWeight * (g - m)
-                                              : g - (g - m) * (T(1) - averageWeight));
+  // torch's lerp: the formula from the start below a weight of 0.5, else
+  // from the end.
+  const bool lerpFromStart = averageWeight < T(0.5);
+  forBlocks(param.numel(), threads, [&](int64_t at, int64_t n) {
+    T g[kBlock], w[kBlock], m[kBlock], v[kBlock];
+    B::load(dtype, grad.data, at, n, g);
+    B::load(dtype, param.data, at, n, w);
+    B::load(dtype, expAvg.data, at, n, m);
+    B::load(dtype, expAvgSq.data, at, n, v);
+    for (int64_t i = 0; i < n; ++i) w[i] = w[i] * decay;  // param.mul_(1 - lr * wd)
+    B::round(dtype, w, n);
+    // exp_avg.lerp_(grad, 1 - beta1)
+    if (lerpFromStart)
+      for (int64_t i = 0; i < n; ++i) m[i] = m[i] + averageWeight * (g[i] - m[i]);
+    else
+      for (int64_t i = 0; i < n; ++i) m[i] = g[i] - (g[i] - m[i]) * (T(1) - averageWeight);
+    B::round(dtype, m, n);
     // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    T v = rounded(dtype, load<T>(expAvgSq, i) * beta2);
-    v = rounded(dtype, v + squareWeight * g * g);
+    for (int64_t i = 0; i < n; ++i) v[i] = v[i] * beta2;
+    B::round(dtype, v, n);
+    for (int64_t i = 0; i < n; ++i) v[i] = v[i] + squareWeight * g[i] * g[i];
+    B::round(dtype, v, n);
+    B::store(dtype, m, n, expAvg.data, at);
+    B::store(dtype, v, n, expAvgSq.data, at);
     // denom = (exp_avg_sq.sqrt() / sqrt(bias_correction2)).add_(eps)
-    T denom = rounded(dtype, std::sqrt(v));
-    denom = rounded(dtype, denom / biasCorrection2Sqrt);
-    denom = rounded(dtype, denom + eps);
-    storeFromDouble(dtype, expAvg.data, i, static_cast<double>(m));
-    storeFromDouble(dtype, expAvgSq.data, i, static_cast<double>(v));
+    T denom[kBlock];
+    for (int64_t i = 0; i < n; ++i) denom[i] = std::sqrt(v[i]);
+    B::round(dtype, denom, n);
+    for (int64_t i = 0; i < n; ++i) denom[i] = denom[i] / biasCorrection2Sqrt;
+    B::round(dtype, denom, n);
+    for (int64_t i = 0; i < n; ++i) denom[i] = denom[i] + eps;
+    B::round(dtype, denom, n);
     // param.addcdiv_(exp_avg, denom, value=-step_size)
-    storeFromDouble(dtype, param.data, i, static_cast<double>(w + minusStepSize * m / denom));
+    for (int64_t i = 0; i < n; ++i) w[i] = w[i] + minusStepSize * m[i] / denom[i];
+    B::store(dtype, w, n, param.data, at);
   });
 }
 

@@ -101,7 +101,12 @@ const char *const kRunUsage =
     "  --steps K          training steps on the same inputs (default 1; local\n"
     "                     backend); prints each step's 0-d outputs (the loss);\n"
     "                     --save writes the trained parameters, --outputs the\n"
-    "                     last step's outputs\n";
+    "                     last step's outputs\n"
+    "  --save-optimizer FILE  after the last step, the optimizer's state\n"
+    "                     (moments, momentum buffers, step count), each rank\n"
+    "                     its rows (local backend)\n"
+    "  --load-optimizer FILE  resume: start from that state, not zeros (with\n"
+    "                     --load of the saved parameters; any world size)\n";
 
 namespace {
 
@@ -259,7 +264,8 @@ int runCommand(const std::vector<std::string> &args) {
                                "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
                                "--ranks", "--threads", "--device", "--repeat", "--batch-dim",
                                "--grad", "--steps", "--optimizer", "--lr", "--momentum",
-                               "--weight-decay", "--betas", "--eps"},
+                               "--weight-decay", "--betas", "--eps", "--load-optimizer",
+                               "--save-optimizer"},
                               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
                                "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
@@ -317,6 +323,10 @@ int runCommand(const std::vector<std::string> &args) {
       throw UsageError("--steps counts optimizer steps; give --optimizer");
     if (optimizer && parsed.has("--repeat"))
       throw UsageError("--repeat reruns one forward unchanged; a training run takes --steps");
+    if (parsed.has("--save-optimizer") && !optimizer)
+      throw UsageError("--save-optimizer writes the optimizer's state; give --optimizer");
+    if (parsed.has("--save-optimizer") && parsed.get("--backend", "local") != "local")
+      throw UsageError("--save-optimizer is for the local backend");
     if (steps > 1 && parsed.get("--backend", "local") != "local")
       throw UsageError("--steps above 1 is for the local backend (an MPI run takes one step)");
     if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
@@ -513,6 +523,7 @@ int runCommand(const std::vector<std::string> &args) {
                                             : parsed.get("--save-params", "");
     options.ranks = ranks;
     options.threads = threads;
+    options.saveOptimizerPath = parsed.get("--save-optimizer", "");
     options.forwardRepeats = optimizer ? steps - 1 : repeats;
     options.trainingSteps = optimizer.has_value();
     options.profileForward = parsed.has("--profile");

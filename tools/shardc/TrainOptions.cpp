@@ -56,6 +56,7 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     for (double beta : {options.beta1, options.beta2})
       if (!(beta >= 0 && beta < 1)) throw UsageError("--betas must lie in [0, 1)");
   }
+  options.stateFile = parsed.get("--load-optimizer", "");
   if (parsed.has("--eps")) {
     options.eps = parseNumber("--eps", parsed.get("--eps", ""));
     if (!(options.eps > 0)) throw UsageError("--eps must be positive");
