@@ -253,6 +253,7 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.beta1 = o.beta1;
   step.beta2 = o.beta2;
   step.eps = o.eps;
+  step.stateFile = o.state_file;
   return step;
 }
 
@@ -376,6 +377,17 @@ void CompiledModel::save(const std::string &path) {
     impl_->session->save(path);
   } catch (const runtime::RuntimeError &error) {
     throw Error(std::string("save: ") + error.what());
+  }
+}
+
+void CompiledModel::save_optimizer(const std::string &path) {
+  if (impl_->options.optimizer.name.empty())
+    throw Error("save_optimizer: the model has no optimizer (JitOptions::optimizer)");
+  requireShards(*this, *impl_);
+  try {
+    impl_->session->saveOptimizerState(path);
+  } catch (const runtime::RuntimeError &error) {
+    throw Error(std::string("save_optimizer: ") + error.what());
   }
 }
 

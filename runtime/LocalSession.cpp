@@ -3,6 +3,7 @@
 
 #include "runtime/Kernels.h"
 #include "runtime/LocalCommunicator.h"
+#include "runtime/PlanQueries.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RankThreads.h"
@@ -230,6 +231,14 @@ void LocalSession::save(const std::string &path) {
   // The writer's collectives agree on host values (name lengths, pids),
   // which a GPU rank's device-to-device communicator cannot move.
   onEveryRank([&](SessionRank &rank, Communicator &comm) { rank.saveRows(plan_, comm, path); },
+              CollectiveMemory::Host);
+}
+
+void LocalSession::saveOptimizerState(const std::string &path) {
+  if (!materialized())
+    throw RuntimeError("writing '" + path + "': the parameters are not materialized");
+  const plan::Plan view = optimizerStateView(plan_);
+  onEveryRank([&](SessionRank &rank, Communicator &comm) { rank.saveRows(view, comm, path); },
               CollectiveMemory::Host);
 }
 

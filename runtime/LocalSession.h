@@ -85,6 +85,8 @@ public:
   /// memory (a GPU's) copy their params to the host first: host bytes =
   /// the rank's param bytes while it writes; CPU ranks allocate nothing.
   void save(const std::string &path);
+  /// The same for the optimizer state alone (runtime::optimizerStateView).
+  void saveOptimizerState(const std::string &path);
 
   /// A host copy of param `index`'s local storage on `rank` (local shape,
   /// padding rows included), or nullopt when not allocated.

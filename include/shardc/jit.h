@@ -43,6 +43,9 @@ struct OptimizerOptions {
   double momentum = 0;  // SGD
   double weight_decay = -1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  /// Resume: the state from this file (CompiledModel::save_optimizer)
+  /// instead of zeros, at init() and at a load() of every parameter.
+  std::string state_file;
 };
 
 struct JitOptions {
@@ -152,6 +155,11 @@ public:
   /// rank pwrites its own rows; nothing is gathered or allocated. Atomic: the
   /// file appears under `path` only when every rank succeeded.
   void save(const std::string &path);
+  /// With JitOptions::optimizer: writes the optimizer's state (every optim.*
+  /// tensor, full, each rank its rows) as save() does; a model compiled
+  /// with optimizer.state_file = that path (and load() of the saved
+  /// parameters) resumes training from it, at any world size.
+  void save_optimizer(const std::string &path);
   /// Loads a safetensors file, a Hugging Face `model.safetensors.index.json`
   /// or a directory holding either into the shards, as `shardc run --load
   /// path [--rename OLD=NEW]...` does: each rank reads only its own rows,

@@ -3,7 +3,8 @@
 // p - lr * grad (the gradient of JitOptions::grad alone); AdamW over
 // several batches gives byte-identical losses and parameters at every
 // world size; the optimizer state is not the model's state; each step's
-// memory is predicted exactly. (The update formulas are checked against
+// memory is predicted exactly; a run resumed from save_optimizer() at
+// another world size continues byte for byte. (The update formulas are checked against
 // torch.optim in test/lit/shardc/train.test.)
 #include "GptLoss.h"
 
@@ -115,6 +116,32 @@ TEST_CASE("jit optimizer: AdamW over three batches, the same at N = 1 and 3", "[
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("jit optimizer: resumed at another world size, the bytes of a straight run",
+          "[jit][train]") {
+  GptLoss model;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardc-jit-resume-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string straight = (dir / "straight.st").string(), half = (dir / "half.st").string(),
+                    state = (dir / "state.st").string(), resumed = (dir / "resumed.st").string();
+  CompiledModel a = jit(model, trainOptions(model, 2, "adamw", 0.01));
+  for (uint64_t batch = 0; batch < 4; ++batch) a.forward(a.example_inputs(40 + batch));
+  a.save(straight);
+  CompiledModel b = jit(model, trainOptions(model, 2, "adamw", 0.01));
+  for (uint64_t batch = 0; batch < 2; ++batch) b.forward(b.example_inputs(40 + batch));
+  b.save(half);
+  b.save_optimizer(state);
+  JitOptions options = trainOptions(model, 3, "adamw", 0.01);
+  options.optimizer.state_file = state;
+  CompiledModel c = jit(model, options);
+  c.load(half);
+  for (uint64_t batch = 2; batch < 4; ++batch) c.forward(c.example_inputs(40 + batch));
+  c.save(resumed);
+  CHECK(fileBytes(resumed) == fileBytes(straight));
+  CHECK(fileBytes(state).find("optim.step") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("jit optimizer: errors name the setting", "[jit][train]") {
   GptLoss model;
   JitOptions noGrad = trainOptions(model, 1, "sgd", 0.1);
@@ -125,4 +152,6 @@ TEST_CASE("jit optimizer: errors name the setting", "[jit][train]") {
                     Catch::Contains("optimizer must be sgd or adamw, got 'rmsprop'"));
   CHECK_THROWS_WITH(jit(model, trainOptions(model, 1, "adamw", 0.0)),
                     Catch::Contains("the learning rate must be positive"));
+  CHECK_THROWS_WITH(jit(model, lossOptions(model, 1)).save_optimizer("never.st"),
+                    Catch::Contains("save_optimizer: the model has no optimizer"));
 }
