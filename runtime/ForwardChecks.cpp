@@ -356,4 +356,22 @@ void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
     fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
 }
 
+void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,
+                   const std::vector<std::pair<const char *, const KTensor *>> &state,
+                   const double *stepCount) {
+  if (!isFloatStorage(param.dtype) && param.dtype != DType::F64)
+    fail(op, std::string("the param is ") + plan::dtypeName(param.dtype) +
+                 "; optimizer state and gradients are floating point");
+  std::vector<std::pair<const char *, const KTensor *>> operands{{"the gradient", &grad}};
+  operands.insert(operands.end(), state.begin(), state.end());
+  for (const auto &[what, t] : operands)
+    if (t->dtype != param.dtype || t->numel() != param.numel())
+      fail(op, std::string(what) + " (" + plan::dtypeName(t->dtype) + " " +
+                   shapeToString(t->shape) + ") does not match the param's " +
+                   plan::dtypeName(param.dtype) + " " + shapeToString(param.shape));
+  if (stepCount && !(*stepCount >= 1))
+    fail(op, "the step count is " + std::to_string(*stepCount) +
+                 "; it is advanced to 1 before the first update");
+}
+
 }  // namespace shardc::runtime::checks

@@ -103,4 +103,12 @@ void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y);
 /// grid_sample: x and grid one float dtype, y of x's dtype and gridSampleShape.
 void gridSample(const KTensor &x, const KTensor &grid, const KTensor &y);
 
+/// sgd_step and adamw_step (runtime/Optimizers.h): a floating param
+/// (float64 too); the gradient and each state tensor of its dtype and
+/// element count; adamw's step count one floating value of at least 1
+/// (read by the caller: `stepCount`, nullptr for sgd).
+void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,
+                   const std::vector<std::pair<const char *, const KTensor *>> &state,
+                   const double *stepCount);
+
 }  // namespace shardc::runtime::checks

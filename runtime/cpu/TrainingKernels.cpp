@@ -1,6 +1,7 @@
 // reduce_scatter, sgd_step and adamw_step on the CPU (runtime/Optimizers.h).
 #include "runtime/Optimizers.h"
 
+#include "runtime/ForwardChecks.h"
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
 #include "runtime/RuntimeError.h"
@@ -197,20 +198,6 @@ void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
   });
 }
 
-void checkFloating(const char *op, const KTensor &t, const char *what) {
-  if (!isFloating(t.dtype))
-    throw RuntimeError(std::string(op) + ": " + what + " is " + plan::dtypeName(t.dtype) +
-                       "; optimizer state and gradients are floating point");
-}
-
-void checkSameLayout(const char *op, const KTensor &param, const KTensor &other,
-                     const char *what) {
-  if (other.dtype != param.dtype || other.numel() != param.numel())
-    throw RuntimeError(std::string(op) + ": " + what + " (" + plan::dtypeName(other.dtype) + " " +
-                       shapeToString(other.shape) + ") does not match the param's " +
-                       plan::dtypeName(param.dtype) + " " + shapeToString(param.shape));
-}
-
 }  // namespace
 
 int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DType dtype) {
@@ -225,7 +212,9 @@ int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DTy
 
 void reduceScatterMeanKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
                              std::byte *work) {
-  checkFloating("reduce_scatter", full, "the gradient");
+  if (!isFloating(full.dtype))
+    throw RuntimeError(std::string("reduce_scatter: the gradient is ") +
+                       plan::dtypeName(full.dtype) + "; gradients are floating point");
   if (full.dtype != shard.dtype)
     throw RuntimeError(std::string("reduce_scatter: the gradient is ") + plan::dtypeName(full.dtype) +
                        " but its shard " + plan::dtypeName(shard.dtype));
@@ -235,9 +224,9 @@ void reduceScatterMeanKernel(Communicator &comm, const KTensor &full, const KTen
 
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,
                    const KTensor *momentumBuffer, int threads) {
-  checkFloating("sgd_step", param, "the param");
-  checkSameLayout("sgd_step", param, grad, "the gradient");
-  if (momentumBuffer) checkSameLayout("sgd_step", param, *momentumBuffer, "the momentum buffer");
+  std::vector<std::pair<const char *, const KTensor *>> state;
+  if (momentumBuffer) state.push_back({"the momentum buffer", momentumBuffer});
+  checks::optimizerStep("sgd_step", param, grad, state, nullptr);
   if (param.dtype == plan::DType::F64) sgdStep<double>(p, param, grad, momentumBuffer, threads);
   else sgdStep<float>(p, param, grad, momentumBuffer, threads);
 }
@@ -245,16 +234,11 @@ void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad
 void adamwStepKernel(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                      const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
                      int threads) {
-  checkFloating("adamw_step", param, "the param");
-  checkSameLayout("adamw_step", param, grad, "the gradient");
-  checkSameLayout("adamw_step", param, expAvg, "exp_avg");
-  checkSameLayout("adamw_step", param, expAvgSq, "exp_avg_sq");
   if (step.numel() != 1 || !isFloating(step.dtype))
     throw RuntimeError("adamw_step: the step count must be one floating value");
   const double count = loadAsDouble(step.dtype, step.data, 0);
-  if (!(count >= 1))
-    throw RuntimeError("adamw_step: the step count is " + std::to_string(count) +
-                       "; it is advanced to 1 before the first update");
+  checks::optimizerStep("adamw_step", param, grad,
+                        {{"exp_avg", &expAvg}, {"exp_avg_sq", &expAvgSq}}, &count);
   if (param.dtype == plan::DType::F64)
     adamwStep<double>(p, param, grad, expAvg, expAvgSq, count, threads);
   else adamwStep<float>(p, param, grad, expAvg, expAvgSq, count, threads);

@@ -239,17 +239,18 @@ void CudaBackend::gridSample(const SampleParams &p, const KTensor &x, const KTen
 void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cuda::cumsum(device_, p, x, y);
 }
-// Training's ops, in kCudaUnsupportedOps: the core refuses them by name.
+// reduce_scatter is in kCudaUnsupportedOps: the core refuses it by name.
 void CudaBackend::reduceScatterMean(Communicator &, const KTensor &, const KTensor &,
                                     std::byte *) {
   noKernel(plan::OpCode::ReduceScatter);
 }
-void CudaBackend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *) {
-  noKernel(plan::OpCode::SgdStep);
+void CudaBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
+                          const KTensor *momentumBuffer) {
+  cuda::sgdStep(device_, p, param, grad, momentumBuffer);
 }
-void CudaBackend::adamwStep(const AdamwParams &, const KTensor &, const KTensor &,
-                            const KTensor &, const KTensor &, const KTensor &) {
-  noKernel(plan::OpCode::AdamwStep);
+void CudaBackend::adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
+                            const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step) {
+  cuda::adamwStep(device_, p, param, grad, expAvg, expAvgSq, step);
 }
 
 // ---- the CUDA entry point --------------------------------------------------

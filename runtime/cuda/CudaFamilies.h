@@ -12,6 +12,7 @@
 #pragma once
 
 #include "runtime/OpFamilies.h"
+#include "runtime/Optimizers.h"
 #include "runtime/cuda/CudaDevice.h"
 
 #include <cstddef>
@@ -60,5 +61,14 @@ void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTe
 /// grid_sample (CudaSample.cu): the CPU's element rules (runtime/SampleRules.h).
 void gridSample(CudaDevice &device, const SampleParams &p, const KTensor &x, const KTensor &grid,
                 const KTensor &y);
+
+/// sgd_step and adamw_step (CudaOptimizers.cu): the CPU kernels'
+/// formulas in the same order and math type, no contracted multiply-adds.
+/// adamw_step reads the step count on the host (one wait).
+void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
+             const KTensor *momentumBuffer);
+void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
+               const KTensor &grad, const KTensor &expAvg, const KTensor &expAvgSq,
+               const KTensor &step);
 
 }  // namespace shardc::runtime::cuda

@@ -6,8 +6,8 @@
 // orthogonal and norm_of run their CPU kernels on the host and copy the
 // result over (CudaBackend). An op added to the table without a CUDA kernel
 // is listed here: embedding_backward (the gradient's row sums; a
-// deterministic GPU kernel is still to come), and training's reduce_scatter,
-// sgd_step and adamw_step (docs/training.md).
+// deterministic GPU kernel is still to come), and training's reduce_scatter
+// (the mean over ranks in double; docs/training.md).
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -16,8 +16,7 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 4> kCudaUnsupportedOps{
-    plan::OpCode::EmbeddingBackward, plan::OpCode::ReduceScatter, plan::OpCode::SgdStep,
-    plan::OpCode::AdamwStep};
+inline constexpr std::array<plan::OpCode, 2> kCudaUnsupportedOps{
+    plan::OpCode::EmbeddingBackward, plan::OpCode::ReduceScatter};
 
 }  // namespace shardc::runtime::cuda

@@ -1,0 +1,150 @@
+// sgd_step and adamw_step on a CUDA device (runtime/Optimizers.h): one
+// thread per element, the CPU kernels' formulas (torch.optim's single-tensor
+// updates) operation by operation in the same math type (float for float32
+// and 16-bit storage, double for float64), each torch op's result rounded to
+// the storage dtype, with round-to-nearest intrinsics so nvcc contracts
+// nothing into a fused multiply-add the CPU does not do: bit-identical to
+// the CPU for float32 and float64 where sqrtf / division round correctly
+// (CUDA's defaults). Compiled here, not yet run on a GPU (docs/gpu.md).
+#include "runtime/cuda/CudaFamilies.h"
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/DeviceStorage.cuh"
+
+#include <cmath>
+
+namespace shardc::runtime::cuda {
+
+namespace {
+
+using namespace dev;
+
+__device__ inline float addRn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double addRn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float mulRn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mulRn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float divRn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double divRn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline float sqrtRn(float a) { return __fsqrt_rn(a); }
+__device__ inline double sqrtRn(double a) { return __dsqrt_rn(a); }
+
+/// v rounded to the storage type S and back (the CPU's Block::round).
+template <typename St>
+__device__ typename St::C rounded(typename St::C v) {
+  return St::load(St::store(v));
+}
+
+template <typename St>
+__global__ void sgdKernel(typename St::S *param, const typename St::S *grad,
+                          typename St::S *buffer, typename St::C weightDecay,
+                          typename St::C momentum, typename St::C minusLr, bool decays,
+                          int64_t count) {
+  using C = typename St::C;
+  SHARDC_GRID_LOOP(i, count) {
+    C g = St::load(grad[i]);
+    const C w = St::load(param[i]);
+    if (decays) g = rounded<St>(addRn(g, mulRn(weightDecay, w)));
+    if (buffer) {
+      const C b = rounded<St>(mulRn(St::load(buffer[i]), momentum));
+      g = rounded<St>(addRn(b, g));
+      buffer[i] = St::store(g);
+    }
+    param[i] = St::store(addRn(w, mulRn(minusLr, g)));
+  }
+}
+
+/// The scalars of one AdamW update, computed on the host as the CPU does.
+template <typename C>
+struct AdamwScalars {
+  C decay, averageWeight, beta2, squareWeight, minusStepSize, biasCorrection2Sqrt, eps;
+  bool lerpFromStart;
+};
+
+template <typename St>
+__global__ void adamwKernel(typename St::S *param, const typename St::S *grad,
+                            typename St::S *expAvg, typename St::S *expAvgSq,
+                            AdamwScalars<typename St::C> k, int64_t count) {
+  using C = typename St::C;
+  SHARDC_GRID_LOOP(i, count) {
+    const C g = St::load(grad[i]);
+    const C w = rounded<St>(mulRn(St::load(param[i]), k.decay));
+    C m = St::load(expAvg[i]);
+    m = rounded<St>(k.lerpFromStart
+                        ? addRn(m, mulRn(k.averageWeight, addRn(g, -m)))
+                        : addRn(g, -mulRn(addRn(g, -m), addRn(C(1), -k.averageWeight))));
+    C v = rounded<St>(mulRn(St::load(expAvgSq[i]), k.beta2));
+    v = rounded<St>(addRn(v, mulRn(mulRn(k.squareWeight, g), g)));
+    expAvg[i] = St::store(m);
+    expAvgSq[i] = St::store(v);
+    C denom = rounded<St>(sqrtRn(v));
+    denom = rounded<St>(divRn(denom, k.biasCorrection2Sqrt));
+    denom = rounded<St>(addRn(denom, k.eps));
+    param[i] = St::store(addRn(w, divRn(mulRn(k.minusStepSize, m), denom)));
+  }
+}
+
+}  // namespace
+
+void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
+             const KTensor *momentumBuffer) {
+  std::vector<std::pair<const char *, const KTensor *>> state;
+  if (momentumBuffer) state.push_back({"the momentum buffer", momentumBuffer});
+  checks::optimizerStep("sgd_step", param, grad, state, nullptr);
+  const int64_t count = param.numel();
+  if (count == 0) return;
+  device.makeCurrent();
+  dispatchFloat("sgd_step", param.dtype, true, [&](auto st) {
+    using St = decltype(st);
+    using S = typename St::S;
+    using C = typename St::C;
+    sgdKernel<St><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        static_cast<S *>(param.data), static_cast<const S *>(grad.data),
+        momentumBuffer ? static_cast<S *>(momentumBuffer->data) : nullptr, C(p.weightDecay),
+        C(p.momentum), C(-p.lr), p.weightDecay != 0, count);
+  });
+  checkLaunch("sgd_step kernel launch");
+}
+
+void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
+               const KTensor &grad, const KTensor &expAvg, const KTensor &expAvgSq,
+               const KTensor &step) {
+  if (step.numel() != 1 || (step.dtype != plan::DType::F32 && step.dtype != plan::DType::F64))
+    checks::fail("adamw_step", "the step count must be one float32 or float64 value");
+  // The bias corrections are the host's (torch computes them in Python).
+  double count = 0;
+  if (step.dtype == plan::DType::F32) {
+    float value = 0;
+    copyToHost(device, &value, step.data, sizeof value);
+    count = value;
+  } else {
+    copyToHost(device, &count, step.data, sizeof count);
+  }
+  checks::optimizerStep("adamw_step", param, grad,
+                        {{"exp_avg", &expAvg}, {"exp_avg_sq", &expAvgSq}}, &count);
+  const int64_t elements = param.numel();
+  if (elements == 0) return;
+  device.makeCurrent();
+  dispatchFloat("adamw_step", param.dtype, true, [&](auto st) {
+    using St = decltype(st);
+    using S = typename St::S;
+    using C = typename St::C;
+    const double biasCorrection1 = 1 - std::pow(p.beta1, count);
+    const double biasCorrection2 = 1 - std::pow(p.beta2, count);
+    AdamwScalars<C> k;
+    k.decay = C(1 - p.lr * p.weightDecay);
+    k.averageWeight = C(1 - p.beta1);
+    k.beta2 = C(p.beta2);
+    k.squareWeight = C(1 - p.beta2);
+    k.minusStepSize = C(-(p.lr / biasCorrection1));
+    k.biasCorrection2Sqrt = C(std::sqrt(biasCorrection2));
+    k.eps = C(p.eps);
+    k.lerpFromStart = k.averageWeight < C(0.5);
+    adamwKernel<St><<<gridFor(elements), kThreads, 0, device.stream()>>>(
+        static_cast<S *>(param.data), static_cast<const S *>(grad.data),
+        static_cast<S *>(expAvg.data), static_cast<S *>(expAvgSq.data), k, elements);
+  });
+  checkLaunch("adamw_step kernel launch");
+}
+
+}  // namespace shardc::runtime::cuda
