@@ -15,8 +15,9 @@ under a next-token cross-entropy loss, trained with AdamW:
 * time: one kernel thread, N = 1, the median of steps 2..K: shardc against
   torch eager on the same graph, parameters and inputs
   (tools/torch_reference.py --train adamw: the graph's ops in torch, then
-  loss.backward() and torch.optim.AdamW(foreach=False).step()), with the
-  losses of both printed (they agree to float rounding).
+  loss.backward() and torch.optim.AdamW(foreach=False).step()); shardc's
+  losses are printed (test/lit/shardc/train.test checks the trained
+  parameters against torch's).
 
     /opt/shardc-venv/bin/python bench/train_step.py [--batch 2] [--seq 64]
         [--ranks 1 2 4 8] [--steps 4]
