@@ -239,10 +239,9 @@ void CudaBackend::gridSample(const SampleParams &p, const KTensor &x, const KTen
 void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cuda::cumsum(device_, p, x, y);
 }
-// reduce_scatter is in kCudaUnsupportedOps: the core refuses it by name.
-void CudaBackend::reduceScatterMean(Communicator &, const KTensor &, const KTensor &,
-                                    std::byte *) {
-  noKernel(plan::OpCode::ReduceScatter);
+void CudaBackend::reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &shard,
+                                    std::byte *work) {
+  cuda::reduceScatterMean(device_, comm, full, shard, work);
 }
 void CudaBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
                           const KTensor *momentumBuffer) {

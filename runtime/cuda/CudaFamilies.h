@@ -62,9 +62,12 @@ void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTe
 void gridSample(CudaDevice &device, const SampleParams &p, const KTensor &x, const KTensor &grid,
                 const KTensor &y);
 
-/// sgd_step and adamw_step (CudaOptimizers.cu): the CPU kernels'
-/// formulas in the same order and math type, no contracted multiply-adds.
-/// adamw_step reads the step count on the host (one wait).
+/// reduce_scatter, sgd_step and adamw_step (CudaOptimizers.cu): the CPU
+/// kernels' order and math type, no contracted multiply-adds. `comm` must
+/// move device memory; adamw_step reads the step count on the host (one
+/// wait).
+void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &full,
+                       const KTensor &shard, std::byte *work);
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
              const KTensor *momentumBuffer);
 void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,

@@ -1,4 +1,11 @@
-// sgd_step and adamw_step on a CUDA device (runtime/Optimizers.h): one
+// reduce_scatter, sgd_step and adamw_step on a CUDA device
+// (runtime/Optimizers.h). reduce_scatter: one scatter_rows per root (the
+// communicator moves device memory: NCCL, or peer copies between ranks on
+// one GPU), each root's rows added into a double sum by one thread per
+// element in rank order, then divided and rounded once: the CPU's bits for
+// float32 and 16-bit gradients (float64 sums in double where the CPU uses
+// long double: equal gradients may differ from their mean in the last bit).
+// The optimizer steps: one
 // thread per element, the CPU kernels' formulas (torch.optim's single-tensor
 // updates) operation by operation in the same math type (float for float32
 // and 16-bit storage, double for float64), each torch op's result rounded to
@@ -12,6 +19,7 @@
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/DeviceStorage.cuh"
 
+#include <algorithm>
 #include <cmath>
 
 namespace shardc::runtime::cuda {
@@ -84,7 +92,62 @@ __global__ void adamwKernel(typename St::S *param, const typename St::S *grad,
   }
 }
 
+template <typename St>
+__global__ void accumulateKernel(double *sum, const typename St::S *received, int64_t count) {
+  SHARDC_GRID_LOOP(i, count) sum[i] = __dadd_rn(sum[i], double(St::load(received[i])));
+}
+
+template <typename St>
+__global__ void meanKernel(typename St::S *shard, const double *sum, double ranks, int64_t valid,
+                           int64_t count) {
+  using C = typename St::C;
+  SHARDC_GRID_LOOP(i, count) shard[i] = St::store(i < valid ? C(__ddiv_rn(sum[i], ranks)) : C(0));
+}
+
 }  // namespace
+
+void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &full,
+                       const KTensor &shard, std::byte *work) {
+  if (full.dtype != shard.dtype)
+    checks::fail("reduce_scatter", std::string("the gradient is ") + plan::dtypeName(full.dtype) +
+                                       " but its shard " + plan::dtypeName(shard.dtype));
+  const int64_t elementBytes = plan::dtypeSize(shard.dtype), elements = shard.numel();
+  const size_t shardBytes = static_cast<size_t>(elements * elementBytes);
+  const size_t fullBytes = static_cast<size_t>(full.numel() * elementBytes);
+  const size_t begin = static_cast<size_t>(comm.rank()) * shardBytes;
+  const int64_t valid =
+      begin >= fullBytes
+          ? 0
+          : static_cast<int64_t>(std::min(shardBytes, fullBytes - begin)) / elementBytes;
+  // The workspace's layout is the CPU's (reduceScatterWorkBytes): the sums
+  // first (16 bytes per float64 element there; 8 are used here), then one
+  // root's rows.
+  double *sum = reinterpret_cast<double *>(work);
+  std::byte *received =
+      work + elements * (shard.dtype == plan::DType::F64 ? int64_t(sizeof(long double)) : 8);
+  device.makeCurrent();
+  checkCuda(cudaMemsetAsync(sum, 0, static_cast<size_t>(elements) * 8, device.stream()),
+            "reduce_scatter: zeroing the sums");
+  dispatchFloat("reduce_scatter", shard.dtype, true, [&](auto st) {
+    using St = decltype(st);
+    using S = typename St::S;
+    for (int64_t root = 0; root < comm.worldSize(); ++root) {
+      // The previous root's rows are added before the next overwrite them.
+      device.synchronize("reduce_scatter");
+      comm.scatterRows(root, full.data, fullBytes, shardBytes, received);
+      if (valid > 0) {
+        accumulateKernel<St><<<gridFor(valid), kThreads, 0, device.stream()>>>(
+            sum, reinterpret_cast<const S *>(received), valid);
+        checkLaunch("reduce_scatter accumulate kernel launch");
+      }
+    }
+    if (elements > 0) {
+      meanKernel<St><<<gridFor(elements), kThreads, 0, device.stream()>>>(
+          static_cast<S *>(shard.data), sum, double(comm.worldSize()), valid, elements);
+      checkLaunch("reduce_scatter mean kernel launch");
+    }
+  });
+}
 
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
              const KTensor *momentumBuffer) {

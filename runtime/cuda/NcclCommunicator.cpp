@@ -3,6 +3,7 @@
 #include "runtime/RuntimeError.h"
 #include "runtime/cuda/CudaCheck.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -280,35 +281,53 @@ void NcclCommunicator::enqueueAllGatherMany(const std::vector<AllGatherPart> &pa
 }
 
 void NcclCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) {
+  scatterFrom(root, send, static_cast<size_t>(worldSize_) * bytesPerRank, bytesPerRank, recv,
+              "scatter");
+}
+
+void NcclCommunicator::scatterRows(int64_t root, const void *send, size_t sendBytes,
+                                   size_t bytesPerRank, void *recv) {
+  scatterFrom(root, send, sendBytes, bytesPerRank, recv, "scatter_rows");
+}
+
+void NcclCommunicator::scatterFrom(int64_t root, const void *send, size_t sendBytes,
+                                   size_t bytesPerRank, void *recv, const char *what) {
   if (root < 0 || root >= worldSize_)
-    throw RuntimeError("nccl scatter (rank " + std::to_string(rank_) + "): root " +
-                       std::to_string(root) + " out of range for world size " +
+    throw RuntimeError("nccl " + std::string(what) + " (rank " + std::to_string(rank_) +
+                       "): root " + std::to_string(root) + " out of range for world size " +
                        std::to_string(worldSize_));
-  begin("scatter");
-  if (bytesPerRank > 0) {
+  // Rank r's part: the bytes of [r * bytesPerRank, (r + 1) * bytesPerRank)
+  // below sendBytes (a full gradient is not padded to the ranks' chunks).
+  auto partBytes = [&](int64_t r) -> size_t {
+    const size_t begin = std::min(sendBytes, static_cast<size_t>(r) * bytesPerRank);
+    return std::min(bytesPerRank, sendBytes - begin);
+  };
+  begin(what);
+  if (bytesPerRank > 0 && sendBytes > 0) {
     const auto *bytes = static_cast<const std::byte *>(send);
-    if (rank_ == root)
-      checkCuda(cudaMemcpyAsync(recv, bytes + root * bytesPerRank, bytesPerRank,
+    if (rank_ == root && partBytes(root) > 0)
+      checkCuda(cudaMemcpyAsync(recv, bytes + root * bytesPerRank, partBytes(root),
                                 cudaMemcpyDeviceToDevice, stream_),
-                "nccl scatter (rank " + std::to_string(rank_) + "): root's own part");
-    check(ncclGroupStart(), "scatter", "ncclGroupStart");
+                "nccl " + std::string(what) + " (rank " + std::to_string(rank_) +
+                    "): root's own part");
+    check(ncclGroupStart(), what, "ncclGroupStart");
     ncclResult_t first = ncclSuccess;
     if (rank_ == root) {
       for (int r = 0; r < worldSize_; ++r) {
-        if (r == root) continue;
+        if (r == root || partBytes(r) == 0) continue;
         ncclResult_t status =
-            ncclSend(bytes + r * bytesPerRank, bytesPerRank, ncclUint8, r, comm_, stream_);
+            ncclSend(bytes + r * bytesPerRank, partBytes(r), ncclUint8, r, comm_, stream_);
         if (first == ncclSuccess && status != ncclInProgress) first = status;
       }
-    } else {
-      first = ncclRecv(recv, bytesPerRank, ncclUint8, static_cast<int>(root), comm_, stream_);
+    } else if (partBytes(rank_) > 0) {
+      first = ncclRecv(recv, partBytes(rank_), ncclUint8, static_cast<int>(root), comm_, stream_);
       if (first == ncclInProgress) first = ncclSuccess;
     }
     ncclResult_t end = ncclGroupEnd();
-    check(first, "scatter", rank_ == root ? "ncclSend" : "ncclRecv");
-    check(end, "scatter", "ncclGroupEnd");
+    check(first, what, rank_ == root ? "ncclSend" : "ncclRecv");
+    check(end, what, "ncclGroupEnd");
   }
-  finish("scatter");
+  finish(what);
 }
 
 void NcclCommunicator::barrier() {

@@ -91,6 +91,8 @@ public:
   void waitGathers() override;
   /// ncclSend/ncclRecv in one group; root copies its own part locally.
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
+  void scatterRows(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
+                   void *recv) override;
   /// A one-element all-reduce, waited for.
   void barrier() override;
 
@@ -110,6 +112,9 @@ public:
 private:
   NcclCommunicator(ncclComm_t comm, int rank, int worldSize, int device,
                    std::shared_ptr<NcclGroupState> group, std::chrono::duration<double> timeout);
+  /// scatter and scatterRows: root's send holds sendBytes bytes.
+  void scatterFrom(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
+                   void *recv, const char *what);
   void begin(const char *what);
   /// Waits until NCCL has enqueued the operation (a non-blocking
   /// communicator may still be doing so), watching for errors.

@@ -6,8 +6,7 @@
 // orthogonal and norm_of run their CPU kernels on the host and copy the
 // result over (CudaBackend). An op added to the table without a CUDA kernel
 // is listed here: embedding_backward (the gradient's row sums; a
-// deterministic GPU kernel is still to come), and training's reduce_scatter
-// (the mean over ranks in double; docs/training.md).
+// deterministic GPU kernel is still to come).
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -16,7 +15,7 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 2> kCudaUnsupportedOps{
-    plan::OpCode::EmbeddingBackward, plan::OpCode::ReduceScatter};
+inline constexpr std::array<plan::OpCode, 1> kCudaUnsupportedOps{
+    plan::OpCode::EmbeddingBackward};
 
 }  // namespace shardc::runtime::cuda
