@@ -301,7 +301,7 @@ TEST_CASE("runLocal: a device driver's count, read while every rank waits, and i
   CHECK(*run.driverBytesAfterForward == afterForward);
   CHECK(afterForward > held);  // the outputs are live
 
-  const cli::RunSummary summary{"gpt2-tiny.json", 0, &plan, &run};
+  const cli::RunSummary summary{"gpt2-tiny.json", 0, &plan, &run, {}};
   const std::string text = cli::formatTextReport(summary);
   CHECK_THAT(text, Catch::Contains("4 local rank(s) on fake-gpu:0, seed 0"));
   CHECK_THAT(text, Catch::Contains("device memory (the driver's count, cudaMemGetInfo): "));
@@ -315,8 +315,8 @@ TEST_CASE("runLocal: a device driver's count, read while every rank waits, and i
 
   // On the CPU: no driver, no such lines.
   const runtime::RunResult cpu = runtime::runLocal(plan, options);
-  const std::string cpuText = cli::formatTextReport({"gpt2-tiny.json", 0, &plan, &cpu});
+  const std::string cpuText = cli::formatTextReport({"gpt2-tiny.json", 0, &plan, &cpu, {}});
   CHECK_THAT(cpuText, !Catch::Contains("driver's count"));
-  CHECK_THAT(cli::formatJsonReport({"gpt2-tiny.json", 0, &plan, &cpu}),
+  CHECK_THAT(cli::formatJsonReport({"gpt2-tiny.json", 0, &plan, &cpu, {}}),
              Catch::Contains("\"driver_bytes_holding_shards\": null"));
 }
