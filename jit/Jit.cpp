@@ -162,8 +162,9 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
   }
   if (!options.grad.empty()) {
     if (options.data_parallel)
-      throw Error("jit: grad with data_parallel would give each rank the gradients of its own "
-                  "rows; their sum across ranks is not built yet (docs/training.md)");
+      throw Error("jit: grad with data_parallel would differentiate each rank's own rows; "
+                  "data-parallel training (the loss over the global batch) is not built yet "
+                  "(docs/training.md)");
     try {  // the joint forward and backward graph (compiler/Autodiff.h)
       compiler::JointGraph joint =
           compiler::withGradients(traced->json, options.name + " (traced)", options.grad);

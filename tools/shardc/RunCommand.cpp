@@ -314,9 +314,9 @@ int runCommand(const std::vector<std::string> &args) {
                        " needs forward, which --init-only does not run");
     if (parsed.has("--grad") && (initOnly || parsed.has("--data-parallel")))
       throw UsageError(initOnly ? "--grad needs the forward; leave out --init-only"
-                                : "--grad with --data-parallel would give each rank the "
-                                  "gradients of its own rows; their sum across ranks "
-                                  "(reduce-scatter) is not built yet (docs/training.md)");
+                                : "--grad with --data-parallel would differentiate each "
+                                  "rank's own rows; data-parallel training (the loss over "
+                                  "the global batch) is not built yet (docs/training.md)");
     optimizer = parseOptimizerOptions(parsed);
     steps = static_cast<int>(parsed.getInt("--steps", 1, 1, 1000000));
     if (parsed.has("--steps") && !optimizer)
