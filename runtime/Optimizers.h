@@ -8,6 +8,8 @@
 #include "runtime/Communicator.h"
 #include "runtime/ForwardKernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -29,6 +31,48 @@ struct AdamwParams {
   double eps = 1e-8;
   double weightDecay = 0.01;
 };
+
+/// The scalars of one AdamW update at step count `step`, as
+/// torch.optim.adamw computes them (Python floats); each backend's kernel
+/// converts them to its math type.
+struct AdamwStepScalars {
+  double decay, averageWeight, beta2, squareWeight, minusStepSize, biasCorrection2Sqrt, eps;
+};
+inline AdamwStepScalars adamwStepScalars(const AdamwParams &p, double step) {
+  const double biasCorrection1 = 1 - std::pow(p.beta1, step);
+  const double biasCorrection2 = 1 - std::pow(p.beta2, step);
+  return {1 - p.lr * p.weightDecay, 1 - p.beta1, p.beta2, 1 - p.beta2,
+          -(p.lr / biasCorrection1), std::sqrt(biasCorrection2), p.eps};
+}
+
+/// One rank's reduce_scatter, for every backend: of the chunk's `elements`,
+/// the first `valid` lie inside the full tensor (the rest is padding); the
+/// workspace holds the running sums, then one root's rows as received at
+/// `receivedOffset`.
+struct ReduceScatterLayout {
+  int64_t elements = 0, valid = 0;
+  size_t shardBytes = 0, fullBytes = 0;
+  int64_t receivedOffset = 0;
+};
+/// Bytes of one running sum: double, long double for float64 (x87's 64-bit
+/// mantissa keeps N equal float64 values' sum exact to N = 2^11).
+inline int64_t reduceScatterSumBytes(plan::DType dtype) {
+  return dtype == plan::DType::F64 ? static_cast<int64_t>(sizeof(long double)) : 8;
+}
+inline ReduceScatterLayout reduceScatterLayout(int64_t rank, const KTensor &full,
+                                               const KTensor &shard) {
+  ReduceScatterLayout l;
+  const int64_t elementBytes = plan::dtypeSize(shard.dtype);
+  l.elements = shard.numel();
+  l.shardBytes = static_cast<size_t>(l.elements * elementBytes);
+  l.fullBytes = static_cast<size_t>(full.numel() * elementBytes);
+  const size_t begin = static_cast<size_t>(rank) * l.shardBytes;
+  l.valid = begin >= l.fullBytes
+                ? 0
+                : static_cast<int64_t>(std::min(l.shardBytes, l.fullBytes - begin)) / elementBytes;
+  l.receivedOffset = l.elements * reduceScatterSumBytes(shard.dtype);
+  return l;
+}
 
 /// Working memory of a reduce_scatter into `shard`: one root's rows as
 /// received and their running sum in double; -1 when it overflows.

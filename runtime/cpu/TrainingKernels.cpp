@@ -20,12 +20,6 @@ bool isFloating(plan::DType dtype) {
          dtype == plan::DType::F16;
 }
 
-/// float64 sums need more than double's 53 bits to stay exact for equal
-/// values: x87's 64-bit mantissa (long double) keeps N x exact to N = 2^11.
-int64_t accumulatorBytes(plan::DType dtype) {
-  return dtype == plan::DType::F64 ? static_cast<int64_t>(sizeof(long double)) : 8;
-}
-
 /// Elements per block: the unit of the kernels' loops and of their tasks
 /// (whose bounds do not depend on the thread count).
 constexpr int64_t kBlock = 1024;
@@ -67,23 +61,16 @@ template <typename Acc>
 void reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &shard,
                        std::byte *work) {
   const plan::DType dtype = shard.dtype;
-  const int64_t elementBytes = plan::dtypeSize(dtype);
-  const int64_t elements = shard.numel();
-  const size_t shardBytes = static_cast<size_t>(elements * elementBytes);
-  const size_t fullBytes = static_cast<size_t>(full.numel() * elementBytes);
-  const size_t begin = static_cast<size_t>(comm.rank()) * shardBytes;
-  const int64_t valid =
-      begin >= fullBytes
-          ? 0
-          : static_cast<int64_t>(std::min(shardBytes, fullBytes - begin)) / elementBytes;
+  const ReduceScatterLayout layout = reduceScatterLayout(comm.rank(), full, shard);
+  const int64_t elements = layout.elements, valid = layout.valid;
   Acc *sum = reinterpret_cast<Acc *>(work);
-  std::byte *received = work + elements * static_cast<int64_t>(sizeof(Acc));
+  std::byte *received = work + layout.receivedOffset;
   std::fill(sum, sum + elements, Acc(0));
   // One root at a time, in rank order: every rank adds the same values in
   // the same order, whatever the world size splits.
   float widened[kBlock];
   for (int64_t root = 0; root < comm.worldSize(); ++root) {
-    comm.scatterRows(root, full.data, fullBytes, shardBytes, received);
+    comm.scatterRows(root, full.data, layout.fullBytes, layout.shardBytes, received);
     if (dtype == plan::DType::F64) {
       const double *values = reinterpret_cast<const double *>(received);
       for (int64_t i = 0; i < valid; ++i) sum[i] += Acc(values[i]);
@@ -153,13 +140,10 @@ void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                const KTensor &expAvg, const KTensor &expAvgSq, double step, int threads) {
   using B = Block<T>;
   const plan::DType dtype = param.dtype;
-  // The scalars as torch.optim.adamw computes them (Python floats).
-  const double biasCorrection1 = 1 - std::pow(p.beta1, step);
-  const double biasCorrection2 = 1 - std::pow(p.beta2, step);
-  const T decay = T(1 - p.lr * p.weightDecay);
-  const T averageWeight = T(1 - p.beta1), beta2 = T(p.beta2), squareWeight = T(1 - p.beta2);
-  const T minusStepSize = T(-(p.lr / biasCorrection1));
-  const T biasCorrection2Sqrt = T(std::sqrt(biasCorrection2)), eps = T(p.eps);
+  const AdamwStepScalars k = adamwStepScalars(p, step);
+  const T decay = T(k.decay), averageWeight = T(k.averageWeight), beta2 = T(k.beta2);
+  const T squareWeight = T(k.squareWeight), minusStepSize = T(k.minusStepSize);
+  const T biasCorrection2Sqrt = T(k.biasCorrection2Sqrt), eps = T(k.eps);
   // torch's lerp: the formula from the start below a weight of 0.5, else
   // from the end.
   const bool lerpFromStart = averageWeight < T(0.5);
@@ -205,7 +189,8 @@ int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DTy
   for (int64_t d : shardShape)
     if (d < 0 || __builtin_mul_overflow(elements, d, &elements)) return -1;
   int64_t bytes = 0;
-  if (__builtin_mul_overflow(elements, accumulatorBytes(dtype) + plan::dtypeSize(dtype), &bytes))
+  if (__builtin_mul_overflow(elements, reduceScatterSumBytes(dtype) + plan::dtypeSize(dtype),
+                             &bytes))
     return -1;
   return bytes;
 }

@@ -62,7 +62,7 @@ __global__ void sgdKernel(typename St::S *param, const typename St::S *grad,
   }
 }
 
-/// The scalars of one AdamW update, computed on the host as the CPU does.
+/// adamwStepScalars in the kernel's math type.
 template <typename C>
 struct AdamwScalars {
   C decay, averageWeight, beta2, squareWeight, minusStepSize, biasCorrection2Sqrt, eps;
@@ -111,20 +111,11 @@ void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &fu
   if (full.dtype != shard.dtype)
     checks::fail("reduce_scatter", std::string("the gradient is ") + plan::dtypeName(full.dtype) +
                                        " but its shard " + plan::dtypeName(shard.dtype));
-  const int64_t elementBytes = plan::dtypeSize(shard.dtype), elements = shard.numel();
-  const size_t shardBytes = static_cast<size_t>(elements * elementBytes);
-  const size_t fullBytes = static_cast<size_t>(full.numel() * elementBytes);
-  const size_t begin = static_cast<size_t>(comm.rank()) * shardBytes;
-  const int64_t valid =
-      begin >= fullBytes
-          ? 0
-          : static_cast<int64_t>(std::min(shardBytes, fullBytes - begin)) / elementBytes;
-  // The workspace's layout is the CPU's (reduceScatterWorkBytes): the sums
-  // first (16 bytes per float64 element there; 8 are used here), then one
-  // root's rows.
+  // The CPU's workspace layout; a float64 sum has 16 bytes there, 8 used here.
+  const ReduceScatterLayout layout = reduceScatterLayout(comm.rank(), full, shard);
+  const int64_t elements = layout.elements, valid = layout.valid;
   double *sum = reinterpret_cast<double *>(work);
-  std::byte *received =
-      work + elements * (shard.dtype == plan::DType::F64 ? int64_t(sizeof(long double)) : 8);
+  std::byte *received = work + layout.receivedOffset;
   device.makeCurrent();
   checkCuda(cudaMemsetAsync(sum, 0, static_cast<size_t>(elements) * 8, device.stream()),
             "reduce_scatter: zeroing the sums");
@@ -134,7 +125,7 @@ void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &fu
     for (int64_t root = 0; root < comm.worldSize(); ++root) {
       // The previous root's rows are added before the next overwrite them.
       device.synchronize("reduce_scatter");
-      comm.scatterRows(root, full.data, fullBytes, shardBytes, received);
+      comm.scatterRows(root, full.data, layout.fullBytes, layout.shardBytes, received);
       if (valid > 0) {
         accumulateKernel<St><<<gridFor(valid), kThreads, 0, device.stream()>>>(
             sum, reinterpret_cast<const S *>(received), valid);
@@ -192,16 +183,15 @@ void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
     using St = decltype(st);
     using S = typename St::S;
     using C = typename St::C;
-    const double biasCorrection1 = 1 - std::pow(p.beta1, count);
-    const double biasCorrection2 = 1 - std::pow(p.beta2, count);
+    const AdamwStepScalars host = adamwStepScalars(p, count);
     AdamwScalars<C> k;
-    k.decay = C(1 - p.lr * p.weightDecay);
-    k.averageWeight = C(1 - p.beta1);
-    k.beta2 = C(p.beta2);
-    k.squareWeight = C(1 - p.beta2);
-    k.minusStepSize = C(-(p.lr / biasCorrection1));
-    k.biasCorrection2Sqrt = C(std::sqrt(biasCorrection2));
-    k.eps = C(p.eps);
+    k.decay = C(host.decay);
+    k.averageWeight = C(host.averageWeight);
+    k.beta2 = C(host.beta2);
+    k.squareWeight = C(host.squareWeight);
+    k.minusStepSize = C(host.minusStepSize);
+    k.biasCorrection2Sqrt = C(host.biasCorrection2Sqrt);
+    k.eps = C(host.eps);
     k.lerpFromStart = k.averageWeight < C(0.5);
     adamwKernel<St><<<gridFor(elements), kThreads, 0, device.stream()>>>(
         static_cast<S *>(param.data), static_cast<const S *>(grad.data),
