@@ -360,6 +360,32 @@ BatchSplit splitOverBatch(const GraphNode &node, const std::vector<BatchOperand>
   return split;
 }
 
+std::optional<BatchReduction>
+reductionOverBatch(const GraphNode &node,
+                   const std::vector<BatchOperand> &operands) {
+  if (operands.empty() || !operands[0].layout)
+    return std::nullopt;
+  const BatchLayout &layout = *operands[0].layout;
+  if (node.op == "cross_entropy") {
+    // The targets hold the same rows as the logits' dim 0.
+    if (layout.axis != 0 || operands.size() != 2 || !operands[1].layout ||
+        !(*operands[1].layout == layout))
+      return std::nullopt;
+    return BatchReduction::Mean;
+  }
+  if (!node.familyOp || (node.op != "sum" && node.op != "mean"))
+    return std::nullopt;
+  bool reducesBatch = true; // no dims: every dim
+  if (auto dims = node.attrs.find("dims"); dims != node.attrs.end()) {
+    reducesBatch = false;
+    for (int64_t d : std::get<std::vector<int64_t>>(dims->second))
+      reducesBatch |= normalized(d, rankOf(operands[0])) == layout.axis;
+  }
+  if (!reducesBatch)
+    return std::nullopt;
+  return node.op == "sum" ? BatchReduction::Sum : BatchReduction::Mean;
+}
+
 std::optional<BatchLayout> replicaLayout(const GraphNode &node, const Shape &copyShape,
                                          int64_t batch) {
   if (batch < 1 || node.inputs.empty()) return std::nullopt;

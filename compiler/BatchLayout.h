@@ -67,6 +67,17 @@ public:
 BatchSplit splitOverBatch(const GraphNode &node, const std::vector<BatchOperand> &operands,
                           int64_t batch);
 
+/// How a node sums or averages over the batch rows: cross_entropy (the
+/// mean over its [N, C] rows, the targets split with them), or a `sum` /
+/// `mean` whose dims include the batch's. On a rank such a node gives its
+/// rows' part of the value over the global batch: a share (the shares of a
+/// sum add up to it; a mean's share is its rows' mean scaled by their
+/// fraction of the batch). nullopt for any other node.
+enum class BatchReduction { Sum, Mean };
+std::optional<BatchReduction>
+reductionOverBatch(const GraphNode &node,
+                   const std::vector<BatchOperand> &operands);
+
 /// A value made of copies along one dim, as many as a multiple of `batch`:
 /// torch's `expand` of a parameter to the batch (a class token, position
 /// embeddings), every row the same. Written as `cat` of k copies of one

@@ -1,8 +1,12 @@
 //===- DataParallel.cpp - one Plan for a data-parallel forward ------------===//
 #include "compiler/DataParallel.h"
 
+#include "compiler/Autodiff.h"
+#include "compiler/GraphWriter.h"
+
 #include "runtime/DataParallel.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace shardc::compiler {
@@ -26,17 +30,64 @@ int64_t graphBatchRows(const Graph &graph) {
   return rows;
 }
 
-mlir::FailureOr<plan::Plan> compileDataParallel(const Graph &graph, int64_t globalRows,
-                                                int64_t worldSize, mlir::MLIRContext &context,
-                                                const ShardOptions &options) {
+namespace {
+
+/// One rank's training step for `rows` rows: its share of the loss,
+/// differentiated; its gradients are summed over ranks.
+mlir::FailureOr<plan::Plan>
+compileTrainingRows(const Graph &graph, int64_t rows, int64_t worldSize,
+                    mlir::MLIRContext &context, ShardOptions options,
+                    DataParallelTraining &training) {
+  // The loss as an output: its split is checked like any output's, so a
+  // loss that is not a sum over the batch rows (each rank would count it
+  // whole) is refused there.
+  Graph withLoss = graph;
+  bool defined = false;
+  for (const GraphNode &node : graph.nodes)
+    defined |= std::find(node.names.begin(), node.names.end(), training.loss) !=
+               node.names.end();
+  if (defined && std::find(graph.outputs.begin(), graph.outputs.end(),
+                           training.loss) == graph.outputs.end())
+    withLoss.outputs.push_back(training.loss);
+  const Graph rebatched = rebatchGraph(withLoss, rows);
+  JointGraph joint =
+      withGradients(rewrittenGraphText(training.graphText, rebatched),
+                    graph.sourceName, training.loss);
+  training.withoutGradient = joint.withoutGradient;
+  Graph step = parseGraph(joint.text, graph.sourceName);
+  if (training.prepare)
+    training.prepare(step);
+  options.sumGradients = true;
+  return compileToPlan(step, worldSize, context, options, &training.optimizer);
+}
+
+} // namespace
+
+mlir::FailureOr<plan::Plan>
+compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
+                    mlir::MLIRContext &context, const ShardOptions &options,
+                    DataParallelTraining *training) {
   if (globalRows < 1)
     throw GraphError(graph.sourceName + ": data-parallel: the global batch has no rows");
+  // Every rank runs one step function: its constants (the gradients' and
+  // the loss share's) are parameters of the one Plan, and their values and
+  // shapes follow the rows. So the batch splits evenly, as torch's
+  // DistributedSampler makes it.
+  if (training && globalRows % worldSize != 0)
+    throw GraphError(
+        graph.sourceName + ": data-parallel training: the global batch of " +
+        std::to_string(globalRows) + " rows does not split evenly over " +
+        std::to_string(worldSize) +
+        " ranks; give a batch that is a multiple of the world size");
   std::vector<int64_t> sizes = runtime::microBatchSizes(globalRows, worldSize);
   std::optional<plan::Plan> result;
   for (int64_t rows : sizes) {
     if (rows == 0) continue;
     mlir::FailureOr<plan::Plan> compiled =
-        compileToPlan(rebatchGraph(graph, rows), worldSize, context, options);
+        training ? compileTrainingRows(graph, rows, worldSize, context, options,
+                                       *training)
+                 : compileToPlan(rebatchGraph(graph, rows), worldSize, context,
+                                 options);
     if (mlir::failed(compiled)) return mlir::failure();
     if (!result) {
       result = std::move(*compiled);

@@ -11,17 +11,21 @@
 
 #include "compiler/Pipeline.h"
 
+#include <functional>
 #include <map>
 #include <string>
 
 namespace shardc::compiler {
 
 /// `graph` with its batch set to `rows`: dim 0 of every input and of every
-/// value computed from the batch rows (reshape targets included). Throws
-/// GraphError naming the node when the forward mixes rows of the batch
-/// (an op along dim 0 of a batch value, a reduction such as cross_entropy
-/// over it, a reshape that folds dim 0 into another), or when an output is
-/// not a batch value (the outputs are concatenated over ranks).
+/// value computed from the batch rows (reshape targets included). A sum or
+/// mean over the batch rows (cross_entropy, a loss's mean) becomes this
+/// rank's share of it, which sums and scalings keep; a 0-d share may be an
+/// output (summed over ranks). Throws GraphError naming the node when the
+/// forward mixes rows of the batch in another way (an op along dim 0 of a
+/// batch value, a reshape that folds dim 0 into another, a share used as
+/// anything but a term of a sum), or when an output is neither a batch
+/// value (concatenated over ranks) nor a 0-d share.
 Graph rebatchGraph(const Graph &graph, int64_t rows);
 
 /// Inputs and outputs that hold the batch in a dim other than 0 (torch's
@@ -42,13 +46,33 @@ Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims 
 /// GraphError when there is no input or they disagree.
 int64_t graphBatchRows(const Graph &graph);
 
+/// A data-parallel training step (`shardc run --grad LOSS --optimizer ...
+/// --data-parallel`): each rank differentiates its share of the loss over
+/// the global batch (rebatchGraph, then withGradients), and the
+/// reduce-scatter sums the ranks' gradients into each shard.
+struct DataParallelTraining {
+  /// The graph file's text `graph` was read from (withGradients works on
+  /// a file's text).
+  std::string graphText;
+  std::string loss;
+  OptimizerOptions optimizer;
+  /// Run on each joint graph before it is compiled (--load's rewrite of the
+  /// init chains); may be empty.
+  std::function<void(Graph &)> prepare;
+  /// Filled in: the parameters the loss does not depend on.
+  std::vector<std::string> withoutGradient;
+};
+
 /// compileToPlan for a data-parallel forward of `globalRows` rows over
 /// `worldSize` ranks: "init" and "forward" (rank 0's micro-batch), plus
 /// "forward.rows<K>" for the other size and for 0 rows when some rank has
 /// none. Errors go to the context's diagnostic handler (failure) or are
-/// thrown as GraphError (a graph that cannot be split).
-mlir::FailureOr<plan::Plan> compileDataParallel(const Graph &graph, int64_t globalRows,
-                                                int64_t worldSize, mlir::MLIRContext &context,
-                                                const ShardOptions &options = {});
+/// thrown as GraphError (a graph that cannot be split). With `training`,
+/// forward is that training step, and the batch must split evenly.
+mlir::FailureOr<plan::Plan>
+compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
+                    mlir::MLIRContext &context,
+                    const ShardOptions &options = {},
+                    DataParallelTraining *training = nullptr);
 
 } // namespace shardc::compiler

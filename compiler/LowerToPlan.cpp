@@ -424,8 +424,11 @@ private:
       if (failed(shard))
         return failure();
       function_.buffers[*shard].name = reduce.getParam().str() + ".grad_shard";
+      std::map<std::string, plan::AttrValue> attrs;
+      if (reduce.getSum())
+        attrs["sum"] = int64_t{1};
       emit(plan::OpCode::ReduceScatter, {buffers_.lookup(reduce.getFull())},
-           {*shard}, &op, {}, /*collective=*/true);
+           {*shard}, &op, attrs, /*collective=*/true);
       return success();
     }
     if (auto sgd = dyn_cast<tc::SgdStepOp>(op)) {

@@ -41,6 +41,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
   tc::TcFsdpOptions options;
   options.worldSize = worldSize;
   options.prefetch = shardOptions.prefetch;
+  options.sumGradients = shardOptions.sumGradients;
   passes.addPass(tc::createTcFsdp(options));
   return passes.run(module);
 }

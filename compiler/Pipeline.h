@@ -18,6 +18,10 @@ void loadTcDialects(mlir::MLIRContext &context);
 struct ShardOptions {
   std::vector<std::string> unitPatterns; // empty: the default units
   bool prefetch = false;
+  /// Data-parallel training: each rank's gradients are its share of the
+  /// global batch's loss, summed over ranks by reduce_scatter (tc-fsdp's
+  /// sum-gradients).
+  bool sumGradients = false;
 };
 
 /// A training step (docs/training.md, tc-optimizer): @forward's gradients

@@ -4,7 +4,9 @@
 // batch gets this rank's rows, wherever it holds them (the rules are
 // compiler/BatchLayout.h's); the nodes whose attributes count the batch's
 // entries (reshape targets, split sizes, slice bounds, group counts, the
-// copies of an expand) are rewritten to match.
+// copies of an expand) are rewritten to match. A sum or mean over the batch
+// rows (a loss) becomes this rank's share of it, and sums and scalings of
+// shares stay shares: the ranks' shares add up to the global batch's value.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/BatchLayout.h"
@@ -52,6 +54,10 @@ public:
       shapes_[input.name] = input.shape;
       layouts_[input.name] = BatchLayout{};
     }
+    for (const auto &[name, shape] : shapes_)
+      taken_.insert(name);
+    for (const GraphNode &node : graph.nodes)
+      taken_.insert(node.names.begin(), node.names.end());
   }
 
   Graph run() {
@@ -61,7 +67,15 @@ public:
       for (size_t i = 0; i < node.inputs.size(); ++i) uniformRows(node, i);
       const bool readsBatch = std::any_of(node.inputs.begin(), node.inputs.end(),
                                           [&](auto &in) { return layouts_.count(in) != 0; });
-      if (readsBatch) splitNode(node);
+      const bool readsShare =
+          std::any_of(node.inputs.begin(), node.inputs.end(),
+                      [&](auto &in) { return shares_.count(in) != 0; });
+      if (readsShare)
+        shareNode(node, readsBatch);
+      else if (readsBatch && reduceToShare(node))
+        continue; // its nodes are in place
+      else if (readsBatch)
+        splitNode(node);
       else keepOrSplitCopies(node);
       result_.nodes.push_back(std::move(node));
     }
@@ -205,6 +219,106 @@ private:
     }
   }
 
+  /// A sum or mean over the batch rows (BatchLayout.h's reductionOverBatch):
+  /// this rank's share of it. A mean over the rank's rows is scaled by their
+  /// fraction of the batch, so that the shares add up to the global mean.
+  /// False for any other node.
+  bool reduceToShare(GraphNode &node) {
+    std::vector<BatchOperand> operands;
+    for (const std::string &in : node.inputs) {
+      auto layout = layouts_.find(in);
+      operands.push_back(BatchOperand{&shapes_.at(in),
+                                      layout == layouts_.end()
+                                          ? std::nullopt
+                                          : std::optional(layout->second),
+                                      uniform_.count(in) != 0});
+    }
+    const std::optional<BatchReduction> reduction =
+        reductionOverBatch(node, operands);
+    if (!reduction)
+      return false;
+    const std::string name = node.names[0];
+    shapes_[name] = node.shapes[0];
+    shares_.insert(name);
+    if (*reduction == BatchReduction::Sum || rows_ == batch_) {
+      result_.nodes.push_back(std::move(node));
+      return true;
+    }
+    GraphNode scale;
+    scale.op = "mul";
+    scale.names = {name};
+    scale.shapes = {node.shapes[0]};
+    scale.dtype = node.dtype;
+    scale.path = node.path;
+    node.names[0] = freshName(name + ".rows" + std::to_string(rows_));
+    scale.inputs = {node.names[0],
+                    constant(double(rows_) / double(batch_), node.dtype)};
+    shapes_[node.names[0]] = node.shapes[0];
+    result_.nodes.push_back(std::move(node));
+    result_.nodes.push_back(std::move(scale));
+    return true;
+  }
+
+  /// A node reading a share: sums and scalings of shares are shares (their
+  /// sum over ranks is the global batch's value); anything else is not.
+  void shareNode(const GraphNode &node, bool readsBatch) {
+    size_t shares = 0;
+    std::string share;
+    for (const std::string &in : node.inputs)
+      if (shares_.count(in)) {
+        ++shares;
+        share = in;
+      }
+    const std::string &op = node.op;
+    const bool linear =
+        !readsBatch &&
+        ((op == "add" || op == "sub") ? shares == node.inputs.size()
+         : op == "mul"                ? shares == 1
+         : op == "div" ? shares == 1 && shares_.count(node.inputs[0])
+                       : op == "reshape" || op == "neg_out" || op == "sum" ||
+                             op == "mean");
+    if (!linear)
+      throw fail(node.path,
+                 "'" + op + "' reads '" + share +
+                     "', a sum or mean over the batch rows, " +
+                     (readsBatch ? "together with values of single rows"
+                                 : "in a way that does not add up over ranks") +
+                     "; each rank holds its rows' share of such a value, and "
+                     "only sums and "
+                     "scalings of shares (a loss, a weighted sum of losses) "
+                     "can be split");
+    for (size_t r = 0; r < node.names.size(); ++r) {
+      shapes_[node.names[r]] = node.shapes[r];
+      shares_.insert(node.names[r]);
+    }
+  }
+
+  /// A new name, unlike every value of the graph.
+  std::string freshName(std::string stem) {
+    while (taken_.count(stem))
+      stem += "_";
+    taken_.insert(stem);
+    return stem;
+  }
+
+  /// A 0-d constant buffer holding `value`.
+  std::string constant(double value, plan::DType dtype) {
+    GraphParam param;
+    param.name = freshName("data_parallel.share_scale");
+    param.dtype = dtype;
+    param.device = graph_.params.empty() ? "cpu" : graph_.params.front().device;
+    param.isBuffer = true;
+    param.persistent = false;
+    InitStep fill;
+    fill.op = "fill";
+    fill.numbers["value"] = value;
+    param.init = {fill};
+    param.path = "the data-parallel share of a mean over the batch";
+    shapes_[param.name] = {};
+    result_.params.push_back(std::move(param));
+    return result_.params.back().name;
+  }
+
   /// The attributes of `node` that count result r's batch entries.
   void rescaleAttributes(GraphNode &node, size_t r, const BatchLayout &layout) {
     const int64_t at = layout.axis, entries = node.shapes[r][at];
@@ -228,6 +342,15 @@ private:
 
   void checkOutputs() const {
     for (const std::string &output : result_.outputs) {
+      if (shares_.count(output)) {
+        if (!shapes_.at(output).empty())
+          throw fail("outputs",
+                     "output '" + output + "' " +
+                         runtime::shapeToString(shapes_.at(output)) +
+                         " is a sum or mean over the batch rows; data-parallel "
+                         "returns such values 0-d only (summed over ranks)");
+        continue;
+      }
       auto layout = layouts_.find(output);
       if (layout == layouts_.end())
         throw fail("outputs", "output '" + output +
@@ -261,6 +384,9 @@ private:
   std::map<std::string, Shape> shapes_;  // rebatched where they hold the batch
   std::map<std::string, BatchLayout> layouts_;  // the values computed from the batch
   std::set<std::string> uniform_;
+  // Values that are this rank's share of a sum over the batch rows.
+  std::set<std::string> shares_;
+  std::set<std::string> taken_; // every name of the graph, for new ones
   // The copies a value comes from, for values computed from copies only.
   std::map<std::string, std::set<std::string>> fromCopies_;
 };

@@ -204,39 +204,58 @@ void gatherUnits(func::FuncOp func, const llvm::StringMap<ParamOp> &sharded,
       use.erase();
 }
 
-/// Reduces the gradient each optimizer step of a sharded parameter reads
-/// into that parameter's shard, right after the gradient is computed (so the
-/// full gradient is freed there, as FSDP's reduce-scatter in backward).
+/// Reduces the gradient `step` reads into the shard of `param`, right after
+/// the gradient is computed (so the full gradient is freed there, as FSDP's
+/// reduce-scatter in backward). With `sum` (data-parallel training) the
+/// ranks' gradients are added, not averaged.
 template <typename StepOp>
-void reduceGradients(func::FuncOp func,
-                     const llvm::StringMap<ParamOp> &sharded) {
+void reduceGradient(StepOp step, ParamOp param, bool sum) {
+  // The joint graph names each gradient by a reshape to its own shape at
+  // its end; the value it renames is complete much earlier.
+  Value named = step.getGrad(), full = named;
+  while (auto rename = full.getDefiningOp<ReshapeOp>()) {
+    if (rename.getInput().getType() != full.getType())
+      break;
+    full = rename.getInput();
+  }
+  OpBuilder builder(step);
+  builder.setInsertionPointAfterValue(full);
+  auto reduce = builder.create<ReduceScatterOp>(
+      step.getLoc(), param.getLocalType(), full,
+      FlatSymbolRefAttr::get(param.getSymNameAttr()),
+      sum ? builder.getUnitAttr() : UnitAttr());
+  step.getGradMutable().assign(reduce.getResult());
+  // The renames nothing reads any more.
+  while (named != full) {
+    auto rename = named.getDefiningOp<ReshapeOp>();
+    if (!rename->use_empty())
+      break;
+    named = rename.getInput();
+    rename.erase();
+  }
+}
+
+/// Reduces the gradient of every optimizer step of a sharded parameter. A
+/// replicated parameter's gradient is the same on every rank and needs no
+/// reduction, unless the ranks' gradients are shares to be summed (`sum`):
+/// then it has no shard to be summed into, an error.
+template <typename StepOp>
+LogicalResult reduceGradients(func::FuncOp func,
+                              const llvm::StringMap<ParamOp> &sharded,
+                              bool sum) {
+  LogicalResult result = success();
   func.walk([&](StepOp step) {
-    ParamOp param = sharded.lookup(step.getParam());
-    if (!param)
+    if (ParamOp param = sharded.lookup(step.getParam()))
+      return reduceGradient(step, param, sum);
+    if (!sum)
       return;
-    // The joint graph names each gradient by a reshape to its own shape at
-    // its end; the value it renames is complete much earlier.
-    Value named = step.getGrad(), full = named;
-    while (auto rename = full.getDefiningOp<ReshapeOp>()) {
-      if (rename.getInput().getType() != full.getType())
-        break;
-      full = rename.getInput();
-    }
-    OpBuilder builder(step);
-    builder.setInsertionPointAfterValue(full);
-    auto reduce = builder.create<ReduceScatterOp>(
-        step.getLoc(), param.getLocalType(), full,
-        FlatSymbolRefAttr::get(param.getSymNameAttr()));
-    step.getGradMutable().assign(reduce.getResult());
-    // The renames nothing reads any more.
-    while (named != full) {
-      auto rename = named.getDefiningOp<ReshapeOp>();
-      if (!rename->use_empty())
-        break;
-      named = rename.getInput();
-      rename.erase();
-    }
+    step.emitOpError() << "updates " << step.getParamAttr()
+                       << ", which is not sharded (a 0-d or empty parameter): "
+                          "its data-parallel gradient differs per rank and has "
+                          "no shard to be summed into";
+    result = failure();
   });
+  return result;
 }
 
 struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
@@ -289,13 +308,14 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
     // With one rank the local shard is the whole parameter: no gather.
     if (worldSize == 1)
       return;
-    module.walk([&](func::FuncOp func) {
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
       if (func.getSymName() == kInitFunctionName)
-        return;
+        continue;
       gatherUnits(func, sharded, prefetch);
-      reduceGradients<SgdStepOp>(func, sharded);
-      reduceGradients<AdamwStepOp>(func, sharded);
-    });
+      if (failed(reduceGradients<SgdStepOp>(func, sharded, sumGradients)) ||
+          failed(reduceGradients<AdamwStepOp>(func, sharded, sumGradients)))
+        return signalPassFailure();
+    }
   }
 };
 

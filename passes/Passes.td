@@ -40,14 +40,20 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     Training (after `tc-optimizer`): the gradient an optimizer step of a
     sharded parameter reads is reduced into that parameter's shard by a
     `tc.reduce_scatter` placed right after the gradient is computed, so the
-    full gradient lives only until then.
+    full gradient lives only until then. With `sum-gradients` (data-parallel
+    training) the reduction is a sum over ranks, and every gradient must
+    belong to a sharded parameter.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of ranks to shard over (>= 1)">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Gather the next FSDP unit right after the current one, before "
-           "the current unit computes (two units live at a time)">
+           "the current unit computes (two units live at a time)">,
+    Option<"sumGradients", "sum-gradients", "bool", /*default=*/"false",
+           "Data-parallel training: each rank's gradient is its share of "
+           "the global batch's loss, so reduce_scatter sums over ranks "
+           "instead of averaging">
   ];
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }

@@ -105,9 +105,9 @@ struct Region {
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64); compare is
 ///     the scalar form (a OP value) when b == nullptr;
-///   training (runtime/Optimizers.h): reduceScatterMean's `work` holds
-///     reduceScatterWorkBytes; sgdStep and adamwStep update param (and their
-///     state) in place.
+///   training (runtime/Optimizers.h): reduceScatter's `work` holds
+///     reduceScatterWorkBytes, `mean` divides the ranks' sum by their count;
+///     sgdStep and adamwStep update param (and their state) in place.
 #define SHARDC_BACKEND_OPTIONAL_KERNELS(VIRTUAL, SUFFIX)                                     \
   VIRTUAL void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,  \
                           int64_t rows, int64_t cols, void *out, void *work) SUFFIX;          \
@@ -146,8 +146,8 @@ struct Region {
   VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;      \
   VIRTUAL void gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,      \
                           const KTensor &y) SUFFIX;                                          \
-  VIRTUAL void reduceScatterMean(Communicator &comm, const KTensor &full,                   \
-                                 const KTensor &shard, std::byte *work) SUFFIX;              \
+  VIRTUAL void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,  \
+                             std::byte *work, bool mean) SUFFIX;                            \
   VIRTUAL void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,        \
                        const KTensor *momentumBuffer) SUFFIX;                                \
   VIRTUAL void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,    \

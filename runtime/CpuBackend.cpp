@@ -165,9 +165,9 @@ void CpuBackend::gridSample(const SampleParams &p, const KTensor &x, const KTens
   gridSampleKernel(p, x, grid, y, threads_);
 }
 
-void CpuBackend::reduceScatterMean(Communicator &comm, const KTensor &full,
-                                   const KTensor &shard, std::byte *work) {
-  reduceScatterMeanKernel(comm, full, shard, work);
+void CpuBackend::reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,
+                               std::byte *work, bool mean) {
+  reduceScatterKernel(comm, full, shard, work, mean);
 }
 void CpuBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
                          const KTensor *momentumBuffer) {

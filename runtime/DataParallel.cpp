@@ -1,5 +1,6 @@
 #include "runtime/DataParallel.h"
 
+#include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
 #include "runtime/LocalRun.h"
 #include "runtime/RuntimeError.h"
@@ -143,8 +144,35 @@ RankForward rankForward(const Plan &plan, const std::vector<HostTensor> &globalI
   return result;
 }
 
+HostTensor sumRankShares(const std::vector<const HostTensor *> &shares) {
+  const HostTensor &first = *shares.at(0);
+  if (first.dtype == plan::DType::I64)
+    throw RuntimeError("data-parallel: output '" + first.name +
+                       "' is 0-d int64; only floating shares of a sum add up over ranks");
+  long double sum = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    const HostTensor &part = *shares[r];
+    if (part.dtype != first.dtype || !part.shape.empty() ||
+        part.data.size() != static_cast<size_t>(plan::dtypeSize(first.dtype)))
+      throw RuntimeError("data-parallel: output '" + first.name + "' of rank " + std::to_string(r) +
+                         " is " + plan::dtypeName(part.dtype) + " " + shapeToString(part.shape) +
+                         ", not a 0-d " + plan::dtypeName(first.dtype) + " share");
+    sum += static_cast<long double>(loadAsDouble(part.dtype, part.data.data(), 0));
+  }
+  HostTensor result = first;
+  storeFromDouble(result.dtype, result.data.data(), 0, static_cast<double>(sum));
+  return result;
+}
+
 std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank) {
   std::vector<HostTensor> result = perRank.at(0);
+  for (size_t i = 0; i < result.size(); ++i) {
+    if (!result[i].shape.empty()) continue;
+    std::vector<const HostTensor *> shares;
+    for (const std::vector<HostTensor> &outputs : perRank)
+      if (!outputs.empty()) shares.push_back(&outputs.at(i));  // ranks with rows
+    result[i] = sumRankShares(shares);
+  }
   // One allocation per output (the global outputs can be hundreds of MB).
   for (size_t i = 0; i < result.size(); ++i) {
     size_t total = 0;
@@ -161,7 +189,8 @@ std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTens
     for (size_t i = 0; i < result.size(); ++i) {
       HostTensor &out = result[i];
       const HostTensor &part = perRank[r][i];
-      if (out.shape.empty() || part.dtype != out.dtype || part.shape.size() != out.shape.size() ||
+      if (out.shape.empty()) continue;  // summed above
+      if (part.dtype != out.dtype || part.shape.size() != out.shape.size() ||
           !std::equal(out.shape.begin() + 1, out.shape.end(), part.shape.begin() + 1))
         throw RuntimeError("data-parallel: output '" + out.name + "' of rank " +
                            std::to_string(r) + " is " + shapeToString(part.shape) +

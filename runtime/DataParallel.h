@@ -72,9 +72,17 @@ HostTensor moveBatchDim(const HostTensor &tensor, int64_t dim, bool toFront);
 void restoreBatchDims(std::vector<HostTensor> &outputs,
                       const std::map<std::string, int64_t> &dims);
 
+/// One 0-d output of every rank (in rank order), each the rank's share of
+/// a value over the global batch (compiler/DataParallel.h): their sum, in
+/// long double and rounded once. Throws RuntimeError for int64 or a
+/// mismatched share.
+HostTensor sumRankShares(const std::vector<const HostTensor *> &shares);
+
 /// The global outputs: every rank's outputs concatenated along dim 0 in rank
-/// order; ranks with no rows hold no outputs and are skipped. perRank[0]
-/// must have them all (rank 0 always has rows).
+/// order, but 0-d outputs (the ranks' shares of a loss over the global
+/// batch, compiler/DataParallel.h) summed in rank order in long double and
+/// rounded once; ranks with no rows hold no outputs and are skipped.
+/// perRank[0] must have them all (rank 0 always has rows).
 std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank);
 
 /// Orders `given` like "forward"'s inputs for a data-parallel run, checking

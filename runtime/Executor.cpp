@@ -101,7 +101,7 @@ void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Sample);
 }
-void Backend::reduceScatterMean(Communicator &, const KTensor &, const KTensor &, std::byte *) {
+void Backend::reduceScatter(Communicator &, const KTensor &, const KTensor &, std::byte *, bool) {
   noKernel(OpCode::ReduceScatter);
 }
 void Backend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *) {
@@ -1016,8 +1016,8 @@ private:
            std::to_string(comm_.worldSize()) + " ranks");
     DeviceBuffer work = workspace(inst, shard);
     backend_.beforeCollective(comm_);
-    backend_.reduceScatterMean(comm_, tensor(inst.inputs[0]), tensor(inst.outputs[0]),
-                               work.data());
+    backend_.reduceScatter(comm_, tensor(inst.inputs[0]), tensor(inst.outputs[0]), work.data(),
+                           /*mean=*/attrIntOr(inst, "sum", 0) == 0);
   }
 
   void scatter(const Instruction &inst) {

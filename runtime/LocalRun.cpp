@@ -343,6 +343,13 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
     std::vector<std::vector<HostTensor>> perRank;
     for (RankOutcome &outcome : outcomes) perRank.push_back(std::move(outcome.outputs));
     outcomes[0].outputs = concatRankOutputs(perRank);
+    // Data-parallel training: each step's rows and loss shares, joined.
+    for (size_t step = 0; step < outcomes[0].stepOutputs.size(); ++step) {
+      std::vector<std::vector<HostTensor>> stepRanks;
+      for (RankOutcome &outcome : outcomes)
+        stepRanks.push_back(std::move(outcome.stepOutputs.at(step)));
+      outcomes[0].stepOutputs[step] = concatRankOutputs(stepRanks);
+    }
   }
   for (int64_t r = 0; r < n; ++r) {
     const auto &reference = outcomes[0].outputs, &mine = outcomes[r].outputs;
@@ -352,7 +359,7 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
                            std::to_string(present[r]) + " (ranks must compute identical outputs)");
     result.ranks.push_back(outcomes[r].report);
   }
-  for (int64_t r = 1; r < n && options.trainingSteps; ++r)
+  for (int64_t r = 1; r < n && options.trainingSteps && !options.dataParallel; ++r)
     for (size_t step = 0; step < outcomes[0].stepOutputs.size(); ++step)
       for (size_t i = 0; i < outcomes[0].stepOutputs[step].size(); ++i)
         if (outcomes[r].stepOutputs[step][i].data != outcomes[0].stepOutputs[step][i].data)

@@ -79,13 +79,13 @@ inline ReduceScatterLayout reduceScatterLayout(int64_t rank, const KTensor &full
 int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DType dtype);
 
 /// reduce_scatter on host memory: `shard` (the param's chunk rows) receives
-/// the mean over ranks of rows [rank * chunk, (rank + 1) * chunk) of every
-/// rank's `full`, summed in double in rank order and rounded once, rows past
-/// `full` zero. Identical fulls give back their own bytes at every world
-/// size (N x, a sum of equal values, is exact in double). `work` holds
-/// reduceScatterWorkBytes.
-void reduceScatterMeanKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
-                             std::byte *work);
+/// the mean (with `mean`; else the sum) over ranks of rows [rank * chunk,
+/// (rank + 1) * chunk) of every rank's `full`, summed in double in rank
+/// order and rounded once, rows past `full` zero. Identical fulls give back
+/// their own bytes at every world size under the mean (N x, a sum of equal
+/// values, is exact in double). `work` holds reduceScatterWorkBytes.
+void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
+                         std::byte *work, bool mean);
 
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,
                    const KTensor *momentumBuffer, int threads);

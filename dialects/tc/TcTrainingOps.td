@@ -18,10 +18,13 @@ def Tc_ReduceScatterOp : Tc_Op<"reduce_scatter", [
     is the mean over ranks of every rank's `%g`, of which this rank keeps
     the dim-0 rows it stores of `@w` (padding rows zero). The sum runs in
     double in rank order, so ranks holding equal gradients get them back
-    exactly. Inserted by `tc-fsdp` in front of an optimizer step of a
-    sharded parameter.
+    exactly. With `{sum}` it is the sum, not the mean: in a data-parallel
+    step each rank's gradient is its share of one loss over the global
+    batch, and the shares add up. Inserted by `tc-fsdp` in front of an
+    optimizer step of a sharded parameter.
   }];
-  let arguments = (ins AnyRankedTensor:$full, FlatSymbolRefAttr:$param);
+  let arguments = (ins AnyRankedTensor:$full, FlatSymbolRefAttr:$param,
+                       UnitAttr:$sum);
   let results = (outs AnyRankedTensor:$shard);
   let assemblyFormat = [{
     $full `for` $param attr-dict `:` type($full) `->` type($shard)

@@ -58,8 +58,8 @@ struct Block<double> {
 };
 
 template <typename Acc>
-void reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &shard,
-                       std::byte *work) {
+void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard, std::byte *work,
+                   bool mean) {
   const plan::DType dtype = shard.dtype;
   const ReduceScatterLayout layout = reduceScatterLayout(comm.rank(), full, shard);
   const int64_t elements = layout.elements, valid = layout.valid;
@@ -82,7 +82,7 @@ void reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &s
       for (int64_t i = 0; i < n; ++i) sum[at + i] += Acc(widened[i]);
     }
   }
-  const Acc ranks = Acc(comm.worldSize());
+  const Acc ranks = mean ? Acc(comm.worldSize()) : Acc(1);  // x / 1 is exact
   if (dtype == plan::DType::F64) {
     double *out = static_cast<double *>(shard.data);
     for (int64_t i = 0; i < elements; ++i) out[i] = i < valid ? double(sum[i] / ranks) : 0.0;
@@ -195,16 +195,18 @@ int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DTy
   return bytes;
 }
 
-void reduceScatterMeanKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
-                             std::byte *work) {
+void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
+                         std::byte *work, bool mean) {
   if (!isFloating(full.dtype))
     throw RuntimeError(std::string("reduce_scatter: the gradient is ") +
                        plan::dtypeName(full.dtype) + "; gradients are floating point");
   if (full.dtype != shard.dtype)
     throw RuntimeError(std::string("reduce_scatter: the gradient is ") + plan::dtypeName(full.dtype) +
                        " but its shard " + plan::dtypeName(shard.dtype));
-  if (shard.dtype == plan::DType::F64) reduceScatterMean<long double>(comm, full, shard, work);
-  else reduceScatterMean<double>(comm, full, shard, work);
+  if (shard.dtype == plan::DType::F64)
+    reduceScatter<long double>(comm, full, shard, work, mean);
+  else
+    reduceScatter<double>(comm, full, shard, work, mean);
 }
 
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,

@@ -239,9 +239,9 @@ void CudaBackend::gridSample(const SampleParams &p, const KTensor &x, const KTen
 void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   cuda::cumsum(device_, p, x, y);
 }
-void CudaBackend::reduceScatterMean(Communicator &comm, const KTensor &full, const KTensor &shard,
-                                    std::byte *work) {
-  cuda::reduceScatterMean(device_, comm, full, shard, work);
+void CudaBackend::reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,
+                                std::byte *work, bool mean) {
+  cuda::reduceScatter(device_, comm, full, shard, work, mean);
 }
 void CudaBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
                           const KTensor *momentumBuffer) {

@@ -66,8 +66,8 @@ void gridSample(CudaDevice &device, const SampleParams &p, const KTensor &x, con
 /// kernels' order and math type, no contracted multiply-adds. `comm` must
 /// move device memory; adamw_step reads the step count on the host (one
 /// wait).
-void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &full,
-                       const KTensor &shard, std::byte *work);
+void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
+                   const KTensor &shard, std::byte *work, bool mean);
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
              const KTensor *momentumBuffer);
 void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,

@@ -106,8 +106,8 @@ __global__ void meanKernel(typename St::S *shard, const double *sum, double rank
 
 }  // namespace
 
-void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &full,
-                       const KTensor &shard, std::byte *work) {
+void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
+                   const KTensor &shard, std::byte *work, bool mean) {
   if (full.dtype != shard.dtype)
     checks::fail("reduce_scatter", std::string("the gradient is ") + plan::dtypeName(full.dtype) +
                                        " but its shard " + plan::dtypeName(shard.dtype));
@@ -134,7 +134,8 @@ void reduceScatterMean(CudaDevice &device, Communicator &comm, const KTensor &fu
     }
     if (elements > 0) {
       meanKernel<St><<<gridFor(elements), kThreads, 0, device.stream()>>>(
-          static_cast<S *>(shard.data), sum, double(comm.worldSize()), valid, elements);
+          static_cast<S *>(shard.data), sum, mean ? double(comm.worldSize()) : 1.0, valid,
+          elements);
       checkLaunch("reduce_scatter mean kernel launch");
     }
   });

@@ -139,6 +139,22 @@ std::vector<HostTensor> gatherBatchOutputs(const Plan &plan, MpiCommunicator &co
   std::vector<HostTensor> result;
   for (size_t i = 0; i < forward.outputs.size(); ++i) {
     const Buffer &b = forward.buffers[forward.outputs[i]];
+    if (b.shape.empty()) {  // each rank's share of a loss: summed in rank order
+      HostTensor share{b.name, b.dtype, {}, std::vector<std::byte>(dtypeSize(b.dtype))};
+      if (i < mine.size()) share.data = mine[i].data;
+      std::vector<std::byte> all(comm.rank() == 0 ? share.data.size() * static_cast<size_t>(n) : 0);
+      comm.gather(0, share.data.data(), share.data.size(), all.data());
+      if (comm.rank() != 0) continue;
+      std::vector<HostTensor> shares(static_cast<size_t>(n), share);
+      std::vector<const HostTensor *> views;
+      for (int64_t r = 0; r < n; ++r) {
+        std::memcpy(shares[r].data.data(), all.data() + static_cast<size_t>(r) * share.data.size(),
+                    share.data.size());
+        if (batchSlice(globalRows, n, r).rows > 0) views.push_back(&shares[r]);
+      }
+      result.push_back(sumRankShares(views));
+      continue;
+    }
     const size_t rowBytes =
         static_cast<size_t>(numElements(b.shape) * dtypeSize(b.dtype) / firstRows);
     std::vector<std::byte> send(rowBytes * static_cast<size_t>(firstRows));

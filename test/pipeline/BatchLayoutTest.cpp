@@ -204,3 +204,83 @@ TEST_CASE("rebatchGraph rewrites what counts the batch's entries",
                     Catch::Contains("output 'y' does not hold the batch rows as the blocks of its "
                                     "dim 0 (they are in dim 1)"));
 }
+
+TEST_CASE("a sum or mean over the batch rows is a share of the global value",
+          "[data-parallel][batch-layout]") {
+  Shape logits{6, 4}, targets{6}, xa{2, 3, 4};
+  GraphNode ce = makeNode("cross_entropy", {"l", "t"}, {});
+  CHECK(reductionOverBatch(ce, {batchAt(logits, 0, 3), batchAt(targets, 0, 3)}) ==
+        BatchReduction::Mean);
+  // Targets not split with the logits' rows: not a share.
+  CHECK_FALSE(reductionOverBatch(ce, {batchAt(logits, 0, 3), whole(targets)}));
+  GraphNode sum = makeNode("sum", {"xa"}, {});
+  sum.familyOp = true;
+  CHECK(reductionOverBatch(sum, {batchAt(xa, 1)}) == BatchReduction::Sum);  // every dim
+  sum.attrs["dims"] = std::vector<int64_t>{-2};
+  CHECK(reductionOverBatch(sum, {batchAt(xa, 1)}) == BatchReduction::Sum);
+  sum.attrs["dims"] = std::vector<int64_t>{2};
+  CHECK_FALSE(reductionOverBatch(sum, {batchAt(xa, 1)}));  // keeps the rows apart
+  GraphNode mean = makeNode("mean", {"xa"}, {});
+  mean.familyOp = true;
+  CHECK(reductionOverBatch(mean, {batchAt(xa, 0)}) == BatchReduction::Mean);
+  GraphNode amax = makeNode("amax", {"xa"}, {});
+  amax.familyOp = true;
+  CHECK_FALSE(reductionOverBatch(amax, {batchAt(xa, 0)}));  // a max does not add up
+}
+
+TEST_CASE("rebatchGraph turns a loss into this rank's share of it",
+          "[data-parallel][batch-layout]") {
+  // mean(x) over a batch of 4: one row's share is its mean times 1/4; a sum
+  // of shares is a share; a sum needs no scale.
+  Graph graph = graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"]},
+      {"name": "s", "op": "sum", "inputs": ["x"]},
+      {"name": "half", "op": "mul", "inputs": ["s", "c"]},
+      {"name": "y", "op": "add", "inputs": ["m", "half"]})",
+                        "y",
+                        R"({"name": "c", "shape": [], "dtype": "float32", "device": "cpu", )"
+                        R"("persistent": false, "init": [{"op": "fill", "value": 0.5}]})");
+  Graph one = rebatchGraph(graph, 1);
+  REQUIRE(one.nodes.size() == 5);
+  CHECK(one.nodes[0].op == "mean");
+  CHECK(one.nodes[0].names[0] == "m.rows1");
+  CHECK(one.nodes[1].op == "mul");
+  CHECK(one.nodes[1].names[0] == "m");
+  REQUIRE(one.params.size() == 2);
+  CHECK(one.nodes[1].inputs == std::vector<std::string>{"m.rows1", one.params[1].name});
+  CHECK(one.params[1].init[0].number("value") == 0.25);
+  CHECK(nodeNamed(one, "s").inputs == std::vector<std::string>{"x"});
+  // The whole batch on one rank: the graph as it was.
+  CHECK(rebatchGraph(graph, 4).nodes.size() == 4);
+
+  // Shares only add up: a product of two, a share beside single rows, a
+  // share plus a value every rank holds whole are refused.
+  const std::string constant = R"({"name": "c", "shape": [], "dtype": "float32", "device": "cpu", )"
+                               R"("persistent": false, "init": [{"op": "fill", "value": 0.5}]})";
+  CHECK_THROWS_WITH(
+      rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"]},
+      {"name": "y", "op": "mul", "inputs": ["m", "m"]})"),
+                   2),
+      Catch::Contains("nodes[1]: data-parallel: 'mul' reads 'm', a sum or mean over the batch "
+                      "rows, in a way that does not add up over ranks"));
+  CHECK_THROWS_WITH(
+      rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"], "dims": [0]},
+      {"name": "y", "op": "sub", "inputs": ["x", "m"]})"),
+                   2),
+      Catch::Contains("'sub' reads 'm', a sum or mean over the batch rows, together with values "
+                      "of single rows"));
+  CHECK_THROWS_WITH(rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"]},
+      {"name": "y", "op": "add", "inputs": ["m", "c"]})",
+                                         "y", constant),
+                                 2),
+                    Catch::Contains("'add' reads 'm'"));
+  // A share is an output only 0-d (summed over ranks).
+  CHECK_THROWS_WITH(
+      rebatchGraph(graphOf({4, 3}, R"({"name": "y", "op": "sum", "inputs": ["x"], "dims": [0]})"),
+                   2),
+      Catch::Contains("output 'y' [3] is a sum or mean over the batch rows; data-parallel "
+                      "returns such values 0-d only (summed over ranks)"));
+}

@@ -691,6 +691,9 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(forwardCase("reduce_scatter" + d, OpCode::ReduceScatter,
                                 {input("g", dt, {5, 3})}, dt, {5, 3}));
     cases.back().tolerance = 0;
+    cases.push_back(forwardCase("reduce_scatter sum" + d, OpCode::ReduceScatter,
+                                {input("g", dt, {5, 3})}, dt, {5, 3}, {{"sum", int64_t{1}}}));
+    cases.back().tolerance = 0;
     cases.push_back(optimizerCase("sgd_step with momentum" + d, dt, OpCode::SgdStep, 1,
                                   {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}}));
     cases.push_back(optimizerCase("sgd_step" + d, dt, OpCode::SgdStep, 0, {{"lr", 0.5}}));

@@ -4,6 +4,7 @@
 // a micro-batch's rows bit-identical to the global batch's.
 #include "runtime/DataParallel.h"
 #include "runtime/ForwardKernels.h"
+#include "runtime/InitOps.h"
 #include "runtime/RuntimeError.h"
 
 #include <catch2/catch.hpp>
@@ -75,6 +76,29 @@ TEST_CASE("sliceRows and concatRankOutputs are inverse over the ranks", "[data-p
   }
   HostTensor other{"y", DType::I64, {1, 4}, std::vector<std::byte>(32)};
   CHECK_THROWS_WITH(concatRankOutputs({{t}, {other}}), Catch::Contains("does not stack"));
+}
+
+TEST_CASE("concatRankOutputs sums 0-d outputs: the ranks' shares of a loss", "[data-parallel]") {
+  auto scalar = [](DType dtype, double value) {
+    HostTensor t{"loss", dtype, {}, std::vector<std::byte>(static_cast<size_t>(dtypeSize(dtype)))};
+    storeFromDouble(dtype, t.data.data(), 0, value);
+    return t;
+  };
+  // float32 shares whose float sum would lose the small ones: added in long
+  // double in rank order, rounded once.
+  const std::vector<std::vector<HostTensor>> perRank = {
+      {scalar(DType::F32, 1e8)}, {scalar(DType::F32, 3)}, {}, {scalar(DType::F32, -1e8)}};
+  const std::vector<HostTensor> loss = concatRankOutputs(perRank);
+  REQUIRE(loss.size() == 1);
+  CHECK(loss[0].shape.empty());
+  CHECK(loadAsDouble(DType::F32, loss[0].data.data(), 0) == 3.0);
+  const HostTensor f64 = sumRankShares({&perRank[0][0], &perRank[1][0]});
+  CHECK(loadAsDouble(DType::F32, f64.data.data(), 0) == float(1e8 + 3));
+  HostTensor ids{"n", DType::I64, {}, std::vector<std::byte>(8)};
+  CHECK_THROWS_WITH(sumRankShares({&ids, &ids}), Catch::Contains("0-d int64"));
+  HostTensor row{"loss", DType::F32, {1}, std::vector<std::byte>(4)};
+  CHECK_THROWS_WITH(concatRankOutputs({{perRank[0][0]}, {row}}),
+                    Catch::Contains("not a 0-d float32 share"));
 }
 
 TEST_CASE("linear: a row's result does not depend on how many rows share the call",

@@ -224,11 +224,13 @@ TEST_CASE("scatter_rows: ranks that disagree on the size abort", "[comm][trainin
 
 namespace {
 
-/// Every rank's shard of reduceScatterMeanKernel over `fulls` (one float
-/// tensor [rows, 2] per rank), chunk rows per rank `chunk`.
+/// Every rank's shard of reduceScatterKernel over `fulls` (one float
+/// tensor [rows, 2] per rank), chunk rows per rank `chunk`; the mean over
+/// ranks, or with `mean` false the sum.
 template <typename T>
-std::vector<std::vector<T>> reduceOnRanks(const std::vector<std::vector<T>> &fulls,
-                                          int64_t rows, int64_t chunk, shardc::plan::DType dtype) {
+std::vector<std::vector<T>> reduceOnRanks(const std::vector<std::vector<T>> &fulls, int64_t rows,
+                                          int64_t chunk, shardc::plan::DType dtype,
+                                          bool mean = true) {
   const int n = static_cast<int>(fulls.size());
   LocalGroup group(n, 10s);
   std::vector<std::vector<T>> shards(n, std::vector<T>(static_cast<size_t>(chunk * 2), T(-7)));
@@ -238,7 +240,7 @@ std::vector<std::vector<T>> reduceOnRanks(const std::vector<std::vector<T>> &ful
     KTensor shard{dtype, {chunk, 2}, shards[r].data()};
     std::vector<std::byte> work(
         static_cast<size_t>(reduceScatterWorkBytes(shard.shape, dtype)));
-    reduceScatterMeanKernel(comm, full, shard, work.data());
+    reduceScatterKernel(comm, full, shard, work.data(), mean);
   });
   for (const std::string &e : errors) REQUIRE(e.empty());
   return shards;
@@ -267,6 +269,27 @@ TEST_CASE("reduce_scatter: the mean over ranks in double, rank order, padding ze
     }
   // 1e8 + 0.1 + 1 in float would lose the 1.1; in double it is kept.
   CHECK(shards[0][0] == static_cast<float>((1e8 + double(0.1f) + 1) / 3));
+}
+
+TEST_CASE("reduce_scatter: the sum over ranks (data-parallel shares of one loss)",
+          "[comm][training]") {
+  const std::vector<std::vector<double>> fulls = {
+      {1, 2, 3, 4, 5, 6}, {0.25, 0.5, 0.75, 1, 1.25, 1.5}, {1e300, -1e300, 3, 3, 3, 3}};
+  const auto shards = reduceOnRanks(fulls, 3, 1, shardc::plan::DType::F64, /*mean=*/false);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 2; ++i) {
+      const int element = r * 2 + i;
+      // Summed in long double in rank order, rounded once: not divided.
+      const long double sum =
+          static_cast<long double>(fulls[0][element]) + fulls[1][element] + fulls[2][element];
+      CHECK(shards[r][i] == static_cast<double>(sum));
+    }
+  CHECK(shards[1][0] == 3 + 0.75 + 3);
+  const std::vector<std::vector<float>> f32 = {{1, 2}, {0.5f, 0.25f}};
+  const auto s32 = reduceOnRanks(f32, 1, 1, shardc::plan::DType::F32, /*mean=*/false);
+  CHECK(s32[0][0] == 1.5f);
+  CHECK(s32[0][1] == 2.25f);
+  CHECK(s32[1][0] == 0.0f);  // rank 1's chunk is all padding
 }
 
 TEST_CASE("reduce_scatter: equal gradients come back bit for bit at any world size",

@@ -5,6 +5,7 @@
 #include "compiler/Graph.h"
 
 #include <string>
+#include <vector>
 
 namespace shardc::cli {
 
@@ -13,6 +14,9 @@ namespace shardc::cli {
 /// Throws compiler::GraphError.
 compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
                                const std::string &gradLoss);
+
+/// Notes on stderr the parameters that get no gradient from `loss`.
+void noteWithoutGradient(const std::string &loss, const std::vector<std::string> &params);
 
 /// The --grad option's help line.
 inline constexpr const char *kGradUsage =

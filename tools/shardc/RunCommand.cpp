@@ -53,6 +53,9 @@ const char *const kRunUsage =
     "  --data-parallel    the inputs are the global batch: split along dim 0\n"
     "                     over the ranks, each rank computes its own rows;\n"
     "                     --outputs holds them concatenated in rank order\n"
+    "                     (a 0-d output such as a mean loss: the ranks'\n"
+    "                     shares summed); with --grad and --optimizer, a\n"
+    "                     data-parallel training step (docs/training.md)\n"
     "  --batch-dim NAME=D with --data-parallel: input NAME holds the batch in\n"
     "                     dim D (sequence-first [S, B, E]: D = 1; repeatable)\n"
     "  --load CKPT        initialize every parameter found in the checkpoint\n"
@@ -90,7 +93,8 @@ const char *const kRunUsage =
     "  --units, --prefetch, --max-graph-mib, --grad  as for `shardc compile`\n"
     "  --optimizer sgd|adamw  end forward with an optimizer step (needs --grad):\n"
     "                     each gradient, reduced into its parameter's shard\n"
-    "                     (the mean over ranks), updates the rows this rank\n"
+    "                     (the mean over ranks; with --data-parallel the sum\n"
+    "                     of their shares), updates the rows this rank\n"
     "                     stores with torch.optim's formulas; the gradients\n"
     "                     are not outputs (docs/training.md)\n"
     "  --lr LR            learning rate (required with --optimizer)\n"
@@ -239,6 +243,28 @@ int64_t globalBatchRows(const compiler::Graph &graph,
   return rows;
 }
 
+/// --load: every parameter the checkpoint holds is read from it (a note
+/// lists those that keep their own init); without it, the files the
+/// graph's own load ops name must exist.
+void prepareParamInits(compiler::Graph &graph, const std::string &load,
+                       const std::vector<RenameRule> &renames) {
+  if (load.empty()) return requireLoadFiles(graph);
+  std::vector<std::string> kept = applyCheckpointLoad(graph, load, renames);
+  const size_t saved = static_cast<size_t>(
+      std::count_if(graph.params.begin(), graph.params.end(),
+                    [](const compiler::GraphParam &p) { return !p.isBuffer || p.persistent; }));
+  if (saved > 0 && kept.size() == saved)
+    throw runtime::checkpoint::CheckpointError(
+        load + ": none of the model's " + std::to_string(saved) +
+        " parameter(s) is in the checkpoint (check the names, or --rename)");
+  if (!kept.empty()) {
+    std::cerr << "shardc: note: " << kept.size()
+              << " parameter(s) not in the checkpoint keep their own init:";
+    for (size_t i = 0; i < kept.size() && i < 8; ++i) std::cerr << " " << kept[i];
+    std::cerr << (kept.size() > 8 ? " ...\n" : "\n");
+  }
+}
+
 } // namespace
 
 int runCommand(const std::vector<std::string> &args) {
@@ -312,12 +338,13 @@ int runCommand(const std::vector<std::string> &args) {
                                    : parsed.has("--outputs") ? "--outputs"
                                                              : "--data-parallel") +
                        " needs forward, which --init-only does not run");
-    if (parsed.has("--grad") && (initOnly || parsed.has("--data-parallel")))
-      throw UsageError(initOnly ? "--grad needs the forward; leave out --init-only"
-                                : "--grad with --data-parallel would differentiate each "
-                                  "rank's own rows; data-parallel training (the loss over "
-                                  "the global batch) is not built yet (docs/training.md)");
+    if (parsed.has("--grad") && initOnly)
+      throw UsageError("--grad needs the forward; leave out --init-only");
     optimizer = parseOptimizerOptions(parsed);
+    if (parsed.has("--grad") && parsed.has("--data-parallel") && !optimizer)
+      throw UsageError("--grad with --data-parallel is a data-parallel training step: give "
+                       "--optimizer (its gradients exist only summed into each rank's "
+                       "shards; without --data-parallel, --grad returns them whole)");
     steps = static_cast<int>(parsed.getInt("--steps", 1, 1, 1000000));
     if (parsed.has("--steps") && !optimizer)
       throw UsageError("--steps counts optimizer steps; give --optimizer");
@@ -383,36 +410,31 @@ int runCommand(const std::vector<std::string> &args) {
   plan::Plan plan;
   runtime::RunOptions options;
   try {
-    compiler::Graph graph =
-        loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
-    if (parsed.has("--load")) {
-      std::vector<std::string> kept =
-          applyCheckpointLoad(graph, parsed.get("--load", ""), renames);
-      const size_t saved = static_cast<size_t>(
-          std::count_if(graph.params.begin(), graph.params.end(),
-                        [](const compiler::GraphParam &p) { return !p.isBuffer || p.persistent; }));
-      if (saved > 0 && kept.size() == saved)
-        throw runtime::checkpoint::CheckpointError(
-            parsed.get("--load", "") + ": none of the model's " +
-            std::to_string(saved) +
-            " parameter(s) is in the checkpoint (check the names, or --rename)");
-      if (!kept.empty()) {
-        std::cerr << "shardc: note: " << kept.size()
-                  << " parameter(s) not in the checkpoint keep their own init:";
-        for (size_t i = 0; i < kept.size() && i < 8; ++i)
-          std::cerr << " " << kept[i];
-        std::cerr << (kept.size() > 8 ? " ...\n" : "\n");
-      }
+    const bool dataParallel = parsed.has("--data-parallel");
+    // A data-parallel training step differentiates each rank's share of the
+    // loss: the forward is split first, then differentiated (per compile).
+    std::optional<compiler::DataParallelTraining> training;
+    compiler::Graph graph;
+    if (dataParallel && optimizer) {
+      training.emplace();
+      training->graphText = compiler::readGraphText(model, maxGraphBytes);
+      training->loss = parsed.get("--grad", "");
+      training->optimizer = *optimizer;
+      graph = compiler::parseGraph(training->graphText, model);
     } else {
-      requireLoadFiles(graph);
+      graph = loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
     }
+    const std::string load = parsed.get("--load", "");
+    if (training)
+      training->prepare = [&](compiler::Graph &step) { prepareParamInits(step, load, renames); };
+    else
+      prepareParamInits(graph, load, renames);
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
     compiler::ShardOptions shardOptions;
     shardOptions.unitPatterns = parsed.all("--units");
     shardOptions.prefetch = parsed.has("--prefetch");
-    const bool dataParallel = parsed.has("--data-parallel");
     if (parsed.has("--inputs"))
       options.inputs = runtime::readSafetensors(parsed.get("--inputs", "")).tensors;
     if (dataParallel) {
@@ -435,11 +457,12 @@ int runCommand(const std::vector<std::string> &args) {
         dataParallel
             ? compiler::compileDataParallel(
                   graph, globalBatchRows(graph, options.inputs, parsed.get("--inputs", "")),
-                  worldSize, context, shardOptions)
+                  worldSize, context, shardOptions, training ? &*training : nullptr)
             : compiler::compileToPlan(graph, worldSize, context, shardOptions,
                                       optimizer ? &*optimizer : nullptr);
     if (mlir::failed(compiled))
       return kBadInput;
+    if (training) noteWithoutGradient(training->loss, training->withoutGradient);
     plan = std::move(*compiled);
     if (initOnly)  // no forward at all: nothing to feed, gather or predict
       plan.functions.erase(std::remove_if(plan.functions.begin(), plan.functions.end(),
