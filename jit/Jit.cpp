@@ -160,11 +160,12 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
     throw Error(std::string("jit: the traced graph does not parse: ") + error.what() +
                 " (from " + here.file_name() + ")");
   }
-  if (!options.grad.empty()) {
-    if (options.data_parallel)
-      throw Error("jit: grad with data_parallel would differentiate each rank's own rows; "
-                  "data-parallel training (the loss over the global batch) is not built yet "
-                  "(docs/training.md)");
+  if (!options.grad.empty() && options.data_parallel && options.optimizer.name.empty())
+    throw Error("jit: grad with data_parallel is a data-parallel training step: set optimizer "
+                "(its gradients exist only summed into each rank's shards; docs/training.md)");
+  // A data-parallel step splits the forward before it differentiates it
+  // (compileGraph); the others differentiate the whole graph here.
+  if (!options.grad.empty() && !options.data_parallel) {
     try {  // the joint forward and backward graph (compiler/Autodiff.h)
       compiler::JointGraph joint =
           compiler::withGradients(traced->json, options.name + " (traced)", options.grad);
@@ -215,10 +216,12 @@ struct CompiledModel::Impl {
 namespace {
 
 /// Compiles `graph` for `worldSize` ranks; `what` says what for in errors.
+/// With `training` (data-parallel training), a data-parallel step of it.
 plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
                         const compiler::ShardOptions &shard, const std::string &what,
                         bool dataParallel = false,
-                        const compiler::OptimizerOptions *optimizer = nullptr) {
+                        const compiler::OptimizerOptions *optimizer = nullptr,
+                        compiler::DataParallelTraining *training = nullptr) {
   mlir::MLIRContext context;
   compiler::loadTcDialects(context);
   std::string diagnostics;
@@ -229,9 +232,8 @@ plan::Plan compileGraph(const compiler::Graph &graph, int64_t worldSize,
   mlir::FailureOr<plan::Plan> compiled = mlir::failure();
   try {
     compiled = dataParallel ? compiler::compileDataParallel(graph, compiler::graphBatchRows(graph),
-                                                            worldSize, context, shard)
-                            : compiler::compileToPlan(graph, worldSize, context, shard,
-                                                      optimizer);
+                                                            worldSize, context, shard, training)
+                            : compiler::compileToPlan(graph, worldSize, context, shard, optimizer);
   } catch (const compiler::GraphError &error) {  // a forward that cannot be split
     throw Error("jit: " + what + " for world size " + std::to_string(worldSize) +
                 " failed: " + error.what());
@@ -256,6 +258,21 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.eps = o.eps;
   step.stateFile = o.state_file;
   return step;
+}
+
+/// The data-parallel training step of JitOptions (data_parallel, grad and
+/// an optimizer), or nullopt. `prepare` runs on its joint graphs.
+std::optional<compiler::DataParallelTraining>
+dataParallelTraining(const Traced &traced, const JitOptions &options,
+                     std::function<void(compiler::Graph &)> prepare = {}) {
+  const std::optional<compiler::OptimizerOptions> optimizer = optimizerOptions(options);
+  if (!options.data_parallel || options.grad.empty() || !optimizer) return std::nullopt;
+  compiler::DataParallelTraining training;
+  training.graphText = traced.json;
+  training.loss = options.grad;
+  training.optimizer = *optimizer;
+  training.prepare = std::move(prepare);
+  return training;
 }
 
 compiler::ShardOptions shardOptions(const JitOptions &options) {
@@ -284,8 +301,10 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->traced = traced;
   impl->options = options;
   const std::optional<compiler::OptimizerOptions> optimizer = optimizerOptions(options);
-  impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options),
-                            "compiling", options.data_parallel, optimizer ? &*optimizer : nullptr);
+  std::optional<compiler::DataParallelTraining> training = dataParallelTraining(*traced, options);
+  impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options), "compiling",
+                            options.data_parallel, optimizer ? &*optimizer : nullptr,
+                            training ? &*training : nullptr);
   for (const plan::Param &p : impl->plan.params)
     // Not constants (grad's, an exporter's) nor the optimizer's state.
     if ((!p.isBuffer || p.persistent) && !plan::isOptimizerState(p.name))
@@ -430,8 +449,16 @@ std::vector<std::string> CompiledModel::load(const std::string &path,
     // a partial load keeps the state of the parameters it does not touch.
     const std::optional<compiler::OptimizerOptions> optimizer =
         held ? std::nullopt : optimizerOptions(impl.options);
-    source = compileGraph(graph, impl.plan.worldSize, shard, "compiling the load of '" + path + "'",
-                          false, optimizer ? &*optimizer : nullptr);
+    // A data-parallel step's plan comes from its joint graphs, which take
+    // the checkpoint's loads themselves.
+    std::optional<compiler::DataParallelTraining> training =
+        held ? std::nullopt
+             : dataParallelTraining(*impl.traced, impl.options, [&](compiler::Graph &step) {
+                 compiler::applyCheckpointLoad(step, path, rename);
+               });
+    source = compileGraph(training ? impl.traced->graph : graph, impl.plan.worldSize, shard,
+                          "compiling the load of '" + path + "'", training.has_value(),
+                          optimizer ? &*optimizer : nullptr, training ? &*training : nullptr);
     runtime::checkpoint::setIoBufferCap(source, impl.options.io_buffer_bytes);
     runtime::checkpoint::checkPlanLoads(source);
   } catch (const runtime::RuntimeError &error) {

@@ -74,15 +74,20 @@ struct JitOptions {
   /// Data-parallel forward (docs/jit.md): `inputs` describe the global
   /// batch; forward() splits every input along dim 0 over the ranks (the
   /// first B mod N ranks get one row more), each rank computes only its
-  /// rows, and the outputs are concatenated in rank order. false: every
-  /// rank runs the whole batch (replicated).
+  /// rows, and the outputs are concatenated in rank order (a 0-d output,
+  /// such as a mean loss over the batch: the ranks' shares summed). With
+  /// grad and an optimizer, every forward() is a data-parallel training
+  /// step: each rank differentiates its share of the loss over the global
+  /// batch and the shares of the gradients are summed into the shards
+  /// (docs/training.md; the batch must split evenly). false: every rank
+  /// runs the whole batch (replicated).
   bool data_parallel = false;
   /// Gradients (docs/training.md): the name of a 0-d floating output of
   /// forward (see output_names) to differentiate with respect to every
   /// parameter. forward() then returns forward's outputs followed by
   /// "grad.NAME" for each parameter that output depends on, full on every
-  /// rank and byte-identical at every world size. Not with data_parallel.
-  /// Empty: forward only.
+  /// rank and byte-identical at every world size. With data_parallel only
+  /// together with an optimizer. Empty: forward only.
   std::string grad;
   /// With grad: every forward() is a training step (docs/training.md):
   /// each gradient is reduced into its parameter's shard and updates it in

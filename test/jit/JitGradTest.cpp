@@ -91,5 +91,7 @@ TEST_CASE("jit grad: a loss that is not an output value, and data_parallel, are 
   CHECK_THROWS_WITH(jit(model, options), Catch::Contains("--grad nope: not a value of the graph"));
   options.grad = "loss";
   options.data_parallel = true;
-  CHECK_THROWS_WITH(jit(model, options), Catch::Contains("grad with data_parallel"));
+  CHECK_THROWS_WITH(
+      jit(model, options),
+      Catch::Contains("grad with data_parallel is a data-parallel training step: set optimizer"));
 }
