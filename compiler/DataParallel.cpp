@@ -35,9 +35,9 @@ namespace {
 /// One rank's training step for `rows` rows: its share of the loss,
 /// differentiated; its gradients are summed over ranks.
 mlir::FailureOr<plan::Plan>
-compileTrainingRows(const Graph &graph, int64_t rows, int64_t worldSize,
-                    mlir::MLIRContext &context, ShardOptions options,
-                    DataParallelTraining &training) {
+compileTrainingRows(const Graph &graph, int64_t rows, int64_t globalRows,
+                    int64_t worldSize, mlir::MLIRContext &context,
+                    ShardOptions options, DataParallelTraining &training) {
   // The loss as an output: its split is checked like any output's, so a
   // loss that is not a sum over the batch rows (each rank would count it
   // whole) is refused there.
@@ -49,7 +49,7 @@ compileTrainingRows(const Graph &graph, int64_t rows, int64_t worldSize,
   if (defined && std::find(graph.outputs.begin(), graph.outputs.end(),
                            training.loss) == graph.outputs.end())
     withLoss.outputs.push_back(training.loss);
-  const Graph rebatched = rebatchGraph(withLoss, rows);
+  const Graph rebatched = rebatchGraph(withLoss, rows, globalRows);
   JointGraph joint =
       withGradients(rewrittenGraphText(training.graphText, rebatched),
                     graph.sourceName, training.loss);
@@ -59,6 +59,26 @@ compileTrainingRows(const Graph &graph, int64_t rows, int64_t worldSize,
     training.prepare(step);
   options.sumGradients = true;
   return compileToPlan(step, worldSize, context, options, &training.optimizer);
+}
+
+/// One rank's forward for `rows` of the `globalRows` rows split in `sizes`.
+mlir::FailureOr<plan::Plan>
+compileForwardRows(const Graph &graph, int64_t rows, int64_t globalRows,
+                   const std::vector<int64_t> &sizes, int64_t worldSize,
+                   mlir::MLIRContext &context, const ShardOptions &options) {
+  Graph rebatched = rebatchGraph(graph, rows, globalRows);
+  // A mean's share is scaled by the rank's fraction of the batch, a
+  // constant parameter; the ranks' functions share one init.
+  const bool twoSizes = sizes.size() > 1 && sizes[1] > 0;
+  if (twoSizes && rebatched.params.size() > graph.params.size())
+    throw GraphError(
+        graph.sourceName +
+        ": data-parallel: the forward takes a mean over the "
+        "batch rows (each rank returns its share of it), which needs a batch "
+        "that splits evenly; " +
+        std::to_string(globalRows) + " rows over " + std::to_string(worldSize) +
+        " ranks do not");
+  return compileToPlan(rebatched, worldSize, context, options);
 }
 
 } // namespace
@@ -84,10 +104,10 @@ compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
   for (int64_t rows : sizes) {
     if (rows == 0) continue;
     mlir::FailureOr<plan::Plan> compiled =
-        training ? compileTrainingRows(graph, rows, worldSize, context, options,
-                                       *training)
-                 : compileToPlan(rebatchGraph(graph, rows), worldSize, context,
-                                 options);
+        training ? compileTrainingRows(graph, rows, globalRows, worldSize,
+                                       context, options, *training)
+                 : compileForwardRows(graph, rows, globalRows, sizes, worldSize,
+                                      context, options);
     if (mlir::failed(compiled)) return mlir::failure();
     if (!result) {
       result = std::move(*compiled);

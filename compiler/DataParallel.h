@@ -21,12 +21,13 @@ namespace shardc::compiler {
 /// value computed from the batch rows (reshape targets included). A sum or
 /// mean over the batch rows (cross_entropy, a loss's mean) becomes this
 /// rank's share of it, which sums and scalings keep; a 0-d share may be an
-/// output (summed over ranks). Throws GraphError naming the node when the
+/// output (summed over ranks). A mean's shares add up over `globalRows`
+/// rows (0: the graph's own batch). Throws GraphError naming the node when the
 /// forward mixes rows of the batch in another way (an op along dim 0 of a
 /// batch value, a reshape that folds dim 0 into another, a share used as
 /// anything but a term of a sum), or when an output is neither a batch
 /// value (concatenated over ranks) nor a 0-d share.
-Graph rebatchGraph(const Graph &graph, int64_t rows);
+Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0);
 
 /// Inputs and outputs that hold the batch in a dim other than 0 (torch's
 /// sequence-first [S, B, E]): name -> that dim.

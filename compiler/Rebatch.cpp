@@ -35,10 +35,11 @@ struct CopiesMisread {
 
 class Rebatcher {
 public:
-  Rebatcher(const Graph &graph, int64_t rows, const std::set<std::string> &keepWhole,
-            bool checkOutputs = true)
-      : graph_(graph), rows_(rows), batch_(graphBatchRows(graph)), keepWhole_(keepWhole),
-        checkOutputs_(checkOutputs), result_(graph) {
+  Rebatcher(const Graph &graph, int64_t rows, int64_t globalRows,
+            const std::set<std::string> &keepWhole, bool checkOutputs = true)
+      : graph_(graph), rows_(rows), batch_(graphBatchRows(graph)),
+        globalRows_(globalRows > 0 ? globalRows : batch_),
+        keepWhole_(keepWhole), checkOutputs_(checkOutputs), result_(graph) {
     // Constants of one fill: every element equal. Only non-persistent ones
     // (the exporter's): a checkpoint's --load may give a model buffer other
     // values.
@@ -240,7 +241,7 @@ private:
     const std::string name = node.names[0];
     shapes_[name] = node.shapes[0];
     shares_.insert(name);
-    if (*reduction == BatchReduction::Sum || rows_ == batch_) {
+    if (*reduction == BatchReduction::Sum || rows_ == globalRows_) {
       result_.nodes.push_back(std::move(node));
       return true;
     }
@@ -252,7 +253,7 @@ private:
     scale.path = node.path;
     node.names[0] = freshName(name + ".rows" + std::to_string(rows_));
     scale.inputs = {node.names[0],
-                    constant(double(rows_) / double(batch_), node.dtype)};
+                    constant(double(rows_) / double(globalRows_), node.dtype)};
     shapes_[node.names[0]] = node.shapes[0];
     result_.nodes.push_back(std::move(node));
     result_.nodes.push_back(std::move(scale));
@@ -378,6 +379,7 @@ private:
 
   const Graph &graph_;
   const int64_t rows_, batch_;
+  const int64_t globalRows_; // the batch a mean's shares add up to
   const std::set<std::string> &keepWhole_;
   const bool checkOutputs_;
   Graph result_;
@@ -394,11 +396,12 @@ private:
 /// Runs `use` on a Rebatcher for `rows` rows, again with the misread
 /// copies kept whole until none is.
 template <typename Use>
-auto withRebatcher(const Graph &graph, int64_t rows, bool checkOutputs, Use use) {
+auto withRebatcher(const Graph &graph, int64_t rows, int64_t globalRows,
+                   bool checkOutputs, Use use) {
   std::set<std::string> keepWhole;
   for (;;) {
     try {
-      Rebatcher rebatcher(graph, rows, keepWhole, checkOutputs);
+      Rebatcher rebatcher(graph, rows, globalRows, keepWhole, checkOutputs);
       return use(rebatcher);
     } catch (const CopiesMisread &misread) {
       keepWhole.insert(misread.copies.begin(), misread.copies.end());
@@ -432,8 +435,9 @@ void renameUses(Graph &graph, const std::string &from, const std::string &to) {
 
 } // namespace
 
-Graph rebatchGraph(const Graph &graph, int64_t rows) {
-  return withRebatcher(graph, rows, true, [](Rebatcher &rebatcher) { return rebatcher.run(); });
+Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows) {
+  return withRebatcher(graph, rows, globalRows, true,
+                       [](Rebatcher &rebatcher) { return rebatcher.run(); });
 }
 
 Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims &outputDims) {
@@ -467,8 +471,10 @@ Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims 
   result.nodes.insert(result.nodes.begin(), front.begin(), front.end());
   // Outputs holding the batch in one other dim give it in dim 0.
   const std::map<std::string, BatchLayout> layouts = withRebatcher(
-      result, graphBatchRows(result), false,
-      [](Rebatcher &rebatcher) { rebatcher.run(); return rebatcher.outputLayouts(); });
+      result, graphBatchRows(result), 0, false, [](Rebatcher &rebatcher) {
+        rebatcher.run();
+        return rebatcher.outputLayouts();
+      });
   for (const auto &[output, layout] : layouts) {
     if (layout.axis == 0 || layout.outer != 1) continue;
     const std::string inner = output + ".batch_dim" + std::to_string(layout.axis);

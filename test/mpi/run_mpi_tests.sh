@@ -63,6 +63,17 @@ same_as_local "$SRC/examples/seed.json" seed
 # (scatter_rows), then AdamW on them (docs/training.md).
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad loss \
   --optimizer adamw --lr 0.01
+# A data-parallel training step: 12 rows, 3 per process, the gradient
+# shares summed into the shards over MPI (docs/training.md).
+python3 -c "import json, sys; g = json.load(open(sys.argv[1])); [i['shape'].__setitem__(0, 12) for i in g['inputs']]; json.dump(g, open(sys.argv[2], 'w'))" \
+  "$SRC/test/lit/shardc/Inputs/grad-mlp.json" "$WORK/mlp12.json"
+if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/mlp12.json" --seed 5 \
+     --out "$WORK/mlp12-inputs.st" > /dev/null 2>&1; then
+  same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel --grad loss \
+    --optimizer sgd --lr 0.1 --momentum 0.9 --data-parallel --inputs "$WORK/mlp12-inputs.st"
+elif [ "${CI:-}" = "true" ]; then
+  fail "CI=true but /usr/bin/python3 cannot make the data-parallel training inputs"
+fi
 GPT=$SRC/examples/gpt2-tiny.json
 if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$GPT" --seed 3 \
      --out "$WORK/gpt-inputs.st" > /dev/null 2>&1; then
