@@ -115,6 +115,7 @@ public:
       if (failed(lowerOp(op)))
         return failure();
     }
+    reuseDeadOperands();
     insertFrees();
     return success();
   }
@@ -646,14 +647,82 @@ private:
     return buffer.aliasOf ? *buffer.aliasOf : id;
   }
 
-  /// Frees each temporary right after the last instruction that touches it.
-  void insertFrees() {
-    // Inputs and outputs stay allocated, and so does whatever they alias.
+  /// The buffers a function keeps: its inputs and outputs, and whatever
+  /// they alias.
+  std::set<int32_t> keptBuffers() const {
     std::set<int32_t> kept;
     for (int32_t id : function_.inputs)
       kept.insert(baseOf(id));
     for (int32_t id : function_.outputs)
       kept.insert(baseOf(id));
+    return kept;
+  }
+
+  /// An elementwise add / sub / mul / div whose operand dies there writes
+  /// its result into that operand's buffer instead of a fresh one (the
+  /// kernels read element i before writing it): a gradient accumulated
+  /// from two pieces holds two buffers, not three, and so does a residual
+  /// add. Only plain temporaries of the result's shape and dtype qualify.
+  void reuseDeadOperands() {
+    const std::set<int32_t> kept = keptBuffers();
+    std::map<int32_t, size_t> lastUse, allocAt;
+    for (size_t i = 0; i < function_.body.size(); ++i) {
+      const plan::Instruction &inst = function_.body[i];
+      if (inst.op == plan::OpCode::Alloc && inst.outputs.size() == 1)
+        allocAt[inst.outputs[0]] = i;
+      for (const std::vector<int32_t> *ids : {&inst.inputs, &inst.outputs})
+        for (int32_t id : *ids)
+          lastUse[baseOf(id)] = i;
+    }
+    auto temporary = [&](int32_t id) {
+      const plan::Buffer &b = function_.buffers[id];
+      return !b.param && !b.aliasOf && !kept.count(id) &&
+             !explicitlyFreed_.count(id) && !ownerOfBuffer_.count(id) &&
+             allocAt.count(id);
+    };
+    std::set<size_t> droppedAllocs;
+    std::map<int32_t, int32_t> renamed; // result buffer -> the operand's
+    for (size_t i = 0; i < function_.body.size(); ++i) {
+      plan::Instruction &inst = function_.body[i];
+      for (std::vector<int32_t> *ids : {&inst.inputs, &inst.outputs})
+        for (int32_t &id : *ids)
+          if (auto to = renamed.find(id); to != renamed.end())
+            id = to->second;
+      const bool elementwise =
+          inst.op == plan::OpCode::Add || inst.op == plan::OpCode::Sub ||
+          inst.op == plan::OpCode::Mul || inst.op == plan::OpCode::Div;
+      if (!elementwise || inst.outputs.size() != 1)
+        continue;
+      const int32_t result = inst.outputs[0];
+      if (!temporary(result) || allocAt[result] >= i)
+        continue;
+      for (int32_t operand : inst.inputs) {
+        const plan::Buffer &from = function_.buffers[operand];
+        const plan::Buffer &to = function_.buffers[result];
+        if (operand == result || !temporary(operand) || lastUse[operand] != i ||
+            from.shape != to.shape || from.dtype != to.dtype)
+          continue;
+        droppedAllocs.insert(allocAt[result]);
+        renamed[result] = operand;
+        inst.outputs[0] = operand;
+        lastUse[operand] = lastUse[result];
+        for (plan::Buffer &view : function_.buffers)
+          if (view.aliasOf == result)
+            view.aliasOf = operand;
+        break;
+      }
+    }
+    std::vector<plan::Instruction> body;
+    for (size_t i = 0; i < function_.body.size(); ++i)
+      if (!droppedAllocs.count(i))
+        body.push_back(std::move(function_.body[i]));
+    function_.body = std::move(body);
+  }
+
+  /// Frees each temporary right after the last instruction that touches it.
+  void insertFrees() {
+    // Inputs and outputs stay allocated, and so does whatever they alias.
+    const std::set<int32_t> kept = keptBuffers();
     std::map<size_t, std::vector<int32_t>> freeAfter;
     for (const plan::Buffer &buffer : function_.buffers) {
       if (buffer.param || buffer.aliasOf || kept.count(buffer.id) ||
