@@ -53,9 +53,12 @@ DEFAULT = [
 ]
 
 
-def with_loss(spec, kwargs, inputs):
+def with_loss(spec, kwargs, inputs, per_row=False):
     """The zoo model `spec` wrapped: forward(**inputs) returns a 0-d float32
-    loss, the cos-weighted mean of the model's first output."""
+    loss, the cos-weighted mean of the model's first output. per_row: the
+    weights run over one batch row's elements and are the same for every
+    row (a loss that is a mean of per-sample terms, as data-parallel
+    training splits it: bench/train_dp_zoo.py)."""
     import importlib
     import torch
 
@@ -78,9 +81,10 @@ def with_loss(spec, kwargs, inputs):
     code = ("def forward(self, %s):\n"
             "    out = first_tensor(self.model(%s))\n"
             "    out = out.float()\n"
-            "    weight = torch.cos(torch.arange(out.numel(), dtype=torch.float32, device=out.device))\n"
-            "    return (out * weight.reshape(out.shape)).mean()\n"
-            % (params, ", ".join("%s=%s" % (n, n) for n in inputs)))
+            "    shape = out.shape[1:] if %r else out.shape\n"
+            "    weight = torch.cos(torch.arange(shape.numel(), dtype=torch.float32, device=out.device))\n"
+            "    return (out * weight.reshape(shape)).mean()\n"
+            % (params, ", ".join("%s=%s" % (n, n) for n in inputs), bool(per_row)))
     scope = {"first_tensor": first_tensor, "torch": torch}
     exec(code, scope)
     wrapper = type("WithLoss", (torch.nn.Module,), {"forward": scope["forward"]})()

@@ -68,15 +68,11 @@ public:
       for (size_t i = 0; i < node.inputs.size(); ++i) uniformRows(node, i);
       const bool readsBatch = std::any_of(node.inputs.begin(), node.inputs.end(),
                                           [&](auto &in) { return layouts_.count(in) != 0; });
-      const bool readsShare =
-          std::any_of(node.inputs.begin(), node.inputs.end(),
-                      [&](auto &in) { return shares_.count(in) != 0; });
-      if (readsShare)
-        shareNode(node, readsBatch);
-      else if (readsBatch && reduceToShare(node))
-        continue; // its nodes are in place
-      else if (readsBatch)
-        splitNode(node);
+      const bool readsShare = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                          [&](auto &in) { return shares_.count(in) != 0; });
+      if (readsShare) shareNode(node, readsBatch);
+      else if (readsBatch && reduceToShare(node)) continue;  // its nodes are in place
+      else if (readsBatch) splitNode(node);
       else keepOrSplitCopies(node);
       result_.nodes.push_back(std::move(node));
     }
@@ -270,28 +266,29 @@ private:
         ++shares;
         share = in;
       }
-    const std::string &op = node.op;
-    const bool linear =
-        !readsBatch &&
-        ((op == "add" || op == "sub") ? shares == node.inputs.size()
-         : op == "mul"                ? shares == 1
-         : op == "div" ? shares == 1 && shares_.count(node.inputs[0])
-                       : op == "reshape" || op == "neg_out" || op == "sum" ||
-                             op == "mean");
-    if (!linear)
-      throw fail(node.path,
-                 "'" + op + "' reads '" + share +
-                     "', a sum or mean over the batch rows, " +
-                     (readsBatch ? "together with values of single rows"
-                                 : "in a way that does not add up over ranks") +
-                     "; each rank holds its rows' share of such a value, and "
-                     "only sums and "
-                     "scalings of shares (a loss, a weighted sum of losses) "
-                     "can be split");
+    if (readsBatch || !keepsShares(node, shares))
+      throw fail(node.path, "'" + node.op + "' reads '" + share +
+                                "', a sum or mean over the batch rows, " +
+                                (readsBatch ? "together with values of single rows"
+                                            : "in a way that does not add up over ranks") +
+                                "; each rank holds its rows' share of such a value, and only "
+                                "sums and scalings of shares (a loss, a weighted sum of "
+                                "losses) can be split");
     for (size_t r = 0; r < node.names.size(); ++r) {
       shapes_[node.names[r]] = node.shapes[r];
       shares_.insert(node.names[r]);
     }
+  }
+
+  /// Whether `node`, reading `shares` shares and nothing from single rows,
+  /// is linear in them: its result summed over ranks is its result on the
+  /// shares summed over ranks.
+  bool keepsShares(const GraphNode &node, size_t shares) const {
+    const std::string &op = node.op;
+    if (op == "add" || op == "sub") return shares == node.inputs.size();
+    if (op == "mul") return shares == 1;  // by a value every rank holds whole
+    if (op == "div") return shares == 1 && shares_.count(node.inputs[0]);
+    return op == "reshape" || op == "neg_out" || op == "sum" || op == "mean";
   }
 
   /// A new name, unlike every value of the graph.

@@ -1,0 +1,99 @@
+"""Which zoo models train data-parallel (bench/README.md, "Data-parallel
+training coverage").
+
+Per model of bench/zoo_models.py: export it at a batch of 2 (the zoo's
+batch-1 inputs doubled) under a loss that is a mean of per-sample terms
+(grad_zoo.with_loss with per_row: the cos-weighted mean of the first
+output, the same weights for every row), then one SGD step (lr 1, so the
+update is the gradient) from the eager instance's weights at N = 2:
+replicated (`--grad output --optimizer sgd`, every rank both rows) and
+data-parallel (`... --data-parallel`, one row a rank, the gradient shares
+summed). Compares the two updates tensor by tensor: the largest
+|data-parallel - replicated| over the largest update of that tensor (with
+a floor of 1e-4 x the model's largest update). Prints one markdown row per
+model: ok (within --rtol), differs, refused (shardc's exit-2 message) or
+failed. (grad_zoo.py checks the replicated gradients against
+torch.autograd.)
+
+    /opt/shardc-venv/bin/python bench/train_dp_zoo.py [--only NAME ...] [--rtol R]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import zoo_models  # noqa: E402
+from grad_zoo import DEFAULT, run  # noqa: E402
+
+
+def probe(name, shardc, tmp, rtol):
+    spec, kwargs, shapes = zoo_models.ZOO[name]
+    shapes = {k: ([2] + v[1:] if isinstance(v, list) and v and v[0] == 1 else v)
+              for k, v in shapes.items()}
+    wrapped = json.dumps({"spec": spec, "kwargs": kwargs, "inputs": list(shapes),
+                          "per_row": True})
+    g, w, inp = (os.path.join(tmp, f) for f in ("g.json", "w.st", "in.st"))
+    rep, dp = os.path.join(tmp, "rep.st"), os.path.join(tmp, "dp.st")
+    py, export = sys.executable, os.path.join(ROOT, "tools", "export_torch.py")
+    step = [shardc, "run", g, "--grad", "output", "--optimizer", "sgd", "--lr", "1",
+            "--world-size", "2", "--load", w, "--inputs", inp, "--threads", "1", "--save"]
+    for what, cmd in (
+            ("export", [py, export, "grad_zoo:with_loss", "--python-path", HERE, "--kwargs",
+                        wrapped, "--seed", "5", "--capture", "aten", "--input-shapes",
+                        json.dumps(shapes), "-o", g, "--weights", w]),
+            ("inputs", [py, os.path.join(ROOT, "tools", "torch_reference.py"),
+                        "--make-inputs", g, "--seed", "4", "--out", inp]),
+            ("replicated", step + [rep])):
+        rc, msg, _ = run(cmd)
+        if rc:
+            return "failed", "%s: %s" % (what, msg), ""
+    start = time.perf_counter()
+    rc, msg, _ = run(step + [dp, "--data-parallel"])
+    seconds = "%.1f" % (time.perf_counter() - start)
+    if rc == 2:
+        return "refused", msg.replace(g, "g.json"), seconds
+    if rc:
+        return "failed", msg, seconds
+    import torch_reference as tr
+    before, a, b = tr.read_safetensors(w), tr.read_safetensors(dp), tr.read_safetensors(rep)
+    updates = {n: (before[n].double() - b[n].double()) for n in b if n in before}
+    scale = max((u.abs().max().item() for u in updates.values() if u.numel()), default=0.0)
+    worst, worst_name = 0.0, ""
+    for n, u in updates.items():
+        if not u.numel():
+            continue
+        diff = (a[n].double() - b[n].double()).abs().max().item()
+        err = diff / max(u.abs().max().item(), 1e-4 * scale, 1e-30)
+        if err > worst or err != err:
+            worst, worst_name = err, n
+    detail = "%d tensors, worst %s %.1e" % (len(updates), worst_name, worst)
+    return ("ok" if worst <= rtol else "differs"), detail, seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--only", nargs="+")
+    ap.add_argument("--rtol", type=float, default=1e-3)
+    args = ap.parse_args()
+    print("| model | data-parallel step | detail | data-parallel run s |")
+    print("|---|---|---|---|")
+    counts = {}
+    for name in args.only or DEFAULT:
+        with tempfile.TemporaryDirectory() as tmp:
+            status, detail, seconds = probe(name, args.shardc, tmp, args.rtol)
+        counts[status] = counts.get(status, 0) + 1
+        print("| %s | %s | %s | %s |" % (name, status, detail.replace("|", "/")[:200], seconds),
+              flush=True)
+    print("\n" + ", ".join("%s: %d" % kv for kv in sorted(counts.items())))
+
+
+if __name__ == "__main__":
+    main()
