@@ -4,8 +4,9 @@ training coverage").
 Per model of bench/zoo_models.py: export it at a batch of 2 (the zoo's
 batch-1 inputs doubled) under a loss that is a mean of per-sample terms
 (grad_zoo.with_loss with per_row: the cos-weighted mean of the first
-output, the same weights for every row), then one SGD step (lr 1, so the
-update is the gradient) from the eager instance's weights at N = 2:
+output, the same weights for every row), then one SGD step from the eager
+instance's weights at N = 2, with lr 1e4 (so that the update dwarfs the
+weight it is added to, whose float32 rounding would hide it):
 replicated (`--grad output --optimizer sgd`, every rank both rows) and
 data-parallel (`... --data-parallel`, one row a rank, the gradient shares
 summed). Compares the two updates tensor by tensor: the largest
@@ -42,7 +43,7 @@ def probe(name, shardc, tmp, rtol):
     g, w, inp = (os.path.join(tmp, f) for f in ("g.json", "w.st", "in.st"))
     rep, dp = os.path.join(tmp, "rep.st"), os.path.join(tmp, "dp.st")
     py, export = sys.executable, os.path.join(ROOT, "tools", "export_torch.py")
-    step = [shardc, "run", g, "--grad", "output", "--optimizer", "sgd", "--lr", "1",
+    step = [shardc, "run", g, "--grad", "output", "--optimizer", "sgd", "--lr", "1e4",
             "--world-size", "2", "--load", w, "--inputs", inp, "--threads", "1", "--save"]
     for what, cmd in (
             ("export", [py, export, "grad_zoo:with_loss", "--python-path", HERE, "--kwargs",
