@@ -30,14 +30,9 @@ int64_t graphBatchRows(const Graph &graph) {
   return rows;
 }
 
-namespace {
-
-/// One rank's training step for `rows` rows: its share of the loss,
-/// differentiated; its gradients are summed over ranks.
-mlir::FailureOr<plan::Plan>
-compileTrainingRows(const Graph &graph, int64_t rows, int64_t globalRows,
-                    int64_t worldSize, mlir::MLIRContext &context,
-                    ShardOptions options, DataParallelTraining &training) {
+Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
+                            int64_t globalRows,
+                            DataParallelTraining &training) {
   // The loss as an output: its split is checked like any output's, so a
   // loss that is not a sum over the batch rows (each rank would count it
   // whole) is refused there.
@@ -57,6 +52,18 @@ compileTrainingRows(const Graph &graph, int64_t rows, int64_t globalRows,
   Graph step = parseGraph(joint.text, graph.sourceName);
   if (training.prepare)
     training.prepare(step);
+  return step;
+}
+
+namespace {
+
+/// One rank's training step for `rows` rows: its share of the loss,
+/// differentiated; its gradients are summed over ranks.
+mlir::FailureOr<plan::Plan>
+compileTrainingRows(const Graph &graph, int64_t rows, int64_t globalRows,
+                    int64_t worldSize, mlir::MLIRContext &context,
+                    ShardOptions options, DataParallelTraining &training) {
+  Graph step = dataParallelStepGraph(graph, rows, globalRows, training);
   options.sumGradients = true;
   return compileToPlan(step, worldSize, context, options, &training.optimizer);
 }

@@ -64,6 +64,13 @@ struct DataParallelTraining {
   std::vector<std::string> withoutGradient;
 };
 
+/// The joint graph one rank runs in a data-parallel training step of
+/// `rows` of the `globalRows` rows: `graph` rebatched, its loss this rank's
+/// share, differentiated, then `training.prepare`d. Compile it with
+/// ShardOptions::sumGradients. Throws GraphError.
+Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
+                            int64_t globalRows, DataParallelTraining &training);
+
 /// compileToPlan for a data-parallel forward of `globalRows` rows over
 /// `worldSize` ranks: "init" and "forward" (rank 0's micro-batch), plus
 /// "forward.rows<K>" for the other size and for 0 rows when some rank has

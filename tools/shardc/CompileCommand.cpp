@@ -1,16 +1,18 @@
 //===- CompileCommand.cpp - shardc compile --------------------------------===//
+#include "compiler/DataParallel.h"
 #include "compiler/GraphToTc.h"
 #include "compiler/LowerToPlan.h"
 #include "compiler/Pipeline.h"
 #include "runtime/AtomicFile.h"
-#include "tools/shardc/ModelGraph.h"
-#include "tools/shardc/TrainOptions.h"
+#include "runtime/DataParallel.h"
 #include "runtime/PlanJson.h"
 #include "runtime/RuntimeError.h"
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/RunReport.h"
+#include "tools/shardc/TrainOptions.h"
 
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
@@ -23,7 +25,7 @@ const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
     "                      [--max-graph-mib M] [--grad LOSS]\n"
-    "                      [--optimizer sgd|adamw --lr LR ...]\n"
+    "                      [--optimizer sgd|adamw --lr LR ...] [--data-parallel]\n"
     "                      [-o FILE]\n"
     "\n"
     "Compiles an exported graph (docs/graph-format.md).\n"
@@ -45,6 +47,9 @@ const char *const kCompileUsage =
     "  --optimizer sgd|adamw, --lr, --momentum, --weight-decay, --betas, --eps\n"
     "                   end forward with that optimizer's step, as for\n"
     "                   `shardc run` (docs/training.md)\n"
+    "  --data-parallel  rank 0's program of a data-parallel run of the graph's\n"
+    "                   batch (its rows, a loss its share; with --grad, a\n"
+    "                   training step, which needs --optimizer)\n"
     "  -o FILE          write there instead of stdout; the file appears only\n"
     "                   when compilation succeeded\n";
 
@@ -56,6 +61,30 @@ std::string printModule(mlir::ModuleOp module) {
   module.print(out);
   out << "\n";
   return text;
+}
+
+/// Rank 0's graph of a data-parallel run of MODEL.json's batch over
+/// `worldSize` ranks (compiler/DataParallel.h): its rows, a loss its share;
+/// with `optimizer`, the joint graph of its share of `loss`.
+compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraphBytes,
+                                      int64_t worldSize, const std::string &loss,
+                                      const std::optional<compiler::OptimizerOptions> &optimizer) {
+  compiler::DataParallelTraining training;
+  training.graphText = compiler::readGraphText(model, maxGraphBytes);
+  const compiler::Graph graph = compiler::parseGraph(training.graphText, model);
+  const int64_t batch = compiler::graphBatchRows(graph);
+  const int64_t rows = runtime::batchSlice(batch, worldSize, 0).rows;
+  if (!optimizer) return compiler::rebatchGraph(graph, rows, batch);
+  if (batch % worldSize != 0)
+    throw compiler::GraphError(model + ": data-parallel training: the global batch of " +
+                               std::to_string(batch) + " rows does not split evenly over " +
+                               std::to_string(worldSize) +
+                               " ranks; give a batch that is a multiple of the world size");
+  training.loss = loss;
+  training.optimizer = *optimizer;
+  compiler::Graph step = compiler::dataParallelStepGraph(graph, rows, batch, training);
+  noteWithoutGradient(loss, training.withoutGradient);
+  return step;
 }
 
 } // namespace
@@ -70,7 +99,8 @@ int compileCommand(const std::vector<std::string> &args) {
     std::set<std::string> withValue{"--world-size", "--emit",          "-o",
                                     "--units",      "--max-graph-mib", "--grad"};
     withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
-    parsed = parseArgs(args, {withValue, {"--help", "-h", "--prefetch", "--memory-plan"}});
+    parsed = parseArgs(
+        args, {withValue, {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
       return kSuccess;
@@ -83,6 +113,9 @@ int compileCommand(const std::vector<std::string> &args) {
     if (emit != "tc" && emit != "sharded" && emit != "plan")
       throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
     optimizer = parseOptimizerOptions(parsed);
+    if (parsed.has("--grad") && parsed.has("--data-parallel") && !optimizer)
+      throw UsageError("--grad with --data-parallel is a data-parallel training step: give "
+                       "--optimizer");
   } catch (const UsageError &error) {
     std::cerr << "shardc compile: error: " << error.what() << "\n\n"
               << kCompileUsage;
@@ -93,8 +126,12 @@ int compileCommand(const std::vector<std::string> &args) {
   shardOptions.unitPatterns = parsed.all("--units");
   shardOptions.prefetch = parsed.has("--prefetch");
   try {
-    compiler::Graph graph =
-        loadModelGraph(parsed.positional[0], maxGraphBytes, parsed.get("--grad", ""));
+    const std::string &model = parsed.positional[0];
+    compiler::Graph graph = parsed.has("--data-parallel")
+                                ? dataParallelRankGraph(model, maxGraphBytes, worldSize,
+                                                        parsed.get("--grad", ""), optimizer)
+                                : loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
+    shardOptions.sumGradients = parsed.has("--data-parallel") && optimizer.has_value();
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
