@@ -62,7 +62,9 @@ void checkRepeat(int repeat, const std::vector<HostTensor> &outputs,
 struct RankRun {
   const Plan &plan;
   const std::string &forwardName;
-  const std::vector<HostTensor> &inputs;
+  /// The rank's inputs of each batch (RunOptions::inputs, then
+  /// moreStepInputs); step k runs on *batches[(k - 1) % size].
+  const std::vector<const std::vector<HostTensor> *> &batches;
   const RunOptions &options;
   const std::vector<int64_t> &subset;
   /// Called on every rank, where the driver's device-wide count is read
@@ -115,7 +117,7 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
     device.resetPeak();
     auto forwardStart = std::chrono::steady_clock::now();
     const double forwardCpuStart = threadCpuSeconds();
-    auto views = runOn(rank, plan, run.forwardName, comm, run.inputs, run.options.seed);
+    auto views = runOn(rank, plan, run.forwardName, comm, *run.batches[0], run.options.seed);
     if (!outcome.report.forward) outcome.report.forward.emplace();
     outcome.report.forward->seconds = secondsSince(forwardStart);
     outcome.report.forward->threadCpuSeconds = threadCpuSeconds() - forwardCpuStart;
@@ -129,7 +131,8 @@ void runRank(const RankRun &run, SessionRank &rank, Communicator &comm, Communic
       const HostMemory::Stats blocksBefore = rank.blockStats();
       const auto start = std::chrono::steady_clock::now();
       const double cpuStart = threadCpuSeconds();
-      auto again = runOn(rank, plan, run.forwardName, comm, run.inputs, run.options.seed);
+      const std::vector<HostTensor> &batch = *run.batches[repeat % run.batches.size()];
+      auto again = runOn(rank, plan, run.forwardName, comm, batch, run.options.seed);
       const double seconds = secondsSince(start), cpuSeconds = threadCpuSeconds() - cpuStart;
       const HostMemory::Stats &blocks = rank.blockStats();
       outcome.report.repeats.push_back(
@@ -268,6 +271,32 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
   for (int64_t r = 0; r < n && forward; ++r)
     rankForwards[r] = options.dataParallel ? rankForward(plan, inputs, r)
                                            : RankForward{"forward", {}, {}};
+  // The batches of the steps (RunOptions::moreStepInputs): shared by every
+  // rank, or with dataParallel each rank's rows of each.
+  if (!options.moreStepInputs.empty() && !options.trainingSteps)
+    throw RuntimeError("runLocal: more step inputs are for training steps");
+  std::vector<std::vector<HostTensor>> moreBatches;  // each rank's in turn with dataParallel
+  for (size_t k = 0; k < options.moreStepInputs.size() && forward; ++k) {
+    const std::vector<HostTensor> &given = options.moreStepInputs[k];
+    if (!options.dataParallel) {
+      moreBatches.push_back(matchForwardInputs(*forward, given));
+      continue;
+    }
+    const std::vector<HostTensor> global = matchGlobalInputs(plan, given);
+    for (int64_t r = 0; r < n; ++r) {
+      RankForward mine = rankForward(plan, global, r);
+      if (mine.function != rankForwards[r].function)
+        throw RuntimeError("data-parallel: step input set " + std::to_string(k + 2) +
+                           " holds another global batch than the first");
+      moreBatches.push_back(std::move(mine.inputs));
+    }
+  }
+  std::vector<std::vector<const std::vector<HostTensor> *>> rankBatches(n);
+  for (int64_t r = 0; r < n; ++r) {
+    rankBatches[r].push_back(options.dataParallel ? &rankForwards[r].inputs : &inputs);
+    for (size_t k = 0; k < options.moreStepInputs.size() && forward; ++k)
+      rankBatches[r].push_back(&moreBatches[options.dataParallel ? k * n + r : k]);
+  }
   // Predictions first: an inconsistent plan fails before any thread starts.
   for (int64_t r = 0; r < n; ++r) {
     MemoryPrediction init = predictMemory(plan, "init", present[r]);
@@ -317,7 +346,7 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
           if (!subset.empty()) partial.emplace(hostPeers, subset, plan.worldSize, rank.copier());
           const RankRun run{plan,
                             rankForwards[r].function,
-                            options.dataParallel ? rankForwards[r].inputs : inputs,
+                            rankBatches[r],
                             options,
                             subset,
                             readDriver,

@@ -76,6 +76,12 @@ struct RunOptions {
   /// their ledger peak must equal the first step's. --save then holds the
   /// trained parameters.
   bool trainingSteps = false;
+  /// trainingSteps: more batches, each ordered and shaped like `inputs`
+  /// (for dataParallel, the same global batch). Step k (1-based) runs on
+  /// `inputs` when (k - 1) mod (1 + size) is 0, else on
+  /// moreStepInputs[(k - 1) mod (1 + size) - 1]: a loop over a small
+  /// dataset. Empty: every step on `inputs`.
+  std::vector<std::vector<HostTensor>> moreStepInputs;
   /// Times every op of the forwards (the measured one and the repeats) on
   /// each rank: RankReport::forwardProfile (OpProfile.h).
   bool profileForward = false;

@@ -48,7 +48,9 @@ const char *const kRunUsage =
     "  --seed S           seed of every random init op and of generated\n"
     "                     inputs (default 0; docs/rng.md)\n"
     "  --inputs FILE      forward inputs by name; without it, deterministic\n"
-    "                     inputs are made from the seed (docs/cli.md)\n"
+    "                     inputs are made from the seed (docs/cli.md);\n"
+    "                     repeatable with --optimizer: step k takes the k-th\n"
+    "                     file's batch (cycling)\n"
     "  --outputs FILE     write the forward outputs\n"
     "  --data-parallel    the inputs are the global batch: split along dim 0\n"
     "                     over the ranks, each rank computes its own rows;\n"
@@ -243,6 +245,38 @@ int64_t globalBatchRows(const compiler::Graph &graph,
   return rows;
 }
 
+using BatchDims = compiler::BatchDims;
+
+/// An --inputs file's tensors, those named in `batchDims` (--batch-dim, with
+/// --data-parallel) with their batch moved to dim 0.
+std::vector<runtime::HostTensor> readBatchFile(const std::string &file,
+                                               const BatchDims &batchDims) {
+  std::vector<runtime::HostTensor> tensors = runtime::readSafetensors(file).tensors;
+  for (runtime::HostTensor &tensor : tensors)
+    if (auto dim = batchDims.find(tensor.name); dim != batchDims.end()) {
+      const int64_t rank = static_cast<int64_t>(tensor.shape.size());
+      const int64_t d = dim->second < 0 ? dim->second + rank : dim->second;
+      if (d < 0 || d >= rank)
+        throw compiler::GraphError(file + ": tensor '" + tensor.name + "' " +
+                                   runtime::shapeToString(tensor.shape) + " has no dim " +
+                                   std::to_string(dim->second) + " (--batch-dim)");
+      if (d != 0) tensor = runtime::moveBatchDim(tensor, d, true);
+    }
+  return tensors;
+}
+
+/// Checks an --inputs file against the plan before any rank runs: the
+/// forward's inputs, or with `dataParallel` a global batch it splits.
+void checkBatch(const plan::Plan &plan, const std::vector<runtime::HostTensor> &tensors,
+                const std::string &file, bool dataParallel) {
+  if (!dataParallel) return checkInputs(plan, tensors, file);
+  try {
+    runtime::rankForward(plan, runtime::matchGlobalInputs(plan, tensors), 0);
+  } catch (const runtime::RuntimeError &error) {
+    throw compiler::GraphError(file + ": " + error.what());
+  }
+}
+
 /// --load: every parameter the checkpoint holds is read from it (a note
 /// lists those that keep their own init); without it, the files the
 /// graph's own load ops name must exist.
@@ -354,6 +388,14 @@ int runCommand(const std::vector<std::string> &args) {
       throw UsageError("--save-optimizer writes the optimizer's state; give --optimizer");
     if (parsed.has("--save-optimizer") && parsed.get("--backend", "local") != "local")
       throw UsageError("--save-optimizer is for the local backend");
+    if (parsed.all("--inputs").size() > 1 && !optimizer)
+      throw UsageError("several --inputs are the batches of training steps (step k takes the "
+                       "k-th, cycling); give --optimizer");
+    if (optimizer && static_cast<size_t>(steps) < parsed.all("--inputs").size())
+      throw UsageError("--steps " + std::to_string(steps) + " would leave some of the " +
+                       std::to_string(parsed.all("--inputs").size()) +
+                       " --inputs batches unused; give --steps " +
+                       std::to_string(parsed.all("--inputs").size()) + " or more");
     if (steps > 1 && parsed.get("--backend", "local") != "local")
       throw UsageError("--steps above 1 is for the local backend (an MPI run takes one step)");
     if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
@@ -435,31 +477,21 @@ int runCommand(const std::vector<std::string> &args) {
     compiler::ShardOptions shardOptions;
     shardOptions.unitPatterns = parsed.all("--units");
     shardOptions.prefetch = parsed.has("--prefetch");
-    if (parsed.has("--inputs"))
-      options.inputs = runtime::readSafetensors(parsed.get("--inputs", "")).tensors;
-    if (dataParallel) {
-      // Batches in other dims (--batch-dim inputs, outputs forward leaves
-      // sequence-first) travel batch-first; the graph permutes them back.
-      graph = compiler::batchFirstGraph(graph, inputBatchDims, outputBatchDims);
-      for (runtime::HostTensor &tensor : options.inputs)
-        if (auto dim = inputBatchDims.find(tensor.name); dim != inputBatchDims.end()) {
-          const int64_t rank = static_cast<int64_t>(tensor.shape.size());
-          const int64_t d = dim->second < 0 ? dim->second + rank : dim->second;
-          if (d < 0 || d >= rank)
-            throw compiler::GraphError(parsed.get("--inputs", "") + ": tensor '" + tensor.name +
-                                       "' " + runtime::shapeToString(tensor.shape) +
-                                       " has no dim " + std::to_string(dim->second) +
-                                       " (--batch-dim)");
-          if (d != 0) tensor = runtime::moveBatchDim(tensor, d, true);
-        }
-    }
+    // Step k's batch is the k-th --inputs file (cycling); the first sizes
+    // the data-parallel split.
+    const std::vector<std::string> &inputFiles = parsed.all("--inputs");
+    const std::string firstInputs = inputFiles.empty() ? "" : inputFiles[0];
+    // Batches in other dims (--batch-dim inputs, outputs forward leaves
+    // sequence-first) travel batch-first; the graph permutes them back.
+    if (dataParallel) graph = compiler::batchFirstGraph(graph, inputBatchDims, outputBatchDims);
+    if (!inputFiles.empty())
+      options.inputs = readBatchFile(firstInputs, dataParallel ? inputBatchDims : BatchDims{});
     mlir::FailureOr<plan::Plan> compiled =
-        dataParallel
-            ? compiler::compileDataParallel(
-                  graph, globalBatchRows(graph, options.inputs, parsed.get("--inputs", "")),
-                  worldSize, context, shardOptions, training ? &*training : nullptr)
-            : compiler::compileToPlan(graph, worldSize, context, shardOptions,
-                                      optimizer ? &*optimizer : nullptr);
+        dataParallel ? compiler::compileDataParallel(
+                           graph, globalBatchRows(graph, options.inputs, firstInputs), worldSize,
+                           context, shardOptions, training ? &*training : nullptr)
+                     : compiler::compileToPlan(graph, worldSize, context, shardOptions,
+                                               optimizer ? &*optimizer : nullptr);
     if (mlir::failed(compiled))
       return kBadInput;
     if (training) noteWithoutGradient(training->loss, training->withoutGradient);
@@ -474,16 +506,21 @@ int runCommand(const std::vector<std::string> &args) {
     // Bad checkpoints are bad input (exit 2), found before any rank runs.
     runtime::checkpoint::setIoBufferCap(plan, ioBufferBytes);
     runtime::checkpoint::checkPlanLoads(plan);
-    if (parsed.has("--inputs")) {
-      std::string file = parsed.get("--inputs", "");
-      if (!dataParallel) {
-        checkInputs(plan, options.inputs, file);
-      } else {
-        try {  // the global batch and its split, before any rank runs
-          runtime::rankForward(plan, runtime::matchGlobalInputs(plan, options.inputs), 0);
-        } catch (const runtime::RuntimeError &error) {
-          throw compiler::GraphError(file + ": " + error.what());
-        }
+    if (!inputFiles.empty()) {
+      checkBatch(plan, options.inputs, firstInputs, dataParallel);
+      for (size_t k = 1; k < inputFiles.size(); ++k) {
+        options.moreStepInputs.push_back(
+            readBatchFile(inputFiles[k], dataParallel ? inputBatchDims : BatchDims{}));
+        checkBatch(plan, options.moreStepInputs.back(), inputFiles[k], dataParallel);
+        if (dataParallel && runtime::globalBatchRows(options.moreStepInputs.back()) !=
+                                runtime::globalBatchRows(options.inputs))
+          throw compiler::GraphError(
+              inputFiles[k] + ": a global batch of " +
+              std::to_string(runtime::globalBatchRows(options.moreStepInputs.back())) +
+              " rows, where " + firstInputs + " has " +
+              std::to_string(runtime::globalBatchRows(options.inputs)) +
+              " (every step's batch splits the same way)");
+        applySpecializedInputs(graph, options.moreStepInputs.back(), true, inputFiles[k]);
       }
     } else if (initOnly) {
       // No forward: nothing to feed.
@@ -513,8 +550,7 @@ int runCommand(const std::vector<std::string> &args) {
       options.inputs =
           runtime::makeDeterministicInputs(plan, seed, compiler::inputBounds(graph));
     }
-    applySpecializedInputs(graph, options.inputs, parsed.has("--inputs"),
-                           parsed.get("--inputs", ""));
+    applySpecializedInputs(graph, options.inputs, !inputFiles.empty(), firstInputs);
   } catch (const compiler::GraphError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";
     return kBadInput;
