@@ -221,7 +221,8 @@ void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                         const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);
   else if (kind == IndexKind::Gather) cuda::gather(device_, p, x, *index, y);
-  else noKernel(plan::OpCode::EmbeddingBackward);  // in kCudaUnsupportedOps
+  else
+    cuda::embeddingBackward(device_, p, x, *index, y);
 }
 void CudaBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
                           const KTensor &y) {

@@ -44,6 +44,10 @@ void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTen
 /// An index out of range fails with the CPU's words, after the kernel.
 void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &index,
             const KTensor &y);
+/// The CPU's sums bit for bit: the indices are sorted by row on the host
+/// (one wait), one thread per output element sums in double.
+void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
+                       const KTensor &index, const KTensor &y);
 /// moe_experts (CudaMoe.cu): the routing is read on the host; waits for
 /// the device before it returns. `workspace`: moeExpertsWorkBytes.
 void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const KTensor &index,

@@ -15,6 +15,14 @@
 // gather: one thread per index element. Indices are data: an index out of
 // range is found on the device (the smallest such element, as the CPU's
 // first in order) and reported with the CPU's words after the kernel.
+//
+// embedding_backward: the indices are copied to the host, checked and
+// sorted by row there (the CPU kernel's stable counting sort), and the
+// row offsets and positions go to the device's scratch; then one thread per
+// output element sums its column over the row's positions in increasing
+// order, in double, rounded once: the CPU's sum, bit for bit. When the
+// sort does not fit in the scratch, the CPU kernel runs on the host copies
+// of src and index and y is copied back (the same values, slower).
 #include "runtime/cuda/CudaFamilies.h"
 
 #include "runtime/ForwardChecks.h"
@@ -60,7 +68,71 @@ __global__ void gatherKernel(GatherGeometry g, const E *x, const int64_t *idx, E
   }
 }
 
+/// y[v, c] = the sum over k in [start[v], start[v + 1]) of src[order[k], c]
+/// in double, rounded once; row `padding` (-1: none) zero.
+template <typename St>
+__global__ void embeddingBackwardKernel(const typename St::S *src, const int64_t *start,
+                                        const int64_t *order, typename St::S *y, int64_t rows,
+                                        int64_t D, int64_t padding) {
+  using C = typename St::C;
+  SHARDC_GRID_LOOP(e, rows * D) {
+    const int64_t v = e / D, c = e % D;
+    double sum = 0.0;
+    if (v != padding)
+      for (int64_t k = start[v]; k < start[v + 1]; ++k)
+        sum = __dadd_rn(sum, double(St::load(src[order[k] * D + c])));
+    y[e] = St::store(C(sum));
+  }
+}
+
 }  // namespace
+
+void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
+                       const KTensor &index, const KTensor &y) {
+  const char *op = "embedding_backward";
+  if (embeddingBackwardShape(src.shape, index.shape, p) != y.shape || y.dtype != src.dtype ||
+      index.dtype != DType::I64)
+    checks::fail(op, "operands do not fit: src " + shapeToString(src.shape) + ", index " +
+                         shapeToString(index.shape) + ", y " + shapeToString(y.shape));
+  const int64_t M = src.shape[0], D = src.shape[1];
+  if (y.numel() == 0) return;
+  std::vector<int64_t> idx(static_cast<size_t>(M));
+  if (M > 0) copyToHost(device, idx.data(), index.data, idx.size() * sizeof(int64_t));
+  for (int64_t m = 0; m < M; ++m)  // indices are data: checked before any sum
+    if (idx[m] < 0 || idx[m] >= p.rows)
+      checks::fail(op, "index " + std::to_string(idx[m]) + " at element " + std::to_string(m) +
+                           " is out of range for " + std::to_string(p.rows) + " rows");
+  const size_t sortBytes = static_cast<size_t>(p.rows + 1 + M) * sizeof(int64_t);
+  if (sortBytes > CudaDevice::kMaxScratchBytes) {
+    // The CPU kernel on host copies: the same sums in the same order.
+    std::vector<std::byte> hostSrc(static_cast<size_t>(src.numel() * plan::dtypeSize(src.dtype)));
+    std::vector<std::byte> hostY(static_cast<size_t>(y.numel() * plan::dtypeSize(y.dtype)));
+    if (!hostSrc.empty()) copyToHost(device, hostSrc.data(), src.data, hostSrc.size());
+    embeddingBackwardKernel(p, KTensor{src.dtype, src.shape, hostSrc.data()},
+                            KTensor{index.dtype, index.shape, idx.data()},
+                            KTensor{y.dtype, y.shape, hostY.data()}, 1);
+    copyToDevice(device, y.data, hostY.data(), hostY.size());
+    return;
+  }
+  // The m of each row in increasing order: the CPU kernel's counting sort.
+  std::vector<int64_t> sorted(static_cast<size_t>(p.rows + 1 + M), 0);
+  int64_t *start = sorted.data(), *order = sorted.data() + p.rows + 1;
+  for (int64_t m = 0; m < M; ++m) ++start[idx[m] + 1];
+  for (int64_t v = 0; v < p.rows; ++v) start[v + 1] += start[v];
+  std::vector<int64_t> next(start, start + p.rows);
+  for (int64_t m = 0; m < M; ++m) order[next[idx[m]]++] = m;
+  auto *deviceSorted = static_cast<int64_t *>(device.scratch(sortBytes));
+  copyToDevice(device, deviceSorted, sorted.data(), sortBytes);
+  device.makeCurrent();
+  dispatchFloat(op, src.dtype, true, [&](auto st) {
+    using St = decltype(st);
+    using S = typename St::S;
+    embeddingBackwardKernel<St><<<gridFor(y.numel()), kThreads, 0, device.stream()>>>(
+        static_cast<const S *>(src.data), deviceSorted, deviceSorted + p.rows + 1,
+        static_cast<S *>(y.data), p.rows, D, p.paddingIdx);
+  });
+  checkLaunch("embedding_backward kernel launch");
+}
 
 void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &y) {
   checks::topk(p, x, y);

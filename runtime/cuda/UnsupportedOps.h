@@ -5,8 +5,8 @@
 //
 // orthogonal and norm_of run their CPU kernels on the host and copy the
 // result over (CudaBackend). An op added to the table without a CUDA kernel
-// is listed here: embedding_backward (the gradient's row sums; a
-// deterministic GPU kernel is still to come).
+// is listed here; none is now (embedding_backward got its kernel on
+// 2026-12-04, CudaIndex.cu).
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -15,7 +15,6 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 1> kCudaUnsupportedOps{
-    plan::OpCode::EmbeddingBackward};
+inline constexpr std::array<plan::OpCode, 0> kCudaUnsupportedOps{};
 
 }  // namespace shardc::runtime::cuda
