@@ -246,6 +246,19 @@ MpiRankRuntime cpuRankRuntime(int threads) {
   return rank;
 }
 
+/// Replicated ranks compute identical outputs: a hash of each rank's,
+/// compared on every rank.
+void checkSameOnEveryRank(MpiCommunicator &comm, const std::vector<HostTensor> &outputs,
+                          const std::string &what) {
+  uint64_t hash = kFnvBasis;
+  for (const HostTensor &t : outputs) hash = fnv1a(hash, t.data.data(), t.data.size());
+  std::vector<uint64_t> all = comm.allGatherU64(hash);
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw RuntimeError(what + " outputs differ between rank 0 and rank " + std::to_string(r) +
+                         " (ranks must compute identical outputs)");
+}
+
 }  // namespace
 
 MpiRunResult runMpi(const Plan &plan, const RunOptions &options,
@@ -287,6 +300,23 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options,
   // This rank's forward: the plan's, or its own micro-batch's.
   RankForward mineForward{"forward", {}, {}};
   if (forward && options.dataParallel) mineForward = rankForward(plan, inputs, rank);
+  // Training steps (RunOptions::moreStepInputs): step k's batch, this
+  // rank's rows of it with dataParallel.
+  std::vector<std::vector<HostTensor>> batches{options.dataParallel ? mineForward.inputs : inputs};
+  if (!options.moreStepInputs.empty() && !options.trainingSteps)
+    throw RuntimeError("runMpi: more step inputs are for training steps");
+  for (size_t k = 0; k < options.moreStepInputs.size() && forward; ++k) {
+    const std::vector<HostTensor> &given = options.moreStepInputs[k];
+    if (!options.dataParallel) {
+      batches.push_back(orderInputs(*forward, given));
+      continue;
+    }
+    RankForward mine = rankForward(plan, matchGlobalInputs(plan, given), rank);
+    if (mine.function != mineForward.function)
+      throw RuntimeError("data-parallel: step input set " + std::to_string(k + 2) +
+                         " holds another global batch than the first");
+    batches.push_back(std::move(mine.inputs));
+  }
   MemoryPrediction initPrediction = predictMemory(plan, "init", rank);
   predict(initPrediction, report.init);
   if (forward) {
@@ -361,14 +391,31 @@ MpiRunResult runMpi(const Plan &plan, const RunOptions &options,
       if (options.dataParallel)
         outputs = gatherBatchOutputs(plan, comm, globalBatchRows(inputs), outputs);
     }
-    if (forward && !options.dataParallel) {
-      uint64_t hash = kFnvBasis;
-      for (const HostTensor &t : outputs) hash = fnv1a(hash, t.data.data(), t.data.size());
-      std::vector<uint64_t> all = comm.allGatherU64(hash);
-      for (int64_t r = 1; r < n; ++r)
-        if (all[r] != all[0])
-          throw RuntimeError("the forward outputs differ between rank 0 and rank " +
-                             std::to_string(r) + " (ranks must compute identical outputs)");
+    if (forward && !options.dataParallel) checkSameOnEveryRank(comm, outputs, "the forward");
+    // Training steps 2, 3, ...: on their batches, the peak the first step's.
+    for (int step = 2; forward && options.trainingSteps && step <= 1 + options.forwardRepeats;
+         ++step) {
+      device.resetPeak();
+      auto views = run(mineForward.function, batches[(step - 1) % batches.size()]);
+      std::vector<HostTensor> stepOutputs;
+      for (const TensorView &view : views) {
+        HostTensor t{view.name, view.dtype, view.shape, {}};
+        t.data.resize(static_cast<size_t>(t.expectedBytes()));
+        if (!t.data.empty()) backend.copyToHost(t.data.data(), view.data, t.data.size());
+        stepOutputs.push_back(std::move(t));
+      }
+      if (device.peakBytes() != report.forward->peakBytes)
+        throw RuntimeError("training step " + std::to_string(step) + " peaked at " +
+                           std::to_string(device.peakBytes()) + " bytes, the first at " +
+                           std::to_string(report.forward->peakBytes) +
+                           " (every step must hold the same memory)");
+      state.releaseFunctionBuffers();
+      trim();
+      if (options.dataParallel)
+        stepOutputs = gatherBatchOutputs(plan, comm, globalBatchRows(inputs), stepOutputs);
+      else
+        checkSameOnEveryRank(comm, stepOutputs, "training step " + std::to_string(step) + "'s");
+      if (rank == 0) result.run.stepOutputs.push_back(std::move(stepOutputs));
     }
 
     // Outside every measurement window. A checkpoint (--save): every rank

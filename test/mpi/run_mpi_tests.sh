@@ -59,18 +59,22 @@ PY
 }
 
 same_as_local "$SRC/examples/seed.json" seed
-# A training step: each gradient reduced into its shards over MPI
-# (scatter_rows), then AdamW on them (docs/training.md).
+# Training steps: each gradient reduced into its shards over MPI
+# (scatter_rows), then AdamW on them (docs/training.md); three steps.
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad loss \
-  --optimizer adamw --lr 0.01
-# A data-parallel training step: 12 rows, 3 per process, the gradient
-# shares summed into the shards over MPI (docs/training.md).
+  --optimizer adamw --lr 0.01 --steps 3
+# Data-parallel training steps: 12 rows, 3 per process, the gradient
+# shares summed into the shards over MPI (docs/training.md); three steps
+# over two batches (--inputs repeated).
 python3 -c "import json, sys; g = json.load(open(sys.argv[1])); [i['shape'].__setitem__(0, 12) for i in g['inputs']]; json.dump(g, open(sys.argv[2], 'w'))" \
   "$SRC/test/lit/shardc/Inputs/grad-mlp.json" "$WORK/mlp12.json"
 if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/mlp12.json" --seed 5 \
-     --out "$WORK/mlp12-inputs.st" > /dev/null 2>&1; then
+     --out "$WORK/mlp12-inputs.st" > /dev/null 2>&1 &&
+   /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/mlp12.json" --seed 6 \
+     --out "$WORK/mlp12-inputs2.st" > /dev/null 2>&1; then
   same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel --grad loss \
-    --optimizer sgd --lr 0.1 --momentum 0.9 --data-parallel --inputs "$WORK/mlp12-inputs.st"
+    --optimizer sgd --lr 0.1 --momentum 0.9 --data-parallel --steps 3 \
+    --inputs "$WORK/mlp12-inputs.st" --inputs "$WORK/mlp12-inputs2.st"
 elif [ "${CI:-}" = "true" ]; then
   fail "CI=true but /usr/bin/python3 cannot make the data-parallel training inputs"
 fi

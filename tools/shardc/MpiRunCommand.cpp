@@ -99,6 +99,11 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
                                           : parsed.get("--save-params", "");
   options.seed = seed;
   options.timeout = std::chrono::duration<double>(timeoutSeconds);
+  // --steps K: K training steps, step k on the k-th --inputs batch.
+  if (parsed.has("--optimizer")) {
+    options.trainingSteps = true;
+    options.forwardRepeats = static_cast<int>(parsed.getInt("--steps", 1, 1, 1000000)) - 1;
+  }
   runtime::mpi::MpiRunResult result;
   runtime::mpi::MpiRankFactory rankRuntime;  // empty: the CPU
   if (device == "cuda") {
@@ -116,17 +121,19 @@ int runMpiBackend(const ParsedArgs &parsed, const std::string &model, uint64_t s
     fail(error.what());
   }
   if (runtime::mpi::worldRank() == 0) {
+    RunSummary summary{model, seed, &plan, &result.run, {}};
+    if (parsed.has("--optimizer")) {  // each step's loss; --outputs gets the last step's
+      summary.trainingSteps = trainingStepScalars(result.run);
+      if (reportFormat == "text") std::cout << formatTrainingSteps(summary.trainingSteps);
+      if (!result.run.stepOutputs.empty())
+        result.run.outputs = std::move(result.run.stepOutputs.back());
+    }
     try {
       runtime::restoreBatchDims(result.run.outputs, outputBatchDims);
       if (parsed.has("--outputs"))
         runtime::writeSafetensors(parsed.get("--outputs", ""), result.run.outputs);
     } catch (const std::exception &error) {
       fail(error.what());
-    }
-    RunSummary summary{model, seed, &plan, &result.run, {}};
-    if (parsed.has("--optimizer")) {  // one training step (docs/training.md)
-      summary.trainingSteps = trainingStepScalars(result.run);
-      if (reportFormat == "text") std::cout << formatTrainingSteps(summary.trainingSteps);
     }
     if (reportFormat == "json") {
       nlohmann::json report = nlohmann::json::parse(formatJsonReport(summary));

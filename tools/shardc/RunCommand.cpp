@@ -104,8 +104,9 @@ const char *const kRunUsage =
     "  --weight-decay W   default: SGD 0, AdamW 0.01 (decoupled)\n"
     "  --betas B1,B2      AdamW betas (default 0.9,0.999)\n"
     "  --eps E            AdamW eps (default 1e-8)\n"
-    "  --steps K          training steps on the same inputs (default 1; local\n"
-    "                     backend); prints each step's 0-d outputs (the loss);\n"
+    "  --steps K          training steps (default 1), on the same inputs or\n"
+    "                     the repeated --inputs' batches in turn; prints each\n"
+    "                     step's 0-d outputs (the loss);\n"
     "                     --save writes the trained parameters, --outputs the\n"
     "                     last step's outputs\n"
     "  --save-optimizer FILE  after the last step, the optimizer's state\n"
@@ -396,8 +397,6 @@ int runCommand(const std::vector<std::string> &args) {
                        std::to_string(parsed.all("--inputs").size()) +
                        " --inputs batches unused; give --steps " +
                        std::to_string(parsed.all("--inputs").size()) + " or more");
-    if (steps > 1 && parsed.get("--backend", "local") != "local")
-      throw UsageError("--steps above 1 is for the local backend (an MPI run takes one step)");
     if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
       throw UsageError("--batch-dim says where --data-parallel finds the batch; give "
                        "--data-parallel too");
