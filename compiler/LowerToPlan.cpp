@@ -445,16 +445,23 @@ private:
     }
     if (auto adamw = dyn_cast<tc::AdamwStepOp>(op)) {
       int32_t param = paramBuffer(adamw.getParam());
+      std::map<std::string, plan::AttrValue> attrs{
+          {"lr", d(adamw.getLr())},
+          {"beta1", d(adamw.getBeta1())},
+          {"beta2", d(adamw.getBeta2())},
+          {"eps", d(adamw.getEps())},
+          {"weight_decay", d(adamw.getWeightDecay())}};
+      // The schedule only when there is one: plans without it read as before.
+      if (adamw.getWarmupSteps() != 0 || adamw.getDecaySteps() != 0) {
+        attrs["warmup_steps"] = adamw.getWarmupStepsAttr().getInt();
+        attrs["decay_steps"] = adamw.getDecayStepsAttr().getInt();
+        attrs["min_lr"] = d(adamw.getMinLr());
+      }
       emit(plan::OpCode::AdamwStep,
            {param, buffers_.lookup(adamw.getGrad()),
             paramBuffer(adamw.getExpAvg()), paramBuffer(adamw.getExpAvgSq()),
             paramBuffer(adamw.getStep())},
-           {param}, &op,
-           {{"lr", d(adamw.getLr())},
-            {"beta1", d(adamw.getBeta1())},
-            {"beta2", d(adamw.getBeta2())},
-            {"eps", d(adamw.getEps())},
-            {"weight_decay", d(adamw.getWeightDecay())}});
+           {param}, &op, attrs);
       return success();
     }
     auto advance = cast<tc::AdvanceStepOp>(op);

@@ -35,6 +35,9 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
     step.beta1 = optimizer->beta1;
     step.beta2 = optimizer->beta2;
     step.eps = optimizer->eps;
+    step.warmupSteps = optimizer->warmupSteps;
+    step.decaySteps = optimizer->decaySteps;
+    step.minLr = optimizer->minLr;
     step.stateFile = optimizer->stateFile;
     passes.addPass(tc::createTcOptimizer(step));
   }

@@ -32,6 +32,10 @@ struct OptimizerOptions {
   double momentum = 0;
   double weightDecay = -1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// AdamW's learning-rate schedule (tc-optimizer's warmup-steps,
+  /// decay-steps, min-lr; runtime/Optimizers.h scheduledLr).
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLr = 0;
   /// Resume: the state from this safetensors file (--load-optimizer);
   /// empty: zeros.
   std::string stateFile;

@@ -256,6 +256,9 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.beta1 = o.beta1;
   step.beta2 = o.beta2;
   step.eps = o.eps;
+  step.warmupSteps = o.warmup_steps;
+  step.decaySteps = o.decay_steps;
+  step.minLr = o.min_lr;
   step.stateFile = o.state_file;
   return step;
 }

@@ -100,7 +100,10 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
             loc, target, gradient.value, expAvg, expAvgSq, step,
             builder.getF64FloatAttr(lr), builder.getF64FloatAttr(beta1),
             builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
-            builder.getF64FloatAttr(decay));
+            builder.getF64FloatAttr(decay),
+            builder.getI64IntegerAttr(warmupSteps),
+            builder.getI64IntegerAttr(decaySteps),
+            builder.getF64FloatAttr(minLr));
       }
     }
 
@@ -129,6 +132,16 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
       return fail("betas must lie in [0, 1)");
     if (!(eps > 0))
       return fail("eps must be positive");
+    const bool scheduled = warmupSteps != 0 || decaySteps != 0 || minLr != 0;
+    if (scheduled && optimizer != "adamw")
+      return fail("a learning-rate schedule (warmup-steps, decay-steps, "
+                  "min-lr) needs AdamW's step count; SGD keeps lr");
+    if (warmupSteps < 0 || decaySteps < 0)
+      return fail("warmup-steps and decay-steps must not be negative");
+    if (!(minLr >= 0 && minLr <= lr))
+      return fail("min-lr must lie in [0, lr]");
+    if (minLr != 0 && decaySteps == 0)
+      return fail("min-lr is where the decay ends; give decay-steps");
     return success();
   }
 

@@ -87,6 +87,12 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "AdamW: steps of linear learning-rate warmup">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "AdamW: steps of cosine decay to min-lr after the warmup (0: none)">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0",
+           "AdamW: the learning rate the decay ends at">,
     Option<"stateFile", "state-file", "std::string", /*default=*/"\"\"",
            "Resume: the optimizer state from this safetensors file (tensors "
            "named as the state parameters, as --save-optimizer writes them) "

@@ -399,9 +399,16 @@ private:
                               inst.inputs.size() == 3 ? &momentum : nullptr);
     }
     case OpCode::AdamwStep: {
-      const AdamwParams p{attrDouble(inst, "lr"), attrDouble(inst, "beta1"),
-                          attrDouble(inst, "beta2"), attrDouble(inst, "eps"),
-                          attrDouble(inst, "weight_decay")};
+      const AdamwParams p{attrDouble(inst, "lr"),
+                          attrDouble(inst, "beta1"),
+                          attrDouble(inst, "beta2"),
+                          attrDouble(inst, "eps"),
+                          attrDouble(inst, "weight_decay"),
+                          attrIntOr(inst, "warmup_steps", 0),
+                          attrIntOr(inst, "decay_steps", 0),
+                          attrDoubleOr(inst, "min_lr", 0.0)};
+      if (p.warmupSteps < 0 || p.decaySteps < 0 || !(p.minLr >= 0 && p.minLr <= p.lr))
+        fail("the schedule needs warmup_steps and decay_steps >= 0 and 0 <= min_lr <= lr");
       return backend_.adamwStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
                                 tensor(inst.inputs[2]), tensor(inst.inputs[3]),
                                 tensor(inst.inputs[4]));

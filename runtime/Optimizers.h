@@ -30,7 +30,28 @@ struct AdamwParams {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.01;
+  /// The learning-rate schedule (scheduledLr): a linear warmup over
+  /// warmupSteps steps, then a cosine decay to minLr over decaySteps steps
+  /// (0: lr stays).
+  int64_t warmupSteps = 0;
+  int64_t decaySteps = 0;
+  double minLr = 0;
 };
+
+/// The learning rate of step `step` (1, 2, ...): lr * step / warmupSteps
+/// during the warmup, then lr * (m + (1 - m) * (1 + cos(pi * progress)) / 2)
+/// with m = minLr / lr and progress = min(1, (step - warmupSteps) /
+/// decaySteps), lr itself without decay steps. tools/torch_reference.py's
+/// LambdaLR computes the same factor with the same double operations, so
+/// torch's steps see the same learning rate to the bit.
+inline double scheduledLr(const AdamwParams &p, double step) {
+  const double warmup = static_cast<double>(p.warmupSteps);
+  if (p.warmupSteps > 0 && step <= warmup) return p.lr * (step / warmup);
+  if (p.decaySteps <= 0) return p.lr;
+  const double progress = std::min(1.0, (step - warmup) / static_cast<double>(p.decaySteps));
+  const double floor = p.minLr / p.lr;
+  return p.lr * (floor + (1 - floor) * (0.5 * (1 + std::cos(M_PI * progress))));
+}
 
 /// The scalars of one AdamW update at step count `step`, as
 /// torch.optim.adamw computes them (Python floats); each backend's kernel
@@ -39,10 +60,11 @@ struct AdamwStepScalars {
   double decay, averageWeight, beta2, squareWeight, minusStepSize, biasCorrection2Sqrt, eps;
 };
 inline AdamwStepScalars adamwStepScalars(const AdamwParams &p, double step) {
+  const double lr = scheduledLr(p, step);
   const double biasCorrection1 = 1 - std::pow(p.beta1, step);
   const double biasCorrection2 = 1 - std::pow(p.beta2, step);
-  return {1 - p.lr * p.weightDecay, 1 - p.beta1, p.beta2, 1 - p.beta2,
-          -(p.lr / biasCorrection1), std::sqrt(biasCorrection2), p.eps};
+  return {1 - lr * p.weightDecay,     1 - p.beta1, p.beta2, 1 - p.beta2, -(lr / biasCorrection1),
+          std::sqrt(biasCorrection2), p.eps};
 }
 
 /// One rank's reduce_scatter, for every backend: of the chunk's `elements`,

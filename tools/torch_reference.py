@@ -604,6 +604,20 @@ def train(graph, interp, env, args):
         optimizer = torch.optim.AdamW(leaves, lr=args.lr, betas=(b1, b2),
                                       eps=args.eps or 1e-8, weight_decay=decay,
                                       foreach=False)
+    # shardc's --warmup-steps / --decay-steps / --min-lr (runtime/Optimizers.h
+    # scheduledLr): the same factor with the same double operations.
+    warmup, decay_steps = args.warmup_steps or 0, args.decay_steps or 0
+    floor = (args.min_lr or 0.0) / args.lr
+
+    def factor(epoch):
+        step = epoch + 1  # LambdaLR's epoch 0 is the first optimizer.step()
+        if warmup > 0 and step <= warmup:
+            return step / warmup
+        if decay_steps <= 0:
+            return 1.0
+        progress = min(1.0, (step - warmup) / decay_steps)
+        return floor + (1 - floor) * (0.5 * (1 + math.cos(math.pi * progress)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     out = {}
     seconds = []
     for step in range(1, args.steps + 1):
@@ -612,6 +626,7 @@ def train(graph, interp, env, args):
         out = interp.run(env)
         out[loss].backward()
         optimizer.step()
+        scheduler.step()
         seconds.append(time.perf_counter() - start)
         print("step %d: %s = %.9g" % (step, loss, out[loss].item()))
     if args.time_json:  # bench/train_step.py: every step's wall time
@@ -659,6 +674,9 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float)
     ap.add_argument("--betas")
     ap.add_argument("--eps", type=float)
+    ap.add_argument("--warmup-steps", type=int, help="--train adamw: shardc's schedule")
+    ap.add_argument("--decay-steps", type=int)
+    ap.add_argument("--min-lr", type=float)
     ap.add_argument("--steps", type=int, default=1)
     args = ap.parse_args(argv)
 

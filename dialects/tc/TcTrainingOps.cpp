@@ -97,6 +97,10 @@ LogicalResult AdamwStepOp::verify() {
   for (double beta : {d(getBeta1()), d(getBeta2())})
     if (!(beta >= 0 && beta < 1))
       return emitOpError() << "betas must lie in [0, 1), got " << beta;
+  if (getWarmupStepsAttr().getInt() < 0 || getDecayStepsAttr().getInt() < 0)
+    return emitOpError() << "warmup_steps and decay_steps must not be negative";
+  if (!(d(getMinLr()) >= 0 && d(getMinLr()) <= d(getLr())))
+    return emitOpError() << "min_lr must lie in [0, lr], got " << d(getMinLr());
   return success();
 }
 

@@ -60,11 +60,17 @@ def Tc_AdamwStepOp : Tc_Op<"adamw_step", [
     rank stores and its two moments (parameters of `@w`'s type and
     sharding); `@optim.step`, a 0-d floating buffer advanced by
     `tc.advance_step` before the first update, counts the steps.
+    `warmup_steps`, `decay_steps` and `min_lr` (defaults 0: lr throughout)
+    schedule the learning rate by that count: a linear warmup, then a
+    cosine decay to `min_lr` (docs/training.md).
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$grad,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
                        FlatSymbolRefAttr:$step, F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr);
   let assemblyFormat = [{
     $param `,` $grad `state` `(` $exp_avg `,` $exp_avg_sq `,` $step `)` attr-dict
     `:` type($grad)

@@ -711,6 +711,15 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(optimizerCase("adamw_step" + d, dt, OpCode::AdamwStep, 2,
                                   {{"lr", 0.01}, {"beta1", 0.9}, {"beta2", 0.999},
                                    {"eps", 1e-8}, {"weight_decay", 0.01}}));
+    cases.push_back(optimizerCase("adamw_step scheduled" + d, dt, OpCode::AdamwStep, 2,
+                                  {{"lr", 0.01},
+                                   {"beta1", 0.9},
+                                   {"beta2", 0.999},
+                                   {"eps", 1e-8},
+                                   {"weight_decay", 0.01},
+                                   {"warmup_steps", int64_t{5}},
+                                   {"decay_steps", int64_t{9}},
+                                   {"min_lr", 0.001}}));
   }
   return cases;
 }

@@ -76,6 +76,26 @@ TEST_CASE("adamw_step: torch's AdamW with bias correction, three steps", "[train
   }
 }
 
+TEST_CASE("scheduledLr: a linear warmup, then a cosine decay to min_lr", "[training]") {
+  AdamwParams p;
+  p.lr = 0.1;
+  CHECK(scheduledLr(p, 1) == 0.1);  // no schedule: lr throughout
+  CHECK(scheduledLr(p, 1000) == 0.1);
+  p.warmupSteps = 4;
+  p.decaySteps = 10;
+  p.minLr = 0.01;
+  CHECK(scheduledLr(p, 1) == 0.1 * (1.0 / 4));
+  CHECK(scheduledLr(p, 2) == 0.1 * (2.0 / 4));
+  CHECK(scheduledLr(p, 4) == 0.1);                                       // the warmup ends at lr
+  CHECK(scheduledLr(p, 9) == Approx(0.01 + 0.09 * 0.5).epsilon(1e-15));  // half way
+  CHECK(scheduledLr(p, 14) == Approx(0.01).epsilon(1e-15));              // the decay's end
+  CHECK(scheduledLr(p, 100) == Approx(0.01).epsilon(1e-15));             // and after it
+  for (int step = 5; step < 14; ++step) CHECK(scheduledLr(p, step + 1) < scheduledLr(p, step));
+  // The AdamW scalars take the scheduled rate.
+  const AdamwStepScalars warm = adamwStepScalars(p, 2);
+  CHECK(warm.decay == 1 - 0.05 * p.weightDecay);
+}
+
 TEST_CASE("optimizer steps: the same bytes at any thread count", "[training]") {
   const int64_t n = 100000;  // many blocks
   std::vector<float> g = values(n, 5, 0.2f);

@@ -104,6 +104,9 @@ const char *const kRunUsage =
     "  --weight-decay W   default: SGD 0, AdamW 0.01 (decoupled)\n"
     "  --betas B1,B2      AdamW betas (default 0.9,0.999)\n"
     "  --eps E            AdamW eps (default 1e-8)\n"
+    "  --warmup-steps W, --decay-steps D, --min-lr M  AdamW's learning-rate\n"
+    "                     schedule: lr * k / W at step k <= W, then a cosine\n"
+    "                     decay to M over D steps (default: lr throughout)\n"
     "  --steps K          training steps (default 1), on the same inputs or\n"
     "                     the repeated --inputs' batches in turn; prints each\n"
     "                     step's 0-d outputs (the loss);\n"
@@ -320,15 +323,16 @@ int runCommand(const std::vector<std::string> &args) {
   std::optional<compiler::OptimizerOptions> optimizer;  // --optimizer: a training step
   int steps = 1;                                        // --steps
   try {
-    parsed = parseArgs(args, {{"--world-size", "--seed", "--inputs", "--outputs",
-                               "--save-params", "--report", "--timeout", "--units", "--max-graph-mib",
-                               "--backend", "--load", "--rename", "--save", "--io-buffer-mib",
-                               "--ranks", "--threads", "--device", "--repeat", "--batch-dim",
-                               "--grad", "--steps", "--optimizer", "--lr", "--momentum",
-                               "--weight-decay", "--betas", "--eps", "--load-optimizer",
-                               "--save-optimizer"},
-                              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
-                               "--profile"}});
+    parsed = parseArgs(
+        args, {{"--world-size",    "--seed",          "--inputs",    "--outputs",
+                "--save-params",   "--report",        "--timeout",   "--units",
+                "--max-graph-mib", "--backend",       "--load",      "--rename",
+                "--save",          "--io-buffer-mib", "--ranks",     "--threads",
+                "--device",        "--repeat",        "--batch-dim", "--grad",
+                "--steps",         "--optimizer",     "--lr",        "--momentum",
+                "--weight-decay",  "--betas",         "--eps",       "--load-optimizer",
+                "--warmup-steps",  "--decay-steps",   "--min-lr",    "--save-optimizer"},
+               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;
       return kSuccess;

@@ -61,6 +61,20 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     options.eps = parseNumber("--eps", parsed.get("--eps", ""));
     if (!(options.eps > 0)) throw UsageError("--eps must be positive");
   }
+  // The learning-rate schedule: AdamW counts its steps, SGD does not.
+  for (const char *option : {"--warmup-steps", "--decay-steps", "--min-lr"})
+    if (parsed.has(option) && !adamw)
+      throw UsageError(std::string(option) + " schedules AdamW's learning rate by its step "
+                                             "count; give --optimizer adamw");
+  options.warmupSteps = parsed.getInt("--warmup-steps", 0, 0, int64_t{1} << 40);
+  options.decaySteps = parsed.getInt("--decay-steps", 0, 0, int64_t{1} << 40);
+  if (parsed.has("--min-lr")) {
+    if (!parsed.has("--decay-steps"))
+      throw UsageError("--min-lr is where the decay ends; give --decay-steps");
+    options.minLr = parseNumber("--min-lr", parsed.get("--min-lr", ""));
+    if (!(options.minLr >= 0 && options.minLr <= options.lr))
+      throw UsageError("--min-lr must lie in [0, --lr]");
+  }
   return options;
 }
 

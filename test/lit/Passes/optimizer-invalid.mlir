@@ -3,11 +3,15 @@
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0' 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 momentum=0.9' 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 beta2=1' 2>&1 | FileCheck %s --check-prefix=BETA
+// RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=3' 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 min-lr=0.01' 2>&1 | FileCheck %s --check-prefix=MINLR
 
 // NAME: tc-optimizer: optimizer must be sgd or adamw, got 'rmsprop'
 // LR: tc-optimizer: the learning rate must be positive, got 0.000000
 // MOMENTUM: tc-optimizer: momentum is SGD's; AdamW has beta1 and beta2
 // BETA: tc-optimizer: betas must lie in [0, 1)
+// SCHEDULE: tc-optimizer: a learning-rate schedule (warmup-steps, decay-steps, min-lr) needs AdamW's step count; SGD keeps lr
+// MINLR: tc-optimizer: min-lr is where the decay ends; give decay-steps
 
 tc.param @w : tensor<4xf32> device "cpu"
 func.func @init() {

@@ -86,6 +86,28 @@ func.func @forward(%g: tensor<4xf32>) {
 
 // -----
 
+tc.param @w : tensor<4xf32> device "cpu"
+tc.param @m : tensor<4xf32> device "cpu"
+tc.param @step : tensor<f32> device "cpu" buffer
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{min_lr must lie in [0, lr], got 5.000000e-01}}
+  tc.adamw_step @w, %g state(@m, @m, @step) {lr = 0.1 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, decay_steps = 10 : i64, min_lr = 0.5 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+tc.param @w : tensor<4xf32> device "cpu"
+tc.param @m : tensor<4xf32> device "cpu"
+tc.param @step : tensor<f32> device "cpu" buffer
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{warmup_steps and decay_steps must not be negative}}
+  tc.adamw_step @w, %g state(@m, @m, @step) {lr = 0.1 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, warmup_steps = -2 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
 tc.param @count : tensor<f32> device "cpu"
 func.func @forward() {
   // expected-error @+1 {{step count @count must be a 0-d floating buffer}}

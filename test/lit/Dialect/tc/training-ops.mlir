@@ -29,6 +29,7 @@ func.func @forward(%g: tensor<10x4xf32>) {
 // CHECK-LABEL: func.func @forward(
 // CHECK-NEXT:    tc.advance_step @optim.step
 // CHECK-NEXT:    tc.adamw_step @w, %{{.*}} state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-03 : f64, weight_decay = 0.000000e+00 : f64} : tensor<8xbf16>
+// CHECK-NEXT:    tc.adamw_step @w, %{{.*}} {{.*}}decay_steps = 900 : i64{{.*}}min_lr = 1.000000e-04 : f64, warmup_steps = 100 : i64{{.*}}} : tensor<8xbf16>
 tc.param @optim.step : tensor<f32> device "cpu" buffer non_persistent
 tc.param @w : tensor<8xbf16> device "cpu"
 tc.param @optim.exp_avg.w : tensor<8xbf16> device "cpu" non_persistent
@@ -47,5 +48,7 @@ func.func @init() {
 func.func @forward(%g: tensor<8xbf16>) {
   tc.advance_step @optim.step
   tc.adamw_step @w, %g state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : tensor<8xbf16>
+  // With a learning-rate schedule (the defaults, 0, are not printed).
+  tc.adamw_step @w, %g state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, warmup_steps = 100 : i64, decay_steps = 900 : i64, min_lr = 1.0e-4 : f64} : tensor<8xbf16>
   return
 }
