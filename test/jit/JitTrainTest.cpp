@@ -214,6 +214,34 @@ TEST_CASE("jit data-parallel training: each rank its rows, the replicated run's 
                     Catch::Contains("grad with data_parallel is a data-parallel training step"));
 }
 
+TEST_CASE("jit optimizer: AdamW's learning-rate schedule warms up from lr / warmup_steps",
+          "[jit][train]") {
+  // The first step of a 4-step warmup moves every parameter by a quarter of
+  // a flat first step's AdamW update (the update is lr times a ratio that
+  // the first step makes +-1 wherever the gradient is not zero, and decay
+  // 0 keeps the rest exact up to rounding).
+  GptLoss model;
+  JitOptions flat = trainOptions(model, 2, "adamw", 0.01);
+  flat.optimizer.weight_decay = 0;
+  JitOptions warm = flat;
+  warm.optimizer.warmup_steps = 4;
+  CompiledModel a = jit(model, flat), b = jit(model, warm), before = jit(model, flat);
+  before.init();
+  const std::vector<HostTensor> inputs = a.example_inputs(9);
+  a.forward(inputs);
+  b.forward(inputs);
+  const ParameterInfo &p = a.parameters().front();
+  const std::vector<float> p0 = gathered(before, p), pa = gathered(a, p), pb = gathered(b, p);
+  size_t moved = 0;
+  for (size_t k = 0; k < p0.size(); ++k) {
+    const double fullStep = double(pa[k]) - p0[k], quarter = double(pb[k]) - p0[k];
+    if (std::abs(fullStep) < 1e-3) continue;  // a zero gradient: no move
+    CHECK(quarter == Approx(fullStep / 4).epsilon(1e-3));
+    ++moved;
+  }
+  CHECK(moved > 0);
+}
+
 TEST_CASE("jit optimizer: errors name the setting", "[jit][train]") {
   GptLoss model;
   JitOptions noGrad = trainOptions(model, 1, "sgd", 0.1);
@@ -226,4 +254,9 @@ TEST_CASE("jit optimizer: errors name the setting", "[jit][train]") {
                     Catch::Contains("the learning rate must be positive"));
   CHECK_THROWS_WITH(jit(model, lossOptions(model, 1)).save_optimizer("never.st"),
                     Catch::Contains("save_optimizer: the model has no optimizer"));
+  JitOptions scheduledSgd = trainOptions(model, 1, "sgd", 0.1);
+  scheduledSgd.optimizer.warmup_steps = 10;
+  CHECK_THROWS_WITH(jit(model, scheduledSgd),
+                    Catch::Contains("a learning-rate schedule (warmup-steps, decay-steps, "
+                                    "min-lr) needs AdamW's step count"));
 }
