@@ -238,10 +238,16 @@ def main():
         timing(args.only or DEFAULT, args.shardc)
         return
     print("| model | --grad at N = 2 | detail | shardc s |\n|---|---|---|---|")
+    print_rows(args.only or DEFAULT, lambda name, tmp: probe(name, args.shardc, tmp, args.rtol))
+
+
+def print_rows(names, probe_one):
+    """One markdown row per model of probe_one(name, tmp) -> (status,
+    detail, seconds), each in a fresh temporary folder, then the counts."""
     counts = {}
-    for name in args.only or DEFAULT:
+    for name in names:
         with tempfile.TemporaryDirectory() as tmp:
-            status, detail, seconds = probe(name, args.shardc, tmp, args.rtol)
+            status, detail, seconds = probe_one(name, tmp)
         counts[status] = counts.get(status, 0) + 1
         print("| %s | %s | %s | %s |" % (name, status, detail.replace("|", "\\|"), seconds),
               flush=True)

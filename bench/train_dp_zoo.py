@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +30,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import zoo_models  # noqa: E402
-from grad_zoo import DEFAULT, run  # noqa: E402
+from grad_zoo import DEFAULT, print_rows, run  # noqa: E402
 
 
 def probe(name, shardc, tmp, rtol):
@@ -86,14 +85,7 @@ def main():
     args = ap.parse_args()
     print("| model | data-parallel step | detail | data-parallel run s |")
     print("|---|---|---|---|")
-    counts = {}
-    for name in args.only or DEFAULT:
-        with tempfile.TemporaryDirectory() as tmp:
-            status, detail, seconds = probe(name, args.shardc, tmp, args.rtol)
-        counts[status] = counts.get(status, 0) + 1
-        print("| %s | %s | %s | %s |" % (name, status, detail.replace("|", "/")[:200], seconds),
-              flush=True)
-    print("\n" + ", ".join("%s: %d" % kv for kv in sorted(counts.items())))
+    print_rows(args.only or DEFAULT, lambda name, tmp: probe(name, args.shardc, tmp, args.rtol))
 
 
 if __name__ == "__main__":

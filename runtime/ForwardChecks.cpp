@@ -304,6 +304,22 @@ void topk(const IndexParams &p, const KTensor &x, const KTensor &y) {
   expectResult("topk", y, topkShape(x.shape, p), DType::I64);
 }
 
+void embeddingBackward(const IndexParams &p, const KTensor &src, const KTensor &index,
+                       const KTensor &y) {
+  if (embeddingBackwardShape(src.shape, index.shape, p) != y.shape || y.dtype != src.dtype ||
+      index.dtype != DType::I64)
+    fail("embedding_backward", "operands do not fit: src " + shapeToString(src.shape) + ", index " +
+                                   shapeToString(index.shape) + ", y " + shapeToString(y.shape));
+}
+
+void embeddingIndices(const IndexParams &p, const int64_t *indices, int64_t count) {
+  for (int64_t m = 0; m < count; ++m)
+    if (indices[m] < 0 || indices[m] >= p.rows)
+      fail("embedding_backward", "index " + std::to_string(indices[m]) + " at element " +
+                                     std::to_string(m) + " is out of range for " +
+                                     std::to_string(p.rows) + " rows");
+}
+
 void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y) {
   if (index.dtype != DType::I64)
     fail("gather", std::string("index is ") + plan::dtypeName(index.dtype) + "; expects int64");

@@ -115,17 +115,10 @@ void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, 
 
 void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTensor &index,
                              const KTensor &y, int threads) {
-  const char *op = "embedding_backward";
-  if (embeddingBackwardShape(src.shape, index.shape, p) != y.shape || y.dtype != src.dtype ||
-      index.dtype != DType::I64)
-    checks::fail(op, "operands do not fit: src " + shapeToString(src.shape) + ", index " +
-                         shapeToString(index.shape) + ", y " + shapeToString(y.shape));
+  checks::embeddingBackward(p, src, index, y);
   const int64_t M = src.shape[0], D = src.shape[1];
   const int64_t *idx = static_cast<const int64_t *>(index.data);
-  for (int64_t m = 0; m < M; ++m)  // indices are data: checked before any sum
-    if (idx[m] < 0 || idx[m] >= p.rows)
-      checks::fail(op, "index " + std::to_string(idx[m]) + " at element " + std::to_string(m) +
-                           " is out of range for " + std::to_string(p.rows) + " rows");
+  checks::embeddingIndices(p, idx, M);  // indices are data: checked before any sum
   // The m of each row in increasing order (a stable counting sort: M + rows
   // integers), then each task sums whole rows: every output element is the
   // same sum in the same order, whatever the thread count.

@@ -90,18 +90,12 @@ __global__ void embeddingBackwardKernel(const typename St::S *src, const int64_t
 void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
                        const KTensor &index, const KTensor &y) {
   const char *op = "embedding_backward";
-  if (embeddingBackwardShape(src.shape, index.shape, p) != y.shape || y.dtype != src.dtype ||
-      index.dtype != DType::I64)
-    checks::fail(op, "operands do not fit: src " + shapeToString(src.shape) + ", index " +
-                         shapeToString(index.shape) + ", y " + shapeToString(y.shape));
+  checks::embeddingBackward(p, src, index, y);
   const int64_t M = src.shape[0], D = src.shape[1];
   if (y.numel() == 0) return;
   std::vector<int64_t> idx(static_cast<size_t>(M));
   if (M > 0) copyToHost(device, idx.data(), index.data, idx.size() * sizeof(int64_t));
-  for (int64_t m = 0; m < M; ++m)  // indices are data: checked before any sum
-    if (idx[m] < 0 || idx[m] >= p.rows)
-      checks::fail(op, "index " + std::to_string(idx[m]) + " at element " + std::to_string(m) +
-                           " is out of range for " + std::to_string(p.rows) + " rows");
+  checks::embeddingIndices(p, idx.data(), M);  // indices are data: checked before any sum
   const size_t sortBytes = static_cast<size_t>(p.rows + 1 + M) * sizeof(int64_t);
   if (sortBytes > CudaDevice::kMaxScratchBytes) {
     // The CPU kernel on host copies: the same sums in the same order.
