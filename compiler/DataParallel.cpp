@@ -90,22 +90,29 @@ compileForwardRows(const Graph &graph, int64_t rows, int64_t globalRows,
 
 } // namespace
 
+void checkTrainingBatchSplits(const std::string &source, int64_t globalRows,
+                              int64_t worldSize) {
+  // Every rank runs one step function: its constants (the gradients' and
+  // the loss share's) are parameters of the one Plan, and their values and
+  // shapes follow the rows. So the batch splits evenly, as torch's
+  // DistributedSampler makes it.
+  if (globalRows % worldSize != 0)
+    throw GraphError(
+        source + ": data-parallel training: the global batch of " +
+        std::to_string(globalRows) + " rows does not split evenly over " +
+        std::to_string(worldSize) +
+        " ranks; give a batch that is a multiple of the world size");
+}
+
 mlir::FailureOr<plan::Plan>
 compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
                     mlir::MLIRContext &context, const ShardOptions &options,
                     DataParallelTraining *training) {
   if (globalRows < 1)
-    throw GraphError(graph.sourceName + ": data-parallel: the global batch has no rows");
-  // Every rank runs one step function: its constants (the gradients' and
-  // the loss share's) are parameters of the one Plan, and their values and
-  // shapes follow the rows. So the batch splits evenly, as torch's
-  // DistributedSampler makes it.
-  if (training && globalRows % worldSize != 0)
-    throw GraphError(
-        graph.sourceName + ": data-parallel training: the global batch of " +
-        std::to_string(globalRows) + " rows does not split evenly over " +
-        std::to_string(worldSize) +
-        " ranks; give a batch that is a multiple of the world size");
+    throw GraphError(graph.sourceName +
+                     ": data-parallel: the global batch has no rows");
+  if (training)
+    checkTrainingBatchSplits(graph.sourceName, globalRows, worldSize);
   std::vector<int64_t> sizes = runtime::microBatchSizes(globalRows, worldSize);
   std::optional<plan::Plan> result;
   for (int64_t rows : sizes) {

@@ -71,6 +71,11 @@ struct DataParallelTraining {
 Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
                             int64_t globalRows, DataParallelTraining &training);
 
+/// Throws GraphError (naming `source`) unless `globalRows` splits evenly
+/// over `worldSize` ranks, as data-parallel training needs.
+void checkTrainingBatchSplits(const std::string &source, int64_t globalRows,
+                              int64_t worldSize);
+
 /// compileToPlan for a data-parallel forward of `globalRows` rows over
 /// `worldSize` ranks: "init" and "forward" (rank 0's micro-batch), plus
 /// "forward.rows<K>" for the other size and for 0 rows when some rank has

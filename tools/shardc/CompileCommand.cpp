@@ -75,11 +75,7 @@ compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraph
   const int64_t batch = compiler::graphBatchRows(graph);
   const int64_t rows = runtime::batchSlice(batch, worldSize, 0).rows;
   if (!optimizer) return compiler::rebatchGraph(graph, rows, batch);
-  if (batch % worldSize != 0)
-    throw compiler::GraphError(model + ": data-parallel training: the global batch of " +
-                               std::to_string(batch) + " rows does not split evenly over " +
-                               std::to_string(worldSize) +
-                               " ranks; give a batch that is a multiple of the world size");
+  compiler::checkTrainingBatchSplits(model, batch, worldSize);
   training.loss = loss;
   training.optimizer = *optimizer;
   compiler::Graph step = compiler::dataParallelStepGraph(graph, rows, batch, training);
