@@ -107,7 +107,11 @@ struct Region {
 ///     the scalar form (a OP value) when b == nullptr;
 ///   training (runtime/Optimizers.h): reduceScatter's `work` holds
 ///     reduceScatterWorkBytes, `mean` divides the ranks' sum by their count;
-///     sgdStep and adamwStep update param (and their state) in place.
+///     gradNorm writes the global L2 norm of every rank's `grads` (a
+///     `whole` one counted once: every rank holds it) into the 0-d float64
+///     `norm`, exactly summed (runtime/ExactSquareSum.h); sgdStep and
+///     adamwStep update param (and their state) in place, first scaling
+///     the gradient by clipCoefficient when `gradNorm` is given.
 #define SHARDC_BACKEND_OPTIONAL_KERNELS(VIRTUAL, SUFFIX)                                     \
   VIRTUAL void orthogonal(const init::GeneratorSpec &normal, double gain, plan::DType dtype,  \
                           int64_t rows, int64_t cols, void *out, void *work) SUFFIX;          \
@@ -148,11 +152,13 @@ struct Region {
                           const KTensor &y) SUFFIX;                                          \
   VIRTUAL void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,  \
                              std::byte *work, bool mean) SUFFIX;                            \
+  VIRTUAL void gradNorm(Communicator &comm, const std::vector<KTensor> &grads,             \
+                        const std::vector<bool> &whole, const KTensor &norm) SUFFIX;         \
   VIRTUAL void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,        \
-                       const KTensor *momentumBuffer) SUFFIX;                                \
+                       const KTensor *momentumBuffer, const KTensor *gradNorm) SUFFIX;       \
   VIRTUAL void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,    \
                          const KTensor &expAvg, const KTensor &expAvgSq,                     \
-                         const KTensor &step) SUFFIX;
+                         const KTensor &step, const KTensor *gradNorm) SUFFIX;
 
 class Backend {
 public:

@@ -169,13 +169,18 @@ void CpuBackend::reduceScatter(Communicator &comm, const KTensor &full, const KT
                                std::byte *work, bool mean) {
   reduceScatterKernel(comm, full, shard, work, mean);
 }
+void CpuBackend::gradNorm(Communicator &comm, const std::vector<KTensor> &grads,
+                          const std::vector<bool> &whole, const KTensor &norm) {
+  gradNormKernel(comm, grads, whole, norm, threads_);
+}
 void CpuBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                         const KTensor *momentumBuffer) {
-  sgdStepKernel(p, param, grad, momentumBuffer, threads_);
+                         const KTensor *momentumBuffer, const KTensor *gradNorm) {
+  sgdStepKernel(p, param, grad, momentumBuffer, gradNorm, threads_);
 }
 void CpuBackend::adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
-                           const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step) {
-  adamwStepKernel(p, param, grad, expAvg, expAvgSq, step, threads_);
+                           const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
+                           const KTensor *gradNorm) {
+  adamwStepKernel(p, param, grad, expAvg, expAvgSq, step, gradNorm, threads_);
 }
 
 // ---- the CPU entry point --------------------------------------------------

@@ -104,11 +104,16 @@ void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &,
 void Backend::reduceScatter(Communicator &, const KTensor &, const KTensor &, std::byte *, bool) {
   noKernel(OpCode::ReduceScatter);
 }
-void Backend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *) {
+void Backend::gradNorm(Communicator &, const std::vector<KTensor> &, const std::vector<bool> &,
+                       const KTensor &) {
+  noKernel(OpCode::GradNorm);
+}
+void Backend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *,
+                      const KTensor *) {
   noKernel(OpCode::SgdStep);
 }
 void Backend::adamwStep(const AdamwParams &, const KTensor &, const KTensor &, const KTensor &,
-                        const KTensor &, const KTensor &) {
+                        const KTensor &, const KTensor &, const KTensor *) {
   noKernel(OpCode::AdamwStep);
 }
 void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, const KTensor &,
@@ -391,12 +396,19 @@ private:
                                    attrIntOr(inst, "ignore_index", -100),
                                    tensor(inst.outputs[0]));
     case OpCode::ReduceScatter: return reduceScatter(inst);
+    case OpCode::GradNorm: return gradNorm(inst);
     case OpCode::SgdStep: {
       const SgdParams p{attrDouble(inst, "lr"), attrDoubleOr(inst, "momentum", 0.0),
-                        attrDoubleOr(inst, "weight_decay", 0.0)};
-      const KTensor momentum = inst.inputs.size() == 3 ? tensor(inst.inputs[2]) : KTensor{};
+                        attrDoubleOr(inst, "weight_decay", 0.0),
+                        attrDoubleOr(inst, "max_grad_norm", 0.0)};
+      // The inputs: param, grad, then the momentum buffer and the norm, each
+      // only when its attribute asks for it.
+      const KTensor norm = clipNormInput(inst, p.maxGradNorm, 2);
+      const size_t stateInputs = inst.inputs.size() - (p.maxGradNorm > 0 ? 1 : 0);
+      const KTensor momentum = stateInputs == 3 ? tensor(inst.inputs[2]) : KTensor{};
       return backend_.sgdStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
-                              inst.inputs.size() == 3 ? &momentum : nullptr);
+                              stateInputs == 3 ? &momentum : nullptr,
+                              p.maxGradNorm > 0 ? &norm : nullptr);
     }
     case OpCode::AdamwStep: {
       const AdamwParams p{attrDouble(inst, "lr"),
@@ -406,12 +418,14 @@ private:
                           attrDouble(inst, "weight_decay"),
                           attrIntOr(inst, "warmup_steps", 0),
                           attrIntOr(inst, "decay_steps", 0),
-                          attrDoubleOr(inst, "min_lr", 0.0)};
+                          attrDoubleOr(inst, "min_lr", 0.0),
+                          attrDoubleOr(inst, "max_grad_norm", 0.0)};
       if (p.warmupSteps < 0 || p.decaySteps < 0 || !(p.minLr >= 0 && p.minLr <= p.lr))
         fail("the schedule needs warmup_steps and decay_steps >= 0 and 0 <= min_lr <= lr");
+      const KTensor norm = clipNormInput(inst, p.maxGradNorm, 5);
       return backend_.adamwStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
                                 tensor(inst.inputs[2]), tensor(inst.inputs[3]),
-                                tensor(inst.inputs[4]));
+                                tensor(inst.inputs[4]), p.maxGradNorm > 0 ? &norm : nullptr);
     }
     default: break;  // family ops: dispatchFamily (the table, not a case each)
     }
@@ -1010,6 +1024,32 @@ private:
 
   /// The full gradient reduced into this rank's rows (runtime/Optimizers.h):
   /// the output is the param's chunk, the input its full shape.
+  /// An optimizer step's last input, the gradients' norm, when it clips
+  /// (max_grad_norm > 0); its other inputs number `others` at least.
+  KTensor clipNormInput(const Instruction &inst, double maxGradNorm, size_t others) {
+    if (maxGradNorm < 0) fail("max_grad_norm must not be negative");
+    if (maxGradNorm == 0) return KTensor{};
+    if (inst.inputs.size() <= others)
+      fail("max_grad_norm > 0 needs the gradients' norm (grad_norm's output) as the last input");
+    return tensor(inst.inputs.back());
+  }
+
+  /// grad_norm: every input is a computed gradient; `whole` lists those
+  /// every rank holds entire (replicated parameters' gradients).
+  void gradNorm(const Instruction &inst) {
+    std::vector<KTensor> grads;
+    std::vector<bool> whole(inst.inputs.size(), false);
+    for (int32_t id : inst.inputs) grads.push_back(tensor(id));
+    if (const std::vector<int64_t> *listed = attrList(inst, "whole"))
+      for (int64_t i : *listed) {
+        if (i < 0 || i >= static_cast<int64_t>(whole.size()))
+          fail("whole lists input " + std::to_string(i) + " of " + std::to_string(whole.size()));
+        whole[static_cast<size_t>(i)] = true;
+      }
+    backend_.beforeCollective(comm_);
+    backend_.gradNorm(comm_, grads, whole, tensor(inst.outputs[0]));
+  }
+
   void reduceScatter(const Instruction &inst) {
     const Buffer &full = buffer(inst.inputs[0]), &shard = buffer(inst.outputs[0]);
     if (full.param || shard.param)

@@ -390,4 +390,28 @@ void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,
                  "; it is advanced to 1 before the first update");
 }
 
+namespace {
+bool isScalarDouble(const KTensor &t) { return t.dtype == DType::F64 && t.numel() == 1; }
+}  // namespace
+
+void clipNorm(const char *op, double maxGradNorm, const KTensor *gradNorm) {
+  if ((maxGradNorm > 0) != (gradNorm != nullptr))
+    fail(op, "max_grad_norm > 0 and the gradients' norm go together (grad_norm's output)");
+  if (gradNorm && !isScalarDouble(*gradNorm))
+    fail(op, std::string("the gradients' norm is ") + plan::dtypeName(gradNorm->dtype) + " " +
+                 shapeToString(gradNorm->shape) + "; grad_norm writes one float64");
+}
+
+void gradNorm(const std::vector<KTensor> &grads, const std::vector<bool> &whole,
+              const KTensor &norm) {
+  if (whole.size() != grads.size()) fail("grad_norm", "one whole flag per gradient");
+  for (const KTensor &grad : grads)
+    if (!isFloatStorage(grad.dtype) && grad.dtype != DType::F64)
+      fail("grad_norm", std::string("a gradient is ") + plan::dtypeName(grad.dtype) +
+                            "; gradients are floating point");
+  if (!isScalarDouble(norm))
+    fail("grad_norm", std::string("the norm is ") + plan::dtypeName(norm.dtype) + " " +
+                          shapeToString(norm.shape) + "; it must be one float64");
+}
+
 }  // namespace shardc::runtime::checks

@@ -116,5 +116,11 @@ void gridSample(const KTensor &x, const KTensor &grid, const KTensor &y);
 void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,
                    const std::vector<std::pair<const char *, const KTensor *>> &state,
                    const double *stepCount);
+/// A step clips by the global norm exactly when it has maxGradNorm > 0 and
+/// a `gradNorm`, a 0-d float64 (grad_norm's output).
+void clipNorm(const char *op, double maxGradNorm, const KTensor *gradNorm);
+/// grad_norm: one `whole` flag per floating gradient; `norm` 0-d float64.
+void gradNorm(const std::vector<KTensor> &grads, const std::vector<bool> &whole,
+              const KTensor &norm);
 
 }  // namespace shardc::runtime::checks

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/Communicator.h"
+#include "runtime/ExactSquareSum.h"
 #include "runtime/ForwardKernels.h"
 
 #include <algorithm>
@@ -21,6 +22,9 @@ struct SgdParams {
   double lr = 0;
   double momentum = 0;
   double weightDecay = 0;
+  /// Gradient clipping (clipCoefficient): > 0 when the step reads the
+  /// gradients' global norm.
+  double maxGradNorm = 0;
 };
 
 /// torch.optim.AdamW (amsgrad off).
@@ -36,7 +40,20 @@ struct AdamwParams {
   int64_t warmupSteps = 0;
   int64_t decaySteps = 0;
   double minLr = 0;
+  /// Gradient clipping (clipCoefficient): > 0 when the step reads the
+  /// gradients' global norm.
+  double maxGradNorm = 0;
 };
+
+/// torch.nn.utils.clip_grad_norm_'s factor, in the step's math type C
+/// (float for float32 and 16-bit parameters, double for float64), as torch
+/// computes it on its norm tensor: max_norm / (norm + 1e-6), clamped to at
+/// most 1 (a NaN norm stays NaN). Every gradient is multiplied by it, and
+/// rounded to its dtype, before the update reads it.
+template <typename C> C clipCoefficient(double maxGradNorm, double norm) {
+  const C coefficient = C(maxGradNorm) / (C(norm) + C(1e-6));
+  return coefficient > C(1) ? C(1) : coefficient;
+}
 
 /// The learning rate of step `step` (1, 2, ...): lr * step / warmupSteps
 /// during the warmup, then lr * (m + (1 - m) * (1 + cos(pi * progress)) / 2)
@@ -109,12 +126,26 @@ int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DTy
 void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
                          std::byte *work, bool mean);
 
+/// Adds the squares of elements [begin, begin + n) of floating `values`
+/// (of `dtype`, in host memory) to `sum`: the CPU's grad_norm, and the CUDA
+/// backend's on host copies.
+void addSquares(ExactSquareSum &sum, plan::DType dtype, const void *values, int64_t begin,
+                int64_t n);
+
+/// grad_norm on host memory: the 0-d float64 `norm` receives the L2 norm of
+/// every rank's `grads` together, a `whole` one counted on rank 0 only,
+/// the same bits at every world size and thread count.
+void gradNormKernel(Communicator &comm, const std::vector<KTensor> &grads,
+                    const std::vector<bool> &whole, const KTensor &norm, int threads);
+
+/// `gradNorm` (with p.maxGradNorm > 0): the 0-d float64 global norm the
+/// gradient is clipped by first.
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                   const KTensor *momentumBuffer, int threads);
+                   const KTensor *momentumBuffer, const KTensor *gradNorm, int threads);
 
 /// `step` is the 0-d count of steps taken, this one included.
 void adamwStepKernel(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                      const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
-                     int threads);
+                     const KTensor *gradNorm, int threads);
 
 }  // namespace shardc::runtime

@@ -1,4 +1,5 @@
-// reduce_scatter, sgd_step and adamw_step on the CPU (runtime/Optimizers.h).
+// reduce_scatter, grad_norm, sgd_step and adamw_step on the CPU
+// (runtime/Optimizers.h).
 #include "runtime/Optimizers.h"
 
 #include "runtime/ForwardChecks.h"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace shardc::runtime {
@@ -106,15 +108,32 @@ void forBlocks(int64_t elements, int threads, const Body &body) {
   });
 }
 
+/// The gradient's block scaled by the clip coefficient (torch's
+/// grads.mul_(clip_coef_clamped), rounded to the gradient's dtype).
+template <typename T>
+void clip(plan::DType dtype, const std::optional<T> &coefficient, T *g, int64_t n) {
+  if (!coefficient) return;
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] * *coefficient;
+  Block<T>::round(dtype, g, n);
+}
+
+/// The clip coefficient of a step that reads the global norm.
+template <typename T> std::optional<T> clipOf(double maxGradNorm, const KTensor *gradNorm) {
+  if (!gradNorm) return std::nullopt;
+  return clipCoefficient<T>(maxGradNorm, loadAsDouble(gradNorm->dtype, gradNorm->data, 0));
+}
+
 template <typename T>
 void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
-             const KTensor *momentumBuffer, int threads) {
+             const KTensor *momentumBuffer, const KTensor *gradNorm, int threads) {
   using B = Block<T>;
   const plan::DType dtype = param.dtype;
   const T weightDecay = T(p.weightDecay), momentum = T(p.momentum), minusLr = T(-p.lr);
+  const std::optional<T> coefficient = clipOf<T>(p.maxGradNorm, gradNorm);
   forBlocks(param.numel(), threads, [&](int64_t at, int64_t n) {
     T g[kBlock], w[kBlock], b[kBlock];
     B::load(dtype, grad.data, at, n, g);
+    clip(dtype, coefficient, g, n);
     B::load(dtype, param.data, at, n, w);
     if (p.weightDecay != 0) {  // grad.add(param, alpha=weight_decay)
       for (int64_t i = 0; i < n; ++i) g[i] = g[i] + weightDecay * w[i];
@@ -137,7 +156,8 @@ void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
 
 template <typename T>
 void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
-               const KTensor &expAvg, const KTensor &expAvgSq, double step, int threads) {
+               const KTensor &expAvg, const KTensor &expAvgSq, double step, const KTensor *gradNorm,
+               int threads) {
   using B = Block<T>;
   const plan::DType dtype = param.dtype;
   const AdamwStepScalars k = adamwStepScalars(p, step);
@@ -147,9 +167,11 @@ void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
   // torch's lerp: the formula from the start below a weight of 0.5, else
   // from the end.
   const bool lerpFromStart = averageWeight < T(0.5);
+  const std::optional<T> coefficient = clipOf<T>(p.maxGradNorm, gradNorm);
   forBlocks(param.numel(), threads, [&](int64_t at, int64_t n) {
     T g[kBlock], w[kBlock], m[kBlock], v[kBlock];
     B::load(dtype, grad.data, at, n, g);
+    clip(dtype, coefficient, g, n);
     B::load(dtype, param.data, at, n, w);
     B::load(dtype, expAvg.data, at, n, m);
     B::load(dtype, expAvgSq.data, at, n, v);
@@ -209,26 +231,71 @@ void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor 
     reduceScatter<double>(comm, full, shard, work, mean);
 }
 
+void addSquares(ExactSquareSum &sum, plan::DType dtype, const void *values, int64_t begin,
+                int64_t n) {
+  if (dtype == plan::DType::F64) {
+    sum.addDoubles(static_cast<const double *>(values) + begin, n);
+    return;
+  }
+  if (dtype == plan::DType::F32) {
+    sum.addFloats(static_cast<const float *>(values) + begin, n);
+    return;
+  }
+  float widened[kBlock];  // 16-bit values are float32 values exactly
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t count = std::min(kBlock, n - at);
+    cpu::loadFloats(dtype, values, begin + at, count, widened);
+    sum.addFloats(widened, count);
+  }
+}
+
+void gradNormKernel(Communicator &comm, const std::vector<KTensor> &grads,
+                    const std::vector<bool> &whole, const KTensor &norm, int threads) {
+  checks::gradNorm(grads, whole, norm);
+  // One sum per task over contiguous elements, merged: the sum is exact, so
+  // neither the split nor the merge order changes a bit.
+  const int tasks = std::max(1, threads);
+  std::vector<ExactSquareSum> partial(static_cast<size_t>(tasks));
+  for (size_t g = 0; g < grads.size(); ++g) {
+    if (whole[g] && comm.rank() != 0) continue;  // rank 0 counts what all hold
+    const KTensor &grad = grads[g];
+    const int64_t elements = grad.numel();
+    const int64_t per = (elements + tasks - 1) / tasks;
+    cpu::parallelTasks(tasks, threads, elements * 4, [&](int64_t t) {
+      const int64_t begin = std::min(elements, t * per);
+      addSquares(partial[static_cast<size_t>(t)], grad.dtype, grad.data, begin,
+                 std::min(per, elements - begin));
+    });
+  }
+  for (int t = 1; t < tasks; ++t) partial[0].merge(partial[static_cast<size_t>(t)]);
+  *static_cast<double *>(norm.data) = globalNorm(comm, partial[0]);
+}
+
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                   const KTensor *momentumBuffer, int threads) {
+                   const KTensor *momentumBuffer, const KTensor *gradNorm, int threads) {
   std::vector<std::pair<const char *, const KTensor *>> state;
   if (momentumBuffer) state.push_back({"the momentum buffer", momentumBuffer});
   checks::optimizerStep("sgd_step", param, grad, state, nullptr);
-  if (param.dtype == plan::DType::F64) sgdStep<double>(p, param, grad, momentumBuffer, threads);
-  else sgdStep<float>(p, param, grad, momentumBuffer, threads);
+  checks::clipNorm("sgd_step", p.maxGradNorm, gradNorm);
+  if (param.dtype == plan::DType::F64)
+    sgdStep<double>(p, param, grad, momentumBuffer, gradNorm, threads);
+  else
+    sgdStep<float>(p, param, grad, momentumBuffer, gradNorm, threads);
 }
 
 void adamwStepKernel(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                      const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
-                     int threads) {
+                     const KTensor *gradNorm, int threads) {
   if (step.numel() != 1 || !isFloating(step.dtype))
     throw RuntimeError("adamw_step: the step count must be one floating value");
   const double count = loadAsDouble(step.dtype, step.data, 0);
   checks::optimizerStep("adamw_step", param, grad,
                         {{"exp_avg", &expAvg}, {"exp_avg_sq", &expAvgSq}}, &count);
+  checks::clipNorm("adamw_step", p.maxGradNorm, gradNorm);
   if (param.dtype == plan::DType::F64)
-    adamwStep<double>(p, param, grad, expAvg, expAvgSq, count, threads);
-  else adamwStep<float>(p, param, grad, expAvg, expAvgSq, count, threads);
+    adamwStep<double>(p, param, grad, expAvg, expAvgSq, count, gradNorm, threads);
+  else
+    adamwStep<float>(p, param, grad, expAvg, expAvgSq, count, gradNorm, threads);
 }
 
 }  // namespace shardc::runtime

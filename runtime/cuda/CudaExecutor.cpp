@@ -244,13 +244,18 @@ void CudaBackend::reduceScatter(Communicator &comm, const KTensor &full, const K
                                 std::byte *work, bool mean) {
   cuda::reduceScatter(device_, comm, full, shard, work, mean);
 }
+void CudaBackend::gradNorm(Communicator &comm, const std::vector<KTensor> &grads,
+                           const std::vector<bool> &whole, const KTensor &norm) {
+  Backend::gradNorm(comm, grads, whole, norm);  // no kernel: kCudaUnsupportedOps
+}
 void CudaBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                          const KTensor *momentumBuffer) {
-  cuda::sgdStep(device_, p, param, grad, momentumBuffer);
+                          const KTensor *momentumBuffer, const KTensor *gradNorm) {
+  cuda::sgdStep(device_, p, param, grad, momentumBuffer, gradNorm);
 }
 void CudaBackend::adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
-                            const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step) {
-  cuda::adamwStep(device_, p, param, grad, expAvg, expAvgSq, step);
+                            const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
+                            const KTensor *gradNorm) {
+  cuda::adamwStep(device_, p, param, grad, expAvg, expAvgSq, step, gradNorm);
 }
 
 // ---- the CUDA entry point --------------------------------------------------

@@ -72,10 +72,11 @@ void gridSample(CudaDevice &device, const SampleParams &p, const KTensor &x, con
 /// wait).
 void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
                    const KTensor &shard, std::byte *work, bool mean);
+/// `gradNorm`: the 0-d float64 norm to clip by (read on the host, one wait).
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
-             const KTensor *momentumBuffer);
-void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
-               const KTensor &grad, const KTensor &expAvg, const KTensor &expAvgSq,
-               const KTensor &step);
+             const KTensor *momentumBuffer, const KTensor *gradNorm);
+void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param, const KTensor &grad,
+               const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
+               const KTensor *gradNorm);
 
 }  // namespace shardc::runtime::cuda

@@ -1,4 +1,5 @@
-// reduce_scatter, sgd_step and adamw_step on a CUDA device
+// reduce_scatter, sgd_step and adamw_step on a CUDA device (grad_norm has
+// no kernel here yet: UnsupportedOps.h)
 // (runtime/Optimizers.h). reduce_scatter: one scatter_rows per root (the
 // communicator moves device memory: NCCL, or peer copies between ranks on
 // one GPU), each root's rows added into a double sum by one thread per
@@ -43,14 +44,28 @@ __device__ typename St::C rounded(typename St::C v) {
   return St::load(St::store(v));
 }
 
+/// The clip coefficient of a step (runtime/Optimizers.h clipCoefficient);
+/// `clips` false: the gradient is read as it is.
+template <typename C>
+struct Clip {
+  bool clips;
+  C coefficient;
+};
+
+/// The gradient scaled as torch's grads.mul_(clip_coef_clamped).
+template <typename St>
+__device__ typename St::C clipped(typename St::C g, Clip<typename St::C> clip) {
+  return clip.clips ? rounded<St>(mulRn(g, clip.coefficient)) : g;
+}
+
 template <typename St>
 __global__ void sgdKernel(typename St::S *param, const typename St::S *grad,
                           typename St::S *buffer, typename St::C weightDecay,
                           typename St::C momentum, typename St::C minusLr, bool decays,
-                          int64_t count) {
+                          Clip<typename St::C> clip, int64_t count) {
   using C = typename St::C;
   SHARDC_GRID_LOOP(i, count) {
-    C g = St::load(grad[i]);
+    C g = clipped<St>(St::load(grad[i]), clip);
     const C w = St::load(param[i]);
     if (decays) g = rounded<St>(addRn(g, mulRn(weightDecay, w)));
     if (buffer) {
@@ -72,10 +87,11 @@ struct AdamwScalars {
 template <typename St>
 __global__ void adamwKernel(typename St::S *param, const typename St::S *grad,
                             typename St::S *expAvg, typename St::S *expAvgSq,
-                            AdamwScalars<typename St::C> k, int64_t count) {
+                            AdamwScalars<typename St::C> k, Clip<typename St::C> clip,
+                            int64_t count) {
   using C = typename St::C;
   SHARDC_GRID_LOOP(i, count) {
-    const C g = St::load(grad[i]);
+    const C g = clipped<St>(St::load(grad[i]), clip);
     const C w = rounded<St>(mulRn(St::load(param[i]), k.decay));
     C m = St::load(expAvg[i]);
     m = rounded<St>(k.lerpFromStart
@@ -102,6 +118,16 @@ __global__ void meanKernel(typename St::S *shard, const double *sum, double rank
                            int64_t count) {
   using C = typename St::C;
   SHARDC_GRID_LOOP(i, count) shard[i] = St::store(i < valid ? C(__ddiv_rn(sum[i], ranks)) : C(0));
+}
+
+/// The step's clip: the norm read on the host, the coefficient computed
+/// there in the kernel's math type C, as the CPU kernel does.
+template <typename C>
+Clip<C> clipOf(CudaDevice &device, double maxGradNorm, const KTensor *gradNorm) {
+  if (!gradNorm) return {false, C(1)};
+  double norm = 0;
+  copyToHost(device, &norm, gradNorm->data, sizeof norm);
+  return {true, clipCoefficient<C>(maxGradNorm, norm)};
 }
 
 }  // namespace
@@ -142,10 +168,11 @@ void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
 }
 
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
-             const KTensor *momentumBuffer) {
+             const KTensor *momentumBuffer, const KTensor *gradNorm) {
   std::vector<std::pair<const char *, const KTensor *>> state;
   if (momentumBuffer) state.push_back({"the momentum buffer", momentumBuffer});
   checks::optimizerStep("sgd_step", param, grad, state, nullptr);
+  checks::clipNorm("sgd_step", p.maxGradNorm, gradNorm);
   const int64_t count = param.numel();
   if (count == 0) return;
   device.makeCurrent();
@@ -156,14 +183,16 @@ void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const
     sgdKernel<St><<<gridFor(count), kThreads, 0, device.stream()>>>(
         static_cast<S *>(param.data), static_cast<const S *>(grad.data),
         momentumBuffer ? static_cast<S *>(momentumBuffer->data) : nullptr, C(p.weightDecay),
-        C(p.momentum), C(-p.lr), p.weightDecay != 0, count);
+        C(p.momentum), C(-p.lr), p.weightDecay != 0, clipOf<C>(device, p.maxGradNorm, gradNorm),
+        count);
   });
   checkLaunch("sgd_step kernel launch");
 }
 
 void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
                const KTensor &grad, const KTensor &expAvg, const KTensor &expAvgSq,
-               const KTensor &step) {
+               const KTensor &step, const KTensor *gradNorm) {
+  checks::clipNorm("adamw_step", p.maxGradNorm, gradNorm);
   if (step.numel() != 1 || (step.dtype != plan::DType::F32 && step.dtype != plan::DType::F64))
     checks::fail("adamw_step", "the step count must be one float32 or float64 value");
   // The bias corrections are the host's (torch computes them in Python).
@@ -196,7 +225,8 @@ void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
     k.lerpFromStart = k.averageWeight < C(0.5);
     adamwKernel<St><<<gridFor(elements), kThreads, 0, device.stream()>>>(
         static_cast<S *>(param.data), static_cast<const S *>(grad.data),
-        static_cast<S *>(expAvg.data), static_cast<S *>(expAvgSq.data), k, elements);
+        static_cast<S *>(expAvg.data), static_cast<S *>(expAvgSq.data), k,
+        clipOf<C>(device, p.maxGradNorm, gradNorm), elements);
   });
   checkLaunch("adamw_step kernel launch");
 }

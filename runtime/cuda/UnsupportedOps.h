@@ -5,8 +5,11 @@
 //
 // orthogonal and norm_of run their CPU kernels on the host and copy the
 // result over (CudaBackend). An op added to the table without a CUDA kernel
-// is listed here; none is now (embedding_backward got its kernel on
-// 2026-12-04, CudaIndex.cu).
+// is listed here. grad_norm (gradient clipping's global norm, 2026-12-05)
+// is: its exact sum gathers a few hundred words per rank, and a device
+// communicator needs those in device memory the plan's workspace does not
+// size yet (it would need the world size). The steps' clipping itself has
+// its CUDA code.
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -15,6 +18,6 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 0> kCudaUnsupportedOps{};
+inline constexpr std::array<plan::OpCode, 1> kCudaUnsupportedOps{plan::OpCode::GradNorm};
 
 }  // namespace shardc::runtime::cuda

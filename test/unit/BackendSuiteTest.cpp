@@ -158,8 +158,9 @@ HostTensor input(const std::string &name, DType dtype, std::vector<int64_t> shap
 /// params (random moments: exp_avg of either sign, exp_avg_sq positive)
 /// and, for adamw_step, a step count of 3; forward updates them in place
 /// from the gradient input `g` once, then returns p and its first state.
+/// With `clip`, the step first clips `g` by its norm (grad_norm).
 SuiteCase optimizerCase(std::string name, DType dtype, OpCode op, int states,
-                        std::map<std::string, AttrValue> attrs) {
+                        std::map<std::string, AttrValue> attrs, bool clip = false) {
   SuiteCase c{std::move(name), emptyPlan(), {input("g", dtype, {4, 3})}, tolerance(dtype)};
   Function &init = c.plan.functions[0], &f = c.plan.functions[1];
   std::vector<int32_t> stored;  // forward's buffer of each param
@@ -198,6 +199,13 @@ SuiteCase optimizerCase(std::string name, DType dtype, OpCode op, int states,
   f.inputs = {g};
   std::vector<int32_t> operands{stored[0], g};
   operands.insert(operands.end(), stored.begin() + 1, stored.end());
+  if (clip) {  // the gradients' norm first (grad_norm), then the clipped step
+    const int32_t norm = addBuffer(f, "norm", DType::F64, {}, Category::Activation);
+    emit(f, OpCode::Alloc, {}, {norm});
+    emit(f, OpCode::GradNorm, {g}, {norm});
+    operands.push_back(norm);
+    attrs["max_grad_norm"] = 0.5;  // below the gradient's norm: it clips
+  }
   emit(f, op, operands, {stored[0]}, std::move(attrs));
   for (int k = 0; k < std::min(states, 1) + 1; ++k) {
     const int32_t out = addBuffer(f, "out" + std::to_string(k), dtype, {4, 3}, Category::Gathered);
@@ -708,6 +716,16 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(optimizerCase("sgd_step with momentum" + d, dt, OpCode::SgdStep, 1,
                                   {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}}));
     cases.push_back(optimizerCase("sgd_step" + d, dt, OpCode::SgdStep, 0, {{"lr", 0.5}}));
+    cases.push_back(optimizerCase("sgd_step clipped" + d, dt, OpCode::SgdStep, 1,
+                                  {{"lr", 0.1}, {"momentum", 0.9}}, /*clip=*/true));
+    cases.push_back(optimizerCase(
+        "adamw_step clipped" + d, dt, OpCode::AdamwStep, 2,
+        {{"lr", 0.01}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}},
+        /*clip=*/true));
+    // The exact sum: the same bits on every backend.
+    cases.push_back(forwardCase("grad_norm" + d, OpCode::GradNorm,
+                                {input("g", dt, {5, 3}), input("h", dt, {7})}, DType::F64, {}));
+    cases.back().tolerance = 0;
     cases.push_back(optimizerCase("adamw_step" + d, dt, OpCode::AdamwStep, 2,
                                   {{"lr", 0.01}, {"beta1", 0.9}, {"beta2", 0.999},
                                    {"eps", 1e-8}, {"weight_decay", 0.01}}));

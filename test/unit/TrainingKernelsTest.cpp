@@ -5,11 +5,14 @@
 
 #include "runtime/DeterministicInput.h"
 #include "runtime/InitOps.h"
+#include "runtime/LocalCommunicator.h"
 #include "runtime/RuntimeError.h"
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 using namespace shardc::runtime;
@@ -28,6 +31,12 @@ KTensor view(std::vector<float> &v) {
   return {DType::F32, {static_cast<int64_t>(v.size())}, v.data()};
 }
 
+/// A communicator of one rank (grad_norm's collective with no one else).
+struct LocalCommunicatorForOneRank {
+  LocalGroup group{1, std::chrono::seconds(10)};
+  std::unique_ptr<LocalCommunicator> comm = std::make_unique<LocalCommunicator>(group, 0);
+};
+
 }  // namespace
 
 TEST_CASE("sgd_step: torch's SGD with momentum and weight decay, three steps", "[training]") {
@@ -38,7 +47,7 @@ TEST_CASE("sgd_step: torch's SGD with momentum and weight decay, three steps", "
   for (int step = 0; step < 3; ++step) {
     std::vector<float> g = values(n, 10 + step, 0.5f);
     KTensor buf = view(buffer);
-    sgdStepKernel(sgd, view(p), view(g), &buf, 1);
+    sgdStepKernel(sgd, view(p), view(g), &buf, nullptr, 1);
     for (int64_t i = 0; i < n; ++i) {
       const double d = g[i] + sgd.weightDecay * refP[i];
       refBuffer[i] = sgd.momentum * refBuffer[i] + d;
@@ -60,7 +69,7 @@ TEST_CASE("adamw_step: torch's AdamW with bias correction, three steps", "[train
     std::vector<float> g = values(n, 20 + step, 0.3f);
     float count = static_cast<float>(step);
     KTensor stepCount{DType::F32, {}, &count};
-    adamwStepKernel(adamw, view(p), view(g), view(m), view(v), stepCount, 1);
+    adamwStepKernel(adamw, view(p), view(g), view(m), view(v), stepCount, nullptr, 1);
     const double c1 = 1 - std::pow(adamw.beta1, step), c2 = 1 - std::pow(adamw.beta2, step);
     for (int64_t i = 0; i < n; ++i) {
       refP[i] *= 1 - adamw.lr * adamw.weightDecay;
@@ -104,8 +113,8 @@ TEST_CASE("optimizer steps: the same bytes at any thread count", "[training]") {
     std::vector<float> p = values(n, 6, 1.0f), m(n, 0.1f), v(n, 0.2f);
     float count = 2.0f;
     KTensor stepCount{DType::F32, {}, &count};
-    adamwStepKernel({0.01, 0.9, 0.999, 1e-8, 0.01}, view(p), view(g), view(m), view(v),
-                    stepCount, threads);
+    adamwStepKernel({0.01, 0.9, 0.999, 1e-8, 0.01}, view(p), view(g), view(m), view(v), stepCount,
+                    nullptr, threads);
     results.push_back(p);
   }
   CHECK(results[0] == results[1]);
@@ -114,17 +123,47 @@ TEST_CASE("optimizer steps: the same bytes at any thread count", "[training]") {
 TEST_CASE("optimizer steps: mismatched operands and a zero step count are errors",
           "[training]") {
   std::vector<float> p(4, 1.0f), g(5, 1.0f), m(4, 0.0f), v(4, 0.0f);
-  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, view(p), view(g), nullptr, 1),
+  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, view(p), view(g), nullptr, nullptr, 1),
                     Catch::Contains("sgd_step: the gradient (float32 [5]) does not match the "
                                     "param's float32 [4]"));
   std::vector<float> g4(4, 1.0f);
   float count = 0.0f;
   KTensor stepCount{DType::F32, {}, &count};
-  CHECK_THROWS_WITH(adamwStepKernel({0.1, 0.9, 0.999, 1e-8, 0}, view(p), view(g4), view(m),
-                                    view(v), stepCount, 1),
+  CHECK_THROWS_WITH(adamwStepKernel({0.1, 0.9, 0.999, 1e-8, 0}, view(p), view(g4), view(m), view(v),
+                                    stepCount, nullptr, 1),
                     Catch::Contains("the step count is 0"));
   std::vector<int64_t> ints(4, 1);
   KTensor intParam{DType::I64, {4}, ints.data()};
-  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, intParam, view(g4), nullptr, 1),
+  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, intParam, view(g4), nullptr, nullptr, 1),
                     Catch::Contains("the param is int64"));
+}
+
+TEST_CASE("clipping: the gradient scaled by max_norm / (norm + 1e-6), at most 1", "[training]") {
+  // torch.nn.utils.clip_grad_norm_'s coefficient in float: clipped below
+  // the norm, left alone (times 1) above it, NaN through.
+  CHECK(clipCoefficient<float>(1.0, 5.0) == 1.0f / (5.0f + 1e-6f));
+  CHECK(clipCoefficient<float>(10.0, 5.0) == 1.0f);
+  CHECK(clipCoefficient<double>(1.0, 4.0) == 1.0 / (4.0 + 1e-6));
+  CHECK(std::isnan(clipCoefficient<float>(1.0, std::nan(""))));
+
+  // An SGD step with norm 5 and max 1: p - lr * (g * coefficient).
+  std::vector<float> p{1.0f, 2.0f}, g{3.0f, 4.0f}, g2 = g;
+  std::vector<double> norm{0.0};
+  KTensor normView{DType::F64, {}, norm.data()};
+  const std::vector<KTensor> grads{view(g)};
+  LocalCommunicatorForOneRank one;
+  gradNormKernel(*one.comm, grads, {false}, normView, 1);
+  CHECK(norm[0] == 5.0);
+  SgdParams sgd{0.5, 0, 0, 1.0};
+  sgdStepKernel(sgd, view(p), view(g), nullptr, &normView, 1);
+  const float coefficient = 1.0f / (5.0f + 1e-6f);
+  CHECK(p[0] == 1.0f + -0.5f * (3.0f * coefficient));
+  CHECK(p[1] == 2.0f + -0.5f * (4.0f * coefficient));
+  CHECK(g == g2);  // the gradient buffer itself is not written
+
+  // A step that clips needs the norm, and a norm needs max_grad_norm.
+  CHECK_THROWS_WITH(sgdStepKernel(sgd, view(p), view(g), nullptr, nullptr, 1),
+                    Catch::Contains("max_grad_norm > 0 and the gradients' norm go together"));
+  CHECK_THROWS_WITH(sgdStepKernel({0.5, 0, 0}, view(p), view(g), nullptr, &normView, 1),
+                    Catch::Contains("max_grad_norm > 0 and the gradients' norm go together"));
 }
