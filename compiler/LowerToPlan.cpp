@@ -405,7 +405,7 @@ private:
       emit(plan::OpCode::Free, {unitBuffers_.lookup(release->getOperand(0))}, {}, &op);
       return success();
     }
-    if (isa<tc::ReduceScatterOp, tc::SgdStepOp, tc::AdamwStepOp,
+    if (isa<tc::ReduceScatterOp, tc::GradNormOp, tc::SgdStepOp, tc::AdamwStepOp,
             tc::AdvanceStepOp>(op))
       return lowerTraining(op);
     if (auto reshape = dyn_cast<tc::ReshapeOp>(op))
@@ -432,15 +432,48 @@ private:
            {*shard}, &op, attrs, /*collective=*/true);
       return success();
     }
+    if (auto norm = dyn_cast<tc::GradNormOp>(op)) {
+      FailureOr<int32_t> result = allocResult(&op, plan::Category::Activation);
+      if (failed(result))
+        return failure();
+      function_.buffers[*result].name = "grad_norm";
+      std::vector<int32_t> inputs;
+      std::vector<int64_t> whole; // replicated: every rank holds it entire
+      for (auto [i, grad, name] :
+           llvm::enumerate(norm.getGrads(), norm.getParams())) {
+        inputs.push_back(buffers_.lookup(grad));
+        const int32_t index =
+            paramIndex_.lookup(cast<FlatSymbolRefAttr>(name).getValue());
+        if (!plan_.params[index].sharded())
+          whole.push_back(static_cast<int64_t>(i));
+      }
+      std::map<std::string, plan::AttrValue> attrs;
+      if (!whole.empty())
+        attrs["whole"] = whole;
+      emit(plan::OpCode::GradNorm, inputs, {*result}, &op, attrs,
+           /*collective=*/true);
+      return success();
+    }
+    // A step that clips reads the norm last, with its max_grad_norm.
+    auto clip = [&](Value gradNorm, APFloat maxGradNorm,
+                    std::vector<int32_t> &inputs,
+                    std::map<std::string, plan::AttrValue> &attrs) {
+      if (!gradNorm)
+        return;
+      inputs.push_back(buffers_.lookup(gradNorm));
+      attrs["max_grad_norm"] = d(maxGradNorm);
+    };
     if (auto sgd = dyn_cast<tc::SgdStepOp>(op)) {
       int32_t param = paramBuffer(sgd.getParam());
       std::vector<int32_t> inputs{param, buffers_.lookup(sgd.getGrad())};
       if (auto buffer = sgd.getMomentumBuffer())
         inputs.push_back(paramBuffer(*buffer));
-      emit(plan::OpCode::SgdStep, inputs, {param}, &op,
-           {{"lr", d(sgd.getLr())},
-            {"momentum", d(sgd.getMomentum())},
-            {"weight_decay", d(sgd.getWeightDecay())}});
+      std::map<std::string, plan::AttrValue> attrs{
+          {"lr", d(sgd.getLr())},
+          {"momentum", d(sgd.getMomentum())},
+          {"weight_decay", d(sgd.getWeightDecay())}};
+      clip(sgd.getGradNorm(), sgd.getMaxGradNorm(), inputs, attrs);
+      emit(plan::OpCode::SgdStep, inputs, {param}, &op, attrs);
       return success();
     }
     if (auto adamw = dyn_cast<tc::AdamwStepOp>(op)) {
@@ -457,11 +490,12 @@ private:
         attrs["decay_steps"] = adamw.getDecayStepsAttr().getInt();
         attrs["min_lr"] = d(adamw.getMinLr());
       }
-      emit(plan::OpCode::AdamwStep,
-           {param, buffers_.lookup(adamw.getGrad()),
-            paramBuffer(adamw.getExpAvg()), paramBuffer(adamw.getExpAvgSq()),
-            paramBuffer(adamw.getStep())},
-           {param}, &op, attrs);
+      std::vector<int32_t> inputs{param, buffers_.lookup(adamw.getGrad()),
+                                  paramBuffer(adamw.getExpAvg()),
+                                  paramBuffer(adamw.getExpAvgSq()),
+                                  paramBuffer(adamw.getStep())};
+      clip(adamw.getGradNorm(), adamw.getMaxGradNorm(), inputs, attrs);
+      emit(plan::OpCode::AdamwStep, inputs, {param}, &op, attrs);
       return success();
     }
     auto advance = cast<tc::AdvanceStepOp>(op);

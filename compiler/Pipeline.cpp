@@ -38,6 +38,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
     step.warmupSteps = optimizer->warmupSteps;
     step.decaySteps = optimizer->decaySteps;
     step.minLr = optimizer->minLr;
+    step.maxGradNorm = optimizer->maxGradNorm;
     step.stateFile = optimizer->stateFile;
     passes.addPass(tc::createTcOptimizer(step));
   }

@@ -36,6 +36,9 @@ struct OptimizerOptions {
   /// decay-steps, min-lr; runtime/Optimizers.h scheduledLr).
   int64_t warmupSteps = 0, decaySteps = 0;
   double minLr = 0;
+  /// Gradient clipping (tc-optimizer's max-grad-norm): > 0 clips every
+  /// step's gradients to this global L2 norm.
+  double maxGradNorm = 0;
   /// Resume: the state from this safetensors file (--load-optimizer);
   /// empty: zeros.
   std::string stateFile;

@@ -259,6 +259,7 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.warmupSteps = o.warmup_steps;
   step.decaySteps = o.decay_steps;
   step.minLr = o.min_lr;
+  step.maxGradNorm = o.max_grad_norm;
   step.stateFile = o.state_file;
   return step;
 }

@@ -225,6 +225,10 @@ void reduceGradient(StepOp step, ParamOp param, bool sum) {
       FlatSymbolRefAttr::get(param.getSymNameAttr()),
       sum ? builder.getUnitAttr() : UnitAttr());
   step.getGradMutable().assign(reduce.getResult());
+  // Clipping's norm reads the shard too: every rank sums its own rows.
+  named.replaceUsesWithIf(reduce.getResult(), [](OpOperand &use) {
+    return isa<GradNormOp>(use.getOwner());
+  });
   // The renames nothing reads any more.
   while (named != full) {
     auto rename = named.getDefiningOp<ReshapeOp>();

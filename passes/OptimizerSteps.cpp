@@ -77,6 +77,22 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
     }
     const double decay = weightDecay >= 0 ? double(weightDecay)
                                           : (optimizer == "adamw" ? 0.01 : 0.0);
+    // Clipping (torch.nn.utils.clip_grad_norm_ before optimizer.step()):
+    // one norm of all the gradients, which every step reads.
+    Value gradNorm;
+    if (maxGradNorm > 0) {
+      SmallVector<Value> values;
+      SmallVector<Attribute> params;
+      for (Gradient gradient : gradients) {
+        values.push_back(gradient.value);
+        params.push_back(
+            FlatSymbolRefAttr::get(gradient.param.getSymNameAttr()));
+      }
+      gradNorm = builder.create<GradNormOp>(
+          loc, RankedTensorType::get({}, builder.getF64Type()), values,
+          builder.getArrayAttr(params));
+    }
+    const FloatAttr maxNorm = builder.getF64FloatAttr(maxGradNorm);
     for (const Gradient &gradient : gradients) {
       ParamOp param = gradient.param;
       auto target = FlatSymbolRefAttr::get(param.getSymNameAttr());
@@ -89,21 +105,21 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
       if (optimizer == "sgd") {
         FlatSymbolRefAttr buffer =
             momentum != 0 ? stateOf("momentum_buffer") : FlatSymbolRefAttr();
-        builder.create<SgdStepOp>(loc, target, gradient.value,
-                                  builder.getF64FloatAttr(lr),
-                                  builder.getF64FloatAttr(momentum),
-                                  builder.getF64FloatAttr(decay), buffer);
+        builder.create<SgdStepOp>(
+            loc, target, gradient.value, gradNorm, builder.getF64FloatAttr(lr),
+            builder.getF64FloatAttr(momentum), builder.getF64FloatAttr(decay),
+            buffer, maxNorm);
       } else {
         FlatSymbolRefAttr expAvg = stateOf("exp_avg");
         FlatSymbolRefAttr expAvgSq = stateOf("exp_avg_sq");
         builder.create<AdamwStepOp>(
-            loc, target, gradient.value, expAvg, expAvgSq, step,
+            loc, target, gradient.value, gradNorm, expAvg, expAvgSq, step,
             builder.getF64FloatAttr(lr), builder.getF64FloatAttr(beta1),
             builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
             builder.getF64FloatAttr(decay),
             builder.getI64IntegerAttr(warmupSteps),
             builder.getI64IntegerAttr(decaySteps),
-            builder.getF64FloatAttr(minLr));
+            builder.getF64FloatAttr(minLr), maxNorm);
       }
     }
 
@@ -142,6 +158,8 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
       return fail("min-lr must lie in [0, lr]");
     if (minLr != 0 && decaySteps == 0)
       return fail("min-lr is where the decay ends; give decay-steps");
+    if (!(maxGradNorm >= 0))
+      return fail("max-grad-norm must not be negative (0: no clipping)");
     return success();
   }
 

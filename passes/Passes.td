@@ -74,7 +74,10 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     `tc.advance_step` before the first update (with `state-file`, the state
     is a `tc.load` of the tensor of its name from that file instead: a
     resumed run). `tc-fsdp` then shards the state like its parameter and
-    reduces each gradient into its shard.
+    reduces each gradient into its shard. With `max-grad-norm`, one
+    `tc.grad_norm` of all the gradients comes before the steps, and each
+    step clips its gradient by it (`clip(%norm)`); tc-fsdp makes the norm
+    read the gradients' shards.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -93,6 +96,9 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
            "AdamW: steps of cosine decay to min-lr after the warmup (0: none)">,
     Option<"minLr", "min-lr", "double", /*default=*/"0.0",
            "AdamW: the learning rate the decay ends at">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "Clip the gradients to this global L2 norm first (0: no "
+           "clipping; torch.nn.utils.clip_grad_norm_)">,
     Option<"stateFile", "state-file", "std::string", /*default=*/"\"\"",
            "Resume: the optimizer state from this safetensors file (tensors "
            "named as the state parameters, as --save-optimizer writes them) "

@@ -625,6 +625,8 @@ def train(graph, interp, env, args):
         optimizer.zero_grad(set_to_none=True)
         out = interp.run(env)
         out[loss].backward()
+        if args.clip_grad_norm:  # shardc's --clip-grad-norm
+            torch.nn.utils.clip_grad_norm_(leaves, args.clip_grad_norm)
         optimizer.step()
         scheduler.step()
         seconds.append(time.perf_counter() - start)
@@ -677,6 +679,8 @@ def main(argv=None):
     ap.add_argument("--warmup-steps", type=int, help="--train adamw: shardc's schedule")
     ap.add_argument("--decay-steps", type=int)
     ap.add_argument("--min-lr", type=float)
+    ap.add_argument("--clip-grad-norm", type=float,
+                    help="--train: torch.nn.utils.clip_grad_norm_ before each step")
     ap.add_argument("--steps", type=int, default=1)
     args = ap.parse_args(argv)
 

@@ -67,7 +67,39 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+/// A step clips by the norm operand exactly when max_grad_norm > 0.
+static LogicalResult verifyClip(Operation *op, Value gradNorm,
+                                APFloat maxGradNorm) {
+  const double max = maxGradNorm.convertToDouble();
+  if (!(max >= 0))
+    return op->emitOpError() << "max_grad_norm must not be negative";
+  if ((max > 0) != bool(gradNorm))
+    return op->emitOpError() << "clips with clip(%norm) and max_grad_norm > 0 "
+                                "together, or neither";
+  return success();
+}
+
+LogicalResult GradNormOp::verify() {
+  if (getGrads().size() != getParams().size())
+    return emitOpError() << "has " << getGrads().size() << " gradients for "
+                         << getParams().size() << " parameters";
+  if (getGrads().empty())
+    return emitOpError() << "needs at least one gradient";
+  return success();
+}
+
+LogicalResult GradNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  for (auto [grad, name] : llvm::zip(getGrads(), getParams())) {
+    auto symbol = cast<FlatSymbolRefAttr>(name);
+    if (failed(verifyStepTarget(*this, symbol, grad.getType(), symbolTable)))
+      return failure();
+  }
+  return success();
+}
+
 LogicalResult SgdStepOp::verify() {
+  if (failed(verifyClip(*this, getGradNorm(), getMaxGradNorm())))
+    return failure();
   if (!(getLr().convertToDouble() > 0))
     return emitOpError() << "learning rate must be positive";
   if (getMomentum().convertToDouble() < 0 ||
@@ -90,6 +122,8 @@ LogicalResult SgdStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult AdamwStepOp::verify() {
+  if (failed(verifyClip(*this, getGradNorm(), getMaxGradNorm())))
+    return failure();
   auto d = [](APFloat value) { return value.convertToDouble(); };
   if (!(d(getLr()) > 0) || !(d(getEps()) > 0) || d(getWeightDecay()) < 0)
     return emitOpError() << "learning rate and eps must be positive and "

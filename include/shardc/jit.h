@@ -48,6 +48,11 @@ struct OptimizerOptions {
   /// to min_lr over decay_steps steps (0: lr stays).
   int64_t warmup_steps = 0, decay_steps = 0;
   double min_lr = 0;
+  /// Gradient clipping (torch.nn.utils.clip_grad_norm_ before the step):
+  /// > 0 scales every gradient by min(1, max_grad_norm / (norm + 1e-6)),
+  /// norm being the global L2 norm of all of them, summed exactly so that
+  /// every world size gets the same bits (docs/training.md).
+  double max_grad_norm = 0;
   /// Resume: the state from this file (CompiledModel::save_optimizer)
   /// instead of zeros, at init() and at a load() of every parameter.
   std::string state_file;

@@ -82,6 +82,46 @@ TEST_CASE("jit optimizer: one SGD step is p - lr * grad, at N = 2", "[jit][train
     CHECK(r.forward_peak == r.forward_predicted_peak);
 }
 
+TEST_CASE("jit optimizer: clipping scales every gradient by max_norm / norm, at every N",
+          "[jit][train]") {
+  GptLoss model;
+  CompiledModel gradients = jit(model, lossOptions(model, 1));
+  const std::vector<HostTensor> inputs = gradients.example_inputs(6);
+  gradients.init();
+  std::vector<std::vector<float>> before;
+  for (const ParameterInfo &p : gradients.parameters()) before.push_back(gathered(gradients, p));
+  const std::vector<HostTensor> grads = gradients.forward(inputs);
+  double squares = 0;
+  for (size_t i = 1; i < grads.size(); ++i) {
+    const float *g = reinterpret_cast<const float *>(grads[i].data.data());
+    for (size_t k = 0; k < grads[i].data.size() / sizeof(float); ++k)
+      squares += double(g[k]) * g[k];
+  }
+  const double norm = std::sqrt(squares), maxNorm = norm / 4;  // clips to a quarter
+  std::vector<std::string> saved;
+  for (int64_t n : {1, 3}) {
+    JitOptions options = trainOptions(model, n, "sgd", 0.25);
+    options.optimizer.max_grad_norm = maxNorm;
+    CompiledModel sgd = jit(model, options);
+    sgd.forward(inputs);
+    std::string bytes;
+    for (size_t i = 0; i < sgd.parameters().size(); ++i) {
+      const ParameterInfo &p = sgd.parameters()[i];
+      INFO(p.name);
+      const std::vector<float> after = gathered(sgd, p);
+      bytes.append(reinterpret_cast<const char *>(after.data()), after.size() * sizeof(float));
+      // Each update is -lr * g * (max_norm / (norm + 1e-6)): a quarter of
+      // the plain step, up to float rounding.
+      const float *g = reinterpret_cast<const float *>(grads[1 + i].data.data());
+      for (size_t k = 0; k < after.size(); ++k)
+        if (std::abs(g[k]) > 1e-3f)
+          CHECK(std::abs((after[k] - before[i][k]) / (-0.25 * g[k]) - 0.25) < 1e-3);
+    }
+    saved.push_back(bytes);
+  }
+  CHECK(saved[0] == saved[1]);  // the exact norm: the same bits at N = 1 and 3
+}
+
 TEST_CASE("jit optimizer: AdamW over three batches, the same at N = 1 and 3", "[jit][train]") {
   GptLoss model;
   const std::filesystem::path dir =

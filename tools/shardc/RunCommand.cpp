@@ -107,6 +107,9 @@ const char *const kRunUsage =
     "  --warmup-steps W, --decay-steps D, --min-lr M  AdamW's learning-rate\n"
     "                     schedule: lr * k / W at step k <= W, then a cosine\n"
     "                     decay to M over D steps (default: lr throughout)\n"
+    "  --clip-grad-norm C clip the gradients to global L2 norm C before the\n"
+    "                     update (torch.nn.utils.clip_grad_norm_); the norm\n"
+    "                     is exact, the same at every world size\n"
     "  --steps K          training steps (default 1), on the same inputs or\n"
     "                     the repeated --inputs' batches in turn; prints each\n"
     "                     step's 0-d outputs (the loss);\n"
@@ -331,7 +334,8 @@ int runCommand(const std::vector<std::string> &args) {
                 "--device",        "--repeat",        "--batch-dim", "--grad",
                 "--steps",         "--optimizer",     "--lr",        "--momentum",
                 "--weight-decay",  "--betas",         "--eps",       "--load-optimizer",
-                "--warmup-steps",  "--decay-steps",   "--min-lr",    "--save-optimizer"},
+                "--warmup-steps",  "--decay-steps",   "--min-lr",    "--save-optimizer",
+                "--clip-grad-norm"},
                {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kRunUsage;

@@ -75,6 +75,12 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     if (!(options.minLr >= 0 && options.minLr <= options.lr))
       throw UsageError("--min-lr must lie in [0, --lr]");
   }
+  // Clipping (torch.nn.utils.clip_grad_norm_): one global norm per step.
+  if (parsed.has("--clip-grad-norm")) {
+    options.maxGradNorm = parseNumber("--clip-grad-norm", parsed.get("--clip-grad-norm", ""));
+    if (!(options.maxGradNorm > 0))
+      throw UsageError("--clip-grad-norm must be positive (the largest global gradient norm)");
+  }
   return options;
 }
 

@@ -11,8 +11,9 @@ namespace shardc::cli {
 
 /// The options that take a value (for parseArgs).
 inline const std::set<std::string> kTrainValueOptions{
-    "--optimizer",      "--lr",           "--momentum",    "--weight-decay", "--betas", "--eps",
-    "--load-optimizer", "--warmup-steps", "--decay-steps", "--min-lr"};
+    "--optimizer",   "--lr",     "--momentum",       "--weight-decay",
+    "--betas",       "--eps",    "--load-optimizer", "--warmup-steps",
+    "--decay-steps", "--min-lr", "--clip-grad-norm"};
 
 /// The optimizer the command line asks for, or nullopt without
 /// --optimizer. Throws UsageError for a bad value, for settings without

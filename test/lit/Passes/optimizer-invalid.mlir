@@ -5,6 +5,7 @@
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 beta2=1' 2>&1 | FileCheck %s --check-prefix=BETA
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=3' 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 min-lr=0.01' 2>&1 | FileCheck %s --check-prefix=MINLR
+// RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 max-grad-norm=-1' 2>&1 | FileCheck %s --check-prefix=CLIP
 
 // NAME: tc-optimizer: optimizer must be sgd or adamw, got 'rmsprop'
 // LR: tc-optimizer: the learning rate must be positive, got 0.000000
@@ -12,6 +13,7 @@
 // BETA: tc-optimizer: betas must lie in [0, 1)
 // SCHEDULE: tc-optimizer: a learning-rate schedule (warmup-steps, decay-steps, min-lr) needs AdamW's step count; SGD keeps lr
 // MINLR: tc-optimizer: min-lr is where the decay ends; give decay-steps
+// CLIP: tc-optimizer: max-grad-norm must not be negative (0: no clipping)
 
 tc.param @w : tensor<4xf32> device "cpu"
 func.func @init() {

@@ -1,6 +1,7 @@
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 momentum=0.9' | FileCheck %s --check-prefix=SGD
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.01' -tc-fsdp=world-size=3 | FileCheck %s --check-prefix=ADAMW
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.5' -tc-fsdp=world-size=1 | FileCheck %s --check-prefix=N1
+// RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 max-grad-norm=1.0' -tc-fsdp=world-size=3 | FileCheck %s --check-prefix=CLIP
 
 // tc-optimizer turns the results named grad.P into optimizer steps of @P
 // at the end of @forward (the results go away); its state is zero-initialized
@@ -48,6 +49,17 @@
 // ADAMW-NEXT:    tc.adamw_step @b, %[[SB]] state(@optim.exp_avg.b, @optim.exp_avg_sq.b, @optim.step)
 // ADAMW-SAME:      : tensor<2xf32>
 // ADAMW-NEXT:    return
+
+// Gradient clipping: one grad_norm before the steps, of the gradients'
+// shards (tc-fsdp rewires it to the reduce_scatters, so no full gradient
+// lives on to the steps); every step reads it.
+// CLIP-LABEL: func.func @forward(
+// CLIP:         %[[SW:.*]] = tc.reduce_scatter %{{.*}} for @w : tensor<10x4xf32> -> tensor<4x4xf32>
+// CLIP:         %[[SB:.*]] = tc.reduce_scatter %{{.*}} for @b : tensor<4xf32> -> tensor<2xf32>
+// CLIP:         %[[N:.*]] = tc.grad_norm %[[SW]], %[[SB]] for [@w, @b] : tensor<4x4xf32>, tensor<2xf32>
+// CLIP-NEXT:    tc.sgd_step @w, %[[SW]] clip(%[[N]]) {lr = 1.000000e-01 : f64, max_grad_norm = 1.000000e+00 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
+// CLIP-NEXT:    tc.sgd_step @b, %[[SB]] clip(%[[N]])
+// CLIP-NEXT:    return
 
 // One rank stores whole parameters: no reduction, no momentum buffer.
 // N1-LABEL: func.func @forward(

@@ -114,3 +114,52 @@ func.func @forward() {
   tc.advance_step @count
   return
 }
+
+// -----
+
+// Gradient clipping: a clip without max_grad_norm, max_grad_norm without a
+// clip, a gradient not in its parameter's stored layout, and mismatched
+// lists.
+tc.param @w : tensor<4xf32> device "cpu"
+func.func @forward(%g: tensor<4xf32>) {
+  %n = tc.grad_norm %g for [@w] : tensor<4xf32>
+  // expected-error @+1 {{clips with clip(%norm) and max_grad_norm > 0 together, or neither}}
+  tc.sgd_step @w, %g clip(%n) {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+tc.param @w : tensor<4xf32> device "cpu"
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{clips with clip(%norm) and max_grad_norm > 0 together, or neither}}
+  tc.sgd_step @w, %g {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+tc.param @w : tensor<10x4xf32> device "cpu" sharded <world_size = 3, chunk_rows = 4>
+func.func @forward(%g: tensor<10x4xf32>) {
+  // expected-error @+1 {{gradient type 'tensor<10x4xf32>' differs from the type @w is stored in ('tensor<4x4xf32>')}}
+  %n = tc.grad_norm %g for [@w] : tensor<10x4xf32>
+  return
+}
+
+// -----
+
+tc.param @w : tensor<4xf32> device "cpu"
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{has 2 gradients for 1 parameters}}
+  %n = tc.grad_norm %g, %g for [@w] : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+tc.param @w : tensor<4xf32> device "cpu"
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{max_grad_norm must not be negative}}
+  tc.sgd_step @w, %g {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = -1.0 : f64} : tensor<4xf32>
+  return
+}

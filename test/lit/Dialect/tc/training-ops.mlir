@@ -52,3 +52,37 @@ func.func @forward(%g: tensor<8xbf16>) {
   tc.adamw_step @w, %g state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, warmup_steps = 100 : i64, decay_steps = 900 : i64, min_lr = 1.0e-4 : f64} : tensor<8xbf16>
   return
 }
+
+// -----
+
+// Gradient clipping: one norm of all the gradients (a shard and a
+// replicated one), which each step reads (max_grad_norm, default 0, is
+// printed when set).
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[N:.*]] = tc.grad_norm %{{.*}}, %{{.*}} for [@w, @s] : tensor<4x4xf32>, tensor<f32>
+// CHECK-NEXT:    tc.sgd_step @w, %{{.*}} clip(%[[N]]) {lr = 1.000000e-01 : f64, max_grad_norm = 1.000000e+00 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
+// CHECK-NEXT:    tc.adamw_step @s, %{{.*}} clip(%[[N]]) state(@optim.exp_avg.s, @optim.exp_avg_sq.s, @optim.step) {{.*}}max_grad_norm = 1.000000e+00 : f64{{.*}} : tensor<f32>
+tc.param @optim.step : tensor<f32> device "cpu" buffer non_persistent
+tc.param @w : tensor<10x4xf32> device "cpu" sharded <world_size = 3, chunk_rows = 4>
+tc.param @s : tensor<f32> device "cpu"
+tc.param @optim.exp_avg.s : tensor<f32> device "cpu" non_persistent
+tc.param @optim.exp_avg_sq.s : tensor<f32> device "cpu" non_persistent
+func.func @init() {
+  %0 = tc.zeros : tensor<f32>
+  tc.materialize %0 into @optim.step : tensor<f32>
+  %1 = tc.ones : tensor<4x4xf32> shard of tensor<10x4xf32>
+  tc.materialize %1 into @w : tensor<4x4xf32>
+  %2 = tc.ones : tensor<f32>
+  tc.materialize %2 into @s : tensor<f32>
+  %3 = tc.zeros : tensor<f32>
+  tc.materialize %3 into @optim.exp_avg.s : tensor<f32>
+  %4 = tc.zeros : tensor<f32>
+  tc.materialize %4 into @optim.exp_avg_sq.s : tensor<f32>
+  return
+}
+func.func @forward(%gw: tensor<4x4xf32>, %gs: tensor<f32>) {
+  %n = tc.grad_norm %gw, %gs for [@w, @s] : tensor<4x4xf32>, tensor<f32>
+  tc.sgd_step @w, %gw clip(%n) {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<4x4xf32>
+  tc.adamw_step @s, %gs clip(%n) state(@optim.exp_avg.s, @optim.exp_avg_sq.s, @optim.step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<f32>
+  return
+}
