@@ -63,6 +63,10 @@ same_as_local "$SRC/examples/seed.json" seed
 # (scatter_rows), then AdamW on them (docs/training.md); three steps.
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad loss \
   --optimizer adamw --lr 0.01 --steps 3
+# Gradient clipping: the norm's exact sums gathered over MPI, a replicated
+# 0-d parameter's gradient counted once (docs/training.md).
+same_as_local "$SRC/test/lit/shardc/Inputs/grad-scalar.json" train-clipped --grad loss \
+  --optimizer sgd --lr 0.5 --momentum 0.9 --clip-grad-norm 0.1 --steps 3
 # Data-parallel training steps: 12 rows, 3 per process, the gradient
 # shares summed into the shards over MPI (docs/training.md); three steps
 # over two batches (--inputs repeated).

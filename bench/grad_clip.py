@@ -1,0 +1,107 @@
+"""Gradient clipping's cost and its world-size invariance at GPT-2 scale
+(bench/README.md, "Gradient clipping").
+
+GPT-2 124M under a next-token loss (bench/train_step.py's graph), AdamW,
+K steps on the same batch, with and without `--clip-grad-norm`:
+
+* time: one kernel thread, N = 1, the median of steps 2..K, clipped against
+  unclipped shardc in the same run (the exact norm's price), and beside it
+  torch eager with torch.nn.utils.clip_grad_norm_ against torch eager
+  without it (tools/torch_reference.py --train adamw [--clip-grad-norm]);
+* memory: each rank's ledger peak at N = 1 and 4, clipped and not
+  (predicted == measured on every run);
+* invariance: the parameters trained with clipping at N = 1 and at N = 4
+  compared byte for byte (the norm's squares are summed exactly), and
+  against torch's within 1e-5 (max-norm metric).
+
+    /opt/shardc-venv/bin/python bench/grad_clip.py [--batch 2] [--seq 64]
+        [--steps 4] [--clip 1.0]
+"""
+
+import argparse
+import filecmp
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from train_step import ENV, REFERENCE, ROOT, gpt2_with_loss, mib, run_json
+
+
+def torch_step_seconds(graph, init, inputs, steps, extra, out, tmp, name):
+    timing = os.path.join(tmp, name + ".json")
+    subprocess.run([sys.executable, REFERENCE, graph, "--params", init, "--inputs", inputs,
+                    "--grad", "loss", "--train", "adamw", "--lr", "1e-4", "--steps", str(steps),
+                    "--threads", "1", "--time-json", timing, "--outputs", out, *extra],
+                   check=True, env=ENV, capture_output=True)
+    with open(timing) as f:
+        return statistics.median(json.load(f)["step_seconds"][1:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--clip", type=float, default=1.0)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, "gpt2-loss.json")
+        with open(graph, "w") as f:
+            json.dump(gpt2_with_loss(args.batch, args.seq), f)
+        inputs, init = os.path.join(tmp, "in.st"), os.path.join(tmp, "init.st")
+        subprocess.run([sys.executable, REFERENCE, "--make-inputs", graph, "--seed", "1",
+                        "--out", inputs], check=True, env=ENV)
+        subprocess.run([args.shardc, "run", graph, "--init-only", "--save", init],
+                       check=True, env=ENV, capture_output=True)
+        train = ["--grad", "loss", "--optimizer", "adamw", "--lr", "1e-4", "--inputs", inputs,
+                 "--steps", str(args.steps), "--threads", "1", "--report", "json"]
+        clip = ["--clip-grad-norm", str(args.clip)]
+
+        print("GPT-2 124M, batch %d x %d tokens, AdamW, %d steps, clip norm %g; one kernel "
+              "thread per rank\n" % (args.batch, args.seq, args.steps, args.clip))
+        print("| ranks | peak MiB unclipped | peak MiB clipped | step s unclipped "
+              "| step s clipped | clipped / unclipped |")
+        print("|---|---|---|---|---|---|")
+        saved = {}
+        for n in (1, 4):
+            rows = []
+            for label, extra in (("plain", []), ("clip", clip)):
+                out = os.path.join(tmp, "%s.%d.st" % (label, n))
+                report = run_json([args.shardc, "run", graph, *train, *extra,
+                                   "--world-size", str(n), "--save", out])
+                assert report["predictions_hold"], report
+                peak = max(r["forward"]["peak_bytes"] for r in report["ranks"])
+                seconds = statistics.median(r["seconds"]
+                                            for r in report["ranks"][0]["forward_repeats"])
+                rows.append((peak, seconds))
+                saved[(label, n)] = out
+            print("| %d | %s | %s | %.3f | %.3f | %.3f |"
+                  % (n, mib(rows[0][0]), mib(rows[1][0]), rows[0][1], rows[1][1],
+                     rows[1][1] / rows[0][1]))
+
+        same = filecmp.cmp(saved[("clip", 1)], saved[("clip", 4)], shallow=False)
+        moved = not filecmp.cmp(saved[("clip", 1)], saved[("plain", 1)], shallow=False)
+        plain_torch = torch_step_seconds(graph, init, inputs, args.steps, [],
+                                         os.path.join(tmp, "torch-plain.st"), tmp, "plain")
+        clip_torch = torch_step_seconds(graph, init, inputs, args.steps, clip,
+                                        os.path.join(tmp, "torch-clip.st"), tmp, "clip")
+        compare = subprocess.run([sys.executable, REFERENCE, "--compare", saved[("clip", 1)],
+                                  os.path.join(tmp, "torch-clip.st"), "--rtol", "1e-5"],
+                                 env=ENV, capture_output=True, text=True)
+        verdict = compare.stdout.strip().splitlines()[-1] if compare.stdout else compare.stderr
+        print("\ntorch eager, one thread, N = 1: %.3f s unclipped, %.3f s with "
+              "clip_grad_norm_: %.3f (clipped / unclipped)" % (plain_torch, clip_torch,
+                                                                clip_torch / plain_torch))
+        print("clipped parameters N = 1 vs N = 4: %s; clipped vs unclipped: %s; vs torch: %s"
+              % ("byte-identical" if same else "DIFFER", "differ" if moved else "SAME",
+                 verdict))
+        return 0 if same and moved and compare.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
