@@ -2,6 +2,7 @@
 
 #include "runtime/Communicator.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -49,16 +50,42 @@ void ExactSquareSum::propagateCarries() {
 }
 
 void ExactSquareSum::addFloats(const float *values, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
-    const uint32_t exponent = (bits >> 23) & 0xff;
-    const uint64_t significand = (bits & 0x7fffff) | (exponent == 0 ? 0 : 0x800000);
-    if (exponent == 0xff) {
-      (significand & 0x7fffff ? sawNan_ : sawInfinity_) = true;
-      continue;
+  // A square of a 24-bit significand is below 2^48, so a 64-bit bucket
+  // takes 2^16 of them: chunks of 2^16 values (two lanes of 2^15) add in
+  // 64 bits, one add per value, then fold into the 128-bit buckets.
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  bool nonFinite = false;
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = std::min(n, begin + kChunk);
+    // Two bucket arrays, even and odd values: neighbours mostly share an
+    // exponent, and one array would chain their additions through memory.
+    std::array<std::array<uint64_t, 256>, 2> chunk{};
+    auto add = [&](int lane, float value) {
+      const uint32_t bits = std::bit_cast<uint32_t>(value);
+      const uint32_t exponent = (bits >> 23) & 0xff;
+      const uint64_t significand = (bits & 0x7fffff) | (exponent == 0 ? 0 : 0x800000);
+      chunk[lane][exponent] += significand * significand;
+    };
+    int64_t i = begin;
+    for (; i + 1 < end; i += 2) {
+      add(0, values[i]);
+      add(1, values[i + 1]);
     }
-    floatBuckets_[exponent] += significand * significand;
+    if (i < end) add(0, values[i]);
+    // An infinity adds 2^46 to bucket 255, a NaN more.
+    nonFinite |= chunk[0][255] != 0 || chunk[1][255] != 0;
+    for (int b = 0; b < 255; ++b)
+      floatBuckets_[b] += static_cast<unsigned __int128>(chunk[0][b]) + chunk[1][b];
   }
+  // Bucket 255 held infinities and NaNs; which were there is decided by a
+  // second look, only when there were any.
+  if (nonFinite)
+    for (int64_t k = 0; k < n; ++k) {
+      if (std::isnan(values[k]))
+        sawNan_ = true;
+      else if (std::isinf(values[k]))
+        sawInfinity_ = true;
+    }
 }
 
 void ExactSquareSum::addDoubles(const double *values, int64_t n) {
