@@ -472,6 +472,12 @@ private:
           {"lr", d(sgd.getLr())},
           {"momentum", d(sgd.getMomentum())},
           {"weight_decay", d(sgd.getWeightDecay())}};
+      if (auto step = sgd.getStep()) { // a schedule, by this step count
+        inputs.push_back(paramBuffer(*step));
+        attrs["warmup_steps"] = sgd.getWarmupStepsAttr().getInt();
+        attrs["decay_steps"] = sgd.getDecayStepsAttr().getInt();
+        attrs["min_lr"] = d(sgd.getMinLr());
+      }
       clip(sgd.getGradNorm(), sgd.getMaxGradNorm(), inputs, attrs);
       emit(plan::OpCode::SgdStep, inputs, {param}, &op, attrs);
       return success();

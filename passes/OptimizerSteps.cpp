@@ -68,8 +68,10 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
     auto ret = cast<func::ReturnOp>(forward.front().getTerminator());
     OpBuilder builder(ret);
     Location loc = ret.getLoc();
+    // AdamW counts its steps; SGD only when a schedule reads the count.
+    const bool scheduled = warmupSteps != 0 || decaySteps != 0;
     FlatSymbolRefAttr step;
-    if (optimizer == "adamw") {
+    if (optimizer == "adamw" || scheduled) {
       step = addState(module, init, gradients.front().param, kStepName,
                       RankedTensorType::get({}, builder.getF32Type()),
                       /*isBuffer=*/true);
@@ -108,7 +110,9 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
         builder.create<SgdStepOp>(
             loc, target, gradient.value, gradNorm, builder.getF64FloatAttr(lr),
             builder.getF64FloatAttr(momentum), builder.getF64FloatAttr(decay),
-            buffer, maxNorm);
+            buffer, maxNorm, step, builder.getI64IntegerAttr(warmupSteps),
+            builder.getI64IntegerAttr(decaySteps),
+            builder.getF64FloatAttr(minLr));
       } else {
         FlatSymbolRefAttr expAvg = stateOf("exp_avg");
         FlatSymbolRefAttr expAvgSq = stateOf("exp_avg_sq");
@@ -148,10 +152,6 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
       return fail("betas must lie in [0, 1)");
     if (!(eps > 0))
       return fail("eps must be positive");
-    const bool scheduled = warmupSteps != 0 || decaySteps != 0 || minLr != 0;
-    if (scheduled && optimizer != "adamw")
-      return fail("a learning-rate schedule (warmup-steps, decay-steps, "
-                  "min-lr) needs AdamW's step count; SGD keeps lr");
     if (warmupSteps < 0 || decaySteps < 0)
       return fail("warmup-steps and decay-steps must not be negative");
     if (!(minLr >= 0 && minLr <= lr))

@@ -70,7 +70,8 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     type, unit and device, initialized to zero in @init, `non_persistent`
     (checkpoints of the model never save it): `@optim.momentum_buffer.P`
     (SGD with momentum), `@optim.exp_avg.P` and `@optim.exp_avg_sq.P`
-    (AdamW), and AdamW's 0-d float32 buffer `@optim.step`, advanced by
+    (AdamW), and the 0-d float32 buffer `@optim.step` (AdamW, and SGD with a
+    learning-rate schedule), advanced by
     `tc.advance_step` before the first update (with `state-file`, the state
     is a `tc.load` of the tensor of its name from that file instead: a
     resumed run). `tc-fsdp` then shards the state like its parameter and
@@ -91,11 +92,11 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">,
     Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
-           "AdamW: steps of linear learning-rate warmup">,
+           "Steps of linear learning-rate warmup (AdamW and SGD)">,
     Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
-           "AdamW: steps of cosine decay to min-lr after the warmup (0: none)">,
+           "Steps of cosine decay to min-lr after the warmup (0: none)">,
     Option<"minLr", "min-lr", "double", /*default=*/"0.0",
-           "AdamW: the learning rate the decay ends at">,
+           "The learning rate the decay ends at">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "Clip the gradients to this global L2 norm first (0: no "
            "clipping; torch.nn.utils.clip_grad_norm_)">,

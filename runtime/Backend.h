@@ -155,7 +155,8 @@ struct Region {
   VIRTUAL void gradNorm(Communicator &comm, const std::vector<KTensor> &grads,             \
                         const std::vector<bool> &whole, const KTensor &norm) SUFFIX;         \
   VIRTUAL void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,        \
-                       const KTensor *momentumBuffer, const KTensor *gradNorm) SUFFIX;       \
+                       const KTensor *momentumBuffer, const KTensor *step,                   \
+                       const KTensor *gradNorm) SUFFIX;                                      \
   VIRTUAL void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,    \
                          const KTensor &expAvg, const KTensor &expAvgSq,                     \
                          const KTensor &step, const KTensor *gradNorm) SUFFIX;

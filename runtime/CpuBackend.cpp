@@ -174,8 +174,9 @@ void CpuBackend::gradNorm(Communicator &comm, const std::vector<KTensor> &grads,
   gradNormKernel(comm, grads, whole, norm, threads_);
 }
 void CpuBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                         const KTensor *momentumBuffer, const KTensor *gradNorm) {
-  sgdStepKernel(p, param, grad, momentumBuffer, gradNorm, threads_);
+                         const KTensor *momentumBuffer, const KTensor *step,
+                         const KTensor *gradNorm) {
+  sgdStepKernel(p, param, grad, momentumBuffer, step, gradNorm, threads_);
 }
 void CpuBackend::adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                            const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,

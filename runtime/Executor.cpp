@@ -109,7 +109,7 @@ void Backend::gradNorm(Communicator &, const std::vector<KTensor> &, const std::
   noKernel(OpCode::GradNorm);
 }
 void Backend::sgdStep(const SgdParams &, const KTensor &, const KTensor &, const KTensor *,
-                      const KTensor *) {
+                      const KTensor *, const KTensor *) {
   noKernel(OpCode::SgdStep);
 }
 void Backend::adamwStep(const AdamwParams &, const KTensor &, const KTensor &, const KTensor &,
@@ -398,16 +398,27 @@ private:
     case OpCode::ReduceScatter: return reduceScatter(inst);
     case OpCode::GradNorm: return gradNorm(inst);
     case OpCode::SgdStep: {
-      const SgdParams p{attrDouble(inst, "lr"), attrDoubleOr(inst, "momentum", 0.0),
+      const SgdParams p{attrDouble(inst, "lr"),
+                        attrDoubleOr(inst, "momentum", 0.0),
                         attrDoubleOr(inst, "weight_decay", 0.0),
-                        attrDoubleOr(inst, "max_grad_norm", 0.0)};
-      // The inputs: param, grad, then the momentum buffer and the norm, each
-      // only when its attribute asks for it.
+                        attrDoubleOr(inst, "max_grad_norm", 0.0),
+                        attrIntOr(inst, "warmup_steps", 0),
+                        attrIntOr(inst, "decay_steps", 0),
+                        attrDoubleOr(inst, "min_lr", 0.0)};
+      checkSchedule(p.lr, p.warmupSteps, p.decaySteps, p.minLr);
+      // The inputs: param, grad, then the momentum buffer, the step count
+      // and the norm, each only when its attribute asks for it.
+      const bool hasMomentum = p.momentum != 0, scheduled = p.warmupSteps > 0 || p.decaySteps > 0;
+      const size_t expected = 2 + hasMomentum + scheduled + (p.maxGradNorm > 0);
+      if (inst.inputs.size() != expected)
+        fail("takes " + std::to_string(expected) +
+             " inputs: param, grad, then a momentum buffer (momentum != 0), the step count "
+             "(a schedule) and the gradients' norm (max_grad_norm > 0)");
       const KTensor norm = clipNormInput(inst, p.maxGradNorm, 2);
-      const size_t stateInputs = inst.inputs.size() - (p.maxGradNorm > 0 ? 1 : 0);
-      const KTensor momentum = stateInputs == 3 ? tensor(inst.inputs[2]) : KTensor{};
+      const KTensor momentum = hasMomentum ? tensor(inst.inputs[2]) : KTensor{};
+      const KTensor step = scheduled ? tensor(inst.inputs[2 + hasMomentum]) : KTensor{};
       return backend_.sgdStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
-                              stateInputs == 3 ? &momentum : nullptr,
+                              hasMomentum ? &momentum : nullptr, scheduled ? &step : nullptr,
                               p.maxGradNorm > 0 ? &norm : nullptr);
     }
     case OpCode::AdamwStep: {
@@ -420,8 +431,7 @@ private:
                           attrIntOr(inst, "decay_steps", 0),
                           attrDoubleOr(inst, "min_lr", 0.0),
                           attrDoubleOr(inst, "max_grad_norm", 0.0)};
-      if (p.warmupSteps < 0 || p.decaySteps < 0 || !(p.minLr >= 0 && p.minLr <= p.lr))
-        fail("the schedule needs warmup_steps and decay_steps >= 0 and 0 <= min_lr <= lr");
+      checkSchedule(p.lr, p.warmupSteps, p.decaySteps, p.minLr);
       const KTensor norm = clipNormInput(inst, p.maxGradNorm, 5);
       return backend_.adamwStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
                                 tensor(inst.inputs[2]), tensor(inst.inputs[3]),
@@ -1024,6 +1034,11 @@ private:
 
   /// The full gradient reduced into this rank's rows (runtime/Optimizers.h):
   /// the output is the param's chunk, the input its full shape.
+  void checkSchedule(double lr, int64_t warmupSteps, int64_t decaySteps, double minLr) {
+    if (warmupSteps < 0 || decaySteps < 0 || !(minLr >= 0 && minLr <= lr))
+      fail("the schedule needs warmup_steps and decay_steps >= 0 and 0 <= min_lr <= lr");
+  }
+
   /// An optimizer step's last input, the gradients' norm, when it clips
   /// (max_grad_norm > 0); its other inputs number `others` at least.
   KTensor clipNormInput(const Instruction &inst, double maxGradNorm, size_t others) {

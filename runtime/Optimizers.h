@@ -25,6 +25,11 @@ struct SgdParams {
   /// Gradient clipping (clipCoefficient): > 0 when the step reads the
   /// gradients' global norm.
   double maxGradNorm = 0;
+  /// The learning-rate schedule (scheduledLr, as AdamW's): the step then
+  /// reads a step count.
+  int64_t warmupSteps = 0;
+  int64_t decaySteps = 0;
+  double minLr = 0;
 };
 
 /// torch.optim.AdamW (amsgrad off).
@@ -61,7 +66,8 @@ template <typename C> C clipCoefficient(double maxGradNorm, double norm) {
 /// decaySteps), lr itself without decay steps. tools/torch_reference.py's
 /// LambdaLR computes the same factor with the same double operations, so
 /// torch's steps see the same learning rate to the bit.
-inline double scheduledLr(const AdamwParams &p, double step) {
+/// (SgdParams and AdamwParams both carry it.)
+template <typename Params> double scheduledLr(const Params &p, double step) {
   const double warmup = static_cast<double>(p.warmupSteps);
   if (p.warmupSteps > 0 && step <= warmup) return p.lr * (step / warmup);
   if (p.decaySteps <= 0) return p.lr;
@@ -140,8 +146,11 @@ void gradNormKernel(Communicator &comm, const std::vector<KTensor> &grads,
 
 /// `gradNorm` (with p.maxGradNorm > 0): the 0-d float64 global norm the
 /// gradient is clipped by first.
+/// `step` (with a schedule): the 0-d count of steps taken, this one
+/// included.
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                   const KTensor *momentumBuffer, const KTensor *gradNorm, int threads);
+                   const KTensor *momentumBuffer, const KTensor *step, const KTensor *gradNorm,
+                   int threads);
 
 /// `step` is the 0-d count of steps taken, this one included.
 void adamwStepKernel(const AdamwParams &p, const KTensor &param, const KTensor &grad,

@@ -676,7 +676,7 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float)
     ap.add_argument("--betas")
     ap.add_argument("--eps", type=float)
-    ap.add_argument("--warmup-steps", type=int, help="--train adamw: shardc's schedule")
+    ap.add_argument("--warmup-steps", type=int, help="--train: shardc's learning-rate schedule (LambdaLR)")
     ap.add_argument("--decay-steps", type=int)
     ap.add_argument("--min-lr", type=float)
     ap.add_argument("--clip-grad-norm", type=float,

@@ -47,6 +47,19 @@ FailureOr<ParamOp> verifyStepTarget(Operation *op, FlatSymbolRefAttr name,
   return param;
 }
 
+/// An optimizer's step count: a 0-d floating parameter.
+LogicalResult verifyStepCount(Operation *op, FlatSymbolRefAttr name,
+                              SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> step = lookupParam(op, name, symbolTable);
+  if (failed(step))
+    return failure();
+  if (step->getTensorType().getRank() != 0 ||
+      !isa<FloatType>(step->getTensorType().getElementType()))
+    return op->emitOpError()
+           << "step count " << name << " must be a 0-d floating buffer";
+  return success();
+}
+
 } // namespace
 
 LogicalResult
@@ -79,6 +92,25 @@ static LogicalResult verifyClip(Operation *op, Value gradNorm,
   return success();
 }
 
+/// A learning-rate schedule's attributes; for SGD, `hasStep`: a schedule
+/// reads a step count, and only a schedule does.
+static LogicalResult verifySchedule(Operation *op, APFloat lr,
+                                    int64_t warmupSteps, int64_t decaySteps,
+                                    APFloat minLr,
+                                    std::optional<bool> hasStep) {
+  const double min = minLr.convertToDouble();
+  if (warmupSteps < 0 || decaySteps < 0)
+    return op->emitOpError()
+           << "warmup_steps and decay_steps must not be negative";
+  if (!(min >= 0 && min <= lr.convertToDouble()))
+    return op->emitOpError() << "min_lr must lie in [0, lr], got " << min;
+  if (hasStep && (warmupSteps > 0 || decaySteps > 0) != *hasStep)
+    return op->emitOpError() << "a step count goes with a learning-rate "
+                                "schedule (warmup_steps or decay_steps), and "
+                                "only then";
+  return success();
+}
+
 LogicalResult GradNormOp::verify() {
   if (getGrads().size() != getParams().size())
     return emitOpError() << "has " << getGrads().size() << " gradients for "
@@ -108,7 +140,9 @@ LogicalResult SgdStepOp::verify() {
   if ((getMomentum().convertToDouble() != 0) != bool(getMomentumBuffer()))
     return emitOpError()
            << "a momentum buffer goes with a non-zero momentum, and only then";
-  return success();
+  return verifySchedule(*this, getLr(), getWarmupStepsAttr().getInt(),
+                        getDecayStepsAttr().getInt(), getMinLr(),
+                        bool(getStepAttr()));
 }
 
 LogicalResult SgdStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -117,7 +151,10 @@ LogicalResult SgdStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (failed(param))
     return failure();
   if (auto buffer = getMomentumBufferAttr())
-    return verifyStateLike(*this, *param, buffer, symbolTable);
+    if (failed(verifyStateLike(*this, *param, buffer, symbolTable)))
+      return failure();
+  if (auto step = getStepAttr())
+    return verifyStepCount(*this, step, symbolTable);
   return success();
 }
 
@@ -131,11 +168,8 @@ LogicalResult AdamwStepOp::verify() {
   for (double beta : {d(getBeta1()), d(getBeta2())})
     if (!(beta >= 0 && beta < 1))
       return emitOpError() << "betas must lie in [0, 1), got " << beta;
-  if (getWarmupStepsAttr().getInt() < 0 || getDecayStepsAttr().getInt() < 0)
-    return emitOpError() << "warmup_steps and decay_steps must not be negative";
-  if (!(d(getMinLr()) >= 0 && d(getMinLr()) <= d(getLr())))
-    return emitOpError() << "min_lr must lie in [0, lr], got " << d(getMinLr());
-  return success();
+  return verifySchedule(*this, getLr(), getWarmupStepsAttr().getInt(),
+                        getDecayStepsAttr().getInt(), getMinLr(), std::nullopt);
 }
 
 LogicalResult
@@ -146,14 +180,7 @@ AdamwStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       failed(verifyStateLike(*this, *param, getExpAvgAttr(), symbolTable)) ||
       failed(verifyStateLike(*this, *param, getExpAvgSqAttr(), symbolTable)))
     return failure();
-  FailureOr<ParamOp> step = lookupParam(*this, getStepAttr(), symbolTable);
-  if (failed(step))
-    return failure();
-  if (step->getTensorType().getRank() != 0 ||
-      !isa<FloatType>(step->getTensorType().getElementType()))
-    return emitOpError() << "step count " << getStepAttr()
-                         << " must be a 0-d floating buffer";
-  return success();
+  return verifyStepCount(*this, getStepAttr(), symbolTable);
 }
 
 LogicalResult

@@ -69,16 +69,23 @@ def Tc_SgdStepOp : Tc_Op<"sgd_step", [
     parameter of `@w`'s type and sharding that starts at zero. With
     `clip(%n)` and `max_grad_norm` > 0, the gradient is first scaled by
     min(1, max_grad_norm / (%n + 1e-6)), %n being `tc.grad_norm`'s norm of
-    all the gradients (torch.nn.utils.clip_grad_norm_).
+    all the gradients (torch.nn.utils.clip_grad_norm_). With `step
+    @optim.step` (the 0-d count `tc.advance_step` advances), `warmup_steps`,
+    `decay_steps` and `min_lr` schedule the learning rate as
+    `tc.adamw_step`'s do.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$grad,
                        Optional<Tc_GradNormType>:$grad_norm, F64Attr:$lr,
                        F64Attr:$momentum, F64Attr:$weight_decay,
                        OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,
-                       DefaultValuedAttr<F64Attr, "0.0">:$max_grad_norm);
+                       DefaultValuedAttr<F64Attr, "0.0">:$max_grad_norm,
+                       OptionalAttr<FlatSymbolRefAttr>:$step,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$decay_steps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr);
   let assemblyFormat = [{
-    $param `,` $grad (`clip` `(` $grad_norm^ `)`)? (`buffer` $momentum_buffer^)? attr-dict
-    `:` type($grad)
+    $param `,` $grad (`clip` `(` $grad_norm^ `)`)? (`buffer` $momentum_buffer^)?
+    (`step` $step^)? attr-dict `:` type($grad)
   }];
   let hasVerifier = 1;
 }

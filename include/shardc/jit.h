@@ -43,7 +43,8 @@ struct OptimizerOptions {
   double momentum = 0;  // SGD
   double weight_decay = -1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
-  /// AdamW's learning-rate schedule by its step count (docs/training.md):
+  /// The learning-rate schedule (AdamW or SGD) by the optimizer's step
+  /// count (docs/training.md):
   /// lr * k / warmup_steps at step k <= warmup_steps, then a cosine decay
   /// to min_lr over decay_steps steps (0: lr stays).
   int64_t warmup_steps = 0, decay_steps = 0;

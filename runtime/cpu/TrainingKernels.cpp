@@ -125,10 +125,10 @@ template <typename T> std::optional<T> clipOf(double maxGradNorm, const KTensor 
 
 template <typename T>
 void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
-             const KTensor *momentumBuffer, const KTensor *gradNorm, int threads) {
+             const KTensor *momentumBuffer, double lr, const KTensor *gradNorm, int threads) {
   using B = Block<T>;
   const plan::DType dtype = param.dtype;
-  const T weightDecay = T(p.weightDecay), momentum = T(p.momentum), minusLr = T(-p.lr);
+  const T weightDecay = T(p.weightDecay), momentum = T(p.momentum), minusLr = T(-lr);
   const std::optional<T> coefficient = clipOf<T>(p.maxGradNorm, gradNorm);
   forBlocks(param.numel(), threads, [&](int64_t at, int64_t n) {
     T g[kBlock], w[kBlock], b[kBlock];
@@ -272,15 +272,24 @@ void gradNormKernel(Communicator &comm, const std::vector<KTensor> &grads,
 }
 
 void sgdStepKernel(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                   const KTensor *momentumBuffer, const KTensor *gradNorm, int threads) {
+                   const KTensor *momentumBuffer, const KTensor *step, const KTensor *gradNorm,
+                   int threads) {
   std::vector<std::pair<const char *, const KTensor *>> state;
   if (momentumBuffer) state.push_back({"the momentum buffer", momentumBuffer});
-  checks::optimizerStep("sgd_step", param, grad, state, nullptr);
+  // With a schedule the learning rate follows the step count, as AdamW's.
+  double count = 0;
+  if (step) {
+    if (step->numel() != 1 || !isFloating(step->dtype))
+      throw RuntimeError("sgd_step: the step count must be one floating value");
+    count = loadAsDouble(step->dtype, step->data, 0);
+  }
+  checks::optimizerStep("sgd_step", param, grad, state, step ? &count : nullptr);
   checks::clipNorm("sgd_step", p.maxGradNorm, gradNorm);
+  const double lr = step ? scheduledLr(p, count) : p.lr;
   if (param.dtype == plan::DType::F64)
-    sgdStep<double>(p, param, grad, momentumBuffer, gradNorm, threads);
+    sgdStep<double>(p, param, grad, momentumBuffer, lr, gradNorm, threads);
   else
-    sgdStep<float>(p, param, grad, momentumBuffer, gradNorm, threads);
+    sgdStep<float>(p, param, grad, momentumBuffer, lr, gradNorm, threads);
 }
 
 void adamwStepKernel(const AdamwParams &p, const KTensor &param, const KTensor &grad,

@@ -249,8 +249,9 @@ void CudaBackend::gradNorm(Communicator &comm, const std::vector<KTensor> &grads
   Backend::gradNorm(comm, grads, whole, norm);  // no kernel: kCudaUnsupportedOps
 }
 void CudaBackend::sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
-                          const KTensor *momentumBuffer, const KTensor *gradNorm) {
-  cuda::sgdStep(device_, p, param, grad, momentumBuffer, gradNorm);
+                          const KTensor *momentumBuffer, const KTensor *step,
+                          const KTensor *gradNorm) {
+  cuda::sgdStep(device_, p, param, grad, momentumBuffer, step, gradNorm);
 }
 void CudaBackend::adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
                             const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,

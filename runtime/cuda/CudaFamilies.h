@@ -74,7 +74,7 @@ void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
                    const KTensor &shard, std::byte *work, bool mean);
 /// `gradNorm`: the 0-d float64 norm to clip by (read on the host, one wait).
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
-             const KTensor *momentumBuffer, const KTensor *gradNorm);
+             const KTensor *momentumBuffer, const KTensor *step, const KTensor *gradNorm);
 void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param, const KTensor &grad,
                const KTensor &expAvg, const KTensor &expAvgSq, const KTensor &step,
                const KTensor *gradNorm);

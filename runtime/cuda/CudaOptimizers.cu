@@ -130,6 +130,20 @@ Clip<C> clipOf(CudaDevice &device, double maxGradNorm, const KTensor *gradNorm) 
   return {true, clipCoefficient<C>(maxGradNorm, norm)};
 }
 
+/// An optimizer's 0-d step count, copied to the host (one wait).
+double hostStepCount(CudaDevice &device, const char *op, const KTensor &step) {
+  if (step.numel() != 1 || (step.dtype != plan::DType::F32 && step.dtype != plan::DType::F64))
+    checks::fail(op, "the step count must be one float32 or float64 value");
+  if (step.dtype == plan::DType::F64) {
+    double count = 0;
+    copyToHost(device, &count, step.data, sizeof count);
+    return count;
+  }
+  float value = 0;
+  copyToHost(device, &value, step.data, sizeof value);
+  return value;
+}
+
 }  // namespace
 
 void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
@@ -168,11 +182,15 @@ void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
 }
 
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
-             const KTensor *momentumBuffer, const KTensor *gradNorm) {
+             const KTensor *momentumBuffer, const KTensor *step, const KTensor *gradNorm) {
   std::vector<std::pair<const char *, const KTensor *>> state;
   if (momentumBuffer) state.push_back({"the momentum buffer", momentumBuffer});
-  checks::optimizerStep("sgd_step", param, grad, state, nullptr);
+  // A schedule's learning rate comes from the step count, read on the host.
+  double stepCount = 0;
+  if (step) stepCount = hostStepCount(device, "sgd_step", *step);
+  checks::optimizerStep("sgd_step", param, grad, state, step ? &stepCount : nullptr);
   checks::clipNorm("sgd_step", p.maxGradNorm, gradNorm);
+  const double lr = step ? scheduledLr(p, stepCount) : p.lr;
   const int64_t count = param.numel();
   if (count == 0) return;
   device.makeCurrent();
@@ -183,7 +201,7 @@ void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const
     sgdKernel<St><<<gridFor(count), kThreads, 0, device.stream()>>>(
         static_cast<S *>(param.data), static_cast<const S *>(grad.data),
         momentumBuffer ? static_cast<S *>(momentumBuffer->data) : nullptr, C(p.weightDecay),
-        C(p.momentum), C(-p.lr), p.weightDecay != 0, clipOf<C>(device, p.maxGradNorm, gradNorm),
+        C(p.momentum), C(-lr), p.weightDecay != 0, clipOf<C>(device, p.maxGradNorm, gradNorm),
         count);
   });
   checkLaunch("sgd_step kernel launch");
@@ -193,17 +211,8 @@ void adamwStep(CudaDevice &device, const AdamwParams &p, const KTensor &param,
                const KTensor &grad, const KTensor &expAvg, const KTensor &expAvgSq,
                const KTensor &step, const KTensor *gradNorm) {
   checks::clipNorm("adamw_step", p.maxGradNorm, gradNorm);
-  if (step.numel() != 1 || (step.dtype != plan::DType::F32 && step.dtype != plan::DType::F64))
-    checks::fail("adamw_step", "the step count must be one float32 or float64 value");
   // The bias corrections are the host's (torch computes them in Python).
-  double count = 0;
-  if (step.dtype == plan::DType::F32) {
-    float value = 0;
-    copyToHost(device, &value, step.data, sizeof value);
-    count = value;
-  } else {
-    copyToHost(device, &count, step.data, sizeof count);
-  }
+  const double count = hostStepCount(device, "adamw_step", step);
   checks::optimizerStep("adamw_step", param, grad,
                         {{"exp_avg", &expAvg}, {"exp_avg_sq", &expAvgSq}}, &count);
   const int64_t elements = param.numel();

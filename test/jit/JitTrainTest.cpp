@@ -294,9 +294,11 @@ TEST_CASE("jit optimizer: errors name the setting", "[jit][train]") {
                     Catch::Contains("the learning rate must be positive"));
   CHECK_THROWS_WITH(jit(model, lossOptions(model, 1)).save_optimizer("never.st"),
                     Catch::Contains("save_optimizer: the model has no optimizer"));
-  JitOptions scheduledSgd = trainOptions(model, 1, "sgd", 0.1);
-  scheduledSgd.optimizer.warmup_steps = 10;
-  CHECK_THROWS_WITH(jit(model, scheduledSgd),
-                    Catch::Contains("a learning-rate schedule (warmup-steps, decay-steps, "
-                                    "min-lr) needs AdamW's step count"));
+  JitOptions endless = trainOptions(model, 1, "sgd", 0.1);
+  endless.optimizer.min_lr = 0.01;  // a decay's end without a decay
+  CHECK_THROWS_WITH(jit(model, endless),
+                    Catch::Contains("min-lr is where the decay ends; give decay-steps"));
+  JitOptions negative = trainOptions(model, 1, "sgd", 0.1);
+  negative.optimizer.max_grad_norm = -1;
+  CHECK_THROWS_WITH(jit(model, negative), Catch::Contains("max-grad-norm must not be negative"));
 }

@@ -194,7 +194,9 @@ SuiteCase optimizerCase(std::string name, DType dtype, OpCode op, int states,
   for (int s = 0; s < states; ++s)
     addParam("optim.state" + std::to_string(s) + ".p", {4, 3}, false, "uniform",
              s == 0 ? -1.0 : 0.0);
-  if (op == OpCode::AdamwStep) addParam("optim.step", {}, true, "fill", 3.0);
+  // AdamW's step count, and a scheduled SGD's.
+  if (op == OpCode::AdamwStep || attrs.count("warmup_steps"))
+    addParam("optim.step", {}, true, "fill", 3.0);
   const int32_t g = addBuffer(f, "g", dtype, {4, 3}, Category::IO);
   f.inputs = {g};
   std::vector<int32_t> operands{stored[0], g};
@@ -716,6 +718,12 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(optimizerCase("sgd_step with momentum" + d, dt, OpCode::SgdStep, 1,
                                   {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}}));
     cases.push_back(optimizerCase("sgd_step" + d, dt, OpCode::SgdStep, 0, {{"lr", 0.5}}));
+    cases.push_back(optimizerCase("sgd_step scheduled" + d, dt, OpCode::SgdStep, 1,
+                                  {{"lr", 0.1},
+                                   {"momentum", 0.9},
+                                   {"warmup_steps", int64_t{5}},
+                                   {"decay_steps", int64_t{9}},
+                                   {"min_lr", 0.001}}));
     cases.push_back(optimizerCase("sgd_step clipped" + d, dt, OpCode::SgdStep, 1,
                                   {{"lr", 0.1}, {"momentum", 0.9}}, /*clip=*/true));
     cases.push_back(optimizerCase(

@@ -47,7 +47,7 @@ TEST_CASE("sgd_step: torch's SGD with momentum and weight decay, three steps", "
   for (int step = 0; step < 3; ++step) {
     std::vector<float> g = values(n, 10 + step, 0.5f);
     KTensor buf = view(buffer);
-    sgdStepKernel(sgd, view(p), view(g), &buf, nullptr, 1);
+    sgdStepKernel(sgd, view(p), view(g), &buf, nullptr, nullptr, 1);
     for (int64_t i = 0; i < n; ++i) {
       const double d = g[i] + sgd.weightDecay * refP[i];
       refBuffer[i] = sgd.momentum * refBuffer[i] + d;
@@ -123,7 +123,7 @@ TEST_CASE("optimizer steps: the same bytes at any thread count", "[training]") {
 TEST_CASE("optimizer steps: mismatched operands and a zero step count are errors",
           "[training]") {
   std::vector<float> p(4, 1.0f), g(5, 1.0f), m(4, 0.0f), v(4, 0.0f);
-  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, view(p), view(g), nullptr, nullptr, 1),
+  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, view(p), view(g), nullptr, nullptr, nullptr, 1),
                     Catch::Contains("sgd_step: the gradient (float32 [5]) does not match the "
                                     "param's float32 [4]"));
   std::vector<float> g4(4, 1.0f);
@@ -134,7 +134,7 @@ TEST_CASE("optimizer steps: mismatched operands and a zero step count are errors
                     Catch::Contains("the step count is 0"));
   std::vector<int64_t> ints(4, 1);
   KTensor intParam{DType::I64, {4}, ints.data()};
-  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, intParam, view(g4), nullptr, nullptr, 1),
+  CHECK_THROWS_WITH(sgdStepKernel({0.1, 0, 0}, intParam, view(g4), nullptr, nullptr, nullptr, 1),
                     Catch::Contains("the param is int64"));
 }
 
@@ -155,15 +155,31 @@ TEST_CASE("clipping: the gradient scaled by max_norm / (norm + 1e-6), at most 1"
   gradNormKernel(*one.comm, grads, {false}, normView, 1);
   CHECK(norm[0] == 5.0);
   SgdParams sgd{0.5, 0, 0, 1.0};
-  sgdStepKernel(sgd, view(p), view(g), nullptr, &normView, 1);
+  sgdStepKernel(sgd, view(p), view(g), nullptr, nullptr, &normView, 1);
   const float coefficient = 1.0f / (5.0f + 1e-6f);
   CHECK(p[0] == 1.0f + -0.5f * (3.0f * coefficient));
   CHECK(p[1] == 2.0f + -0.5f * (4.0f * coefficient));
   CHECK(g == g2);  // the gradient buffer itself is not written
 
   // A step that clips needs the norm, and a norm needs max_grad_norm.
-  CHECK_THROWS_WITH(sgdStepKernel(sgd, view(p), view(g), nullptr, nullptr, 1),
+  CHECK_THROWS_WITH(sgdStepKernel(sgd, view(p), view(g), nullptr, nullptr, nullptr, 1),
                     Catch::Contains("max_grad_norm > 0 and the gradients' norm go together"));
-  CHECK_THROWS_WITH(sgdStepKernel({0.5, 0, 0}, view(p), view(g), nullptr, &normView, 1),
+  CHECK_THROWS_WITH(sgdStepKernel({0.5, 0, 0}, view(p), view(g), nullptr, nullptr, &normView, 1),
                     Catch::Contains("max_grad_norm > 0 and the gradients' norm go together"));
+}
+
+TEST_CASE("sgd_step: a schedule reads the step count", "[training]") {
+  // At count 2 of a 4-step warmup the rate is lr / 2: p - (lr / 2) g.
+  std::vector<float> p{1.0f, -2.0f}, g{0.5f, 0.25f};
+  float count = 2.0f;
+  KTensor step{DType::F32, {}, &count};
+  SgdParams sgd{0.2, 0, 0, 0, 4, 0, 0};
+  sgdStepKernel(sgd, view(p), view(g), nullptr, &step, nullptr, 1);
+  const float minusLr = static_cast<float>(-scheduledLr(sgd, 2.0));
+  CHECK(minusLr == -0.1f);
+  CHECK(p[0] == 1.0f + minusLr * 0.5f);
+  CHECK(p[1] == -2.0f + minusLr * 0.25f);
+  count = 0.0f;  // not advanced: an error, as AdamW's
+  CHECK_THROWS_WITH(sgdStepKernel(sgd, view(p), view(g), nullptr, &step, nullptr, 1),
+                    Catch::Contains("the step count is 0"));
 }

@@ -104,7 +104,7 @@ const char *const kRunUsage =
     "  --weight-decay W   default: SGD 0, AdamW 0.01 (decoupled)\n"
     "  --betas B1,B2      AdamW betas (default 0.9,0.999)\n"
     "  --eps E            AdamW eps (default 1e-8)\n"
-    "  --warmup-steps W, --decay-steps D, --min-lr M  AdamW's learning-rate\n"
+    "  --warmup-steps W, --decay-steps D, --min-lr M  the learning-rate\n"
     "                     schedule: lr * k / W at step k <= W, then a cosine\n"
     "                     decay to M over D steps (default: lr throughout)\n"
     "  --clip-grad-norm C clip the gradients to global L2 norm C before the\n"

@@ -61,11 +61,8 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     options.eps = parseNumber("--eps", parsed.get("--eps", ""));
     if (!(options.eps > 0)) throw UsageError("--eps must be positive");
   }
-  // The learning-rate schedule: AdamW counts its steps, SGD does not.
-  for (const char *option : {"--warmup-steps", "--decay-steps", "--min-lr"})
-    if (parsed.has(option) && !adamw)
-      throw UsageError(std::string(option) + " schedules AdamW's learning rate by its step "
-                                             "count; give --optimizer adamw");
+  // The learning-rate schedule, by the optimizer's step count (SGD counts
+  // its steps when it has a schedule).
   options.warmupSteps = parsed.getInt("--warmup-steps", 0, 0, int64_t{1} << 40);
   options.decaySteps = parsed.getInt("--decay-steps", 0, 0, int64_t{1} << 40);
   if (parsed.has("--min-lr")) {

@@ -3,7 +3,7 @@
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0' 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 momentum=0.9' 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 beta2=1' 2>&1 | FileCheck %s --check-prefix=BETA
-// RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=3' 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=-3' 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 min-lr=0.01' 2>&1 | FileCheck %s --check-prefix=MINLR
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 max-grad-norm=-1' 2>&1 | FileCheck %s --check-prefix=CLIP
 
@@ -11,7 +11,7 @@
 // LR: tc-optimizer: the learning rate must be positive, got 0.000000
 // MOMENTUM: tc-optimizer: momentum is SGD's; AdamW has beta1 and beta2
 // BETA: tc-optimizer: betas must lie in [0, 1)
-// SCHEDULE: tc-optimizer: a learning-rate schedule (warmup-steps, decay-steps, min-lr) needs AdamW's step count; SGD keeps lr
+// SCHEDULE: tc-optimizer: warmup-steps and decay-steps must not be negative
 // MINLR: tc-optimizer: min-lr is where the decay ends; give decay-steps
 // CLIP: tc-optimizer: max-grad-norm must not be negative (0: no clipping)
 

@@ -2,6 +2,7 @@
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.01' -tc-fsdp=world-size=3 | FileCheck %s --check-prefix=ADAMW
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.5' -tc-fsdp=world-size=1 | FileCheck %s --check-prefix=N1
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 max-grad-norm=1.0' -tc-fsdp=world-size=3 | FileCheck %s --check-prefix=CLIP
+// RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=2 decay-steps=5 min-lr=0.01' | FileCheck %s --check-prefix=SGDSCHED
 
 // tc-optimizer turns the results named grad.P into optimizer steps of @P
 // at the end of @forward (the results go away); its state is zero-initialized
@@ -60,6 +61,13 @@
 // CLIP-NEXT:    tc.sgd_step @w, %[[SW]] clip(%[[N]]) {lr = 1.000000e-01 : f64, max_grad_norm = 1.000000e+00 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
 // CLIP-NEXT:    tc.sgd_step @b, %[[SB]] clip(%[[N]])
 // CLIP-NEXT:    return
+
+// SGD with a learning-rate schedule counts its steps, as AdamW does.
+// SGDSCHED-LABEL: tc.param @optim.step : tensor<f32> device "cpu" buffer non_persistent
+// SGDSCHED-LABEL: func.func @forward(
+// SGDSCHED:         tc.advance_step @optim.step
+// SGDSCHED-NEXT:    tc.sgd_step @w, %{{.*}} step @optim.step {decay_steps = 5 : i64, lr = 1.000000e-01 : f64, min_lr = 1.000000e-02 : f64, momentum = 0.000000e+00 : f64, warmup_steps = 2 : i64, weight_decay = 0.000000e+00 : f64} : tensor<10x4xf32>
+// SGDSCHED-NEXT:    tc.sgd_step @b, %{{.*}} step @optim.step
 
 // One rank stores whole parameters: no reduction, no momentum buffer.
 // N1-LABEL: func.func @forward(

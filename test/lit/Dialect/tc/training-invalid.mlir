@@ -117,6 +117,25 @@ func.func @forward() {
 
 // -----
 
+tc.param @w : tensor<4xf32> device "cpu"
+tc.param @step : tensor<f32> device "cpu" buffer
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{a step count goes with a learning-rate schedule (warmup_steps or decay_steps), and only then}}
+  tc.sgd_step @w, %g step @step {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+tc.param @w : tensor<4xf32> device "cpu"
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{a step count goes with a learning-rate schedule (warmup_steps or decay_steps), and only then}}
+  tc.sgd_step @w, %g {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, warmup_steps = 3 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
 // Gradient clipping: a clip without max_grad_norm, max_grad_norm without a
 // clip, a gradient not in its parameter's stored layout, and mismatched
 // lists.

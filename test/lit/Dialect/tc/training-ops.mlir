@@ -62,6 +62,7 @@ func.func @forward(%g: tensor<8xbf16>) {
 // CHECK:         %[[N:.*]] = tc.grad_norm %{{.*}}, %{{.*}} for [@w, @s] : tensor<4x4xf32>, tensor<f32>
 // CHECK-NEXT:    tc.sgd_step @w, %{{.*}} clip(%[[N]]) {lr = 1.000000e-01 : f64, max_grad_norm = 1.000000e+00 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
 // CHECK-NEXT:    tc.adamw_step @s, %{{.*}} clip(%[[N]]) state(@optim.exp_avg.s, @optim.exp_avg_sq.s, @optim.step) {{.*}}max_grad_norm = 1.000000e+00 : f64{{.*}} : tensor<f32>
+// CHECK-NEXT:    tc.sgd_step @w, %{{.*}} clip(%[[N]]) step @optim.step {{.*}}warmup_steps = 4 : i64{{.*}} : tensor<4x4xf32>
 tc.param @optim.step : tensor<f32> device "cpu" buffer non_persistent
 tc.param @w : tensor<10x4xf32> device "cpu" sharded <world_size = 3, chunk_rows = 4>
 tc.param @s : tensor<f32> device "cpu"
@@ -84,5 +85,7 @@ func.func @forward(%gw: tensor<4x4xf32>, %gs: tensor<f32>) {
   %n = tc.grad_norm %gw, %gs for [@w, @s] : tensor<4x4xf32>, tensor<f32>
   tc.sgd_step @w, %gw clip(%n) {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<4x4xf32>
   tc.adamw_step @s, %gs clip(%n) state(@optim.exp_avg.s, @optim.exp_avg_sq.s, @optim.step) {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64} : tensor<f32>
+  // SGD with a schedule reads a step count.
+  tc.sgd_step @w, %gw clip(%n) step @optim.step {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, max_grad_norm = 1.0 : f64, warmup_steps = 4 : i64} : tensor<4x4xf32>
   return
 }
