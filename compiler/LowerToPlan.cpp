@@ -108,8 +108,11 @@ public:
 
     for (Operation &op : body) {
       if (isa<func::ReturnOp>(op)) {
-        for (Value result : op.getOperands())
+        for (auto [i, result] : llvm::enumerate(op.getOperands())) {
           function_.outputs.push_back(buffers_.lookup(result));
+          if (func.getResultAttr(i, "tc.replicated"))
+            function_.buffers[function_.outputs.back()].replicated = true;
+        }
         continue;
       }
       if (failed(lowerOp(op)))

@@ -25,6 +25,9 @@ namespace {
 
 constexpr llvm::StringLiteral kGradientPrefix = "grad.";
 const llvm::StringRef kStatePrefix = shardc::plan::kOptimizerStatePrefix;
+constexpr llvm::StringLiteral kNameAttr = "tc.name";
+/// The @forward result clipping adds: the gradients' global norm.
+constexpr llvm::StringLiteral kGradNormName = "grad_norm";
 constexpr llvm::StringLiteral kStepName =
     "optim.step"; // the prefix, then "step"
 
@@ -58,6 +61,15 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
         return signalPassFailure();
       }
     SmallVector<Gradient> gradients = collectGradients(module, forward);
+    if (maxGradNorm > 0)
+      for (unsigned i = 0; i < forward.getNumResults(); ++i)
+        if (auto name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr);
+            name && name.getValue() == kGradNormName) {
+          forward.emitOpError()
+              << "returns a result named '" << kGradNormName
+              << "', the name clipping gives the gradients' norm; rename it";
+          return signalPassFailure();
+        }
     if (gradients.empty()) {
       forward.emitOpError()
           << "returns no gradient (a result named grad.P for a parameter @P); "
@@ -133,6 +145,18 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
       consumed.set(gradient.index);
     ret->eraseOperands(consumed);
     forward.eraseResults(consumed);
+    // The norm clipping used is returned, as the trainer's log shows it
+    // (every rank holds the same value: tc.replicated).
+    if (gradNorm) {
+      const unsigned index = forward.getNumResults();
+      ret->insertOperands(index, gradNorm);
+      forward.insertResult(
+          index, gradNorm.getType(),
+          builder.getDictionaryAttr(
+              {builder.getNamedAttr(kNameAttr,
+                                    builder.getStringAttr(kGradNormName)),
+               builder.getNamedAttr("tc.replicated", builder.getUnitAttr())}));
+    }
   }
 
   LogicalResult checkOptions(ModuleOp module) {

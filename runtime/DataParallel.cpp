@@ -164,10 +164,18 @@ HostTensor sumRankShares(const std::vector<const HostTensor *> &shares) {
   return result;
 }
 
-std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank) {
+std::vector<bool> replicatedOutputs(const plan::Function &f) {
+  std::vector<bool> flags;
+  for (int32_t id : f.outputs) flags.push_back(f.buffers.at(static_cast<size_t>(id)).replicated);
+  return flags;
+}
+
+std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank,
+                                          const std::vector<bool> &replicated) {
   std::vector<HostTensor> result = perRank.at(0);
+  auto isReplicated = [&](size_t i) { return i < replicated.size() && replicated[i]; };
   for (size_t i = 0; i < result.size(); ++i) {
-    if (!result[i].shape.empty()) continue;
+    if (!result[i].shape.empty() || isReplicated(i)) continue;
     std::vector<const HostTensor *> shares;
     for (const std::vector<HostTensor> &outputs : perRank)
       if (!outputs.empty()) shares.push_back(&outputs.at(i));  // ranks with rows
@@ -189,7 +197,7 @@ std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTens
     for (size_t i = 0; i < result.size(); ++i) {
       HostTensor &out = result[i];
       const HostTensor &part = perRank[r][i];
-      if (out.shape.empty()) continue;  // summed above
+      if (out.shape.empty() || isReplicated(i)) continue;  // summed, or rank 0's
       if (part.dtype != out.dtype || part.shape.size() != out.shape.size() ||
           !std::equal(out.shape.begin() + 1, out.shape.end(), part.shape.begin() + 1))
         throw RuntimeError("data-parallel: output '" + out.name + "' of rank " +

@@ -83,7 +83,13 @@ HostTensor sumRankShares(const std::vector<const HostTensor *> &shares);
 /// batch, compiler/DataParallel.h) summed in rank order in long double and
 /// rounded once; ranks with no rows hold no outputs and are skipped.
 /// perRank[0] must have them all (rank 0 always has rows).
-std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank);
+/// Per output of `f`: whether its buffer is `replicated`.
+std::vector<bool> replicatedOutputs(const plan::Function &f);
+
+/// `replicated[i]`: output i is the same on every rank (plan::Buffer::
+/// replicated), rank 0's is taken; missing entries are false.
+std::vector<HostTensor> concatRankOutputs(const std::vector<std::vector<HostTensor>> &perRank,
+                                          const std::vector<bool> &replicated = {});
 
 /// Orders `given` like "forward"'s inputs for a data-parallel run, checking
 /// each: name known and given once, dtype as forward's, shape as forward's

@@ -371,13 +371,14 @@ RunResult runLocal(const Plan &fullPlan, const RunOptions &options,
   if (options.dataParallel) {
     std::vector<std::vector<HostTensor>> perRank;
     for (RankOutcome &outcome : outcomes) perRank.push_back(std::move(outcome.outputs));
-    outcomes[0].outputs = concatRankOutputs(perRank);
+    const std::vector<bool> replicated = replicatedOutputs(*forward);
+    outcomes[0].outputs = concatRankOutputs(perRank, replicated);
     // Data-parallel training: each step's rows and loss shares, joined.
     for (size_t step = 0; step < outcomes[0].stepOutputs.size(); ++step) {
       std::vector<std::vector<HostTensor>> stepRanks;
       for (RankOutcome &outcome : outcomes)
         stepRanks.push_back(std::move(outcome.stepOutputs.at(step)));
-      outcomes[0].stepOutputs[step] = concatRankOutputs(stepRanks);
+      outcomes[0].stepOutputs[step] = concatRankOutputs(stepRanks, replicated);
     }
   }
   for (int64_t r = 0; r < n; ++r) {

@@ -133,7 +133,7 @@ std::vector<HostTensor> LocalSession::forward(const std::vector<HostTensor> &inp
   });
   if (dataParallel_) {
     reports = std::move(measured);
-    return concatRankOutputs(outputs);
+    return concatRankOutputs(outputs, replicatedOutputs(*plan_.function("forward")));
   }
   for (int64_t r = 1; r < n; ++r)
     for (size_t i = 0; i < outputs[0].size(); ++i)

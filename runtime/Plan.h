@@ -114,6 +114,10 @@ struct Buffer {
   /// one gathered FSDP-unit buffer. The base may itself be an alias.
   std::optional<int32_t> aliasOf;
   int64_t byteOffset = 0;
+  /// An output every rank computes the same value of (a training step's
+  /// global gradient norm): a data-parallel run takes rank 0's, where other
+  /// 0-d outputs are shares summed over the ranks.
+  bool replicated = false;
 
   bool isAlias() const { return aliasOf.has_value(); }
 };

@@ -45,6 +45,7 @@ ordered bufferToJson(const Buffer &b) {
             {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
             {"bytes", b.bytes},   {"category", categoryName(b.category)}};
   if (b.param) j["param"] = *b.param;
+  if (b.replicated) j["replicated"] = true;
   if (b.aliasOf) {  // only aliases carry these keys: older plans read unchanged
     j["alias_of"] = *b.aliasOf;
     j["byte_offset"] = b.byteOffset;
@@ -224,7 +225,7 @@ Param readParam(const Node &n) {
 
 Buffer readBuffer(const Node &n) {
   n.expectObject({"id", "name", "dtype", "shape", "bytes", "category", "param", "alias_of",
-                  "byte_offset"});
+                  "byte_offset", "replicated"});
   Buffer b;
   b.id = static_cast<int32_t>(n.field("id").integer(0, std::numeric_limits<int32_t>::max()));
   b.name = n.field("name").str();
@@ -247,6 +248,7 @@ Buffer readBuffer(const Node &n) {
     if (!b.aliasOf) n.field("byte_offset").fail("only an alias (alias_of) has a byte_offset");
     b.byteOffset = n.field("byte_offset").integer(0);
   }
+  if (n.has("replicated")) b.replicated = n.field("replicated").boolean();
   return b;
 }
 

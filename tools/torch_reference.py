@@ -625,12 +625,14 @@ def train(graph, interp, env, args):
         optimizer.zero_grad(set_to_none=True)
         out = interp.run(env)
         out[loss].backward()
+        norm = None
         if args.clip_grad_norm:  # shardc's --clip-grad-norm
-            torch.nn.utils.clip_grad_norm_(leaves, args.clip_grad_norm)
+            norm = torch.nn.utils.clip_grad_norm_(leaves, args.clip_grad_norm)
         optimizer.step()
         scheduler.step()
         seconds.append(time.perf_counter() - start)
-        print("step %d: %s = %.9g" % (step, loss, out[loss].item()))
+        print("step %d: %s = %.9g" % (step, loss, out[loss].item())
+              + ("" if norm is None else ", grad_norm = %.9g" % norm.item()))
     if args.time_json:  # bench/train_step.py: every step's wall time
         with open(args.time_json, "w") as f:
             json.dump({"step_seconds": seconds, "threads": torch.get_num_threads(),

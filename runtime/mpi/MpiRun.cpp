@@ -139,6 +139,10 @@ std::vector<HostTensor> gatherBatchOutputs(const Plan &plan, MpiCommunicator &co
   std::vector<HostTensor> result;
   for (size_t i = 0; i < forward.outputs.size(); ++i) {
     const Buffer &b = forward.buffers[forward.outputs[i]];
+    if (b.replicated) {  // the same on every rank (a gradient norm): rank 0's
+      if (comm.rank() == 0 && i < mine.size()) result.push_back(mine[i]);
+      continue;
+    }
     if (b.shape.empty()) {  // each rank's share of a loss: summed in rank order
       HostTensor share{b.name, b.dtype, {}, std::vector<std::byte>(dtypeSize(b.dtype))};
       if (i < mine.size()) share.data = mine[i].data;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -103,7 +104,13 @@ TEST_CASE("jit optimizer: clipping scales every gradient by max_norm / norm, at 
     JitOptions options = trainOptions(model, n, "sgd", 0.25);
     options.optimizer.max_grad_norm = maxNorm;
     CompiledModel sgd = jit(model, options);
-    sgd.forward(inputs);
+    // forward returns the loss, then the norm it clipped by.
+    const std::vector<HostTensor> out = sgd.forward(inputs);
+    REQUIRE(out.size() == 2);
+    CHECK(out[1].name == "grad_norm");
+    double clippedBy = 0;
+    std::memcpy(&clippedBy, out[1].data.data(), sizeof clippedBy);
+    CHECK(std::abs(clippedBy - norm) <= 1e-9 * norm);
     std::string bytes;
     for (size_t i = 0; i < sgd.parameters().size(); ++i) {
       const ParameterInfo &p = sgd.parameters()[i];

@@ -55,6 +55,7 @@ void requireSamePlan(const Plan &a, const Plan &b) {
       CHECK(x.buffers[i].bytes == y.buffers[i].bytes);
       CHECK(x.buffers[i].category == y.buffers[i].category);
       CHECK(x.buffers[i].param == y.buffers[i].param);
+      CHECK(x.buffers[i].replicated == y.buffers[i].replicated);
     }
     REQUIRE(x.body.size() == y.body.size());
     for (size_t i = 0; i < x.body.size(); ++i) {
@@ -97,6 +98,8 @@ Plan richPlan() {
   fill.attrs["str"] = std::string("he said \"hi\"\n");
   fill.attrs["list"] = std::vector<int64_t>{1, -2, 3};
   fill.attrs["empty"] = std::vector<int64_t>{};
+  // An output every rank holds the same value of (a gradient norm).
+  plan.functions[1].buffers[plan.functions[1].outputs.at(0)].replicated = true;
   return plan;
 }
 
@@ -125,6 +128,7 @@ TEST_CASE("plan JSON round trip keeps everything, doubles bit-exactly", "[planjs
   CHECK_THAT(text, Contains("\"one\": 1.0"));
   CHECK_THAT(text, Contains("\"int\": 1"));
   CHECK_THAT(text, Contains("\"nan\": {"));
+  CHECK_THAT(text, Contains("\"replicated\": true"));
 }
 
 TEST_CASE("malformed plans are rejected with the JSON path", "[planjson]") {

@@ -54,13 +54,15 @@
 // Gradient clipping: one grad_norm before the steps, of the gradients'
 // shards (tc-fsdp rewires it to the reduce_scatters, so no full gradient
 // lives on to the steps); every step reads it.
+// The norm is also returned, as grad_norm, the same on every rank.
 // CLIP-LABEL: func.func @forward(
+// CLIP-SAME:      tensor<f64> {tc.name = "grad_norm", tc.replicated})
 // CLIP:         %[[SW:.*]] = tc.reduce_scatter %{{.*}} for @w : tensor<10x4xf32> -> tensor<4x4xf32>
 // CLIP:         %[[SB:.*]] = tc.reduce_scatter %{{.*}} for @b : tensor<4xf32> -> tensor<2xf32>
 // CLIP:         %[[N:.*]] = tc.grad_norm %[[SW]], %[[SB]] for [@w, @b] : tensor<4x4xf32>, tensor<2xf32>
 // CLIP-NEXT:    tc.sgd_step @w, %[[SW]] clip(%[[N]]) {lr = 1.000000e-01 : f64, max_grad_norm = 1.000000e+00 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
 // CLIP-NEXT:    tc.sgd_step @b, %[[SB]] clip(%[[N]])
-// CLIP-NEXT:    return
+// CLIP-NEXT:    return {{.*}}, %[[N]] : {{.*}}, tensor<f64>
 
 // SGD with a learning-rate schedule counts its steps, as AdamW does.
 // SGDSCHED-LABEL: tc.param @optim.step : tensor<f32> device "cpu" buffer non_persistent
