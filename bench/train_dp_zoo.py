@@ -16,10 +16,16 @@ model: ok (within --rtol), differs, refused (shardc's exit-2 message) or
 failed. (grad_zoo.py checks the replicated gradients against
 torch.autograd.)
 
+With --clip C both steps clip to global norm C, and the clipped replicated
+step also runs at N = 1: its trained parameters must be byte-identical to
+N = 2's (the norm's squares are summed exactly).
+
     /opt/shardc-venv/bin/python bench/train_dp_zoo.py [--only NAME ...] [--rtol R]
+        [--clip C]
 """
 
 import argparse
+import filecmp
 import json
 import os
 import sys
@@ -33,7 +39,7 @@ import zoo_models  # noqa: E402
 from grad_zoo import DEFAULT, print_rows, run  # noqa: E402
 
 
-def probe(name, shardc, tmp, rtol):
+def probe(name, shardc, tmp, rtol, clip=None):
     spec, kwargs, shapes = zoo_models.ZOO[name]
     shapes = {k: ([2] + v[1:] if isinstance(v, list) and v and v[0] == 1 else v)
               for k, v in shapes.items()}
@@ -42,8 +48,13 @@ def probe(name, shardc, tmp, rtol):
     g, w, inp = (os.path.join(tmp, f) for f in ("g.json", "w.st", "in.st"))
     rep, dp = os.path.join(tmp, "rep.st"), os.path.join(tmp, "dp.st")
     py, export = sys.executable, os.path.join(ROOT, "tools", "export_torch.py")
-    step = [shardc, "run", g, "--grad", "output", "--optimizer", "sgd", "--lr", "1e4",
-            "--world-size", "2", "--load", w, "--inputs", inp, "--threads", "1", "--save"]
+    clipping = ["--clip-grad-norm", repr(clip)] if clip else []
+
+    def step_at(n):
+        return [shardc, "run", g, "--grad", "output", "--optimizer", "sgd", "--lr", "1e4",
+                "--world-size", str(n), "--load", w, "--inputs", inp, "--threads", "1",
+                *clipping, "--save"]
+    step = step_at(2)
     for what, cmd in (
             ("export", [py, export, "grad_zoo:with_loss", "--python-path", HERE, "--kwargs",
                         wrapped, "--seed", "5", "--capture", "aten", "--input-shapes",
@@ -74,7 +85,15 @@ def probe(name, shardc, tmp, rtol):
         if err > worst or err != err:
             worst, worst_name = err, n
     detail = "%d tensors, worst %s %.1e" % (len(updates), worst_name, worst)
-    return ("ok" if worst <= rtol else "differs"), detail, seconds
+    same = True
+    if clip:  # the clipped replicated step is the same bytes at N = 1 and 2
+        single = os.path.join(tmp, "rep1.st")
+        rc, msg, _ = run(step_at(1) + [single])
+        if rc:
+            return "failed", "replicated N = 1: %s" % msg, seconds
+        same = filecmp.cmp(single, rep, shallow=False)
+        detail += "; replicated N = 1 %s N = 2" % ("==" if same else "!=")
+    return ("ok" if worst <= rtol and same else "differs"), detail, seconds
 
 
 def main():
@@ -82,10 +101,15 @@ def main():
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
     ap.add_argument("--only", nargs="+")
     ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--clip", type=float,
+                    help="both steps clip to this global gradient norm (--clip-grad-norm), "
+                         "and the replicated one is also run at N = 1 and compared byte "
+                         "for byte with N = 2")
     args = ap.parse_args()
     print("| model | data-parallel step | detail | data-parallel run s |")
     print("|---|---|---|---|")
-    print_rows(args.only or DEFAULT, lambda name, tmp: probe(name, args.shardc, tmp, args.rtol))
+    print_rows(args.only or DEFAULT,
+               lambda name, tmp: probe(name, args.shardc, tmp, args.rtol, args.clip))
 
 
 if __name__ == "__main__":

@@ -408,13 +408,13 @@ private:
       checkSchedule(p.lr, p.warmupSteps, p.decaySteps, p.minLr);
       // The inputs: param, grad, then the momentum buffer, the step count
       // and the norm, each only when its attribute asks for it.
+      const KTensor norm = clipNormInput(inst, p.maxGradNorm, 2);
       const bool hasMomentum = p.momentum != 0, scheduled = p.warmupSteps > 0 || p.decaySteps > 0;
       const size_t expected = 2 + hasMomentum + scheduled + (p.maxGradNorm > 0);
       if (inst.inputs.size() != expected)
         fail("takes " + std::to_string(expected) +
              " inputs: param, grad, then a momentum buffer (momentum != 0), the step count "
              "(a schedule) and the gradients' norm (max_grad_norm > 0)");
-      const KTensor norm = clipNormInput(inst, p.maxGradNorm, 2);
       const KTensor momentum = hasMomentum ? tensor(inst.inputs[2]) : KTensor{};
       const KTensor step = scheduled ? tensor(inst.inputs[2 + hasMomentum]) : KTensor{};
       return backend_.sgdStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
@@ -433,6 +433,9 @@ private:
                           attrDoubleOr(inst, "max_grad_norm", 0.0)};
       checkSchedule(p.lr, p.warmupSteps, p.decaySteps, p.minLr);
       const KTensor norm = clipNormInput(inst, p.maxGradNorm, 5);
+      if (inst.inputs.size() != 5 + static_cast<size_t>(p.maxGradNorm > 0))
+        fail("takes 5 inputs (param, grad, exp_avg, exp_avg_sq, step), then the gradients' "
+             "norm when max_grad_norm > 0");
       return backend_.adamwStep(p, tensor(inst.inputs[0]), tensor(inst.inputs[1]),
                                 tensor(inst.inputs[2]), tensor(inst.inputs[3]),
                                 tensor(inst.inputs[4]), p.maxGradNorm > 0 ? &norm : nullptr);

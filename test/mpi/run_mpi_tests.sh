@@ -79,6 +79,15 @@ if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/mlp12.j
   same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel --grad loss \
     --optimizer sgd --lr 0.1 --momentum 0.9 --data-parallel --steps 3 \
     --inputs "$WORK/mlp12-inputs.st" --inputs "$WORK/mlp12-inputs2.st"
+  # Clipped: the printed norm is rank 0's (every rank holds it), not a sum.
+  same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel-clipped \
+    --grad loss --optimizer adamw --lr 0.05 --clip-grad-norm 0.3 --data-parallel --steps 2 \
+    --inputs "$WORK/mlp12-inputs.st"
+  grep -q "step 2: loss = .*, grad_norm = " "$WORK/train-data-parallel-clipped.mpi.txt" &&
+    [ "$(grep -o 'grad_norm = [0-9.e-]*' "$WORK/train-data-parallel-clipped.mpi.txt")" = \
+      "$(grep -o 'grad_norm = [0-9.e-]*' "$WORK/train-data-parallel-clipped.local.txt")" ] &&
+    pass "train-data-parallel-clipped: the same grad_norm lines as the local backend" ||
+    fail "train-data-parallel-clipped: grad_norm lines differ from the local backend"
 elif [ "${CI:-}" = "true" ]; then
   fail "CI=true but /usr/bin/python3 cannot make the data-parallel training inputs"
 fi
