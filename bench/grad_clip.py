@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from train_step import ENV, REFERENCE, ROOT, gpt2_with_loss, mib, run_json
+from train_step import ENV, REFERENCE, ROOT, mib, prepare_gpt2, run_json
 
 
 def torch_step_seconds(graph, init, inputs, steps, extra, out, tmp, name):
@@ -63,14 +63,7 @@ def main():
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        graph = os.path.join(tmp, "gpt2-loss.json")
-        with open(graph, "w") as f:
-            json.dump(gpt2_with_loss(args.batch, args.seq), f)
-        inputs, init = os.path.join(tmp, "in.st"), os.path.join(tmp, "init.st")
-        subprocess.run([sys.executable, REFERENCE, "--make-inputs", graph, "--seed", "1",
-                        "--out", inputs], check=True, env=ENV)
-        subprocess.run([args.shardc, "run", graph, "--init-only", "--save", init],
-                       check=True, env=ENV, capture_output=True)
+        graph, inputs, init = prepare_gpt2(tmp, args.shardc, args.batch, args.seq)
         train = ["--grad", "loss", "--optimizer", "adamw", "--lr", "1e-4", "--inputs", inputs,
                  "--steps", str(args.steps), "--threads", "1", "--report", "json"]
         clip = ["--clip-grad-norm", str(args.clip)]

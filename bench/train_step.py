@@ -57,6 +57,21 @@ def gpt2_with_loss(batch, seq):
     return graph
 
 
+def prepare_gpt2(tmp, shardc, batch, seq):
+    """In `tmp`: the graph (gpt2_with_loss), its inputs (seed 1) and
+    shardc's initial parameters (the torch side starts from them). Returns
+    the three paths."""
+    graph = os.path.join(tmp, "gpt2-loss.json")
+    with open(graph, "w") as f:
+        json.dump(gpt2_with_loss(batch, seq), f)
+    inputs, init = os.path.join(tmp, "in.st"), os.path.join(tmp, "init.st")
+    subprocess.run([sys.executable, REFERENCE, "--make-inputs", graph, "--seed", "1",
+                    "--out", inputs], check=True, env=ENV)
+    subprocess.run([shardc, "run", graph, "--init-only", "--save", init],
+                   check=True, env=ENV, capture_output=True)
+    return graph, inputs, init
+
+
 def run_json(cmd):
     out = subprocess.run(cmd, env=ENV, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
@@ -76,14 +91,7 @@ def main():
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        graph = os.path.join(tmp, "gpt2-loss.json")
-        with open(graph, "w") as f:
-            json.dump(gpt2_with_loss(args.batch, args.seq), f)
-        inputs, init = os.path.join(tmp, "in.st"), os.path.join(tmp, "init.st")
-        subprocess.run([sys.executable, REFERENCE, "--make-inputs", graph, "--seed", "1",
-                        "--out", inputs], check=True, env=ENV)
-        subprocess.run([args.shardc, "run", graph, "--init-only", "--save", init],
-                       check=True, env=ENV, capture_output=True)
+        graph, inputs, init = prepare_gpt2(tmp, args.shardc, args.batch, args.seq)
         train = ["--grad", "loss", "--optimizer", "adamw", "--lr", "1e-4", "--inputs", inputs]
 
         print("GPT-2 124M, batch %d x %d tokens, AdamW; per-rank ledger peaks in MiB "

@@ -10,17 +10,18 @@
 #include "runtime/RankSubset.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
+#include "runtime/checkpoint/LoadPlan.h"
+#include "runtime/checkpoint/ShardReader.h"
+#include "tools/shardc/CheckpointOptions.h"
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/CudaRanks.h"
 #include "tools/shardc/Diagnostics.h"
-#include "tools/shardc/TrainOptions.h"
 #include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/MpiRunCommand.h"
-#include "tools/shardc/CheckpointOptions.h"
-#include "runtime/checkpoint/LoadPlan.h"
-#include "runtime/checkpoint/ShardReader.h"
 #include "tools/shardc/RunReport.h"
+#include "tools/shardc/RunSettings.h"
+#include "tools/shardc/TrainOptions.h"
 
 #include <algorithm>
 #include <iostream>
@@ -306,204 +307,57 @@ void prepareParamInits(compiler::Graph &graph, const std::string &load,
   }
 }
 
-} // namespace
-
-int runCommand(const std::vector<std::string> &args) {
-  ParsedArgs parsed;
-  int64_t worldSize = 1;
-  int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
-  uint64_t seed = 0;
-  std::string reportFormat, backend = "local";
-  int64_t ioBufferBytes = runtime::checkpoint::kDefaultIoBufferBytes;
-  std::vector<RenameRule> renames;
-  double timeoutSeconds = 60;
-  std::vector<int64_t> ranks;  // the ranks to run: every one unless --ranks
-  int threads = 0;             // kernel threads per rank; 0 = the default
-  bool initOnly = false;        // --init-only: no forward
-  int repeats = 0;              // --repeat: warm forwards after the measured one
-  std::string device = "cpu";   // --device
-  compiler::BatchDims inputBatchDims, outputBatchDims;  // --batch-dim; outputs' from forward
-  std::optional<compiler::OptimizerOptions> optimizer;  // --optimizer: a training step
-  int steps = 1;                                        // --steps
+/// Compiles MODEL.json as `s` asks and fills `options` with what the ranks
+/// are fed: kSuccess, or the exit code of a graph, checkpoint or --inputs
+/// file that cannot be used (the error printed).
+int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
+               runtime::RunOptions &options, BatchDims &outputBatchDims) {
   try {
-    parsed = parseArgs(
-        args, {{"--world-size",    "--seed",          "--inputs",    "--outputs",
-                "--save-params",   "--report",        "--timeout",   "--units",
-                "--max-graph-mib", "--backend",       "--load",      "--rename",
-                "--save",          "--io-buffer-mib", "--ranks",     "--threads",
-                "--device",        "--repeat",        "--batch-dim", "--grad",
-                "--steps",         "--optimizer",     "--lr",        "--momentum",
-                "--weight-decay",  "--betas",         "--eps",       "--load-optimizer",
-                "--warmup-steps",  "--decay-steps",   "--min-lr",    "--save-optimizer",
-                "--clip-grad-norm"},
-               {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile"}});
-    if (parsed.has("--help") || parsed.has("-h")) {
-      std::cout << kRunUsage;
-      return kSuccess;
-    }
-    if (parsed.positional.size() != 1)
-      throw UsageError("expected exactly one MODEL.json");
-    // Local ranks are threads: more than a few thousand is a mistake.
-    maxGraphBytes = parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
-    worldSize = parsed.getInt("--world-size", 1, 1, 4096);
-    seed = static_cast<uint64_t>(parsed.getInt(
-        "--seed", 0, 0, std::numeric_limits<int64_t>::max()));
-    timeoutSeconds = static_cast<double>(parsed.getInt("--timeout", 60, 1, 86400));
-    ioBufferBytes = parsed.getInt("--io-buffer-mib", 64, 1, 1 << 20) << 20;
-    threads = static_cast<int>(parsed.getInt("--threads", 0, 1, 1024));
-    initOnly = parsed.has("--init-only");
-    repeats = static_cast<int>(parsed.getInt("--repeat", 0, 0, 100000));
-    for (const char *option : {"--repeat", "--profile"})
-      if (parsed.has(option) && (initOnly || parsed.get("--backend", "local") != "local"))
-        throw UsageError(std::string(option) +
-                         (initOnly ? " is about forward, which --init-only does not run"
-                                   : " is for the local backend"));
-    for (const std::string &rule : parsed.all("--rename"))
-      renames.push_back(parseRenameRule(rule));
-    if (!renames.empty() && !parsed.has("--load"))
-      throw UsageError("--rename needs --load");
-    if (parsed.has("--save") && parsed.has("--save-params"))
-      throw UsageError("--save and --save-params are the same option; give one");
-    reportFormat = parsed.get("--report", "text");
-    if (reportFormat != "text" && reportFormat != "json")
-      throw UsageError("--report must be text or json, got '" + reportFormat + "'");
-    backend = parsed.get("--backend", "local");
-    if (backend != "local" && backend != "mpi")
-      throw UsageError("--backend must be local or mpi, got '" + backend + "'");
-    if (backend == "mpi" && (initOnly || parsed.has("--ranks") || parsed.has("--threads")))
-      throw UsageError("--init-only, --ranks and --threads are for the local backend");
-    if (backend == "mpi" && !mpiBackendAvailable())
-      throw UsageError("--backend mpi: this shardc was built without MPI (install "
-                       "libopenmpi-dev and reconfigure)");
-    if (initOnly && (parsed.has("--inputs") || parsed.has("--outputs") ||
-                     parsed.has("--data-parallel")))
-      throw UsageError(std::string(parsed.has("--inputs")    ? "--inputs"
-                                   : parsed.has("--outputs") ? "--outputs"
-                                                             : "--data-parallel") +
-                       " needs forward, which --init-only does not run");
-    if (parsed.has("--grad") && initOnly)
-      throw UsageError("--grad needs the forward; leave out --init-only");
-    optimizer = parseOptimizerOptions(parsed);
-    if (parsed.has("--grad") && parsed.has("--data-parallel") && !optimizer)
-      throw UsageError("--grad with --data-parallel is a data-parallel training step: give "
-                       "--optimizer (its gradients exist only summed into each rank's "
-                       "shards; without --data-parallel, --grad returns them whole)");
-    steps = static_cast<int>(parsed.getInt("--steps", 1, 1, 1000000));
-    if (parsed.has("--steps") && !optimizer)
-      throw UsageError("--steps counts optimizer steps; give --optimizer");
-    if (optimizer && parsed.has("--repeat"))
-      throw UsageError("--repeat reruns one forward unchanged; a training run takes --steps");
-    if (parsed.has("--save-optimizer") && !optimizer)
-      throw UsageError("--save-optimizer writes the optimizer's state; give --optimizer");
-    if (parsed.has("--save-optimizer") && parsed.get("--backend", "local") != "local")
-      throw UsageError("--save-optimizer is for the local backend");
-    if (parsed.all("--inputs").size() > 1 && !optimizer)
-      throw UsageError("several --inputs are the batches of training steps (step k takes the "
-                       "k-th, cycling); give --optimizer");
-    if (optimizer && static_cast<size_t>(steps) < parsed.all("--inputs").size())
-      throw UsageError("--steps " + std::to_string(steps) + " would leave some of the " +
-                       std::to_string(parsed.all("--inputs").size()) +
-                       " --inputs batches unused; give --steps " +
-                       std::to_string(parsed.all("--inputs").size()) + " or more");
-    if (parsed.has("--batch-dim") && !parsed.has("--data-parallel"))
-      throw UsageError("--batch-dim says where --data-parallel finds the batch; give "
-                       "--data-parallel too");
-    for (const std::string &spec : parsed.all("--batch-dim")) {
-      const size_t eq = spec.find('=');
-      int64_t dim = 0;
-      size_t used = 0;
-      try {
-        if (eq != std::string::npos) dim = std::stoll(spec.substr(eq + 1), &used);
-      } catch (const std::exception &) {
-        used = 0;
-      }
-      if (eq == std::string::npos || eq == 0 || used == 0 || eq + 1 + used != spec.size())
-        throw UsageError("--batch-dim takes NAME=DIM (an input's name and its batch dim), got '" +
-                         spec + "'");
-      inputBatchDims[spec.substr(0, eq)] = dim;
-    }
-    device = parsed.get("--device", "cpu");
-    if (device != "cpu" && !runtime::cudaOrdinalOf(device))
-      throw UsageError("--device must be cpu, cuda or cuda:N, got '" + device + "'");
-    if (backend == "mpi" && device != "cpu" && device != "cuda")
-      throw UsageError("--device " + device + " picks one GPU for local ranks; with --backend "
-                       "mpi each process takes its own (give --device cuda)");
-    if (parsed.has("--ranks")) {
-      try {
-        ranks = runtime::parseRankList(parsed.get("--ranks", ""), worldSize);
-      } catch (const runtime::RuntimeError &error) {
-        throw UsageError(error.what());
-      }
-      if (static_cast<int64_t>(ranks.size()) < worldSize && !initOnly)
-        throw UsageError("--ranks " + parsed.get("--ranks", "") +
-                         " runs some ranks only, which needs --init-only (forward gathers "
-                         "every rank's shards)");
-    } else {
-      for (int64_t r = 0; r < worldSize; ++r) ranks.push_back(r);
-    }
-    if (backend == "mpi") {
-      // One rank per process: the world is MPI's (docs/mpi.md).
-      int64_t processes = mpiInitialize();
-      if (parsed.has("--world-size") && worldSize != processes)
-        throw UsageError("--world-size " + std::to_string(worldSize) + " disagrees with the " +
-                         std::to_string(processes) +
-                         " MPI processes (leave it out with --backend mpi)");
-      worldSize = processes;
-    }
-  } catch (const UsageError &error) {
-    std::cerr << "shardc run: error: " << error.what() << "\n\n" << kRunUsage;
-    return kBadInput;
-  }
-
-  const std::string &model = parsed.positional[0];
-  plan::Plan plan;
-  runtime::RunOptions options;
-  try {
-    const bool dataParallel = parsed.has("--data-parallel");
+    const bool dataParallel = s.parsed.has("--data-parallel");
     // A data-parallel training step differentiates each rank's share of the
     // loss: the forward is split first, then differentiated (per compile).
     std::optional<compiler::DataParallelTraining> training;
     compiler::Graph graph;
-    if (dataParallel && optimizer) {
+    if (dataParallel && s.optimizer) {
       training.emplace();
-      training->graphText = compiler::readGraphText(model, maxGraphBytes);
-      training->loss = parsed.get("--grad", "");
-      training->optimizer = *optimizer;
+      training->graphText = compiler::readGraphText(model, s.maxGraphBytes);
+      training->loss = s.parsed.get("--grad", "");
+      training->optimizer = *s.optimizer;
       graph = compiler::parseGraph(training->graphText, model);
     } else {
-      graph = loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
+      graph = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""));
     }
-    const std::string load = parsed.get("--load", "");
+    const std::string load = s.parsed.get("--load", "");
     if (training)
-      training->prepare = [&](compiler::Graph &step) { prepareParamInits(step, load, renames); };
+      training->prepare = [&](compiler::Graph &step) { prepareParamInits(step, load, s.renames); };
     else
-      prepareParamInits(graph, load, renames);
+      prepareParamInits(graph, load, s.renames);
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
     compiler::ShardOptions shardOptions;
-    shardOptions.unitPatterns = parsed.all("--units");
-    shardOptions.prefetch = parsed.has("--prefetch");
+    shardOptions.unitPatterns = s.parsed.all("--units");
+    shardOptions.prefetch = s.parsed.has("--prefetch");
     // Step k's batch is the k-th --inputs file (cycling); the first sizes
     // the data-parallel split.
-    const std::vector<std::string> &inputFiles = parsed.all("--inputs");
+    const std::vector<std::string> &inputFiles = s.parsed.all("--inputs");
     const std::string firstInputs = inputFiles.empty() ? "" : inputFiles[0];
     // Batches in other dims (--batch-dim inputs, outputs forward leaves
     // sequence-first) travel batch-first; the graph permutes them back.
-    if (dataParallel) graph = compiler::batchFirstGraph(graph, inputBatchDims, outputBatchDims);
+    if (dataParallel) graph = compiler::batchFirstGraph(graph, s.inputBatchDims, outputBatchDims);
     if (!inputFiles.empty())
-      options.inputs = readBatchFile(firstInputs, dataParallel ? inputBatchDims : BatchDims{});
+      options.inputs = readBatchFile(firstInputs, dataParallel ? s.inputBatchDims : BatchDims{});
     mlir::FailureOr<plan::Plan> compiled =
         dataParallel ? compiler::compileDataParallel(
-                           graph, globalBatchRows(graph, options.inputs, firstInputs), worldSize,
+                           graph, globalBatchRows(graph, options.inputs, firstInputs), s.worldSize,
                            context, shardOptions, training ? &*training : nullptr)
-                     : compiler::compileToPlan(graph, worldSize, context, shardOptions,
-                                               optimizer ? &*optimizer : nullptr);
+                     : compiler::compileToPlan(graph, s.worldSize, context, shardOptions,
+                                               s.optimizer ? &*s.optimizer : nullptr);
     if (mlir::failed(compiled))
       return kBadInput;
     if (training) noteWithoutGradient(training->loss, training->withoutGradient);
     plan = std::move(*compiled);
-    if (initOnly)  // no forward at all: nothing to feed, gather or predict
+    if (s.initOnly)  // no forward at all: nothing to feed, gather or predict
       plan.functions.erase(std::remove_if(plan.functions.begin(), plan.functions.end(),
                                           [](const plan::Function &f) {
                                             return f.name != "init";
@@ -511,13 +365,13 @@ int runCommand(const std::vector<std::string> &args) {
                            plan.functions.end());
     options.dataParallel = dataParallel;
     // Bad checkpoints are bad input (exit 2), found before any rank runs.
-    runtime::checkpoint::setIoBufferCap(plan, ioBufferBytes);
+    runtime::checkpoint::setIoBufferCap(plan, s.ioBufferBytes);
     runtime::checkpoint::checkPlanLoads(plan);
     if (!inputFiles.empty()) {
       checkBatch(plan, options.inputs, firstInputs, dataParallel);
       for (size_t k = 1; k < inputFiles.size(); ++k) {
         options.moreStepInputs.push_back(
-            readBatchFile(inputFiles[k], dataParallel ? inputBatchDims : BatchDims{}));
+            readBatchFile(inputFiles[k], dataParallel ? s.inputBatchDims : BatchDims{}));
         checkBatch(plan, options.moreStepInputs.back(), inputFiles[k], dataParallel);
         if (dataParallel && runtime::globalBatchRows(options.moreStepInputs.back()) !=
                                 runtime::globalBatchRows(options.inputs))
@@ -529,16 +383,16 @@ int runCommand(const std::vector<std::string> &args) {
               " (every step's batch splits the same way)");
         applySpecializedInputs(graph, options.moreStepInputs.back(), true, inputFiles[k]);
       }
-    } else if (initOnly) {
+    } else if (s.initOnly) {
       // No forward: nothing to feed.
     } else if (dataParallel) {
-      options.inputs = runtime::makeGlobalInputs(plan, compiler::graphBatchRows(graph), seed,
+      options.inputs = runtime::makeGlobalInputs(plan, compiler::graphBatchRows(graph), s.seed,
                                                  compiler::inputBounds(graph));
       // An input with its batch elsewhere gets the values the replicated run
       // gives it (made in its own layout), batch-first.
       for (runtime::HostTensor &tensor : options.inputs)
-        if (auto dim = inputBatchDims.find(tensor.name);
-            dim != inputBatchDims.end() && tensor.shape.size() > 1) {
+        if (auto dim = s.inputBatchDims.find(tensor.name);
+            dim != s.inputBatchDims.end() && tensor.shape.size() > 1) {
           const int64_t rank = static_cast<int64_t>(tensor.shape.size());
           const int64_t d = dim->second < 0 ? dim->second + rank : dim->second;
           if (d == 0) continue;
@@ -547,15 +401,14 @@ int runCommand(const std::vector<std::string> &args) {
           const auto bounds = compiler::inputBounds(graph);
           auto bound = bounds.find(tensor.name);
           tensor = runtime::moveBatchDim(
-              runtime::makeDeterministicInput(
-                  tensor.name, tensor.dtype, own, seed,
-                  bound == bounds.end() ? std::nullopt : std::optional(bound->second)),
+              runtime::makeDeterministicInput(tensor.name, tensor.dtype, own, s.seed,
+                                              bound == bounds.end() ? std::nullopt
+                                                                    : std::optional(bound->second)),
               d, true);
         }
     } else {
       // Token ids must index the vocabulary: the graph bounds them.
-      options.inputs =
-          runtime::makeDeterministicInputs(plan, seed, compiler::inputBounds(graph));
+      options.inputs = runtime::makeDeterministicInputs(plan, s.seed, compiler::inputBounds(graph));
     }
     applySpecializedInputs(graph, options.inputs, !inputFiles.empty(), firstInputs);
   } catch (const compiler::GraphError &error) {
@@ -566,57 +419,85 @@ int runCommand(const std::vector<std::string> &args) {
     std::cerr << "shardc: error: " << error.what() << "\n";
     return kBadInput;
   }
+  return kSuccess;
+}
 
-  if (backend == "mpi")
-    return runMpiBackend(parsed, model, seed, timeoutSeconds, reportFormat, plan, options,
-                         device, outputBatchDims);
+/// Runs `plan` on local ranks (threads; --device cuda: on one GPU), prints
+/// the report and writes --outputs / --save.
+int runLocalBackend(const RunSettings &s, const std::string &model, const plan::Plan &plan,
+                    runtime::RunOptions &options, const BatchDims &outputBatchDims) {
   try {
     // The CPU by default; with --device cuda[:N] the same run on that GPU.
     runtime::SessionRankFactory rankFactory;
-    if (const std::optional<int> ordinal = runtime::cudaOrdinalOf(device)) {
+    if (const std::optional<int> ordinal = runtime::cudaOrdinalOf(s.device)) {
       // The ops a GPU rank runs on the host (orthogonal's QR) split the
       // cores as CPU ranks do.
       const int64_t ranksRun =
-          ranks.empty() ? plan.worldSize : static_cast<int64_t>(ranks.size());
-      rankFactory = cudaRunRanks(
-          *ordinal, threads > 0 ? threads : runtime::defaultKernelThreads(ranksRun));
-      checkFitsInMemory(plan, ranks, cudaDeviceMemoryBytes(*ordinal),
+          s.ranks.empty() ? plan.worldSize : static_cast<int64_t>(s.ranks.size());
+      rankFactory = cudaRunRanks(*ordinal, s.threads > 0 ? s.threads
+                                                         : runtime::defaultKernelThreads(ranksRun));
+      checkFitsInMemory(plan, s.ranks, cudaDeviceMemoryBytes(*ordinal),
                         "GPU " + std::to_string(*ordinal));
     } else {
-      checkFitsInMemory(plan, ranks, physicalMemoryBytes(), "this machine");
+      checkFitsInMemory(plan, s.ranks, physicalMemoryBytes(), "this machine");
     }
-    options.savePath = parsed.has("--save") ? parsed.get("--save", "")
-                                            : parsed.get("--save-params", "");
-    options.ranks = ranks;
-    options.threads = threads;
-    options.saveOptimizerPath = parsed.get("--save-optimizer", "");
-    options.forwardRepeats = optimizer ? steps - 1 : repeats;
-    options.trainingSteps = optimizer.has_value();
-    options.profileForward = parsed.has("--profile");
+    options.savePath =
+        s.parsed.has("--save") ? s.parsed.get("--save", "") : s.parsed.get("--save-params", "");
+    options.ranks = s.ranks;
+    options.threads = s.threads;
+    options.saveOptimizerPath = s.parsed.get("--save-optimizer", "");
+    options.forwardRepeats = s.optimizer ? s.steps - 1 : s.repeats;
+    options.trainingSteps = s.optimizer.has_value();
+    options.profileForward = s.parsed.has("--profile");
     options.measureResident = true;  // the report shows the OS's view
-    if (!options.savePath.empty() && static_cast<int64_t>(ranks.size()) < worldSize)
+    if (!options.savePath.empty() && static_cast<int64_t>(s.ranks.size()) < s.worldSize)
       std::cerr << "shardc: note: " << options.savePath << " holds the rows of ranks "
-                << runtime::formatRankList(ranks) << " of " << worldSize
+                << runtime::formatRankList(s.ranks) << " of " << s.worldSize
                 << " only (the others read as zeros; its metadata names the ranks)\n";
-    options.seed = seed;
-    options.timeout = std::chrono::duration<double>(timeoutSeconds);
+    options.seed = s.seed;
+    options.timeout = std::chrono::duration<double>(s.timeoutSeconds);
     runtime::RunResult result = runtime::runLocal(plan, options, rankFactory);
-    RunSummary summary{model, seed, &plan, &result, {}};
-    if (optimizer) {  // each step's loss; --outputs gets the last step's outputs
+    RunSummary summary{model, s.seed, &plan, &result, {}};
+    if (s.optimizer) {  // each step's loss; --outputs gets the last step's outputs
       summary.trainingSteps = trainingStepScalars(result);
-      if (reportFormat == "text") std::cout << formatTrainingSteps(summary.trainingSteps);
+      if (s.reportFormat == "text") std::cout << formatTrainingSteps(summary.trainingSteps);
       if (!result.stepOutputs.empty()) result.outputs = std::move(result.stepOutputs.back());
     }
     restoreBatchDims(result.outputs, outputBatchDims);
-    if (parsed.has("--outputs"))
-      runtime::writeSafetensors(parsed.get("--outputs", ""), result.outputs);
-    std::cout << (reportFormat == "json" ? formatJsonReport(summary)
-                                         : formatTextReport(summary));
+    if (s.parsed.has("--outputs"))
+      runtime::writeSafetensors(s.parsed.get("--outputs", ""), result.outputs);
+    std::cout << (s.reportFormat == "json" ? formatJsonReport(summary) : formatTextReport(summary));
     return kSuccess;
   } catch (const runtime::RuntimeError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";
     return kRuntimeFailure;
   }
+}
+
+}  // namespace
+
+int runCommand(const std::vector<std::string> &args) {
+  RunSettings s;
+  try {
+    s = parseRunSettings(args);
+  } catch (const UsageError &error) {
+    std::cerr << "shardc run: error: " << error.what() << "\n\n" << kRunUsage;
+    return kBadInput;
+  }
+  if (s.help) {
+    std::cout << kRunUsage;
+    return kSuccess;
+  }
+  const std::string &model = s.parsed.positional[0];
+  plan::Plan plan;
+  runtime::RunOptions options;
+  BatchDims outputBatchDims;  // the outputs forward leaves batch-first
+  if (const int code = prepareRun(s, model, plan, options, outputBatchDims); code != kSuccess)
+    return code;
+  if (s.backend == "mpi")
+    return runMpiBackend(s.parsed, model, s.seed, s.timeoutSeconds, s.reportFormat, plan, options,
+                         s.device, outputBatchDims);
+  return runLocalBackend(s, model, plan, options, outputBatchDims);
 }
 
 } // namespace shardc::cli
