@@ -129,8 +129,7 @@ void ExactSquareSum::mergeWire(const uint64_t *words) {
   for (int i = 0; i < kLimbs; ++i) limbs_[i] += words[i];
   sawInfinity_ = sawInfinity_ || (words[kLimbs] & 1);
   sawNan_ = sawNan_ || (words[kLimbs] & 2);
-  if (++additionsSinceCarry_ >= kAdditionsPerCarry) propagateCarries();
-  propagateCarries();
+  propagateCarries();  // each limb gained less than 2^32: digits again
 }
 
 double ExactSquareSum::value() const {
