@@ -39,6 +39,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
     step.decaySteps = optimizer->decaySteps;
     step.minLr = optimizer->minLr;
     step.maxGradNorm = optimizer->maxGradNorm;
+    step.noWeightDecay = optimizer->noWeightDecay;
     step.stateFile = optimizer->stateFile;
     passes.addPass(tc::createTcOptimizer(step));
   }

@@ -39,6 +39,9 @@ struct OptimizerOptions {
   /// Gradient clipping (tc-optimizer's max-grad-norm): > 0 clips every
   /// step's gradients to this global L2 norm.
   double maxGradNorm = 0;
+  /// Regexes (tc-optimizer's no-weight-decay): the parameters whose names
+  /// one matches get no weight decay.
+  std::vector<std::string> noWeightDecay;
   /// Resume: the state from this safetensors file (--load-optimizer);
   /// empty: zeros.
   std::string stateFile;

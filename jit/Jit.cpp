@@ -260,6 +260,7 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.decaySteps = o.decay_steps;
   step.minLr = o.min_lr;
   step.maxGradNorm = o.max_grad_norm;
+  step.noWeightDecay = o.no_weight_decay;
   step.stateFile = o.state_file;
   return step;
 }

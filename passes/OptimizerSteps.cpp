@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Regex.h"
 
 namespace mlir::tc {
 #define GEN_PASS_DEF_TCOPTIMIZER
@@ -107,8 +108,12 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
           builder.getArrayAttr(params));
     }
     const FloatAttr maxNorm = builder.getF64FloatAttr(maxGradNorm);
-    for (const Gradient &gradient : gradients) {
+    FailureOr<SmallVector<bool>> exempt = decayExemptions(module, gradients);
+    if (failed(exempt))
+      return signalPassFailure();
+    for (auto [index, gradient] : llvm::enumerate(gradients)) {
       ParamOp param = gradient.param;
+      const double paramDecay = (*exempt)[index] ? 0.0 : decay;
       auto target = FlatSymbolRefAttr::get(param.getSymNameAttr());
       RankedTensorType type = param.getTensorType();
       auto stateOf = [&](StringRef what) {
@@ -121,8 +126,9 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
             momentum != 0 ? stateOf("momentum_buffer") : FlatSymbolRefAttr();
         builder.create<SgdStepOp>(
             loc, target, gradient.value, gradNorm, builder.getF64FloatAttr(lr),
-            builder.getF64FloatAttr(momentum), builder.getF64FloatAttr(decay),
-            buffer, maxNorm, step, builder.getI64IntegerAttr(warmupSteps),
+            builder.getF64FloatAttr(momentum),
+            builder.getF64FloatAttr(paramDecay), buffer, maxNorm, step,
+            builder.getI64IntegerAttr(warmupSteps),
             builder.getI64IntegerAttr(decaySteps),
             builder.getF64FloatAttr(minLr));
       } else {
@@ -132,7 +138,7 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
             loc, target, gradient.value, gradNorm, expAvg, expAvgSq, step,
             builder.getF64FloatAttr(lr), builder.getF64FloatAttr(beta1),
             builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
-            builder.getF64FloatAttr(decay),
+            builder.getF64FloatAttr(paramDecay),
             builder.getI64IntegerAttr(warmupSteps),
             builder.getI64IntegerAttr(decaySteps),
             builder.getF64FloatAttr(minLr), maxNorm);
@@ -185,6 +191,33 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
     if (!(maxGradNorm >= 0))
       return fail("max-grad-norm must not be negative (0: no clipping)");
     return success();
+  }
+
+  /// Per gradient: whether its parameter's name matches a no-weight-decay
+  /// regex (anywhere in the name). A regex that is invalid or matches no
+  /// updated parameter is an error.
+  FailureOr<SmallVector<bool>> decayExemptions(ModuleOp module,
+                                               ArrayRef<Gradient> gradients) {
+    SmallVector<bool> exempt(gradients.size(), false);
+    for (const std::string &pattern : noWeightDecay) {
+      llvm::Regex regex(pattern);
+      std::string error;
+      if (!regex.isValid(error))
+        return emitError(module.getLoc())
+               << "tc-optimizer: no-weight-decay pattern '" << pattern
+               << "' is not a valid regex: " << error;
+      bool used = false;
+      for (auto [i, gradient] : llvm::enumerate(gradients))
+        if (regex.match(ParamOp(gradient.param).getSymName())) {
+          exempt[i] = true;
+          used = true;
+        }
+      if (!used)
+        return emitError(module.getLoc())
+               << "tc-optimizer: no-weight-decay pattern '" << pattern
+               << "' matches no parameter the optimizer updates";
+    }
+    return exempt;
   }
 
   /// Results named grad.P for a (non-buffer) parameter @P, in result order.

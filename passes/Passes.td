@@ -78,7 +78,10 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     reduces each gradient into its shard. With `max-grad-norm`, one
     `tc.grad_norm` of all the gradients comes before the steps, and each
     step clips its gradient by it (`clip(%norm)`); tc-fsdp makes the norm
-    read the gradients' shards.
+    read the gradients' shards. `no-weight-decay` regexes exempt the
+    parameters whose names they match (anywhere) from weight decay, as a
+    torch parameter group with weight_decay 0 does; a regex that matches
+    no updated parameter is an error.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -97,6 +100,10 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
            "Steps of cosine decay to min-lr after the warmup (0: none)">,
     Option<"minLr", "min-lr", "double", /*default=*/"0.0",
            "The learning rate the decay ends at">,
+    ListOption<"noWeightDecay", "no-weight-decay", "std::string",
+               "Regexes: a parameter whose name one matches (anywhere) gets "
+               "no weight decay (torch's parameter group with weight_decay "
+               "0: biases, norms)">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "Clip the gradients to this global L2 norm first (0: no "
            "clipping; torch.nn.utils.clip_grad_norm_)">,

@@ -55,6 +55,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import struct
 import sys
@@ -595,13 +596,18 @@ def train(graph, interp, env, args):
         env[name] = env[name].detach().clone().requires_grad_(True)
     interp.outputs = list(dict.fromkeys(list(graph["outputs"]) + [loss]))
     leaves = [env[n] for n in names]
+    # shardc's --no-weight-decay: a second parameter group without decay.
+    exempt = [n for n in names if any(re.search(p, n) for p in args.no_weight_decay or [])]
+    groups = [{"params": [env[n] for n in names if n not in exempt]}]
+    if exempt:
+        groups.append({"params": [env[n] for n in exempt], "weight_decay": 0.0})
     if args.train == "sgd":
-        optimizer = torch.optim.SGD(leaves, lr=args.lr, momentum=args.momentum or 0.0,
+        optimizer = torch.optim.SGD(groups, lr=args.lr, momentum=args.momentum or 0.0,
                                     weight_decay=args.weight_decay or 0.0, foreach=False)
     else:
         b1, b2 = (float(b) for b in (args.betas or "0.9,0.999").split(","))
         decay = 0.01 if args.weight_decay is None else args.weight_decay
-        optimizer = torch.optim.AdamW(leaves, lr=args.lr, betas=(b1, b2),
+        optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=(b1, b2),
                                       eps=args.eps or 1e-8, weight_decay=decay,
                                       foreach=False)
     # shardc's --warmup-steps / --decay-steps / --min-lr (runtime/Optimizers.h
@@ -681,6 +687,8 @@ def main(argv=None):
     ap.add_argument("--warmup-steps", type=int, help="--train: shardc's learning-rate schedule (LambdaLR)")
     ap.add_argument("--decay-steps", type=int)
     ap.add_argument("--min-lr", type=float)
+    ap.add_argument("--no-weight-decay", action="append", metavar="REGEX",
+                    help="--train: parameters matching REGEX in a group without weight decay")
     ap.add_argument("--clip-grad-norm", type=float,
                     help="--train: torch.nn.utils.clip_grad_norm_ before each step")
     ap.add_argument("--steps", type=int, default=1)

@@ -54,6 +54,9 @@ struct OptimizerOptions {
   /// norm being the global L2 norm of all of them, summed exactly so that
   /// every world size gets the same bits (docs/training.md).
   double max_grad_norm = 0;
+  /// Regexes: the parameters whose names one matches (anywhere) get no
+  /// weight decay (torch's parameter group with weight_decay 0).
+  std::vector<std::string> no_weight_decay;
   /// Resume: the state from this file (CompiledModel::save_optimizer)
   /// instead of zeros, at init() and at a load() of every parameter.
   std::string state_file;

@@ -108,6 +108,8 @@ const char *const kRunUsage =
     "  --warmup-steps W, --decay-steps D, --min-lr M  the learning-rate\n"
     "                     schedule: lr * k / W at step k <= W, then a cosine\n"
     "                     decay to M over D steps (default: lr throughout)\n"
+    "  --no-weight-decay REGEX  no weight decay for the parameters whose names\n"
+    "                     REGEX matches (anywhere; repeatable): biases, norms\n"
     "  --clip-grad-norm C clip the gradients to global L2 norm C before the\n"
     "                     update (torch.nn.utils.clip_grad_norm_); the norm\n"
     "                     is exact, the same at every world size\n"

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <regex>
 
 namespace shardc::cli {
 namespace {
@@ -78,6 +79,13 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     if (!(options.maxGradNorm > 0))
       throw UsageError("--clip-grad-norm must be positive (the largest global gradient norm)");
   }
+  // Parameter groups without weight decay (biases, norms), by name.
+  options.noWeightDecay = parsed.all("--no-weight-decay");
+  for (const std::string &pattern : options.noWeightDecay) try {
+      std::regex check(pattern, std::regex::extended);
+    } catch (const std::regex_error &) {
+      throw UsageError("--no-weight-decay takes a regex (POSIX extended), got '" + pattern + "'");
+    }
   return options;
 }
 

@@ -13,7 +13,7 @@ namespace shardc::cli {
 inline const std::set<std::string> kTrainValueOptions{
     "--optimizer",   "--lr",     "--momentum",       "--weight-decay",
     "--betas",       "--eps",    "--load-optimizer", "--warmup-steps",
-    "--decay-steps", "--min-lr", "--clip-grad-norm"};
+    "--decay-steps", "--min-lr", "--clip-grad-norm", "--no-weight-decay"};
 
 /// The optimizer the command line asks for, or nullopt without
 /// --optimizer. Throws UsageError for a bad value, for settings without

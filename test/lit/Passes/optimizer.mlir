@@ -3,6 +3,7 @@
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.5' -tc-fsdp=world-size=1 | FileCheck %s --check-prefix=N1
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 max-grad-norm=1.0' -tc-fsdp=world-size=3 | FileCheck %s --check-prefix=CLIP
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=2 decay-steps=5 min-lr=0.01' | FileCheck %s --check-prefix=SGDSCHED
+// RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 weight-decay=0.5 no-weight-decay=^b$' | FileCheck %s --check-prefix=NODECAY
 
 // tc-optimizer turns the results named grad.P into optimizer steps of @P
 // at the end of @forward (the results go away); its state is zero-initialized
@@ -70,6 +71,12 @@
 // SGDSCHED:         tc.advance_step @optim.step
 // SGDSCHED-NEXT:    tc.sgd_step @w, %{{.*}} step @optim.step {decay_steps = 5 : i64, lr = 1.000000e-01 : f64, min_lr = 1.000000e-02 : f64, momentum = 0.000000e+00 : f64, warmup_steps = 2 : i64, weight_decay = 0.000000e+00 : f64} : tensor<10x4xf32>
 // SGDSCHED-NEXT:    tc.sgd_step @b, %{{.*}} step @optim.step
+
+// no-weight-decay: the parameters it names get weight_decay 0, the others
+// the option's.
+// NODECAY-LABEL: func.func @forward(
+// NODECAY:         tc.adamw_step @w, {{.*}}weight_decay = 5.000000e-01 : f64} : tensor<10x4xf32>
+// NODECAY-NEXT:    tc.adamw_step @b, {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<4xf32>
 
 // One rank stores whole parameters: no reduction, no momentum buffer.
 // N1-LABEL: func.func @forward(
