@@ -475,6 +475,8 @@ private:
           {"lr", d(sgd.getLr())},
           {"momentum", d(sgd.getMomentum())},
           {"weight_decay", d(sgd.getWeightDecay())}};
+      if (sgd.getNesterov())
+        attrs["nesterov"] = int64_t{1};
       if (auto step = sgd.getStep()) { // a schedule, by this step count
         inputs.push_back(paramBuffer(*step));
         attrs["warmup_steps"] = sgd.getWarmupStepsAttr().getInt();

@@ -31,6 +31,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
     step.optimizer = optimizer->optimizer;
     step.lr = optimizer->lr;
     step.momentum = optimizer->momentum;
+    step.nesterov = optimizer->nesterov;
     step.weightDecay = optimizer->weightDecay;
     step.beta1 = optimizer->beta1;
     step.beta2 = optimizer->beta2;

@@ -30,6 +30,7 @@ struct OptimizerOptions {
   std::string optimizer = "sgd"; // sgd or adamw
   double lr = 0;
   double momentum = 0;
+  bool nesterov = false; // SGD: Nesterov momentum
   double weightDecay = -1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   /// AdamW's learning-rate schedule (tc-optimizer's warmup-steps,

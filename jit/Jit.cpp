@@ -252,6 +252,7 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.optimizer = o.name;
   step.lr = o.lr;
   step.momentum = o.momentum;
+  step.nesterov = o.nesterov;
   step.weightDecay = o.weight_decay;
   step.beta1 = o.beta1;
   step.beta2 = o.beta2;

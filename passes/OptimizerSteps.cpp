@@ -130,7 +130,8 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
             builder.getF64FloatAttr(paramDecay), buffer, maxNorm, step,
             builder.getI64IntegerAttr(warmupSteps),
             builder.getI64IntegerAttr(decaySteps),
-            builder.getF64FloatAttr(minLr));
+            builder.getF64FloatAttr(minLr),
+            nesterov ? builder.getUnitAttr() : UnitAttr());
       } else {
         FlatSymbolRefAttr expAvg = stateOf("exp_avg");
         FlatSymbolRefAttr expAvgSq = stateOf("exp_avg_sq");
@@ -178,6 +179,8 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
       return fail("momentum must not be negative");
     if (optimizer == "adamw" && momentum != 0)
       return fail("momentum is SGD's; AdamW has beta1 and beta2");
+    if (nesterov && (optimizer != "sgd" || momentum == 0))
+      return fail("nesterov is SGD's Nesterov momentum; it needs momentum > 0");
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
       return fail("betas must lie in [0, 1)");
     if (!(eps > 0))

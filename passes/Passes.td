@@ -91,6 +91,8 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
            "SGD momentum (>= 0; dampening 0, no Nesterov)">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
            "Weight decay (>= 0; default: SGD 0, AdamW 0.01)">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD: Nesterov momentum (needs momentum > 0)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW eps">,

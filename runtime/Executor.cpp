@@ -404,8 +404,10 @@ private:
                         attrDoubleOr(inst, "max_grad_norm", 0.0),
                         attrIntOr(inst, "warmup_steps", 0),
                         attrIntOr(inst, "decay_steps", 0),
-                        attrDoubleOr(inst, "min_lr", 0.0)};
+                        attrDoubleOr(inst, "min_lr", 0.0),
+                        attrIntOr(inst, "nesterov", 0) != 0};
       checkSchedule(p.lr, p.warmupSteps, p.decaySteps, p.minLr);
+      if (p.nesterov && p.momentum == 0) fail("nesterov needs a momentum");
       // The inputs: param, grad, then the momentum buffer, the step count
       // and the norm, each only when its attribute asks for it.
       const KTensor norm = clipNormInput(inst, p.maxGradNorm, 2);

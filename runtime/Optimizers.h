@@ -17,7 +17,7 @@
 
 namespace shardc::runtime {
 
-/// torch.optim.SGD (dampening 0, no Nesterov): momentum 0 needs no buffer.
+/// torch.optim.SGD (dampening 0): momentum 0 needs no buffer.
 struct SgdParams {
   double lr = 0;
   double momentum = 0;
@@ -30,6 +30,9 @@ struct SgdParams {
   int64_t warmupSteps = 0;
   int64_t decaySteps = 0;
   double minLr = 0;
+  /// Nesterov momentum (torch's nesterov=True): the update is
+  /// grad + momentum * buf instead of buf.
+  bool nesterov = false;
 };
 
 /// torch.optim.AdamW (amsgrad off).

@@ -603,7 +603,8 @@ def train(graph, interp, env, args):
         groups.append({"params": [env[n] for n in exempt], "weight_decay": 0.0})
     if args.train == "sgd":
         optimizer = torch.optim.SGD(groups, lr=args.lr, momentum=args.momentum or 0.0,
-                                    weight_decay=args.weight_decay or 0.0, foreach=False)
+                                    weight_decay=args.weight_decay or 0.0,
+                                    nesterov=args.nesterov, foreach=False)
     else:
         b1, b2 = (float(b) for b in (args.betas or "0.9,0.999").split(","))
         decay = 0.01 if args.weight_decay is None else args.weight_decay
@@ -682,6 +683,7 @@ def main(argv=None):
     ap.add_argument("--lr", type=float)
     ap.add_argument("--momentum", type=float)
     ap.add_argument("--weight-decay", type=float)
+    ap.add_argument("--nesterov", action="store_true", help="--train sgd: Nesterov momentum")
     ap.add_argument("--betas")
     ap.add_argument("--eps", type=float)
     ap.add_argument("--warmup-steps", type=int, help="--train: shardc's learning-rate schedule (LambdaLR)")

@@ -140,6 +140,8 @@ LogicalResult SgdStepOp::verify() {
   if ((getMomentum().convertToDouble() != 0) != bool(getMomentumBuffer()))
     return emitOpError()
            << "a momentum buffer goes with a non-zero momentum, and only then";
+  if (getNesterov() && getMomentum().convertToDouble() == 0)
+    return emitOpError() << "Nesterov momentum needs a non-zero momentum";
   return verifySchedule(*this, getLr(), getWarmupStepsAttr().getInt(),
                         getDecayStepsAttr().getInt(), getMinLr(),
                         bool(getStepAttr()));

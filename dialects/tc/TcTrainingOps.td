@@ -72,7 +72,8 @@ def Tc_SgdStepOp : Tc_Op<"sgd_step", [
     all the gradients (torch.nn.utils.clip_grad_norm_). With `step
     @optim.step` (the 0-d count `tc.advance_step` advances), `warmup_steps`,
     `decay_steps` and `min_lr` schedule the learning rate as
-    `tc.adamw_step`'s do.
+    `tc.adamw_step`'s do. `{nesterov}`: Nesterov momentum (torch's
+    `nesterov=True`), which needs a momentum.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, AnyRankedTensor:$grad,
                        Optional<Tc_GradNormType>:$grad_norm, F64Attr:$lr,
@@ -82,7 +83,8 @@ def Tc_SgdStepOp : Tc_Op<"sgd_step", [
                        OptionalAttr<FlatSymbolRefAttr>:$step,
                        DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
                        DefaultValuedAttr<I64Attr, "0">:$decay_steps,
-                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr);
+                       DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
+                       UnitAttr:$nesterov);
   let assemblyFormat = [{
     $param `,` $grad (`clip` `(` $grad_norm^ `)`)? (`buffer` $momentum_buffer^)?
     (`step` $step^)? attr-dict `:` type($grad)

@@ -40,7 +40,8 @@ struct InputSpec {
 struct OptimizerOptions {
   std::string name;  // "sgd" or "adamw"; empty: no optimizer
   double lr = 0;
-  double momentum = 0;  // SGD
+  double momentum = 0;    // SGD
+  bool nesterov = false;  // SGD: Nesterov momentum (needs momentum > 0)
   double weight_decay = -1;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
   /// The learning-rate schedule (AdamW or SGD) by the optimizer's step

@@ -145,9 +145,15 @@ void sgdStep(const SgdParams &p, const KTensor &param, const KTensor &grad,
       B::load(dtype, momentumBuffer->data, at, n, b);
       for (int64_t i = 0; i < n; ++i) b[i] = b[i] * momentum;
       B::round(dtype, b, n);
-      for (int64_t i = 0; i < n; ++i) g[i] = b[i] + g[i];
-      B::round(dtype, g, n);
-      B::store(dtype, g, n, momentumBuffer->data, at);
+      for (int64_t i = 0; i < n; ++i) b[i] = b[i] + g[i];
+      B::round(dtype, b, n);
+      B::store(dtype, b, n, momentumBuffer->data, at);
+      if (p.nesterov) {  // grad.add(buf, alpha=momentum)
+        for (int64_t i = 0; i < n; ++i) g[i] = g[i] + momentum * b[i];
+        B::round(dtype, g, n);
+      } else {
+        std::copy(b, b + n, g);
+      }
     }
     for (int64_t i = 0; i < n; ++i) w[i] = w[i] + minusLr * g[i];  // param.add_(g, alpha=-lr)
     B::store(dtype, w, n, param.data, at);

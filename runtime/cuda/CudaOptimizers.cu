@@ -62,16 +62,17 @@ template <typename St>
 __global__ void sgdKernel(typename St::S *param, const typename St::S *grad,
                           typename St::S *buffer, typename St::C weightDecay,
                           typename St::C momentum, typename St::C minusLr, bool decays,
-                          Clip<typename St::C> clip, int64_t count) {
+                          bool nesterov, Clip<typename St::C> clip, int64_t count) {
   using C = typename St::C;
   SHARDC_GRID_LOOP(i, count) {
     C g = clipped<St>(St::load(grad[i]), clip);
     const C w = St::load(param[i]);
     if (decays) g = rounded<St>(addRn(g, mulRn(weightDecay, w)));
     if (buffer) {
-      const C b = rounded<St>(mulRn(St::load(buffer[i]), momentum));
-      g = rounded<St>(addRn(b, g));
-      buffer[i] = St::store(g);
+      C b = rounded<St>(mulRn(St::load(buffer[i]), momentum));
+      b = rounded<St>(addRn(b, g));
+      buffer[i] = St::store(b);
+      g = nesterov ? rounded<St>(addRn(g, mulRn(momentum, b))) : b;
     }
     param[i] = St::store(addRn(w, mulRn(minusLr, g)));
   }
@@ -201,7 +202,8 @@ void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const
     sgdKernel<St><<<gridFor(count), kThreads, 0, device.stream()>>>(
         static_cast<S *>(param.data), static_cast<const S *>(grad.data),
         momentumBuffer ? static_cast<S *>(momentumBuffer->data) : nullptr, C(p.weightDecay),
-        C(p.momentum), C(-lr), p.weightDecay != 0, clipOf<C>(device, p.maxGradNorm, gradNorm),
+        C(p.momentum), C(-lr), p.weightDecay != 0, p.nesterov,
+        clipOf<C>(device, p.maxGradNorm, gradNorm),
         count);
   });
   checkLaunch("sgd_step kernel launch");

@@ -718,6 +718,8 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(optimizerCase("sgd_step with momentum" + d, dt, OpCode::SgdStep, 1,
                                   {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 0.01}}));
     cases.push_back(optimizerCase("sgd_step" + d, dt, OpCode::SgdStep, 0, {{"lr", 0.5}}));
+    cases.push_back(optimizerCase("sgd_step nesterov" + d, dt, OpCode::SgdStep, 1,
+                                  {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", int64_t{1}}}));
     cases.push_back(optimizerCase("sgd_step scheduled" + d, dt, OpCode::SgdStep, 1,
                                   {{"lr", 0.1},
                                    {"momentum", 0.9},

@@ -183,3 +183,17 @@ TEST_CASE("sgd_step: a schedule reads the step count", "[training]") {
   CHECK_THROWS_WITH(sgdStepKernel(sgd, view(p), view(g), nullptr, &step, nullptr, 1),
                     Catch::Contains("the step count is 0"));
 }
+
+TEST_CASE("sgd_step: Nesterov momentum steps by grad + momentum * buf", "[training]") {
+  // A zero buffer: buf = g, the update g + 0.9 g (torch's first Nesterov
+  // step), the buffer keeps g.
+  std::vector<float> p{1.0f, -2.0f}, g{0.5f, 0.25f}, buffer{0.0f, 0.0f};
+  KTensor buf = view(buffer);
+  SgdParams sgd{0.1, 0.9, 0, 0, 0, 0, 0, /*nesterov=*/true};
+  sgdStepKernel(sgd, view(p), view(g), &buf, nullptr, nullptr, 1);
+  CHECK(buffer == g);
+  for (int i = 0; i < 2; ++i) {
+    const float update = g[i] + 0.9f * g[i];
+    CHECK(p[i] == (i == 0 ? 1.0f : -2.0f) + -0.1f * update);
+  }
+}

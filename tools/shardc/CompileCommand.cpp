@@ -96,7 +96,8 @@ int compileCommand(const std::vector<std::string> &args) {
                                     "--units",      "--max-graph-mib", "--grad"};
     withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
     parsed = parseArgs(
-        args, {withValue, {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel"}});
+        args, {withValue,
+               {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel", "--nesterov"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
       return kSuccess;

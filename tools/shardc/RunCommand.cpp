@@ -102,6 +102,7 @@ const char *const kRunUsage =
     "                     are not outputs (docs/training.md)\n"
     "  --lr LR            learning rate (required with --optimizer)\n"
     "  --momentum M       SGD momentum (default 0)\n"
+    "  --nesterov         SGD: Nesterov momentum (needs --momentum)\n"
     "  --weight-decay W   default: SGD 0, AdamW 0.01 (decoupled)\n"
     "  --betas B1,B2      AdamW betas (default 0.9,0.999)\n"
     "  --eps E            AdamW eps (default 1e-8)\n"

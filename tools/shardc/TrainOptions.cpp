@@ -40,6 +40,11 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     options.momentum = parseNumber("--momentum", parsed.get("--momentum", ""));
     if (options.momentum < 0) throw UsageError("--momentum must not be negative");
   }
+  if (parsed.has("--nesterov")) {
+    if (adamw || options.momentum == 0)
+      throw UsageError("--nesterov is SGD's Nesterov momentum; it needs --momentum");
+    options.nesterov = true;
+  }
   for (const char *option : {"--betas", "--eps"})
     if (parsed.has(option) && !adamw)
       throw UsageError(std::string(option) + " is AdamW's; give --optimizer adamw");

@@ -6,6 +6,7 @@
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 warmup-steps=-3' 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 min-lr=0.01' 2>&1 | FileCheck %s --check-prefix=MINLR
 // RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 max-grad-norm=-1' 2>&1 | FileCheck %s --check-prefix=CLIP
+// RUN: not shardc-opt %s -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 nesterov=true' 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not shardc-opt %S/optimizer.mlir -split-input-file -tc-optimizer='optimizer=sgd lr=0.1 no-weight-decay=LayerNorm' 2>&1 | FileCheck %s --check-prefix=NODECAY
 
 // NAME: tc-optimizer: optimizer must be sgd or adamw, got 'rmsprop'
@@ -15,6 +16,7 @@
 // SCHEDULE: tc-optimizer: warmup-steps and decay-steps must not be negative
 // MINLR: tc-optimizer: min-lr is where the decay ends; give decay-steps
 // CLIP: tc-optimizer: max-grad-norm must not be negative (0: no clipping)
+// NESTEROV: tc-optimizer: nesterov is SGD's Nesterov momentum; it needs momentum > 0
 // NODECAY: tc-optimizer: no-weight-decay pattern 'LayerNorm' matches no parameter the optimizer updates
 
 tc.param @w : tensor<4xf32> device "cpu"

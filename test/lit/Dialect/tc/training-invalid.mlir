@@ -136,6 +136,15 @@ func.func @forward(%g: tensor<4xf32>) {
 
 // -----
 
+tc.param @w : tensor<4xf32> device "cpu"
+func.func @forward(%g: tensor<4xf32>) {
+  // expected-error @+1 {{Nesterov momentum needs a non-zero momentum}}
+  tc.sgd_step @w, %g {lr = 0.1 : f64, momentum = 0.0 : f64, weight_decay = 0.0 : f64, nesterov} : tensor<4xf32>
+  return
+}
+
+// -----
+
 // Gradient clipping: a clip without max_grad_norm, max_grad_norm without a
 // clip, a gradient not in its parameter's stored layout, and mismatched
 // lists.

@@ -7,6 +7,7 @@
 // CHECK:         %[[S:.*]] = tc.reduce_scatter %{{.*}} for @w : tensor<10x4xf32> -> tensor<4x4xf32>
 // CHECK-NEXT:    tc.reduce_scatter %{{.*}} for @w {sum} : tensor<10x4xf32> -> tensor<4x4xf32>
 // CHECK-NEXT:    tc.sgd_step @w, %[[S]] buffer @optim.momentum_buffer.w {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
+// CHECK-NEXT:    tc.sgd_step @w, %[[S]] buffer @optim.momentum_buffer.w {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov, weight_decay = 0.000000e+00 : f64} : tensor<4x4xf32>
 tc.param @w : tensor<10x4xf32> device "cpu" sharded <world_size = 3, chunk_rows = 4>
 tc.param @optim.momentum_buffer.w : tensor<10x4xf32> device "cpu" non_persistent sharded <world_size = 3, chunk_rows = 4>
 func.func @init() {
@@ -21,6 +22,8 @@ func.func @forward(%g: tensor<10x4xf32>) {
   // A data-parallel step sums the ranks' gradients.
   %t = tc.reduce_scatter %g for @w {sum} : tensor<10x4xf32> -> tensor<4x4xf32>
   tc.sgd_step @w, %s buffer @optim.momentum_buffer.w {lr = 0.1 : f64, momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4x4xf32>
+  // Nesterov momentum.
+  tc.sgd_step @w, %s buffer @optim.momentum_buffer.w {lr = 0.1 : f64, momentum = 0.9 : f64, weight_decay = 0.0 : f64, nesterov} : tensor<4x4xf32>
   return
 }
 
