@@ -88,7 +88,7 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
            "sgd or adamw (torch.optim's formulas)">,
     Option<"lr", "lr", "double", /*default=*/"0.0", "Learning rate (> 0)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
-           "SGD momentum (>= 0; dampening 0, no Nesterov)">,
+           "SGD momentum (>= 0; dampening 0)">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
            "Weight decay (>= 0; default: SGD 0, AdamW 0.01)">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
