@@ -99,6 +99,15 @@ struct GraphNode {
     return static_cast<int64_t>(numbers.at(key));
   }
 };
+/// A buffer that forward overwrites (docs/graph-format.md, "Buffer
+/// updates"): after forward, `buffer` holds the value `value` computed, as
+/// torch's `running_mean` after a training-mode batch norm.
+struct BufferUpdate {
+  std::string buffer;
+  std::string value;
+  std::string path; // e.g. "updates[0]"
+};
+
 struct Graph {
   std::string sourceName; // the file, for messages and locations
   std::string name;
@@ -106,6 +115,7 @@ struct Graph {
   std::vector<GraphInput> inputs;
   std::vector<GraphNode> nodes;
   std::vector<std::string> outputs;
+  std::vector<BufferUpdate> updates; // applied after forward, in this order
 };
 
 /// Parses and validates a graph file's text; throws GraphError.

@@ -433,6 +433,58 @@ void checkDerivedInits(const GraphReader &reader, const std::vector<GraphParam> 
   }
 }
 
+/// "updates": [{"buffer": B, "value": V}]: after forward, buffer B holds
+/// V (a training-mode batch norm's new running statistics). V must be a
+/// node's result of B's shape and dtype; each buffer is updated once, and
+/// is not itself an output (which would then read the new value).
+void readUpdates(const GraphReader &reader, const json &root, Graph &graph,
+                 const std::map<std::string, std::string> &definedAt,
+                 const ValueTypes &typeOf) {
+  const json &updates = reader.optionalArray(root, "", "updates");
+  if (!updates.empty() && graph.nodes.empty())
+    reader.fail("updates", "a graph without nodes has no forward to update buffers");
+  std::set<std::string> nodeResults;
+  for (const GraphNode &node : graph.nodes)
+    nodeResults.insert(node.names.begin(), node.names.end());
+  std::map<std::string, std::string> updatedAt;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    std::string path = indexed("updates", i);
+    reader.requireObject(updates[i], path);
+    BufferUpdate update;
+    update.buffer = reader.string(reader.member(updates[i], path, "buffer"), path + ".buffer");
+    update.value = reader.string(reader.member(updates[i], path, "value"), path + ".value");
+    update.path = path;
+    const GraphParam *buffer = nullptr;
+    for (const GraphParam &param : graph.params)
+      if (param.name == update.buffer)
+        buffer = &param;
+    if (!buffer || !buffer->isBuffer)
+      reader.fail(path + ".buffer", "\"" + update.buffer + "\" is not a buffer" +
+                                        (buffer ? " (a parameter: the optimizer updates "
+                                                  "parameters)"
+                                                : ""));
+    if (!nodeResults.count(update.value))
+      reader.fail(path + ".value", "\"" + update.value + "\" is not " +
+                                       (definedAt.count(update.value)
+                                            ? "a node's result"
+                                            : "defined"));
+    const auto &[shape, dtype] = typeOf.at(update.value);
+    if (shape != buffer->shape || dtype != buffer->dtype)
+      reader.fail(path + ".value",
+                  "\"" + update.value + "\" is " + shapeString(shape) + " " +
+                      plan::dtypeName(dtype) + ", the buffer " + shapeString(buffer->shape) +
+                      " " + plan::dtypeName(buffer->dtype));
+    if (auto [it, inserted] = updatedAt.emplace(update.buffer, path); !inserted)
+      reader.fail(path + ".buffer", "\"" + update.buffer + "\" is already updated at " +
+                                        it->second);
+    if (std::find(graph.outputs.begin(), graph.outputs.end(), update.buffer) !=
+        graph.outputs.end())
+      reader.fail(path + ".buffer", "\"" + update.buffer + "\" is also an output, which "
+                                        "would be read after its update");
+    graph.updates.push_back(std::move(update));
+  }
+}
+
 } // namespace
 
 Graph parseGraph(const std::string &text, const std::string &sourceName) {
@@ -536,6 +588,7 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
   }
   if (graph.outputs.empty() && !graph.nodes.empty())
     reader.fail("outputs", "a graph with nodes must name at least one output");
+  readUpdates(reader, root, graph, definedAt, typeOf);
   return graph;
 }
 

@@ -133,6 +133,13 @@ std::string rewrittenGraphText(const std::string &originalText,
     nodes.push_back(nodeJson(node));
   document["nodes"] = std::move(nodes);
   document["outputs"] = graph.outputs;
+  document.erase("updates");
+  if (!graph.updates.empty()) {
+    json updates = json::array();
+    for (const BufferUpdate &update : graph.updates)
+      updates.push_back({{"buffer", update.buffer}, {"value", update.value}});
+    document["updates"] = std::move(updates);
+  }
   return document.dump(1);
 }
 

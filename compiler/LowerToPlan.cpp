@@ -402,6 +402,8 @@ private:
       buffers_[use.getResult()] = paramBuffer(use.getParam());
       return success();
     }
+    if (auto update = dyn_cast<tc::UpdateBufferOp>(op))
+      return lowerUpdateBuffer(update);
     if (auto gather = dyn_cast<tc::AllGatherOp>(op))
       return lowerAllGather(gather);
     if (auto release = dyn_cast<tc::ReleaseOp>(op)) {
@@ -416,6 +418,24 @@ private:
     if (auto view = dyn_cast<tc::ViewOpInterface>(op))
       return lowerStridedView(op, view);
     return lowerModelOp(op);
+  }
+
+  /// A buffer's new value (a graph's `updates`) is copied into the
+  /// buffer's own storage: a contiguous copy, as the value may be a view of
+  /// a larger buffer. A value that already is that storage needs none.
+  LogicalResult lowerUpdateBuffer(tc::UpdateBufferOp update) {
+    const int32_t target = paramBuffer(update.getBuffer());
+    const int32_t value = buffers_.lookup(update.getValue());
+    const plan::Buffer &source = function_.buffers[value];
+    if (value == target || (baseOf(value) == target && source.byteOffset == 0))
+      return success();
+    auto type = cast<RankedTensorType>(update.getValue().getType());
+    std::vector<int64_t> strides(type.getRank(), 1);
+    for (int64_t k = type.getRank() - 2; k >= 0; --k)
+      strides[k] = strides[k + 1] * type.getDimSize(k + 1);
+    emit(plan::OpCode::StridedCopy, {value}, {target}, update,
+         {{"strides", strides}, {"offset", int64_t{0}}});
+    return success();
   }
 
   /// Training's ops (docs/training.md): the gradient's reduction into a

@@ -377,6 +377,10 @@ class Interpreter:
             if len(names) != len(res):
                 raise ValueError("nodes[%d]: %d names for %d results" % (i, len(names), len(res)))
             env.update(zip(names, res))
+        # The graph's "updates": the buffers' values after this forward
+        # (a training-mode batch norm's running statistics).
+        self.new_buffers = {u["buffer"]: env[u["value"]].detach()
+                            for u in self.graph.get("updates", [])}
         return {o: env[o] for o in self.outputs}
 
 
@@ -407,6 +411,12 @@ def build_env(graph, params, inputs, args, compute_dtype=None):
     check_tensors("input", graph.get("inputs", []), inputs, args.inputs)
     env = {}
     for d in graph.get("parameters", []) + graph.get("buffers", []):
+        if d["name"] not in params and d.get("persistent", True) is False and \
+                d["init"][0]["op"] in ("fill", "zeros", "ones"):
+            # an exporter's constant (const.0.9), which no checkpoint holds
+            t = _init_chain(d["init"], d["shape"], torch.Generator())
+            env[d["name"]] = t.reshape(d["shape"]).to(_GRAPH_DTYPES[d["dtype"]])
+            continue
         env[d["name"]] = params[d["name"]]
     for d in graph.get("inputs", []):
         env[d["name"]] = inputs[d["name"]]
@@ -631,6 +641,7 @@ def train(graph, interp, env, args):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         out = interp.run(env)
+        env.update(interp.new_buffers)
         out[loss].backward()
         norm = None
         if args.clip_grad_norm:  # shardc's --clip-grad-norm

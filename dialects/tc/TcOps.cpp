@@ -90,6 +90,29 @@ LogicalResult UseOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+LogicalResult UpdateBufferOp::verify() {
+  auto func = (*this)->getParentOfType<func::FuncOp>();
+  if (!func || func.getSymName() != kForwardFunctionName)
+    return emitOpError() << "must be inside func @" << kForwardFunctionName;
+  return success();
+}
+
+LogicalResult
+UpdateBufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<ParamOp> param = lookupParam(*this, getBufferAttr(), symbolTable);
+  if (failed(param))
+    return failure();
+  if (!param->getIsBuffer())
+    return emitOpError() << getBufferAttr()
+                         << " is a parameter, not a buffer (the optimizer steps "
+                            "update parameters)";
+  if (getValue().getType() != param->getTensorType())
+    return emitOpError() << "value type " << getValue().getType()
+                         << " differs from the type of buffer " << getBufferAttr()
+                         << " (" << param->getTensorType() << ")";
+  return success();
+}
+
 LogicalResult MaterializeOp::verify() {
   auto func = (*this)->getParentOfType<func::FuncOp>();
   if (!func || func.getSymName() != kInitFunctionName)

@@ -89,6 +89,22 @@ def Tc_MaterializeOp : Tc_Op<"materialize", [
   let hasVerifier = 1;
 }
 
+def Tc_UpdateBufferOp : Tc_Op<"update_buffer", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Overwrite a buffer with a value forward computed, in place";
+  let description = [{
+    `tc.update_buffer @bn.running_mean, %m : tensor<64xf32>` stores `%m`
+    as the new value of buffer `@bn.running_mean` (a graph's `updates`,
+    docs/graph-format.md): a training-mode batch norm's running statistics,
+    which torch updates in forward. Buffers are replicated, so every rank
+    writes its whole copy. Only in @forward, after the buffer's last read:
+    the graph builder puts the updates just before the return.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer, AnyRankedTensor:$value);
+  let assemblyFormat = "$buffer `,` $value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
 def Tc_AllGatherOp : Tc_Op<"all_gather", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Gather the full values of an FSDP unit's sharded parameters";

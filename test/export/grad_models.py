@@ -39,3 +39,24 @@ class EncoderLoss(nn.Module):
         logits = h @ self.embed.weight.t()
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
                                ids[:, 1:].reshape(-1))
+
+
+class BatchNormNet(nn.Module):
+    """Batch norm as it trains (export --train): BatchNorm2d after
+    convolutions, one without affine parameters and with its own momentum,
+    and a BatchNorm1d over [N, C] features, under cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.bn2 = nn.BatchNorm2d(16, affine=False, momentum=0.3)
+        self.bn3 = nn.BatchNorm1d(16)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x, target):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)))
+        h = self.bn3(h.mean(dim=(2, 3)))
+        return F.cross_entropy(self.fc(h), target)

@@ -258,6 +258,8 @@ class AtenLowering(GraphEmitter):
         self.slice_of = {}  # graph name of a slice -> (source G, dim, start, end)
         self.fused = hf.fused_modules(ep, lambda n: ep.graph_signature.inputs_to_parameters
                                       .get(n.name))
+        self.updates = []  # (buffer name, G): the graph's "updates"
+        self.untracked_updates = []  # buffers forward updates that the graph lacks
 
     # ------------------------------------------------------------ helpers
     def fail(self, node, why):
@@ -303,6 +305,7 @@ class AtenLowering(GraphEmitter):
         user_inputs = [s.arg.name for s in sig.input_specs
                        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
         decl_names = [d["name"] for d in self.input_decls]
+        mutations, untracked = self.buffer_mutations(sig)
         out_vals = None
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
@@ -310,9 +313,14 @@ class AtenLowering(GraphEmitter):
             elif node.op == "output":
                 out_vals = node.args[0]
             elif node.op == "call_function":
-                self.vals[node] = self.lower(node)
+                self.vals[node] = untracked[node] if node in untracked else self.lower(node)
             else:
                 self.fail(node, "graph node kind %s is not supported" % node.op)
+        self.record_updates(mutations)
+        user = [s.arg.name for s in sig.output_specs
+                if s.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT]
+        out_vals = [v for v in out_vals
+                    if not isinstance(v, torch.fx.Node) or v.name in user]
         outs = []
         for v in out_vals:
             if v is None:
@@ -332,6 +340,52 @@ class AtenLowering(GraphEmitter):
                 raise ExportError("forward returns %r, not a tensor" % (val,))
             outs.append(val)
         return self.name_outputs(outs, output_names)
+
+    def buffer_mutations(self, sig):
+        """The buffers forward overwrites (a training-mode batch norm's running
+        statistics): [(buffer target, value node)], and {node: Unusable} for
+        the updates of int64 buffers the graph does not hold (BatchNorm's
+        num_batches_tracked, read only when momentum is None), whose nodes
+        are then not lowered."""
+        mutations, untracked = [], {}
+        nodes = {n.name: n for n in self.ep.graph.nodes}
+        for spec in sig.output_specs:
+            if spec.kind != torch.export.graph_signature.OutputKind.BUFFER_MUTATION:
+                continue
+            value = nodes[spec.arg.name]
+            t = self.buffer_tensors.get(spec.target)
+            if t is not None and t.is_floating_point():
+                mutations.append((spec.target, value))
+                continue
+            self.untracked_updates.append(spec.target)
+            if value.op == "call_function" and all(u.op == "output" for u in value.users):
+                untracked[value] = Unusable("update of %s, a %s buffer the graph does not "
+                                            "hold" % (spec.target, t.dtype if t is not None
+                                                      else "non-tensor"))
+        return mutations, untracked
+
+    def record_updates(self, mutations):
+        """The graph's "updates": each overwritten floating buffer gets the
+        value forward computed for it, in the buffer's dtype."""
+        for target, value_node in mutations:
+            bname = self.buffer_names[target]
+            v = self.vals.get(value_node)
+            if isinstance(v, hf.Lazy):
+                v = v.materialize(self, value_node)
+            if not isinstance(v, G):
+                raise ExportError("forward overwrites buffer %s with %r, not a tensor of the "
+                                  "graph" % (bname, v))
+            if v.name == bname:
+                continue  # written back unchanged (eval-mode batch norm)
+            want = self.buffer_tensors[target].dtype
+            if v.val.dtype != want:
+                v = self.emit(value_node, "cast", [v],
+                              torch.empty(list(v.shape), dtype=want, device="meta"),
+                              dtype=GRAPH_DTYPES[want])
+            if not any(n.get("name") == v.name for n in self.nodes):
+                raise ExportError("forward overwrites buffer %s with %s, which no op of "
+                                  "forward computes" % (bname, v.name))
+            self.updates.append((bname, v))
 
     def placeholder(self, node, sig, user_inputs, decl_names):
         name = node.name
@@ -949,10 +1003,58 @@ def batch_norm_no_training(self, node, x, weight, bias, mean, var, momentum, eps
     return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
 
 
+def batch_norm_functional(self, node, x, weight, bias, mean, var, training, momentum, eps):
+    """torch.export's batch norm with running statistics: (out, save_mean,
+    save_rstd, new_running_mean, new_running_var). In eval mode the running
+    statistics pass through; in training mode (export --train) forward
+    normalizes by the batch's statistics and the new running ones are
+    momentum * batch + (1 - momentum) * running, the variance unbiased, as
+    torch's kernel updates them (the graph's "updates" write them back)."""
+    if not training:
+        out = batch_norm_node(self, node, x, weight, bias, mean, var, eps,
+                              node.meta["val"][0])
+        return Multi([out.items[0], None, None, mean, var])
+    if mean is None or var is None:
+        return Multi(batch_norm_batch_stats(self, node, x, weight, bias, True, momentum,
+                                            eps).items + [None, None])
+    out = batch_norm_batch_stats(self, node, x, weight, bias, True, momentum, eps)
+    x = self.tensor(node, x)
+    mean, var = self.tensor(node, mean, "running_mean"), self.tensor(node, var, "running_var")
+    c = x.shape[1]
+    dims = [0] + list(range(2, len(x.shape)))
+    if momentum is None:
+        self.fail(node, "batch_norm with momentum=None (a cumulative average over "
+                  "num_batches_tracked) has no graph form")
+    stat = torch.empty([c], dtype=x.val.dtype, device="meta")
+    batch_mean = self.emit(node, "mean", [x], stat, dims=dims, keepdim=0)
+    batch_var = self.emit(node, "var", [x], stat, dims=dims, keepdim=0, correction=1)
+
+    def running(old, batch):
+        if batch.val.dtype != old.val.dtype:
+            batch = self.emit(node, "cast", [batch], old.val,
+                              dtype=GRAPH_DTYPES[old.val.dtype])
+        kept = self.emit(node, "mul", [old, self.const(1.0 - float(momentum), old)], old.val)
+        new = self.emit(node, "mul", [batch, self.const(float(momentum), old)], old.val)
+        return self.emit(node, "add", [new, kept], old.val)
+    return Multi(out.items + [running(mean, batch_mean), running(var, batch_var)])
+
+
 def native_batch_norm(self, node, x, weight, bias, mean, var, training, momentum, eps):
     if training:
         self.fail(node, "batch_norm in training mode has no graph op; export in eval mode")
     return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
+
+
+def native_dropout(self, node, x, p, train):
+    """Dropout traced in training mode (export --train). p = 0 is the
+    identity; a random mask has no graph op yet, so p > 0 is refused with
+    what to do."""
+    if not train or float(p) == 0.0:
+        return Multi([x, None])
+    self.fail(node, "dropout with p=%g in training mode has no graph op yet (shardc's "
+              "forward has no random ops); export --train a model whose dropout "
+              "probabilities are 0 (e.g. dropout=0.0 in its config), or export in eval "
+              "mode" % float(p))
 
 
 def complete_affine(self, weight, bias, c, dtype):
@@ -1188,6 +1290,8 @@ RULES = {
     aten._native_batch_norm_legit_no_training.default: batch_norm_no_training,
     aten.native_batch_norm.default: native_batch_norm,
     aten._native_batch_norm_legit.no_stats: batch_norm_batch_stats,
+    aten._native_batch_norm_legit_functional.default: batch_norm_functional,
+    aten.native_dropout.default: native_dropout,
     aten.native_group_norm.default: group_norm,
     aten.max_pool2d_with_indices.default: max_pool,
     aten.avg_pool2d.default: avg_pool,

@@ -261,7 +261,9 @@ def export(args):
     factory = load_factory(args.model)
     kwargs, device = build_kwargs(args)
     model, rec = construct_meta(factory, kwargs)
-    model.eval()
+    # --train: forward as model.train() runs it (batch norm by the batch's
+    # statistics, its running ones updated: the graph's "updates")
+    model.train(bool(args.train))
     params = canonical_params(model)
     # parameters and their init chains (snapshot before tracing)
     param_decls = []
@@ -335,7 +337,10 @@ def export(args):
                               "buffers' values) failed: %s: %s" % (
                                   getattr(factory, "__name__", factory), type(e).__name__, e))
     capture = args.capture
-    if capture is None and default_capture() == "aten":
+    if args.train and (capture == "fx" or default_capture() != "aten"):
+        raise ExportError("--train needs the ATen capture (torch >= 2.1, --capture aten): "
+                          "it records the buffers forward updates")
+    if capture is None and default_capture() == "aten" and not args.train:
         # torch 2: ATen capture first; a model it cannot map yet but the
         # per-module fx path can (RMSNorm / rotary modules, causal masks,
         # cross_entropy) still exports, as it did before ATen capture.
@@ -350,13 +355,21 @@ def export(args):
                 capture = "fx"
             except ExportError as fx_error:
                 raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
-    elif capture == "aten":
+    elif capture == "aten" or args.train:
+        capture = "aten"
         low, outputs = capture_aten(model, metas, params, buffers, buffer_chains, inputs,
                                     device, output_names, buffer_values)
     else:
         low, outputs = capture_fx(model, metas, concrete, params, buffers, buffer_chains,
                                   inputs, device, output_names)
-    nodes, live = dead_code_eliminate(low.nodes, outputs)
+    updates = [{"buffer": b, "value": v.name} for b, v in getattr(low, "updates", [])]
+    nodes, live = dead_code_eliminate(low.nodes, outputs + [u["value"] for u in updates])
+    live |= {u["buffer"] for u in updates}
+    untracked = getattr(low, "untracked_updates", [])
+    if untracked:
+        print("export_torch: note: forward also updates %s, which the graph does not hold "
+              "(int64 counters; torch's load_state_dict fills in BatchNorm's "
+              "num_batches_tracked)" % ", ".join(untracked), file=sys.stderr)
     for d in inputs:
         if d["name"] in low.high and "high" not in d:
             d["high"] = low.high[d["name"]]
@@ -396,6 +409,8 @@ def export(args):
              "name": args.name or type(model).__name__,
              "parameters": ordered, "buffers": graph_buffers, "inputs": inputs,
              "nodes": nodes, "outputs": outputs}
+    if updates:
+        graph["updates"] = updates
     const_data = dict(getattr(low, "const_tensors", None) or {})
     const_data.update(param_data)
     if const_data:
@@ -481,7 +496,7 @@ def run_eager(args, factory, kwargs):
     shardc run --save-params) and writes its outputs named as in the graph."""
     graph = tr.load_graph(args.eager)
     model = construct_eager(factory, kwargs, args.seed)
-    model.eval()
+    model.train(bool(args.train))
     params = tr.read_safetensors(args.params)
     by_name = dict(model.named_parameters())
     by_name.update(dict(model.named_buffers()))
@@ -491,6 +506,9 @@ def run_eager(args, factory, kwargs):
             if t is None:
                 raise ExportError("%s: parameter %s missing" % (args.params, d["name"]))
             by_name[d["name"]].copy_(t)
+        for d in graph.get("buffers", []):  # running statistics, as the run loads them
+            if d["name"] in params and d["name"] in by_name:
+                by_name[d["name"]].copy_(params[d["name"]])
     inputs = tr.read_safetensors(args.inputs)
     sig = inspect.signature(model.forward)
     call = {}
@@ -533,6 +551,8 @@ def run_eager(args, factory, kwargs):
             if g is not None:
                 out["grad." + name] = g.contiguous()
     tr.write_safetensors(args.outputs, out)
+    if args.state_after:
+        write_weights(args.state_after, model, graph)
 
 
 def parser():
@@ -562,6 +582,14 @@ def parser():
                     help="how forward is traced: aten (torch.export + Core ATen "
                          "decompositions, torch >= 2, the default there) or fx (per module "
                          "and function, the default on torch 1.x)")
+    ap.add_argument("--train", action="store_true",
+                    help="trace forward in training mode (model.train()): batch norm by "
+                         "the batch's statistics, its running statistics updated (the "
+                         "graph's \"updates\"); with --eager, run the module so and write "
+                         "its state after forward to --state-after")
+    ap.add_argument("--state-after", metavar="FILE.safetensors",
+                    help="with --eager: the module's parameters and buffers after forward, "
+                         "named as the graph's (shardc run --save)")
     ap.add_argument("--name", help="the graph's name (default: the class name)")
     ap.add_argument("--output-names", help="comma-separated names of forward's outputs "
                     "(default output, output.N)")
