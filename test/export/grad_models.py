@@ -48,9 +48,11 @@ class BatchNormNet(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        # no biases before batch norm (as ResNet's): their gradient is zero
+        # in exact arithmetic, rounding noise in both frameworks
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(8)
-        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(16, affine=False, momentum=0.3)
         self.bn3 = nn.BatchNorm1d(16)
         self.fc = nn.Linear(16, 10)
@@ -60,3 +62,16 @@ class BatchNormNet(nn.Module):
         h = F.relu(self.bn2(self.conv2(h)))
         h = self.bn3(h.mean(dim=(2, 3)))
         return F.cross_entropy(self.fc(h), target)
+
+
+class DropoutNet(nn.Module):
+    """A linear layer under dropout: export --train refuses p > 0 (no random
+    forward ops yet) and takes p = 0 as the identity."""
+
+    def __init__(self, p=0.1):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(self.fc(x)).sum()

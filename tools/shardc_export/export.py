@@ -365,11 +365,11 @@ def export(args):
     updates = [{"buffer": b, "value": v.name} for b, v in getattr(low, "updates", [])]
     nodes, live = dead_code_eliminate(low.nodes, outputs + [u["value"] for u in updates])
     live |= {u["buffer"] for u in updates}
-    untracked = getattr(low, "untracked_updates", [])
+    untracked = sorted(getattr(low, "untracked_updates", []))
     if untracked:
-        print("export_torch: note: forward also updates %s, which the graph does not hold "
-              "(int64 counters; torch's load_state_dict fills in BatchNorm's "
-              "num_batches_tracked)" % ", ".join(untracked), file=sys.stderr)
+        print("export_torch: note: forward also updates %d int64 buffer(s) the graph does "
+              "not hold (%s%s)" % (len(untracked), ", ".join(untracked[:4]),
+                                   ", ..." if len(untracked) > 4 else ""), file=sys.stderr)
     for d in inputs:
         if d["name"] in low.high and "high" not in d:
             d["high"] = low.high[d["name"]]
