@@ -442,7 +442,8 @@ void readUpdates(const GraphReader &reader, const json &root, Graph &graph,
                  const ValueTypes &typeOf) {
   const json &updates = reader.optionalArray(root, "", "updates");
   if (!updates.empty() && graph.nodes.empty())
-    reader.fail("updates", "a graph without nodes has no forward to update buffers");
+    reader.fail("updates",
+                "a graph without nodes has no forward to update buffers");
   std::set<std::string> nodeResults;
   for (const GraphNode &node : graph.nodes)
     nodeResults.insert(node.names.begin(), node.names.end());
@@ -451,35 +452,41 @@ void readUpdates(const GraphReader &reader, const json &root, Graph &graph,
     std::string path = indexed("updates", i);
     reader.requireObject(updates[i], path);
     BufferUpdate update;
-    update.buffer = reader.string(reader.member(updates[i], path, "buffer"), path + ".buffer");
-    update.value = reader.string(reader.member(updates[i], path, "value"), path + ".value");
+    update.buffer = reader.string(reader.member(updates[i], path, "buffer"),
+                                  path + ".buffer");
+    update.value = reader.string(reader.member(updates[i], path, "value"),
+                                 path + ".value");
     update.path = path;
     const GraphParam *buffer = nullptr;
     for (const GraphParam &param : graph.params)
       if (param.name == update.buffer)
         buffer = &param;
     if (!buffer || !buffer->isBuffer)
-      reader.fail(path + ".buffer", "\"" + update.buffer + "\" is not a buffer" +
-                                        (buffer ? " (a parameter: the optimizer updates "
-                                                  "parameters)"
-                                                : ""));
+      reader.fail(path + ".buffer",
+                  "\"" + update.buffer + "\" is not a buffer" +
+                      (buffer ? " (a parameter: the optimizer updates "
+                                "parameters)"
+                              : ""));
     if (!nodeResults.count(update.value))
-      reader.fail(path + ".value", "\"" + update.value + "\" is not " +
-                                       (definedAt.count(update.value)
-                                            ? "a node's result"
-                                            : "defined"));
+      reader.fail(
+          path + ".value",
+          "\"" + update.value + "\" is not " +
+              (definedAt.count(update.value) ? "a node's result" : "defined"));
     const auto &[shape, dtype] = typeOf.at(update.value);
     if (shape != buffer->shape || dtype != buffer->dtype)
       reader.fail(path + ".value",
                   "\"" + update.value + "\" is " + shapeString(shape) + " " +
-                      plan::dtypeName(dtype) + ", the buffer " + shapeString(buffer->shape) +
-                      " " + plan::dtypeName(buffer->dtype));
+                      plan::dtypeName(dtype) + ", the buffer " +
+                      shapeString(buffer->shape) + " " +
+                      plan::dtypeName(buffer->dtype));
     if (auto [it, inserted] = updatedAt.emplace(update.buffer, path); !inserted)
-      reader.fail(path + ".buffer", "\"" + update.buffer + "\" is already updated at " +
+      reader.fail(path + ".buffer", "\"" + update.buffer +
+                                        "\" is already updated at " +
                                         it->second);
     if (std::find(graph.outputs.begin(), graph.outputs.end(), update.buffer) !=
         graph.outputs.end())
-      reader.fail(path + ".buffer", "\"" + update.buffer + "\" is also an output, which "
+      reader.fail(path + ".buffer", "\"" + update.buffer +
+                                        "\" is also an output, which "
                                         "would be read after its update");
     graph.updates.push_back(std::move(update));
   }

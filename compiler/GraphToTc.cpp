@@ -308,9 +308,9 @@ void buildForward(OpBuilder &builder, ModuleOp module, const Graph &graph) {
     results.push_back(valueOf(output));
   // Buffer updates last: every read of a buffer precedes its new value.
   for (const BufferUpdate &update : graph.updates)
-    builder.create<tc::UpdateBufferOp>(jsonLocation(context, graph, update.path),
-                                       FlatSymbolRefAttr::get(&context, update.buffer),
-                                       valueOf(update.value));
+    builder.create<tc::UpdateBufferOp>(
+        jsonLocation(context, graph, update.path),
+        FlatSymbolRefAttr::get(&context, update.buffer), valueOf(update.value));
   builder.create<func::ReturnOp>(forward.getLoc(), results);
 }
 

@@ -95,21 +95,26 @@ private:
   /// running statistics) would get each rank's own rows' value: refused
   /// before any rewrite, as none gives it the global batch's.
   void checkUpdates() const {
-    if (graph_.updates.empty()) return;
+    if (graph_.updates.empty())
+      return;
     std::set<std::string> fromInputs;
-    for (const GraphInput &input : graph_.inputs) fromInputs.insert(input.name);
+    for (const GraphInput &input : graph_.inputs)
+      fromInputs.insert(input.name);
     for (const GraphNode &node : graph_.nodes)
-      if (std::any_of(node.inputs.begin(), node.inputs.end(),
-                      [&](const std::string &in) { return fromInputs.count(in) != 0; }))
+      if (std::any_of(
+              node.inputs.begin(), node.inputs.end(),
+              [&](const std::string &in) { return fromInputs.count(in) != 0; }))
         fromInputs.insert(node.names.begin(), node.names.end());
     for (const BufferUpdate &update : graph_.updates)
       if (fromInputs.count(update.value))
-        throw fail(update.path,
-                   "buffer '" + update.buffer + "' is updated from the batch rows (by '" +
-                       update.value + "', e.g. a training-mode batch norm's running "
-                       "statistics), and each rank would see its own rows only; run "
-                       "without --data-parallel (every rank runs the whole batch) or "
-                       "export the model in eval mode");
+        throw fail(
+            update.path,
+            "buffer '" + update.buffer +
+                "' is updated from the batch rows (by '" + update.value +
+                "', e.g. a training-mode batch norm's running "
+                "statistics), and each rank would see its own rows only; run "
+                "without --data-parallel (every rank runs the whole batch) or "
+                "export the model in eval mode");
   }
 
   GraphError fail(const std::string &path, const std::string &reason) const {
@@ -451,7 +456,8 @@ void renameUses(Graph &graph, const std::string &from, const std::string &to) {
     std::replace(node.inputs.begin(), node.inputs.end(), from, to);
   std::replace(graph.outputs.begin(), graph.outputs.end(), from, to);
   for (BufferUpdate &update : graph.updates)
-    if (update.value == from) update.value = to;
+    if (update.value == from)
+      update.value = to;
 }
 
 } // namespace

@@ -103,13 +103,15 @@ UpdateBufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (failed(param))
     return failure();
   if (!param->getIsBuffer())
-    return emitOpError() << getBufferAttr()
-                         << " is a parameter, not a buffer (the optimizer steps "
-                            "update parameters)";
+    return emitOpError()
+           << getBufferAttr()
+           << " is a parameter, not a buffer (the optimizer steps "
+              "update parameters)";
   if (getValue().getType() != param->getTensorType())
     return emitOpError() << "value type " << getValue().getType()
-                         << " differs from the type of buffer " << getBufferAttr()
-                         << " (" << param->getTensorType() << ")";
+                         << " differs from the type of buffer "
+                         << getBufferAttr() << " (" << param->getTensorType()
+                         << ")";
   return success();
 }
 
