@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from train_step import ENV, REFERENCE, ROOT, mib, prepare_gpt2, run_json
+from train_step import ENV, REFERENCE, ROOT, mib, prepare_gpt2, run_json, worst_max_norm
 
 
 def torch_step_seconds(graph, init, inputs, steps, extra, out, tmp, name):
@@ -40,17 +40,6 @@ def torch_step_seconds(graph, init, inputs, steps, extra, out, tmp, name):
                    check=True, env=ENV, capture_output=True)
     with open(timing) as f:
         return statistics.median(json.load(f)["step_seconds"][1:])
-
-
-def worst_max_norm(ours, theirs):
-    """The largest per-tensor max-norm error of tools/torch_reference.py
-    --compare (AdamW's first steps amplify float rounding in near-zero
-    gradients, clipped or not, so this is a comparison, not a bound)."""
-    out = subprocess.run([sys.executable, REFERENCE, "--compare", ours, theirs, "--rtol", "1"],
-                         env=ENV, capture_output=True, text=True, check=True).stdout
-    errors = [float(line.split()[3]) for line in out.splitlines()[1:]
-              if len(line.split()) >= 6 and line.split()[-1] in ("ok", "rtol")]
-    return max(errors)
 
 
 def main():

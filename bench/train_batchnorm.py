@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from train_step import ENV, REFERENCE, ROOT, mib, run_json
+from train_step import ENV, REFERENCE, ROOT, mib, run_json, worst_max_norm
 
 EXPORT = os.path.join(ROOT, "tools", "export_torch.py")
 MODELS = os.path.join(ROOT, "test", "export")
@@ -75,13 +75,6 @@ def torch_training(weights, inputs, steps, lr, momentum, out):
              if v.is_floating_point()}
     tr.write_safetensors(out, saved)
     return seconds[1:], torch.__version__
-
-
-def worst_max_norm(ours, theirs):
-    out = subprocess.run([sys.executable, REFERENCE, "--compare", ours, theirs, "--rtol", "1"],
-                         env=ENV, capture_output=True, text=True, check=True).stdout
-    rows = [line.split() for line in out.splitlines()[1:]]
-    return max(float(r[3]) for r in rows if len(r) >= 6 and r[-1] in ("ok", "rtol"))
 
 
 def main():

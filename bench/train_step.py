@@ -77,6 +77,17 @@ def run_json(cmd):
     return json.loads(out)
 
 
+def worst_max_norm(ours, theirs):
+    """The largest per-tensor max-norm error of tools/torch_reference.py
+    --compare (training steps amplify float rounding, so this is a comparison,
+    not a bound)."""
+    out = subprocess.run([sys.executable, REFERENCE, "--compare", ours, theirs, "--rtol", "1"],
+                         env=ENV, capture_output=True, text=True, check=True).stdout
+    errors = [float(line.split()[3]) for line in out.splitlines()[1:]
+              if len(line.split()) >= 6 and line.split()[-1] in ("ok", "rtol")]
+    return max(errors)
+
+
 def mib(n):
     return "%.1f" % (n / 2**20)
 
