@@ -186,6 +186,20 @@ BatchLayout familyOp(const NodeBatch &nb, const plan::OpInfo &info) {
   case plan::OpFamily::Compare:
   case plan::OpFamily::Where:
     return nb.broadcasting();
+  case plan::OpFamily::Random: {
+    // dropout: element j of a rank's rows is the whole batch's element
+    // r * (the rank's elements) + j only when the rows lead, one block;
+    // the step counter (operand 1) is every rank's whole
+    if (!nb.operands[0].layout)
+      mix("'dropout' reads the batch only through its step counter " +
+          quoted(node.inputs[1]));
+    BatchLayout layout = *nb.operands[0].layout;
+    if (layout.axis != 0 || layout.outer != 1)
+      mix("'dropout' masks a tensor whose batch rows are " + nb.where(layout) +
+          ", not its leading dim; its mask follows the whole tensor's element order, which "
+          "a rank's rows do not continue there");
+    return layout;
+  }
   case plan::OpFamily::Scan: {
     BatchLayout layout = nb.inPlace();
     nb.notAlong(normalized(intAttr(node, "dim"), rank), layout);

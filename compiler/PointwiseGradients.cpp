@@ -147,6 +147,15 @@ RuleTable pointwiseRules() {
                b.mul(pass, compared(b, "le", x, floatAttr(s.node, "max", 0)));
          return pointwise(s, pass);
        }},
+      {"dropout", // the same mask, recomputed (same stream, step and indices): g's
+                  // kept elements scaled by 1 / (1 - p), the rest 0; the counter none
+       [](B &b, const S &s) {
+         json attrs = {{"p", floatAttr(s.node, "p", 0.5)},
+                       {"stream", std::get<int64_t>(*attr(s.node, "stream"))}};
+         if (const plan::AttrValue *offset = attr(s.node, "rank_elements"))
+           attrs["rank_elements"] = std::get<int64_t>(*offset);
+         return Grads{b.op("dropout", {s.grad(), s.input(1)}, attrs), ""};
+       }},
       {"leaky_relu", // 1 where x > 0, else the slope
        [](B &b, const S &s) {
          const double slope = floatAttr(s.node, "negative_slope", 0.01);

@@ -73,7 +73,12 @@ public:
                                           [&](auto &in) { return shares_.count(in) != 0; });
       if (readsShare) shareNode(node, readsBatch);
       else if (readsBatch && reduceToShare(node)) continue;  // its nodes are in place
-      else if (readsBatch) splitNode(node);
+      else if (readsBatch) {
+        splitNode(node);
+        // dropout's mask: this rank's rows continue the whole batch's elements
+        if (node.op == "dropout")
+          node.attrs["rank_elements"] = plan::numElements(node.shapes[0]);
+      }
       else keepOrSplitCopies(node);
       result_.nodes.push_back(std::move(node));
     }

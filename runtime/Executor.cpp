@@ -98,6 +98,10 @@ void Backend::cast(const KTensor &, const KTensor &) { noKernel(OpFamily::Cast);
 void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Scan);
 }
+void Backend::dropout(const DropoutParams &, uint64_t, int64_t, const KTensor &, const KTensor &,
+                      const KTensor &) {
+  noKernel(OpFamily::Random);
+}
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Sample);
 }
@@ -513,6 +517,8 @@ private:
       return backend_.cast(in[0], y);
     case OpFamily::Scan:
       return backend_.cumsum(scanParams(inst.attrs), in[0], y);
+    case OpFamily::Random:  // the mask follows the run's seed and, data-parallel, the rank
+      return backend_.dropout(dropoutParams(inst.attrs), seed_, state_.rank(), in[0], in[1], y);
     case OpFamily::Sample:
       return backend_.gridSample(sampleParams(inst.attrs), in[0], in[1], y);
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)

@@ -355,6 +355,11 @@ void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   expectResult("cumsum", y, cumsumShape(x.shape, p), x.dtype);
 }
 
+void dropout(const DropoutParams &p, const KTensor &x, const KTensor &step, const KTensor &y) {
+  expectDType("dropout", "step", step, plan::DType::F32);
+  expectResult("dropout", y, dropoutShape(x.shape, step.shape, p), x.dtype);
+}
+
 void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
                 const KTensor &gateUp, const KTensor &down, const KTensor &y) {
   const char *op = "moe_experts";

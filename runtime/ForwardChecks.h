@@ -106,6 +106,8 @@ void where(const KTensor &cond, const KTensor &a, const KTensor &b, const KTenso
 void cast(const KTensor &x, const KTensor &y);
 /// cumsum: y of x's shape and dtype, dim in range.
 void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y);
+/// dropout: step a 0-d float32 counter, y of x's shape and dtype.
+void dropout(const DropoutParams &p, const KTensor &x, const KTensor &step, const KTensor &y);
 /// grid_sample: x and grid one float dtype, y of x's dtype and gridSampleShape.
 void gridSample(const KTensor &x, const KTensor &grid, const KTensor &y);
 

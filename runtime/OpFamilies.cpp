@@ -444,6 +444,17 @@ Shape gridSampleShape(const Shape &x, const Shape &grid) {
   return {x[0], x[1], grid[1], grid[2]};
 }
 
+Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p) {
+  if (!step.empty())
+    checks::fail("dropout", "the step counter (operand 1) must be 0-d, got " +
+                                shapeToString(step));
+  if (!(p.p >= 0.0 && p.p <= 1.0))
+    checks::fail("dropout", "p must lie in [0, 1], got " + std::to_string(p.p));
+  if (p.rankElements < 0)
+    checks::fail("dropout", "rank_elements must not be negative");
+  return x;
+}
+
 Shape cumsumShape(const Shape &x, const ScanParams &p) {
   wrapDim("cumsum", p.dim, x.size());
   return x;

@@ -184,6 +184,20 @@ struct ScanParams {
 };
 Shape cumsumShape(const Shape &x, const ScanParams &p);
 
+// ---- random masks ------------------------------------------------------------
+
+/// Dropout (torch's training-mode F.dropout): y = x / (1 - p) where the
+/// element is kept, else 0, the keep mask runtime/DropoutMask.h's (a pure
+/// function of the run's seed, `stream`, the step counter and the element's
+/// index); 16-bit x computed in float and rounded once, float64 in double.
+struct DropoutParams {
+  double p = 0.5;
+  uint32_t stream = 0;
+  int64_t rankElements = 0;  // data-parallel: rank r's elements start at r * this
+};
+/// x float, step a 0-d float32 counter, 0 <= p <= 1; the result is x's shape.
+Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p);
+
 // ---- sampling at computed positions ---------------------------------------------
 
 /// grid_sample: torch's F.grid_sample on 4-d tensors (aten.grid_sampler_2d).

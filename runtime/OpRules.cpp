@@ -67,6 +67,15 @@ void requireValues(const OpInfo &info, std::span<const TensorType> operands) {
 /// Float operands of one dtype: float32, bfloat16, float16 (the unary ops
 /// and reductions also float64, as their kernels).
 void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
+  if (info.family == OpFamily::Random) {  // dropout: x of any float dtype, a float32 counter
+    if (!checks::isFloatStorage(operands[0].dtype) && operands[0].dtype != plan::DType::F64)
+      checks::fail(info.name, std::string("operand 0 is ") + plan::dtypeName(operands[0].dtype) +
+                                  "; expects float32, float64, bfloat16 or float16");
+    if (operands.size() > 1 && operands[1].dtype != plan::DType::F32)
+      checks::fail(info.name, std::string("the step counter (operand 1) is ") +
+                                  plan::dtypeName(operands[1].dtype) + "; expects float32");
+    return;
+  }
   const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
                    info.family == OpFamily::View || info.family == OpFamily::Index ||
                    info.family == OpFamily::Sample;
@@ -152,6 +161,8 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   case OpFamily::Sample:
     sampleParams(attrs);  // checks the names
     return gridSampleShape(in[0].shape, in[1].shape);
+  case OpFamily::Random:
+    return dropoutShape(in[0].shape, in[1].shape, dropoutParams(attrs));
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");
@@ -243,6 +254,15 @@ CastParams castParams(const AttrMap &attrs) {
 }
 
 ScanParams scanParams(const AttrMap &attrs) { return {intOr(attrs, "dim", 0)}; }
+
+DropoutParams dropoutParams(const AttrMap &attrs) {
+  const int64_t stream = std::get<int64_t>(attrs.at("stream"));
+  if (stream < 0 || stream > 0xffffffffLL)
+    checks::fail("dropout", "stream must be a 32-bit unsigned integer, got " +
+                                std::to_string(stream));
+  return {std::get<double>(attrs.at("p")), static_cast<uint32_t>(stream),
+          intOr(attrs, "rank_elements", 0)};
+}
 
 SampleParams sampleParams(const AttrMap &attrs) {
   auto name = [&](const char *key, const char *fallback) {

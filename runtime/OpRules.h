@@ -56,6 +56,7 @@ std::optional<double> compareValue(const plan::OpInfo &info, size_t operands,
                                    const AttrMap &attrs);
 CastParams castParams(const AttrMap &attrs);
 ScanParams scanParams(const AttrMap &attrs);
+DropoutParams dropoutParams(const AttrMap &attrs);
 /// grid_sample: `mode` "bilinear" (default) or "nearest", `padding_mode`
 /// "zeros" (default), "border" or "reflection", `align_corners` 0 (default)
 /// or 1; other names fail listing the known ones.

@@ -126,6 +126,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Cast: return "cast";
   case OpFamily::Scan: return "scan";
   case OpFamily::Sample: return "sample";
+  case OpFamily::Random: return "random";
   }
   return "?";
 }

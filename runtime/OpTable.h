@@ -64,8 +64,10 @@ using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer
 // values, selection by them and dtype conversion, the ops that take int64
 // operands besides float ones.
 // Sample (grid_sample): reads of x at computed fractional positions.
+// Random (dropout): values decided by a counter-based random mask (runtime/DropoutMask.h).
 enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
-                                View, Index, Experts, Compare, Where, Cast, Scan, Sample };
+                                View, Index, Experts, Compare, Where, Cast, Scan, Sample,
+                                Random };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

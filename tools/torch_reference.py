@@ -193,6 +193,42 @@ def _pool(fn_by_rank):
 
 
 # Family ops (docs/ops.md) beyond the unary ones, with the graph's attributes.
+def _philox4x32_10(blocks, stream, step, seed):
+    """Philox4x32-10 (runtime/Philox.h) of counters (block lo, block hi,
+    stream, step) under key (seed lo, seed hi): [len(blocks), 4] uint32
+    words, in numpy uint64 (a product of two 32-bit words is exact there)."""
+    import numpy as np
+    m32 = np.uint64(0xffffffff)
+    blocks = np.asarray(blocks, dtype=np.uint64)
+    c0, c1 = blocks & m32, blocks >> np.uint64(32)
+    c2 = np.full_like(c0, stream & 0xffffffff)
+    c3 = np.full_like(c0, step & 0xffffffff)
+    k0, k1 = seed & 0xffffffff, (seed >> 32) & 0xffffffff
+    for r in range(10):
+        if r > 0:
+            k0, k1 = (k0 + 0x9E3779B9) & 0xffffffff, (k1 + 0xBB67AE85) & 0xffffffff
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & m32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & m32)
+    return np.stack([c0, c1, c2, c3], axis=1)
+
+
+def _dropout(a, n, seed):
+    """shardc's dropout (docs/rng.md, "Dropout masks"), from the spec."""
+    import numpy as np
+    x, step = a[0], a[1]
+    p = float(n["p"])
+    count = x.numel()
+    index = np.arange(count, dtype=np.uint64)
+    words = _philox4x32_10(np.arange((count + 3) // 4), int(n["stream"]), int(step.item()), seed)
+    word = words[(index // np.uint64(4)).astype(np.int64), (index % np.uint64(4)).astype(np.int64)]
+    threshold = 0 if p <= 0 else (1 << 24 if p >= 1 else math.ceil(p * 16777216.0))
+    keep = torch.from_numpy((word >> np.uint64(8)) >= np.uint64(threshold)).reshape(x.shape)
+    scale = 1.0 / (1.0 - p) if p < 1 else 0.0
+    return torch.where(keep, x * scale, torch.zeros_like(x))
+
+
 _FAMILY = {
     "conv": _conv,
     "batch_norm": lambda a, n: F.batch_norm(a[0], a[1], a[2], a[3] if len(a) > 3 else None,
@@ -355,6 +391,8 @@ class Interpreter:
             return [fn(a[0], dim=dims, keepdim=bool(n.get("keepdim", 0)))]
         if op in _UNARY:
             return [_UNARY[op](a[0], n)]
+        if op == "dropout":  # shardc run's default --seed
+            return [_dropout(a, n, getattr(self, "seed", 0))]
         if op in _FAMILY:
             return [_FAMILY[op](a, n)]
         raise ValueError("node %r: unknown op %r" % (n.get("name", n.get("names")), op))

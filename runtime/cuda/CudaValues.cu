@@ -5,6 +5,7 @@
 // add in the CPU's order, one thread per line.
 #include "runtime/cuda/CudaFamilies.h"
 
+#include "runtime/DropoutMask.h"
 #include "runtime/ForwardChecks.h"
 #include "runtime/ValueRules.h"
 #include "runtime/cuda/CudaCheck.h"
@@ -185,6 +186,50 @@ void cast(CudaDevice &device, const KTensor &x, const KTensor &y) {
   castKernel<<<gridFor(count), kThreads, 0, device.stream()>>>(x.dtype, x.data, y.dtype, y.data,
                                                                count);
   checkLaunch("cast kernel launch");
+}
+
+namespace {
+
+/// One thread per element (each recomputes its Philox block: the words of
+/// neighbouring threads are independent work, so the GPU hides it). The
+/// counter is read on the device; a value that is not a whole number in
+/// [0, 2^32) gives NaN outputs (the CPU refuses it; plans never make one).
+template <typename T>
+__global__ void dropoutKernel(uint64_t seed, uint32_t stream, uint32_t threshold,
+                              typename T::C scale, uint64_t offset, const float *step,
+                              const typename T::S *x, typename T::S *y, int64_t count) {
+  const float counter = *step;
+  const bool valid = counter >= 0.0f && counter < 4294967296.0f && counter == floorf(counter);
+  SHARDC_GRID_LOOP(i, count) {
+    const uint64_t g = offset + static_cast<uint64_t>(i);
+    using C = typename T::C;
+    C v = C(0);
+    if (!valid) v = static_cast<C>(NAN);
+    else if (dropout::keeps(seed, stream, static_cast<uint32_t>(counter), g, threshold))
+      v = T::load(x[i]) * scale;
+    y[i] = T::store(v);
+  }
+}
+
+}  // namespace
+
+void dropout(CudaDevice &device, const DropoutParams &p, uint64_t seed, int64_t rank,
+             const KTensor &x, const KTensor &step, const KTensor &y) {
+  checks::dropout(p, x, step, y);
+  const int64_t count = x.numel();
+  if (count == 0) return;
+  const uint32_t threshold = dropout::keepThreshold(p.p);
+  const uint64_t offset = static_cast<uint64_t>(rank) * static_cast<uint64_t>(p.rankElements);
+  device.makeCurrent();
+  dispatchFloat("dropout", x.dtype, true, [&](auto tag) {
+    using T = decltype(tag);
+    using C = typename T::C;
+    const C scale = p.p < 1.0 ? static_cast<C>(1.0 / (1.0 - p.p)) : C(0);
+    dropoutKernel<T><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        seed, p.stream, threshold, scale, offset, static_cast<const float *>(step.data),
+        static_cast<const typename T::S *>(x.data), static_cast<typename T::S *>(y.data), count);
+  });
+  checkLaunch("dropout kernel launch");
 }
 
 void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y) {

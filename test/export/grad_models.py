@@ -65,8 +65,8 @@ class BatchNormNet(nn.Module):
 
 
 class DropoutNet(nn.Module):
-    """A linear layer under dropout: export --train refuses p > 0 (no random
-    forward ops yet) and takes p = 0 as the identity."""
+    """A linear layer under dropout: export --train gives the graph's dropout
+    for p > 0 and nothing for p = 0."""
 
     def __init__(self, p=0.1):
         super().__init__()

@@ -559,6 +559,14 @@ std::vector<SuiteCase> suiteCases() {
       case OpFamily::Sample:  // positions in [-1, 1]: between pixels and at the edges
         in = {input("x", dt, {2, 3, 5, 6}), input("grid", dt, {2, 4, 3, 2})};
         break;
+      case OpFamily::Random: {  // dropout at step 5, a data-parallel rank's offset
+        HostTensor step{"step", DType::F32, {}, {}};
+        step.data.resize(4);
+        setFloat(step, 0, 5.0f);
+        in = {input("x", dt, {7, 9}), step};
+        attrs = {{"p", 0.3}, {"stream", int64_t{0x9e3779b9}}, {"rank_elements", int64_t{63}}};
+        break;
+      }
       case OpFamily::None: break;
       }
       std::vector<runtime::TensorType> types;

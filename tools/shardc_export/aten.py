@@ -260,6 +260,7 @@ class AtenLowering(GraphEmitter):
                                       .get(n.name))
         self.updates = []  # (buffer name, G): the graph's "updates"
         self.untracked_updates = []  # buffers forward updates that the graph lacks
+        self.rng_step = None  # dropout's step counter (rng_step_buffer)
 
     # ------------------------------------------------------------ helpers
     def fail(self, node, why):
@@ -364,6 +365,18 @@ class AtenLowering(GraphEmitter):
                                                       else "non-tensor"))
         return mutations, untracked
 
+    def rng_step_buffer(self):
+        """rng.step: the 0-d float32 count of forwards run, which dropout's
+        masks read (a new mask each step); zero at init, not in the model's
+        state_dict (persistent false), advanced by one after each forward."""
+        if self.rng_step is None:
+            name = self.fresh("rng.step")
+            self.graph_buffers[name] = {"name": name, "shape": [], "dtype": "float32",
+                                        "device": self.device, "persistent": False,
+                                        "init": [{"op": "zeros"}]}
+            self.rng_step = G(name, torch.empty((), dtype=torch.float32, device="meta"))
+        return self.rng_step
+
     def record_updates(self, mutations):
         """The graph's "updates": each overwritten floating buffer gets the
         value forward computed for it, in the buffer's dtype."""
@@ -386,6 +399,11 @@ class AtenLowering(GraphEmitter):
                 raise ExportError("forward overwrites buffer %s with %s, which no op of "
                                   "forward computes" % (bname, v.name))
             self.updates.append((bname, v))
+        if self.rng_step is not None:  # one more forward counted
+            step = self.rng_step
+            nxt = self.append(step.name + ".next", "add", [step, self.const(1.0, step)],
+                              step.val, {})
+            self.updates.append((step.name, nxt))
 
     def placeholder(self, node, sig, user_inputs, decl_names):
         name = node.name
@@ -1045,16 +1063,29 @@ def native_batch_norm(self, node, x, weight, bias, mean, var, training, momentum
     return batch_norm_node(self, node, x, weight, bias, mean, var, eps, node.meta["val"][0])
 
 
+def fnv1a32(text):
+    """runtime/Philox.h's fnv1a32 of a string's UTF-8 bytes."""
+    h = 2166136261
+    for byte in text.encode():
+        h = ((h ^ byte) * 16777619) & 0xffffffff
+    return h
+
+
 def native_dropout(self, node, x, p, train):
-    """Dropout traced in training mode (export --train). p = 0 is the
-    identity; a random mask has no graph op yet, so p > 0 is refused with
-    what to do."""
+    """Dropout traced in training mode (export --train): the graph's dropout,
+    its mask a function of the run's seed, this node's stream (the FNV-1a
+    hash of its graph name), the step counter rng.step (a non-persistent
+    buffer the graph's updates advance by one each forward) and the
+    element's index (docs/rng.md). p = 0 and eval mode are the identity."""
     if not train or float(p) == 0.0:
         return Multi([x, None])
-    self.fail(node, "dropout with p=%g in training mode has no graph op yet (shardc's "
-              "forward has no random ops); export --train a model whose dropout "
-              "probabilities are 0 (e.g. dropout=0.0 in its config), or export in eval "
-              "mode" % float(p))
+    x = self.tensor(node, x)
+    step = self.rng_step_buffer()
+    stack = node.meta.get("nn_module_stack") or {}
+    base = list(stack.values())[-1][0] if stack else ""
+    name = base + "." + node.name if base else node.name
+    out = self.emit(node, "dropout", [x, step], x.val, p=float(p), stream=fnv1a32(name))
+    return Multi([out, None])
 
 
 def complete_affine(self, weight, bias, c, dtype):
