@@ -494,7 +494,7 @@ def _init_chain(chain, shape, gen):
     t = torch.empty(gshape, dtype=torch.float32)
     op = g0["op"]
     if op == "fill":
-        t.fill_(g0["value"])
+        t.fill_(float(g0["value"]))  # also the JSON strings "inf", "-inf", "nan"
     elif op == "zeros":
         t.zero_()
     elif op == "ones":

@@ -10,6 +10,7 @@ ExportError naming the op, the module path and the source line.
 """
 
 import contextlib
+import math
 import operator
 
 import torch
@@ -808,8 +809,52 @@ def layer_norm(self, node, x, shape, weight=None, bias=None, eps=1e-5):
     return Multi([g, None, None])
 
 
+def attention_with_dropout(self, node, q, k, v, bias, dropout_p, is_causal, scale):
+    """scaled_dot_product_attention with dropout on its probabilities (a
+    model exported with --train: GPT-2's attn_pdrop, BERT's
+    attention_probs_dropout_prob): the fused op has no dropout, so the
+    attention is written out as torch's math path computes it, softmax(q kT
+    * scale + bias, causal -inf above the diagonal) then dropout then @ v, the
+    probabilities a graph tensor [B, H, T, S] (saved for backward, as the
+    math path saves them). 4-d q, k, v with as many key / value heads as
+    query heads (the grouped-head case has dropout 0 in every model here)."""
+    q, k, v = (self.tensor(node, t) for t in (q, k, v))
+    if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4 or \
+            not (q.shape[:2] == k.shape[:2] == v.shape[:2]):
+        self.fail(node, "scaled_dot_product_attention with dropout on q, k, v of shapes %s, "
+                  "%s, %s (with dropout: 4-d [B, H, T, E], as many key / value heads as query "
+                  "heads)" % (q.shape, k.shape, v.shape))
+    dt = q.val.dtype
+    T, S = q.shape[2], k.shape[2]
+    scores_shape = q.shape[:3] + [S]
+    meta = (lambda shape: torch.empty(shape, dtype=dt, device="meta"))
+    kt = self.emit(node, "transpose", [k], meta(k.shape[:2] + [k.shape[3], S]), dim0=2, dim1=3)
+    scores = self.emit(node, "matmul", [q, kt], meta(scores_shape))
+    factor = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[3])
+    scores = self.emit(node, "mul", [scores, self.const(factor, q)], meta(scores_shape))
+    if bias is not None:
+        scores = self.emit(node, "add", [scores, bias], meta(scores_shape))
+    if is_causal:
+        if T != S:
+            self.fail(node, "scaled_dot_product_attention: is_causal with %d queries and %d "
+                      "keys" % (T, S))
+        above = torch.ones(T, S, dtype=torch.bool).triu(1)
+        mask = torch.zeros(T, S, dtype=dt).masked_fill(above, -math.inf)
+        scores = self.emit(node, "add", [scores, hf.materialize(self, node, hf.Const(mask))],
+                           meta(scores_shape))
+    probs = self.emit(node, "softmax", [scores], meta(scores_shape), dim=-1)
+    stack = node.meta.get("nn_module_stack") or {}
+    base = list(stack.values())[-1][0] if stack else ""
+    dropped = self.emit(node, "dropout", [probs, self.rng_step_buffer()], meta(scores_shape),
+                        p=float(dropout_p),
+                        stream=fnv1a32((base + "." if base else "") + node.name))
+    return self.emit(node, "matmul", [dropped, v], node.meta["val"])
+
+
 def sdpa(self, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
          enable_gqa=False):
+    if dropout_p and attn_mask is None:
+        return attention_with_dropout(self, node, q, k, v, None, dropout_p, is_causal, scale)
     if attn_mask is not None or dropout_p != 0.0:
         self.fail(node, "scaled_dot_product_attention with attn_mask or dropout has "
                   "no graph op yet")
@@ -1088,6 +1133,29 @@ def native_dropout(self, node, x, p, train):
     return Multi([out, None])
 
 
+def bernoulli_p(self, node, x, p, generator=None):
+    """torch.empty(shape).bernoulli_(p): 1 with probability p, else 0, only
+    x's shape and dtype read (torchvision's StochasticDepth draws its
+    per-sample noise so). The mask of the graph's dropout of ones at 1 - p:
+    ne(dropout(ones), 0) cast to x's dtype, exactly 0 or 1."""
+    from . import aten_values
+    if generator is not None:
+        self.fail(node, "bernoulli with an explicit generator has no graph form")
+    p = float(p)
+    dtype, shape = node.meta["val"].dtype, list(node.meta["val"].shape)
+    ones = hf.fill_buffer(self, 1.0, shape, torch.float32) if shape else \
+        self.const(1.0, G("", torch.empty((), dtype=torch.float32, device="meta")))
+    stack = node.meta.get("nn_module_stack") or {}
+    base = list(stack.values())[-1][0] if stack else ""
+    name = base + "." + node.name if base else node.name
+    meta = torch.empty(shape, dtype=torch.float32, device="meta")
+    kept = self.emit(node, "dropout", [ones, self.rng_step_buffer()], meta,
+                     p=1.0 - p, stream=fnv1a32(name))
+    mask = self.emit(node, "ne", [kept], torch.empty(shape, dtype=torch.bool, device="meta"),
+                     value=0.0)
+    return aten_values.cast_to(self, node, mask, dtype)
+
+
 def complete_affine(self, weight, bias, c, dtype):
     """A norm's weight and bias when one of them alone is given (timm's
     ScaledStdConv2d gain, GroupNorm1NoBias): the other becomes a constant of
@@ -1323,6 +1391,7 @@ RULES = {
     aten._native_batch_norm_legit.no_stats: batch_norm_batch_stats,
     aten._native_batch_norm_legit_functional.default: batch_norm_functional,
     aten.native_dropout.default: native_dropout,
+    aten.bernoulli.p: bernoulli_p,
     aten.native_group_norm.default: group_norm,
     aten.max_pool2d_with_indices.default: max_pool,
     aten.avg_pool2d.default: avg_pool,

@@ -451,10 +451,14 @@ def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, e
     never a tensor of the graph. A bool mask becomes torch's own float form,
     0 where allowed and -inf elsewhere; a query row with no allowed key gives
     zeros in both (torch's safe softmax: left padding's rows)."""
-    from .aten import Expanded, attention_kv
-    if dropout_p:
-        low.fail(node, "scaled_dot_product_attention with a tensor attn_mask and dropout "
-                 "has no graph form")
+    from .aten import Expanded, attention_kv, attention_with_dropout
+    if dropout_p:  # written out with the mask added to the scores
+        mask = bias.base if isinstance(bias, Expanded) else low.tensor(node, bias)
+        qg = low.tensor(node, q)
+        if mask.val.dtype == torch.bool:
+            mask = low.emit(node, "where", [mask, low.const(0.0, qg), low.const(-math.inf, qg)],
+                            torch.empty(list(mask.shape), dtype=qg.val.dtype, device="meta"))
+        return attention_with_dropout(low, node, q, k, v, mask, dropout_p, is_causal, scale)
     q, k, v = (low.tensor(node, t) for t in (q, k, v))
     k, v = attention_kv(low, node, q, k, v, enable_gqa)
     rank = len(q.shape)
