@@ -14,6 +14,16 @@ within --rtol), differs, refused (shardc's exit-2 message: an op without
 a gradient rule) or failed.
 
     /opt/shardc-venv/bin/python bench/grad_zoo.py [--only NAME ...] [--rtol R]
+        [--train [--keep-dropout]]
+
+With --train: the models exported and run in training mode
+(export_torch.py --train: batch norm by the batch's statistics, 8 images
+instead of 1), their dropout probabilities set to 0 on both sides (shardc's
+masks are its own); where float32 itself cannot reach --rtol (batch norm's
+backward cancels), both float32 results are measured against the module in
+float64 and shardc's passes within twice torch's error. With
+--keep-dropout: the models' own dropout kept, two SGD steps at N = 1 and 2
+compared byte for byte.
 
 With --timing: per model, one kernel thread, N = 1: the median of 3 warm
 runs (`--repeat 3`) of shardc's forward alone and of its forward and
@@ -120,6 +130,43 @@ def run(cmd):
     lines = [l for l in (p.stderr + p.stdout).splitlines() if l.strip()]
     errors = [l for l in lines if "error" in l.lower()] or lines or [""]
     return p.returncode, errors[-1].split("error: ", 1)[-1], p.stdout
+
+
+def probe_dropout(name, shardc, tmp):
+    """--train --keep-dropout: the model in training mode with its own
+    dropout (and stochastic depth) exported as the graph's dropout; two SGD
+    steps at N = 1 and at N = 2 must write the same bytes (the masks follow
+    the element's index, not the rank: docs/rng.md). torch's masks come from
+    another generator, so there is no torch comparison here."""
+    spec, kwargs, shapes = zoo_models.ZOO[name]
+    shapes = {k: ([8] + list(v[1:]) if isinstance(v, list) and len(v) == 4 and v[0] == 1
+                  else v) for k, v in shapes.items()}
+    wrapped = json.dumps({"spec": spec, "kwargs": kwargs, "inputs": list(shapes)})
+    g, w, inp = (os.path.join(tmp, f) for f in ("g.json", "w.st", "in.st"))
+    py, export = sys.executable, os.path.join(ROOT, "tools", "export_torch.py")
+    rc, msg, _ = run([py, export, "grad_zoo:with_loss", "--python-path", HERE, "--kwargs",
+                      wrapped, "--seed", "5", "--capture", "aten", "--train", "--input-shapes",
+                      json.dumps(shapes), "-o", g, "--weights", w])
+    if rc:
+        return "failed", "export: " + msg, ""
+    with open(g) as f:
+        dropouts = sum(1 for n in json.load(f)["nodes"] if n["op"] == "dropout")
+    rc, msg, _ = run([py, os.path.join(ROOT, "tools", "torch_reference.py"), "--make-inputs", g,
+                      "--seed", "4", "--out", inp])
+    if rc:
+        return "failed", "inputs: " + msg, ""
+    saved, start = [], time.perf_counter()
+    for n in (1, 2):
+        saved.append(os.path.join(tmp, "sgd.%d.st" % n))
+        rc, msg, _ = run([shardc, "run", g, "--grad", "output", "--optimizer", "sgd", "--lr",
+                          "1e-3", "--steps", "2", "--world-size", str(n), "--load", w,
+                          "--inputs", inp, "--threads", "1", "--save", saved[-1]])
+        if rc:
+            return ("refused" if rc == 2 else "failed"), msg.replace(g, "g.json"), ""
+    with open(saved[0], "rb") as a, open(saved[1], "rb") as b:
+        same = a.read() == b.read()
+    return ("ok" if same else "differs"), "%d dropout nodes; 2 SGD steps, N = 1 and 2 %s" % (
+        dropouts, "byte-identical" if same else "DIFFER"), "%.1f" % (time.perf_counter() - start)
 
 
 def probe(name, shardc, tmp, rtol, train=False):
@@ -305,6 +352,9 @@ def main():
                     help="export and run the module in training mode (export_torch.py "
                          "--train: batch norm by batch statistics), dropout set to 0 on "
                          "both sides")
+    ap.add_argument("--keep-dropout", action="store_true",
+                    help="with --train: keep the models' dropout (the graph's own masks); "
+                         "check two SGD steps byte-identical at N = 1 and 2 instead")
     ap.add_argument("--timing", action="store_true",
                     help="time shardc's forward and backward against torch's instead")
     args = ap.parse_args()
@@ -312,6 +362,9 @@ def main():
         timing(args.only or DEFAULT, args.shardc)
         return
     print("| model | --grad at N = 2 | detail | shardc s |\n|---|---|---|---|")
+    if args.train and args.keep_dropout:
+        print_rows(args.only or DEFAULT, lambda name, tmp: probe_dropout(name, args.shardc, tmp))
+        return
     print_rows(args.only or DEFAULT,
                lambda name, tmp: probe(name, args.shardc, tmp, args.rtol, args.train))
 

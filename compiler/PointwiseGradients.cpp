@@ -152,8 +152,9 @@ RuleTable pointwiseRules() {
        [](B &b, const S &s) {
          json attrs = {{"p", floatAttr(s.node, "p", 0.5)},
                        {"stream", std::get<int64_t>(*attr(s.node, "stream"))}};
-         if (const plan::AttrValue *offset = attr(s.node, "rank_elements"))
-           attrs["rank_elements"] = std::get<int64_t>(*offset);
+         for (const char *key : {"global_rows", "row_elements"})  // data-parallel
+           if (const plan::AttrValue *value = attr(s.node, key))
+             attrs[key] = std::get<int64_t>(*value);
          return Grads{b.op("dropout", {s.grad(), s.input(1)}, attrs), ""};
        }},
       {"leaky_relu", // 1 where x > 0, else the slope

@@ -76,8 +76,10 @@ public:
       else if (readsBatch) {
         splitNode(node);
         // dropout's mask: this rank's rows continue the whole batch's elements
-        if (node.op == "dropout")
-          node.attrs["rank_elements"] = plan::numElements(node.shapes[0]);
+        if (node.op == "dropout" && rows_ > 0) {
+          node.attrs["global_rows"] = globalRows_;
+          node.attrs["row_elements"] = plan::numElements(node.shapes[0]) / rows_;
+        }
       }
       else keepOrSplitCopies(node);
       result_.nodes.push_back(std::move(node));

@@ -144,6 +144,23 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
     outputNames.push_back(name);
   }
 
+  // dropout's step counter: declared, and advanced by one after each forward
+  json updates = json::array();
+  if (recording->usesRng()) {
+    const std::string one = std::string(detail::kRngStep) + ".one";
+    for (const auto &[name, fill] : {std::pair{std::string(detail::kRngStep), 0.0},
+                                     std::pair{one, 1.0}})
+      buffers.push_back({{"name", name},
+                         {"shape", json::array()},
+                         {"dtype", "float32"},
+                         {"device", "cpu"},
+                         {"persistent", false},
+                         {"init", json::array({{{"op", "fill"}, {"value", fill}}})}});
+    const std::string next = std::string(detail::kRngStep) + ".next";
+    nodes.push_back({{"name", next}, {"op", "add"}, {"inputs", {detail::kRngStep, one}}});
+    updates.push_back({{"buffer", detail::kRngStep}, {"value", next}});
+  }
+
   json doc = {{"format", "shardc-graph"},
               {"version", compiler::kGraphFormatVersion},
               {"name", options.name},
@@ -152,6 +169,8 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
               {"inputs", inputs},
               {"nodes", nodes},
               {"outputs", outputNames}};
+  if (!updates.empty())
+    doc["updates"] = updates;
   traced->json = doc.dump(1);
   try {
     traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");

@@ -2,6 +2,7 @@
 #include "jit/Trace.h"
 
 #include "compiler/GraphReader.h"
+#include "runtime/Philox.h"
 
 #include <filesystem>
 
@@ -83,6 +84,22 @@ std::shared_ptr<Trace> &Trace::active() {
 void Trace::define(const std::string &name, const std::vector<int64_t> &shape,
                    DType dtype) {
   types_[name] = {shape, toPlan(dtype)};
+}
+
+Tensor Trace::rngStep() {
+  if (!usesRng_) {
+    if (types_.count(kRngStep))
+      throw Error(std::string("dropout: the trace already has a value named '") + kRngStep +
+                  "', the name of dropout's step counter");
+    define(kRngStep, {}, DType::Float32);
+    usesRng_ = true;
+  }
+  return value(kRngStep);
+}
+
+uint32_t Trace::nextDropoutStream(const std::string &scope) {
+  const std::string key = scope + "#dropout" + std::to_string(dropouts_++);
+  return runtime::philox::fnv1a32(key.data(), key.size());
 }
 
 Tensor Trace::value(const std::string &name) {
@@ -249,6 +266,18 @@ Tensor gelu(const Tensor &x, const std::string &approximate, SourceLocation loc)
 Tensor silu(const Tensor &x, SourceLocation loc) {
   return one("silu", {&x}, json::object(), loc);
 }
+Tensor dropout(const Tensor &x, double p, SourceLocation loc) {
+  std::shared_ptr<detail::Trace> &trace = detail::Trace::active();
+  if (!trace)
+    throw TraceError("dropout: no trace is active (Tensor ops run inside forward, under "
+                     "shardc::jit)",
+                     loc, detail::currentScope());
+  if (p == 0.0) return x;
+  const Tensor step = trace->rngStep();
+  const uint32_t stream = trace->nextDropoutStream(detail::currentScope());
+  return one("dropout", {&x, &step}, {{"p", p}, {"stream", stream}}, loc);
+}
+
 Tensor relu(const Tensor &x, SourceLocation loc) {
   return one("relu", {&x}, json::object(), loc);
 }

@@ -50,11 +50,23 @@ public:
   const nlohmann::json &nodes() const { return nodes_; }
   nlohmann::json &mutableNodes() { return nodes_; }
 
+  /// The step counter dropout's masks read (kRngStep, a 0-d float32 buffer
+  /// the finished graph declares and advances by one per forward), and the
+  /// next dropout's stream: the FNV-1a hash of its scope and its number.
+  Tensor rngStep();
+  uint32_t nextDropoutStream(const std::string &scope);
+  bool usesRng() const { return usesRng_; }
+
 private:
+  bool usesRng_ = false;
+  int64_t dropouts_ = 0;
   compiler::ValueTypes types_;
   nlohmann::json nodes_ = nlohmann::json::array();
   int64_t counter_ = 0;
 };
+
+/// The name of the JIT's dropout step counter (docs/jit.md).
+inline constexpr const char *kRngStep = "rng.step";
 
 /// Makes a graph-format init chain.
 nlohmann::json initJson(const Init &init);

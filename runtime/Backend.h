@@ -148,8 +148,8 @@ struct Region {
                      const KTensor &y) SUFFIX;                                               \
   VIRTUAL void cast(const KTensor &x, const KTensor &y) SUFFIX;                              \
   VIRTUAL void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) SUFFIX;      \
-  VIRTUAL void dropout(const DropoutParams &p, uint64_t seed, int64_t rank, const KTensor &x, \
-                       const KTensor &step, const KTensor &y) SUFFIX;                        \
+  VIRTUAL void dropout(const DropoutParams &p, uint64_t seed, uint64_t offset,              \
+                       const KTensor &x, const KTensor &step, const KTensor &y) SUFFIX;      \
   VIRTUAL void gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,      \
                           const KTensor &y) SUFFIX;                                          \
   VIRTUAL void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,  \

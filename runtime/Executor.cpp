@@ -1,5 +1,6 @@
 #include "runtime/Executor.h"
 
+#include "runtime/DataParallel.h"
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
 #include "runtime/OpRules.h"
@@ -98,8 +99,8 @@ void Backend::cast(const KTensor &, const KTensor &) { noKernel(OpFamily::Cast);
 void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Scan);
 }
-void Backend::dropout(const DropoutParams &, uint64_t, int64_t, const KTensor &, const KTensor &,
-                      const KTensor &) {
+void Backend::dropout(const DropoutParams &, uint64_t, uint64_t, const KTensor &,
+                      const KTensor &, const KTensor &) {
   noKernel(OpFamily::Random);
 }
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
@@ -517,8 +518,13 @@ private:
       return backend_.cast(in[0], y);
     case OpFamily::Scan:
       return backend_.cumsum(scanParams(inst.attrs), in[0], y);
-    case OpFamily::Random:  // the mask follows the run's seed and, data-parallel, the rank
-      return backend_.dropout(dropoutParams(inst.attrs), seed_, state_.rank(), in[0], in[1], y);
+    case OpFamily::Random: {  // the mask follows the run's seed and the rank's first row
+      const DropoutParams p = dropoutParams(inst.attrs);
+      const int64_t firstRow =
+          p.globalRows > 0 ? batchSlice(p.globalRows, comm_.worldSize(), state_.rank()).begin : 0;
+      return backend_.dropout(p, seed_, static_cast<uint64_t>(firstRow * p.rowElements), in[0],
+                              in[1], y);
+    }
     case OpFamily::Sample:
       return backend_.gridSample(sampleParams(inst.attrs), in[0], in[1], y);
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)

@@ -450,8 +450,8 @@ Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p) {
                                 shapeToString(step));
   if (!(p.p >= 0.0 && p.p <= 1.0))
     checks::fail("dropout", "p must lie in [0, 1], got " + std::to_string(p.p));
-  if (p.rankElements < 0)
-    checks::fail("dropout", "rank_elements must not be negative");
+  if (p.globalRows < 0 || p.rowElements < 0)
+    checks::fail("dropout", "global_rows and row_elements must not be negative");
   return x;
 }
 

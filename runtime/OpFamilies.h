@@ -193,7 +193,11 @@ Shape cumsumShape(const Shape &x, const ScanParams &p);
 struct DropoutParams {
   double p = 0.5;
   uint32_t stream = 0;
-  int64_t rankElements = 0;  // data-parallel: rank r's elements start at r * this
+  // data-parallel: the global batch's rows and one row's elements of x; a
+  // rank's elements start at its first row (runtime/DataParallel.h's
+  // batchSlice) times rowElements. 0: x is the whole batch.
+  int64_t globalRows = 0;
+  int64_t rowElements = 0;
 };
 /// x float, step a 0-d float32 counter, 0 <= p <= 1; the result is x's shape.
 Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p);

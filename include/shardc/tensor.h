@@ -129,6 +129,12 @@ Tensor gelu(const Tensor &x, const std::string &approximate = "none",
             SourceLocation loc = SourceLocation::current());
 Tensor silu(const Tensor &x, SourceLocation loc = SourceLocation::current());
 Tensor relu(const Tensor &x, SourceLocation loc = SourceLocation::current());
+/// torch's training-mode F.dropout: x's elements kept with probability
+/// 1 - p and scaled by 1 / (1 - p), the rest 0. The mask follows the run's
+/// seed, this dropout's place in the trace, a step counter every forward()
+/// advances and the element's index in the whole batch: the same at every
+/// world size and data-parallel split (docs/rng.md). p = 0 returns x.
+Tensor dropout(const Tensor &x, double p, SourceLocation loc = SourceLocation::current());
 Tensor softmax(const Tensor &x, int64_t dim = -1,
                SourceLocation loc = SourceLocation::current());
 Tensor layer_norm(const Tensor &x, const Tensor &weight, const Tensor &bias,

@@ -54,7 +54,8 @@ void castKernel(const KTensor &x, const KTensor &y, int threads);
 void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads);
 /// dropout (RandomKernels.cpp): runtime/DropoutMask.h's mask, in chunks of
 /// whole Philox blocks, so neither threads nor ranks change a bit.
-void dropoutKernel(const DropoutParams &p, uint64_t seed, int64_t rank, const KTensor &x,
+/// `offset`: the whole batch's index of x's first element.
+void dropoutKernel(const DropoutParams &p, uint64_t seed, uint64_t offset, const KTensor &x,
                    const KTensor &step, const KTensor &y, int threads);
 
 /// grid_sample (SampleKernels.cpp): y [N, C, Ho, Wo] of x [N, C, H, W] read

@@ -55,13 +55,12 @@ void dropoutLoop(const DropoutParams &p, uint64_t seed, uint32_t step, uint64_t 
 
 }  // namespace
 
-void dropoutKernel(const DropoutParams &p, uint64_t seed, int64_t rank, const KTensor &x,
+void dropoutKernel(const DropoutParams &p, uint64_t seed, uint64_t offset, const KTensor &x,
                    const KTensor &step, const KTensor &y, int threads) {
   checks::dropout(p, x, step, y);
   const int64_t count = x.numel();
   if (count == 0) return;
   const uint32_t counter = stepWord(step);
-  const uint64_t offset = static_cast<uint64_t>(rank) * static_cast<uint64_t>(p.rankElements);
   switch (x.dtype) {
   case DType::F64: {
     const double *in = static_cast<const double *>(x.data);

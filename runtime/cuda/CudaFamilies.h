@@ -63,7 +63,7 @@ void cast(CudaDevice &device, const KTensor &x, const KTensor &y);
 void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y);
 /// dropout (CudaValues.cu): runtime/DropoutMask.h's mask, the CPU's bits;
 /// the step counter is read on the device.
-void dropout(CudaDevice &device, const DropoutParams &p, uint64_t seed, int64_t rank,
+void dropout(CudaDevice &device, const DropoutParams &p, uint64_t seed, uint64_t offset,
              const KTensor &x, const KTensor &step, const KTensor &y);
 
 /// grid_sample (CudaSample.cu): the CPU's element rules (runtime/SampleRules.h).

@@ -213,13 +213,12 @@ __global__ void dropoutKernel(uint64_t seed, uint32_t stream, uint32_t threshold
 
 }  // namespace
 
-void dropout(CudaDevice &device, const DropoutParams &p, uint64_t seed, int64_t rank,
+void dropout(CudaDevice &device, const DropoutParams &p, uint64_t seed, uint64_t offset,
              const KTensor &x, const KTensor &step, const KTensor &y) {
   checks::dropout(p, x, step, y);
   const int64_t count = x.numel();
   if (count == 0) return;
   const uint32_t threshold = dropout::keepThreshold(p.p);
-  const uint64_t offset = static_cast<uint64_t>(rank) * static_cast<uint64_t>(p.rankElements);
   device.makeCurrent();
   dispatchFloat("dropout", x.dtype, true, [&](auto tag) {
     using T = decltype(tag);

@@ -23,10 +23,10 @@ namespace {
 TT stepCounter(float value) { return fromValues(DType::F32, {}, {value}); }
 
 TT runDropout(const TT &x, double p, uint32_t stream, float step, uint64_t seed = 0,
-           int64_t rank = 0, int64_t rankElements = 0, int threads = 2) {
+              uint64_t offset = 0, int threads = 2) {
   TT y = zeros(x.dtype, x.shape);
   const TT counter = stepCounter(step);
-  dropoutKernel({p, stream, rankElements}, seed, rank, x.k(), counter.k(), y.k(), threads);
+  dropoutKernel({p, stream, 0, 0}, seed, offset, x.k(), counter.k(), y.k(), threads);
   return y;
 }
 
@@ -108,14 +108,14 @@ TEST_CASE("dropout: float64 in double, 16-bit floats in float rounded once", "[d
 TEST_CASE("dropout: threads and a rank's rows change no bit", "[dropout]") {
   // 40000 elements: several chunks of the kernel's tasks
   const TT x = random(DType::F32, {16, 2500}, 3);
-  const TT whole = runDropout(x, 0.4, 9, 12, 42, 0, 0, 1);
-  CHECK(runDropout(x, 0.4, 9, 12, 42, 0, 0, 3).bytes == whole.bytes);
+  const TT whole = runDropout(x, 0.4, 9, 12, 42, 0, 1);
+  CHECK(runDropout(x, 0.4, 9, 12, 42, 0, 3).bytes == whole.bytes);
   // rank r of 4 holds rows [4r, 4r + 4): its mask continues the whole one
   const int64_t rowElements = 2500, rows = 4;
   for (int64_t r = 0; r < 4; ++r) {
     TT part = zeros(DType::F32, {rows, rowElements});
     part.bytes = x.slice(r * rows * rowElements, rows * rowElements);
-    const TT y = runDropout(part, 0.4, 9, 12, 42, r, rows * rowElements);
+    const TT y = runDropout(part, 0.4, 9, 12, 42, uint64_t(r * rows * rowElements));
     CHECK(y.bytes == whole.slice(r * rows * rowElements, rows * rowElements));
   }
 }
@@ -124,9 +124,9 @@ TEST_CASE("dropout: a step counter that is not a whole number is refused", "[dro
   const TT x = random(DType::F32, {4}, 1);
   TT y = zeros(DType::F32, {4});
   const TT bad = stepCounter(2.5f);
-  CHECK_THROWS_WITH(dropoutKernel({0.5, 1, 0}, 0, 0, x.k(), bad.k(), y.k(), 1),
+  CHECK_THROWS_WITH(dropoutKernel({0.5, 1, 0, 0}, 0, 0, x.k(), bad.k(), y.k(), 1),
                     Catch::Contains("dropout: the step counter holds 2.5"));
-  CHECK_THROWS_WITH(dropoutShape({4}, {1}, {0.5, 1, 0}),
+  CHECK_THROWS_WITH(dropoutShape({4}, {1}, {0.5, 1, 0, 0}),
                     Catch::Contains("the step counter (operand 1) must be 0-d"));
-  CHECK_THROWS_WITH(dropoutShape({4}, {}, {1.5, 1, 0}), Catch::Contains("p must lie in [0, 1]"));
+  CHECK_THROWS_WITH(dropoutShape({4}, {}, {1.5, 1, 0, 0}), Catch::Contains("p must lie in [0, 1]"));
 }
