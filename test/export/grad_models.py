@@ -68,10 +68,10 @@ class DropoutNet(nn.Module):
     """A linear layer under dropout: export --train gives the graph's dropout
     for p > 0 and nothing for p = 0."""
 
-    def __init__(self, p=0.1):
+    def __init__(self, p=0.1, inplace=False):
         super().__init__()
         self.fc = nn.Linear(4, 3)
-        self.drop = nn.Dropout(p)
+        self.drop = nn.Dropout(p, inplace=inplace)
 
     def forward(self, x):
         return self.drop(self.fc(x)).sum()
