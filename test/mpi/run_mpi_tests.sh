@@ -2,7 +2,9 @@
 # The mpi backend end to end (docs/mpi.md), 4 processes:
 #  1. seed.json and gpt2-tiny.json: outputs (and --save-params) byte-identical
 #     to the local backend; the report shows each process's OS peak RSS
-#     beside its accounted peak; the JSON report carries it too.
+#     beside its accounted peak; the JSON report carries it too. Training
+#     steps likewise: AdamW, clipping, a training-mode batch norm (buffer
+#     updates), data-parallel dropout.
 #  2. a rank dies before forward's first collective (SHARDC_TEST_DIE_AT_RANK):
 #     the job exits non-zero, with the survivors' message, well within the
 #     timeout; and with the launcher told not to abort the job, the survivors
@@ -67,6 +69,14 @@ same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad los
 # 0-d parameter's gradient counted once (docs/training.md).
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-scalar.json" train-clipped --grad loss \
   --optimizer sgd --lr 0.5 --momentum 0.9 --clip-grad-norm 0.1 --steps 3
+# A training-mode batch norm: its running statistics (the graph's updates)
+# written into every process's replicated buffer (docs/graph-format.md).
+same_as_local "$SRC/test/lit/shardc/Inputs/bn-train.json" train-batch-norm --grad loss \
+  --optimizer sgd --lr 0.1 --momentum 0.9 --steps 2
+# Dropout, data-parallel: each process masks its 3 of 12 rows as the whole
+# batch's (docs/rng.md), two steps, a new mask each.
+same_as_local "$SRC/test/lit/shardc/Inputs/dropout.json" train-dropout-data-parallel --grad loss \
+  --optimizer sgd --lr 0.1 --data-parallel --steps 2
 # Data-parallel training steps: 12 rows, 3 per process, the gradient
 # shares summed into the shards over MPI (docs/training.md); three steps
 # over two batches (--inputs repeated).
