@@ -202,6 +202,13 @@ def trace(model, metas, values=None):
             ep = torch.export.export(model, (), dict(metas))
         except Exception as e:  # torch raises many types; say which, briefly
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            if type(e).__name__ == "GuardOnDataDependentSymNode" and any(
+                    r in _user_frame(e) for r in ("rand(", "randn(", "bernoulli", "randint(")):
+                raise ExportError(
+                    "forward's Python control flow depends on a random draw at %s: a random "
+                    "decision taken in Python (LayerDrop skipping whole layers in training, "
+                    "as torchaudio's wav2vec2 does) has no static graph; export in eval mode, "
+                    "or without the draw" % _user_frame(e))
             if type(e).__name__ == "GuardOnDataDependentSymNode":
                 raise ExportError(
                     "forward's Python control flow depends on values at %s that the "
