@@ -75,3 +75,23 @@ class DropoutNet(nn.Module):
 
     def forward(self, x):
         return self.drop(self.fc(x)).sum()
+
+
+class DropPathNet(nn.Module):
+    """A drop path written with torch.rand, as Hugging Face's (and timm's
+    older) drop_path: floor(keep + rand) is a per-sample bernoulli(keep)
+    mask. raw=True uses the uniform values themselves, which has no graph
+    form."""
+
+    def __init__(self, keep=0.8, raw=False):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.keep, self.raw = keep, raw
+
+    def forward(self, x):
+        h = self.fc(x)
+        noise = torch.rand((h.shape[0], 1), dtype=h.dtype, device=h.device)
+        if self.raw:
+            return (h * noise).sum()
+        mask = (self.keep + noise).floor_()
+        return (h.div(self.keep) * mask).sum()

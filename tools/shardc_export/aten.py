@@ -490,6 +490,9 @@ class AtenLowering(GraphEmitter):
             return hf.Skipped(spec[1]) if spec[0] == "skip" else hf.lower_fused(self, node, spec)
         args = [arg(a) for a in node.args]
         kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        uniform = random_uniform_rule(self, node, args)  # a drop path's torch.rand
+        if uniform is not None:
+            return uniform
         folded = hf.try_fold(self, node, args, kwargs)
         if folded is not None:
             return folded
@@ -1145,10 +1148,14 @@ def bernoulli_p(self, node, x, p, generator=None):
     x's shape and dtype read (torchvision's StochasticDepth draws its
     per-sample noise so). The mask of the graph's dropout of ones at 1 - p:
     ne(dropout(ones), 0) cast to x's dtype, exactly 0 or 1."""
-    from . import aten_values
     if generator is not None:
         self.fail(node, "bernoulli with an explicit generator has no graph form")
-    p = float(p)
+    return bernoulli_mask(self, node, float(p))
+
+
+def bernoulli_mask(self, node, p):
+    """1 with probability p, else 0, in node's result shape and dtype."""
+    from . import aten_values
     dtype, shape = node.meta["val"].dtype, list(node.meta["val"].shape)
     ones = hf.fill_buffer(self, 1.0, shape, torch.float32) if shape else \
         self.const(1.0, G("", torch.empty((), dtype=torch.float32, device="meta")))
@@ -1161,6 +1168,37 @@ def bernoulli_p(self, node, x, p, generator=None):
     mask = self.emit(node, "ne", [kept], torch.empty(shape, dtype=torch.bool, device="meta"),
                      value=0.0)
     return aten_values.cast_to(self, node, mask, dtype)
+
+
+class RandomUniform(hf.Lazy):
+    """torch.rand(shape) (+ keep): uniform in [0, 1) (shifted by `keep`).
+    Only the drop path's floor(keep + rand) has a graph form (a bernoulli
+    mask of probability keep: Hugging Face's and timm's older drop_path);
+    any other read of the uniform values is refused."""
+
+    def __init__(self, node, keep=None):
+        self.node, self.keep = node, keep
+
+    def materialize(self, low, node):
+        low.fail(self.node, "torch.rand's uniform values have no graph op; only "
+                 "floor(keep_prob + torch.rand(shape)) (a drop path's mask) maps")
+
+
+def random_uniform_rule(self, node, args):
+    """The drop-path pattern over torch.rand, or None for other nodes."""
+    if node.target == aten.rand.default:
+        return RandomUniform(node)
+    uniform = [a for a in args if isinstance(a, RandomUniform)]
+    if not uniform:
+        return None
+    u = uniform[0]
+    if node.target in (aten.add.Tensor, aten.add.Scalar) and u.keep is None and len(args) == 2:
+        other = args[1] if args[0] is u else args[0]
+        if isinstance(other, (int, float)) and 0 < float(other) <= 1:
+            return RandomUniform(u.node, float(other))
+    if node.target == aten.floor.default and u.keep is not None:
+        return bernoulli_mask(self, node, u.keep)
+    return None
 
 
 def complete_affine(self, weight, bias, c, dtype):
