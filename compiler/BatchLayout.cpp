@@ -196,7 +196,8 @@ BatchLayout familyOp(const NodeBatch &nb, const plan::OpInfo &info) {
     BatchLayout layout = *nb.operands[0].layout;
     if (layout.axis != 0 || layout.outer != 1)
       mix("'dropout' masks a tensor whose batch rows are " + nb.where(layout) +
-          ", not its leading dim; its mask follows the whole tensor's element order, which "
+          ", not its leading dim; its mask follows the whole tensor's element "
+          "order, which "
           "a rank's rows do not continue there");
     return layout;
   }

@@ -147,12 +147,14 @@ RuleTable pointwiseRules() {
                b.mul(pass, compared(b, "le", x, floatAttr(s.node, "max", 0)));
          return pointwise(s, pass);
        }},
-      {"dropout", // the same mask, recomputed (same stream, step and indices): g's
-                  // kept elements scaled by 1 / (1 - p), the rest 0; the counter none
+      {"dropout", // the same mask, recomputed (same stream, step and indices):
+                  // g's kept elements scaled by 1 / (1 - p), the rest 0; the
+                  // counter none
        [](B &b, const S &s) {
          json attrs = {{"p", floatAttr(s.node, "p", 0.5)},
                        {"stream", std::get<int64_t>(*attr(s.node, "stream"))}};
-         for (const char *key : {"global_rows", "row_elements"})  // data-parallel
+         for (const char *key :
+              {"global_rows", "row_elements"}) // data-parallel
            if (const plan::AttrValue *value = attr(s.node, key))
              attrs[key] = std::get<int64_t>(*value);
          return Grads{b.op("dropout", {s.grad(), s.input(1)}, attrs), ""};

@@ -78,10 +78,11 @@ public:
         // dropout's mask: this rank's rows continue the whole batch's elements
         if (node.op == "dropout" && rows_ > 0) {
           node.attrs["global_rows"] = globalRows_;
-          node.attrs["row_elements"] = plan::numElements(node.shapes[0]) / rows_;
+          node.attrs["row_elements"] =
+              plan::numElements(node.shapes[0]) / rows_;
         }
-      }
-      else keepOrSplitCopies(node);
+      } else
+        keepOrSplitCopies(node);
       result_.nodes.push_back(std::move(node));
     }
     if (checkOutputs_) checkOutputs();

@@ -148,8 +148,8 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
   json updates = json::array();
   if (recording->usesRng()) {
     const std::string one = std::string(detail::kRngStep) + ".one";
-    for (const auto &[name, fill] : {std::pair{std::string(detail::kRngStep), 0.0},
-                                     std::pair{one, 1.0}})
+    for (const auto &[name, fill] :
+         {std::pair{std::string(detail::kRngStep), 0.0}, std::pair{one, 1.0}})
       buffers.push_back({{"name", name},
                          {"shape", json::array()},
                          {"dtype", "float32"},
@@ -169,8 +169,7 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
               {"inputs", inputs},
               {"nodes", nodes},
               {"outputs", outputNames}};
-  if (!updates.empty())
-    doc["updates"] = updates;
+  if (!updates.empty()) doc["updates"] = updates;
   traced->json = doc.dump(1);
   try {
     traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");

@@ -161,8 +161,8 @@ void CpuBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y)
   cumsumKernel(p, x, y, threads_);
 }
 
-void CpuBackend::dropout(const DropoutParams &p, uint64_t seed, uint64_t offset,
-                         const KTensor &x, const KTensor &step, const KTensor &y) {
+void CpuBackend::dropout(const DropoutParams &p, uint64_t seed, uint64_t offset, const KTensor &x,
+                         const KTensor &step, const KTensor &y) {
   dropoutKernel(p, seed, offset, x, step, y, threads_);
 }
 void CpuBackend::gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,

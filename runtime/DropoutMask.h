@@ -24,17 +24,17 @@ SHARDC_HOST_DEVICE inline uint32_t keepThreshold(double p) {
 }
 
 /// The Philox words of block `block` (elements 4 block .. 4 block + 3).
-SHARDC_HOST_DEVICE inline philox::Counter maskWords(uint64_t seed, uint32_t stream,
-                                                    uint32_t step, uint64_t block) {
-  const philox::Counter counter{{static_cast<uint32_t>(block),
-                                 static_cast<uint32_t>(block >> 32), stream, step}};
+SHARDC_HOST_DEVICE inline philox::Counter maskWords(uint64_t seed, uint32_t stream, uint32_t step,
+                                                    uint64_t block) {
+  const philox::Counter counter{
+      {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), stream, step}};
   const philox::Key key{{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   return philox::philox4x32_10(counter, key);
 }
 
 /// Whether element `i` is kept.
-SHARDC_HOST_DEVICE inline bool keeps(uint64_t seed, uint32_t stream, uint32_t step,
-                                     uint64_t i, uint32_t threshold) {
+SHARDC_HOST_DEVICE inline bool keeps(uint64_t seed, uint32_t stream, uint32_t step, uint64_t i,
+                                     uint32_t threshold) {
   return (maskWords(seed, stream, step, i / 4).v[i % 4] >> 8) >= threshold;
 }
 

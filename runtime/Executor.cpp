@@ -99,8 +99,8 @@ void Backend::cast(const KTensor &, const KTensor &) { noKernel(OpFamily::Cast);
 void Backend::cumsum(const ScanParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Scan);
 }
-void Backend::dropout(const DropoutParams &, uint64_t, uint64_t, const KTensor &,
-                      const KTensor &, const KTensor &) {
+void Backend::dropout(const DropoutParams &, uint64_t, uint64_t, const KTensor &, const KTensor &,
+                      const KTensor &) {
   noKernel(OpFamily::Random);
 }
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {

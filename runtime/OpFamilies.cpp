@@ -446,8 +446,7 @@ Shape gridSampleShape(const Shape &x, const Shape &grid) {
 
 Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p) {
   if (!step.empty())
-    checks::fail("dropout", "the step counter (operand 1) must be 0-d, got " +
-                                shapeToString(step));
+    checks::fail("dropout", "the step counter (operand 1) must be 0-d, got " + shapeToString(step));
   if (!(p.p >= 0.0 && p.p <= 1.0))
     checks::fail("dropout", "p must lie in [0, 1], got " + std::to_string(p.p));
   if (p.globalRows < 0 || p.rowElements < 0)

@@ -161,8 +161,7 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   case OpFamily::Sample:
     sampleParams(attrs);  // checks the names
     return gridSampleShape(in[0].shape, in[1].shape);
-  case OpFamily::Random:
-    return dropoutShape(in[0].shape, in[1].shape, dropoutParams(attrs));
+  case OpFamily::Random: return dropoutShape(in[0].shape, in[1].shape, dropoutParams(attrs));
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");
@@ -258,8 +257,8 @@ ScanParams scanParams(const AttrMap &attrs) { return {intOr(attrs, "dim", 0)}; }
 DropoutParams dropoutParams(const AttrMap &attrs) {
   const int64_t stream = std::get<int64_t>(attrs.at("stream"));
   if (stream < 0 || stream > 0xffffffffLL)
-    checks::fail("dropout", "stream must be a 32-bit unsigned integer, got " +
-                                std::to_string(stream));
+    checks::fail("dropout",
+                 "stream must be a 32-bit unsigned integer, got " + std::to_string(stream));
   return {std::get<double>(attrs.at("p")), static_cast<uint32_t>(stream),
           intOr(attrs, "global_rows", 0), intOr(attrs, "row_elements", 0)};
 }

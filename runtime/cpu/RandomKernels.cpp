@@ -53,6 +53,17 @@ void dropoutLoop(const DropoutParams &p, uint64_t seed, uint32_t step, uint64_t 
   });
 }
 
+/// float32 and float64: stored as they are computed.
+template <typename T>
+void plainDropout(const DropoutParams &p, uint64_t seed, uint32_t step, uint64_t offset,
+                  int64_t count, int threads, const KTensor &x, const KTensor &y) {
+  const T *in = static_cast<const T *>(x.data);
+  T *out = static_cast<T *>(y.data);
+  dropoutLoop<T>(
+      p, seed, step, offset, count, threads, [&](int64_t i) { return in[i]; },
+      [&](int64_t i, T v) { out[i] = v; });
+}
+
 }  // namespace
 
 void dropoutKernel(const DropoutParams &p, uint64_t seed, uint64_t offset, const KTensor &x,
@@ -62,22 +73,8 @@ void dropoutKernel(const DropoutParams &p, uint64_t seed, uint64_t offset, const
   if (count == 0) return;
   const uint32_t counter = stepWord(step);
   switch (x.dtype) {
-  case DType::F64: {
-    const double *in = static_cast<const double *>(x.data);
-    double *out = static_cast<double *>(y.data);
-    dropoutLoop<double>(p, seed, counter, offset, count, threads,
-                        [&](int64_t i) { return in[i]; },
-                        [&](int64_t i, double v) { out[i] = v; });
-    return;
-  }
-  case DType::F32: {
-    const float *in = static_cast<const float *>(x.data);
-    float *out = static_cast<float *>(y.data);
-    dropoutLoop<float>(p, seed, counter, offset, count, threads,
-                       [&](int64_t i) { return in[i]; },
-                       [&](int64_t i, float v) { out[i] = v; });
-    return;
-  }
+  case DType::F64: return plainDropout<double>(p, seed, counter, offset, count, threads, x, y);
+  case DType::F32: return plainDropout<float>(p, seed, counter, offset, count, threads, x, y);
   case DType::BF16:
   case DType::F16: {
     const bool bf16 = x.dtype == DType::BF16;
@@ -86,9 +83,7 @@ void dropoutKernel(const DropoutParams &p, uint64_t seed, uint64_t offset, const
     dropoutLoop<float>(
         p, seed, counter, offset, count, threads,
         [&](int64_t i) { return bf16 ? bfloat16BitsToFloat(in[i]) : halfBitsToFloat(in[i]); },
-        [&](int64_t i, float v) {
-          out[i] = bf16 ? floatToBFloat16Bits(v) : floatToHalfBits(v);
-        });
+        [&](int64_t i, float v) { out[i] = bf16 ? floatToBFloat16Bits(v) : floatToHalfBits(v); });
     return;
   }
   default: throw RuntimeError("dropout: x must be a float tensor");

@@ -241,8 +241,8 @@ void CudaBackend::cumsum(const ScanParams &p, const KTensor &x, const KTensor &y
   cuda::cumsum(device_, p, x, y);
 }
 
-void CudaBackend::dropout(const DropoutParams &p, uint64_t seed, uint64_t offset,
-                          const KTensor &x, const KTensor &step, const KTensor &y) {
+void CudaBackend::dropout(const DropoutParams &p, uint64_t seed, uint64_t offset, const KTensor &x,
+                          const KTensor &step, const KTensor &y) {
   cuda::dropout(device_, p, seed, offset, x, step, y);
 }
 void CudaBackend::reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,

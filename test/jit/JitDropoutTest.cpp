@@ -37,8 +37,7 @@ int64_t zeros(const HostTensor &t) {
 
 }  // namespace
 
-TEST_CASE("jit dropout: a new mask each forward, the same at every world size",
-          "[jit][dropout]") {
+TEST_CASE("jit dropout: a new mask each forward, the same at every world size", "[jit][dropout]") {
   Dropped model;
   CompiledModel one = jit(model, options(1, false));
   const std::vector<HostTensor> inputs = one.example_inputs(3);

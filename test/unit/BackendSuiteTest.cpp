@@ -564,7 +564,10 @@ std::vector<SuiteCase> suiteCases() {
         step.data.resize(4);
         setFloat(step, 0, 5.0f);
         in = {input("x", dt, {7, 9}), step};
-        attrs = {{"p", 0.3}, {"stream", int64_t{0x9e3779b9}}, {"global_rows", int64_t{21}}, {"row_elements", int64_t{9}}};
+        attrs = {{"p", 0.3},
+                 {"stream", int64_t{0x9e3779b9}},
+                 {"global_rows", int64_t{21}},
+                 {"row_elements", int64_t{9}}};
         break;
       }
       case OpFamily::None: break;

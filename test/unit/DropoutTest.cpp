@@ -90,15 +90,16 @@ TEST_CASE("dropout: float64 in double, 16-bit floats in float rounded once", "[d
     const TT x = random(dt, {9, 13}, 11, -2, 2);
     const TT x32 = random(DType::F32, {9, 13}, 11, -2, 2);
     const TT y = runDropout(x, 0.3, 5, 4);
-    const TT mask = runDropout(fromValues(DType::F32, {9, 13}, std::vector<double>(117, 1.0)), 0.3,
-                            5, 4);
+    const TT mask =
+        runDropout(fromValues(DType::F32, {9, 13}, std::vector<double>(117, 1.0)), 0.3, 5, 4);
     for (int64_t i = 0; i < x.numel(); ++i) {
       const bool kept = mask.at(i) != 0.0;
       double expected = 0;
-      if (kept && dt == DType::F64) expected = x.at(i) * (1.0 / 0.7);
-      else if (kept) expected = fromValues(dt, {}, {double(float(x.at(i)) *
-                                                           static_cast<float>(1.0 / 0.7))})
-                                    .at(0);
+      if (kept && dt == DType::F64)
+        expected = x.at(i) * (1.0 / 0.7);
+      else if (kept)
+        expected =
+            fromValues(dt, {}, {double(float(x.at(i)) * static_cast<float>(1.0 / 0.7))}).at(0);
       CHECK(y.at(i) == expected);
     }
     (void)x32;
