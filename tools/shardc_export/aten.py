@@ -274,11 +274,22 @@ class AtenLowering(GraphEmitter):
     def fail(self, node, why):
         raise ExportError("cannot export ATen op %s%s: %s" % (node.target, where(node), why))
 
-    def emit(self, node, op, inputs, val, **attrs):
-        # Named after the module that ran the op (node.meta's module stack).
+    @staticmethod
+    def stem(node):
+        """A node's graph name before uniquing: the module that ran the op
+        (node.meta's module stack), then the ATen node's name."""
         stack = node.meta.get("nn_module_stack") or {}
         base = list(stack.values())[-1][0] if stack else ""
-        return self.append(base + "." + node.name if base else node.name, op, inputs, val, attrs)
+        return base + "." + node.name if base else node.name
+
+    def emit(self, node, op, inputs, val, **attrs):
+        return self.append(self.stem(node), op, inputs, val, attrs)
+
+    def emit_dropout(self, node, x, p, val):
+        """The graph's dropout of x: its mask's stream the FNV-1a hash of the
+        node's name, its step counter rng.step (docs/rng.md)."""
+        return self.emit(node, "dropout", [x, self.rng_step_buffer()], val, p=float(p),
+                         stream=fnv1a32(self.stem(node)))
 
     def tensor(self, node, v, what="operand"):
         if isinstance(v, G):
@@ -853,11 +864,7 @@ def attention_with_dropout(self, node, q, k, v, bias, dropout_p, is_causal, scal
         scores = self.emit(node, "add", [scores, hf.materialize(self, node, hf.Const(mask))],
                            meta(scores_shape))
     probs = self.emit(node, "softmax", [scores], meta(scores_shape), dim=-1)
-    stack = node.meta.get("nn_module_stack") or {}
-    base = list(stack.values())[-1][0] if stack else ""
-    dropped = self.emit(node, "dropout", [probs, self.rng_step_buffer()], meta(scores_shape),
-                        p=float(dropout_p),
-                        stream=fnv1a32((base + "." if base else "") + node.name))
+    dropped = self.emit_dropout(node, probs, dropout_p, meta(scores_shape))
     return self.emit(node, "matmul", [dropped, v], node.meta["val"])
 
 
@@ -1013,9 +1020,7 @@ def split(self, node, x, sizes, dim=0):
     """split_with_sizes: one graph `split` node with one name per piece."""
     x = self.tensor(node, x)
     dim %= len(x.shape)
-    stack = node.meta.get("nn_module_stack") or {}
-    base = list(stack.values())[-1][0] if stack else ""
-    stem = base + "." + node.name if base else node.name
+    stem = self.stem(node)
     names = [self.fresh("%s.%d" % (stem, i)) for i in range(len(sizes))]
     self.nodes.append({"names": names, "op": "split", "inputs": [x.name], "dim": dim,
                        "sizes": [int(n) for n in sizes]})
@@ -1135,12 +1140,7 @@ def native_dropout(self, node, x, p, train):
     if not train or float(p) == 0.0:
         return Multi([x, None])
     x = self.tensor(node, x)
-    step = self.rng_step_buffer()
-    stack = node.meta.get("nn_module_stack") or {}
-    base = list(stack.values())[-1][0] if stack else ""
-    name = base + "." + node.name if base else node.name
-    out = self.emit(node, "dropout", [x, step], x.val, p=float(p), stream=fnv1a32(name))
-    return Multi([out, None])
+    return Multi([self.emit_dropout(node, x, p, x.val), None])
 
 
 def bernoulli_p(self, node, x, p, generator=None):
@@ -1159,12 +1159,8 @@ def bernoulli_mask(self, node, p):
     dtype, shape = node.meta["val"].dtype, list(node.meta["val"].shape)
     ones = hf.fill_buffer(self, 1.0, shape, torch.float32) if shape else \
         self.const(1.0, G("", torch.empty((), dtype=torch.float32, device="meta")))
-    stack = node.meta.get("nn_module_stack") or {}
-    base = list(stack.values())[-1][0] if stack else ""
-    name = base + "." + node.name if base else node.name
-    meta = torch.empty(shape, dtype=torch.float32, device="meta")
-    kept = self.emit(node, "dropout", [ones, self.rng_step_buffer()], meta,
-                     p=1.0 - p, stream=fnv1a32(name))
+    kept = self.emit_dropout(node, ones, 1.0 - p,
+                             torch.empty(shape, dtype=torch.float32, device="meta"))
     mask = self.emit(node, "ne", [kept], torch.empty(shape, dtype=torch.bool, device="meta"),
                      value=0.0)
     return aten_values.cast_to(self, node, mask, dtype)
