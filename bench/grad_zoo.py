@@ -232,6 +232,7 @@ sys.path.insert(0, %(here)r); sys.path.insert(0, %(tools)r)
 import grad_zoo, torch_reference as tr
 spec = json.loads(%(wrapped)r)
 model = grad_zoo.with_loss(spec["spec"], spec["kwargs"], spec["inputs"],
+                           per_row=spec.get("per_row", False),
                            dropout=spec.get("dropout", True)).double().train()
 state = model.state_dict()
 with torch.no_grad():

@@ -14,7 +14,14 @@ mode; SGD with momentum, K steps on the same batch:
   (predicted == measured on every run);
 * invariance: the parameters and running statistics after K steps at N = 1
   and N = 4, byte for byte; against torch's module, the worst tensor's
-  max-norm error (a comparison: several SGD steps amplify float rounding).
+  max-norm error (a comparison: several SGD steps amplify float rounding);
+* data-parallel (--data-parallel, the batch norms' statistics summed over
+  ranks as torch's SyncBatchNorm does): each rank's peak and the step at
+  N = 2, 4 and 8 (one image per rank), and the parameters' worst error
+  against torch training the module on the whole batch, beside what
+  DistributedDataParallel without SyncBatchNorm computes (each rank's
+  images normalized by their own statistics, the gradients averaged),
+  simulated in one process.
 
     /opt/shardc-venv/bin/python bench/train_batchnorm.py [--batch 8]
         [--size 64] [--steps 4]
@@ -48,9 +55,9 @@ def export(tmp, batch, size, train):
     return graph
 
 
-def torch_training(weights, inputs, steps, lr, momentum, out):
-    """The module itself, trained by torch in training mode: per-step
-    seconds after the first; the state after the last step written to out."""
+def torch_module(weights, inputs, lr, momentum):
+    """(the module in training mode with `weights`, the batch, its SGD, the
+    safetensors reader/writer), one torch thread."""
     import torch
     sys.path.insert(0, MODELS)
     sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -62,8 +69,15 @@ def torch_training(weights, inputs, steps, lr, momentum, out):
     with torch.no_grad():
         for name, t in tr.read_safetensors(weights).items():
             state[name].copy_(t)
-    batch = tr.read_safetensors(inputs)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, foreach=False)
+    return model, tr.read_safetensors(inputs), opt, tr
+
+
+def torch_training(weights, inputs, steps, lr, momentum, out):
+    """The module itself, trained by torch in training mode: per-step
+    seconds after the first; the state after the last step written to out."""
+    import torch
+    model, batch, opt, tr = torch_module(weights, inputs, lr, momentum)
     seconds = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -75,6 +89,34 @@ def torch_training(weights, inputs, steps, lr, momentum, out):
              if v.is_floating_point()}
     tr.write_safetensors(out, saved)
     return seconds[1:], torch.__version__
+
+
+def torch_local_statistics(weights, inputs, steps, lr, momentum, ranks, out):
+    """DistributedDataParallel without SyncBatchNorm, simulated in one
+    process: each rank's slice of the batch runs forward with its own batch
+    statistics, the gradients are averaged over ranks (each slice's mean
+    loss / ranks, accumulated), then one SGD step. The parameters after the
+    last step are written to out (the running statistics are not: DDP keeps
+    rank 0's)."""
+    model, batch, opt, tr = torch_module(weights, inputs, lr, momentum)
+    xs, ts = batch["x"].chunk(ranks), batch["target"].chunk(ranks)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        for x, t in zip(xs, ts):
+            (model(x, t) / ranks).backward()
+        opt.step()
+    tr.write_safetensors(out, {k: v.detach().contiguous()
+                               for k, v in model.named_parameters()})
+
+
+def parameters_only(path, like, out):
+    """The tensors of safetensors file `path` that file `like` holds, to out
+    (the running statistics left out of a comparison of parameters)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import torch_reference as tr
+    names = set(tr.read_safetensors(like))
+    tr.write_safetensors(out, {k: v for k, v in tr.read_safetensors(path).items()
+                               if k in names})
 
 
 def main():
@@ -117,6 +159,25 @@ def main():
                 print("| %s | %d | %s | %.3f |" % (mode, n, mib(peak), step))
         same = filecmp.cmp(saved["train", 1], saved["train", 4], shallow=False)
 
+        print("\nData-parallel (--data-parallel: each rank its images, the batch "
+              "statistics summed over ranks), training mode:\n")
+        print("| ranks | images per rank | peak MiB per rank | step s |")
+        print("|---|---|---|---|")
+        parallel = {}
+        for n in (2, 4, 8):
+            if args.batch % n:
+                continue
+            out = os.path.join(tmp, "dp.%d.st" % n)
+            report = run_json([args.shardc, "run", graphs["train"], *sgd, "--steps",
+                               str(args.steps), "--world-size", str(n), "--data-parallel",
+                               "--save", out, "--report", "json"])
+            assert report["predictions_hold"], report
+            peak = max(r["forward"]["peak_bytes"] for r in report["ranks"])
+            step = statistics.median(r["seconds"] for r in
+                                     report["ranks"][0]["forward_repeats"])
+            parallel[n] = out
+            print("| %d | %d | %s | %.3f |" % (n, args.batch // n, mib(peak), step))
+
         ref = os.path.join(tmp, "torch.st")
         torch_seconds, version = torch_training(weights, inputs, args.steps, args.lr,
                                                 args.momentum, ref)
@@ -131,6 +192,20 @@ def main():
               "against torch's module, worst max-norm error %.2e"
               % (args.steps, "byte-identical" if same else "DIFFER",
                  worst_max_norm(saved["train", 1], ref)))
+        print("\nThe parameters after %d steps against torch training the module on the "
+              "whole batch (worst tensor's max-norm error; the running statistics of "
+              "shardc's runs: N = 1 and 4 above):\n" % args.steps)
+        print("| ranks | shardc --data-parallel | torch DDP without SyncBatchNorm (simulated) |")
+        print("|---|---|---|")
+        for n, out in parallel.items():
+            local = os.path.join(tmp, "local.%d.st" % n)
+            torch_local_statistics(weights, inputs, args.steps, args.lr, args.momentum, n,
+                                   local)
+            ours, whole = (os.path.join(tmp, name % n) for name in ("ours.%d.st", "whole.%d.st"))
+            parameters_only(out, local, ours)
+            parameters_only(ref, local, whole)
+            print("| %d | %.2e | %.2e |" % (n, worst_max_norm(ours, whole),
+                                            worst_max_norm(local, whole)))
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def worst_max_norm(ours, theirs):
     """The largest per-tensor max-norm error of tools/torch_reference.py
     --compare (training steps amplify float rounding, so this is a comparison,
     not a bound)."""
-    out = subprocess.run([sys.executable, REFERENCE, "--compare", ours, theirs, "--rtol", "1"],
+    out = subprocess.run([sys.executable, REFERENCE, "--compare", ours, theirs, "--rtol", "1e30"],
                          env=ENV, capture_output=True, text=True, check=True).stdout
     errors = [float(line.split()[3]) for line in out.splitlines()[1:]
               if len(line.split()) >= 6 and line.split()[-1] in ("ok", "rtol")]

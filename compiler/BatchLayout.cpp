@@ -242,6 +242,15 @@ BatchLayout familyOp(const NodeBatch &nb, const plan::OpInfo &info) {
           " channels across the batch rows folded into dim 1");
     return layout;
   }
+  case plan::OpFamily::AllReduce:
+    // The data-parallel rewrite puts it after a sum over the rows, never
+    // on rows: rows of different ranks are different samples.
+    mix("'all_reduce_sum' adds the ranks' values elementwise, and each rank "
+        "holds other batch "
+        "rows (" +
+        nb.where(*nb.operands[0].layout) +
+        "); only a sum over the rows can be "
+        "summed over ranks");
   case plan::OpFamily::View:
     mix("'as_strided' reads its input through strides that may cross batch rows; only ops "
         "that keep every batch row apart can be split");
@@ -254,7 +263,8 @@ BatchLayout plainOp(const NodeBatch &nb) {
   const GraphNode &node = nb.node;
   const std::string &op = node.op;
   if (op == "add" || op == "sub" || op == "mul" || op == "div") return nb.broadcasting();
-  if (op == "gelu" || op == "silu" || op == "relu") return nb.inPlace();
+  if (op == "gelu" || op == "silu" || op == "relu" || op == "detach")
+    return nb.inPlace();
   if (op == "reshape") return reshaped(nb);
   if (op == "matmul") return matmul(nb);
   if (op == "permute" || op == "transpose") {
@@ -375,6 +385,16 @@ BatchSplit splitOverBatch(const GraphNode &node, const std::vector<BatchOperand>
   return split;
 }
 
+bool reducesDim(const GraphNode &node, int64_t rank, int64_t dim) {
+  auto dims = node.attrs.find("dims");
+  if (dims == node.attrs.end())
+    return true; // no dims: every dim
+  for (int64_t d : std::get<std::vector<int64_t>>(dims->second))
+    if (normalized(d, rank) == dim)
+      return true;
+  return false;
+}
+
 std::optional<BatchReduction>
 reductionOverBatch(const GraphNode &node,
                    const std::vector<BatchOperand> &operands) {
@@ -388,15 +408,8 @@ reductionOverBatch(const GraphNode &node,
       return std::nullopt;
     return BatchReduction::Mean;
   }
-  if (!node.familyOp || (node.op != "sum" && node.op != "mean"))
-    return std::nullopt;
-  bool reducesBatch = true; // no dims: every dim
-  if (auto dims = node.attrs.find("dims"); dims != node.attrs.end()) {
-    reducesBatch = false;
-    for (int64_t d : std::get<std::vector<int64_t>>(dims->second))
-      reducesBatch |= normalized(d, rankOf(operands[0])) == layout.axis;
-  }
-  if (!reducesBatch)
+  if (!node.familyOp || (node.op != "sum" && node.op != "mean") ||
+      !reducesDim(node, rankOf(operands[0]), layout.axis))
     return std::nullopt;
   return node.op == "sum" ? BatchReduction::Sum : BatchReduction::Mean;
 }

@@ -74,6 +74,9 @@ BatchSplit splitOverBatch(const GraphNode &node, const std::vector<BatchOperand>
 /// sum add up to it; a mean's share is its rows' mean scaled by their
 /// fraction of the batch). nullopt for any other node.
 enum class BatchReduction { Sum, Mean };
+/// Whether reduction `node` (its `dims` attribute; none: every dim) of an
+/// operand of `rank` dims reduces dim `dim`.
+bool reducesDim(const GraphNode &node, int64_t rank, int64_t dim);
 std::optional<BatchReduction>
 reductionOverBatch(const GraphNode &node,
                    const std::vector<BatchOperand> &operands);

@@ -77,7 +77,12 @@ compileForwardRows(const Graph &graph, int64_t rows, int64_t globalRows,
   // A mean's share is scaled by the rank's fraction of the batch, a
   // constant parameter; the ranks' functions share one init.
   const bool twoSizes = sizes.size() > 1 && sizes[1] > 0;
-  if (twoSizes && rebatched.params.size() > graph.params.size())
+  const bool shareScale =
+      std::any_of(rebatched.params.begin(), rebatched.params.end(),
+                  [](const GraphParam &param) {
+                    return param.name.rfind(kShareScale, 0) == 0;
+                  });
+  if (twoSizes && shareScale)
     throw GraphError(
         graph.sourceName +
         ": data-parallel: the forward takes a mean over the "
@@ -138,9 +143,23 @@ compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
       }
   }
   if (sizes.back() == 0)
-    if (const plan::Function *forward = result->function("forward"))
+    if (const plan::Function *forward = result->function("forward")) {
+      // A rank with no rows runs only the gathers; a sum over ranks would
+      // wait for it.
+      if (std::any_of(forward->body.begin(), forward->body.end(),
+                      [](const plan::Instruction &i) {
+                        return i.op == plan::OpCode::AllReduceSum;
+                      }))
+        throw GraphError(
+            graph.sourceName +
+            ": data-parallel: the forward sums statistics of "
+            "the global batch over ranks (a training-mode batch norm), and " +
+            std::to_string(globalRows) + " rows over " +
+            std::to_string(worldSize) +
+            " ranks leave some rank none; give at least one row per rank");
       result->functions.push_back(
           runtime::collectivesOnly(*forward, runtime::forwardFunctionName(0, sizes[0])));
+    }
   return std::move(*result);
 }
 

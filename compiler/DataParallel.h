@@ -22,12 +22,21 @@ namespace shardc::compiler {
 /// mean over the batch rows (cross_entropy, a loss's mean) becomes this
 /// rank's share of it, which sums and scalings keep; a 0-d share may be an
 /// output (summed over ranks). A mean's shares add up over `globalRows`
-/// rows (0: the graph's own batch). Throws GraphError naming the node when the
-/// forward mixes rows of the batch in another way (an op along dim 0 of a
-/// batch value, a reshape that folds dim 0 into another, a share used as
-/// anything but a term of a sum), or when an output is neither a batch
-/// value (concatenated over ranks) nor a 0-d share.
+/// rows (0: the graph's own batch). A share used any other way (a batch
+/// norm's mean subtracted from the rows, a product) is first summed over
+/// ranks (`all_reduce_sum`): every rank then holds the global batch's
+/// value. `var` over the batch rows and `group_norm` normalizing each
+/// channel over them (a training-mode batch norm) become such sums, in two
+/// passes. Throws GraphError naming the node when the forward mixes rows of
+/// the batch in another way (an op along dim 0 of a batch value, a reshape
+/// that folds dim 0 into another), when a buffer is updated from single
+/// rows, or when an output is neither a batch value (concatenated over
+/// ranks) nor a 0-d share.
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0);
+
+/// The name stem of a mean's share scale (a constant buffer rebatchGraph
+/// adds): the one value that depends on the rank's rows.
+inline constexpr const char *kShareScale = "data_parallel.share_scale";
 
 /// Inputs and outputs that hold the batch in a dim other than 0 (torch's
 /// sequence-first [S, B, E]): name -> that dim.

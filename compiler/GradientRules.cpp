@@ -385,6 +385,8 @@ RuleTable basicRules() {
        [](B &b, const S &s) {
          return pointwise(s, b.reshape(s.grad(), b.shape(s.input(0))));
        }},
+      {"detach", // torch's: the gradient stops here
+       [](B &, const S &) { return Grads{""}; }},
       {"transpose",
        [](B &b, const S &s) {
          return pointwise(s, b.op("transpose", {s.grad()},

@@ -165,6 +165,13 @@ const std::map<std::string, Rule> &rules() {
       {"div", elementwise},
       {"silu", unary},
       {"relu", unary},
+      // torch's x.detach(): x's values, and no gradient flows back through it
+      {"detach",
+       [](NodeReader &r) {
+         r.arity(1, 1);
+         r.node().dtype = r.dtype(0);
+         r.node().shapes = {r.shape(0)};
+       }},
       {"gelu",
        [](NodeReader &r) {
          unary(r);

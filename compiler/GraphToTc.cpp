@@ -212,7 +212,7 @@ SmallVector<Value> buildNode(OpBuilder &builder, Location loc,
                                        f64("scale"))};
   if (op == "rotary_embedding")
     return {builder.create<tc::RopeOp>(loc, in[0], f64("theta"))};
-  if (op == "reshape")
+  if (op == "reshape" || op == "detach") // detach: the same values (an alias)
     return {builder.create<tc::ReshapeOp>(loc, type, in[0])};
   if (op == "transpose")
     return {builder.create<tc::TransposeOp>(loc, type, in[0],

@@ -159,6 +159,11 @@ RuleTable pointwiseRules() {
              attrs[key] = std::get<int64_t>(*value);
          return Grads{b.op("dropout", {s.grad(), s.input(1)}, attrs), ""};
        }},
+      {"all_reduce_sum", // every rank's output is the sum of all ranks' x,
+                         // so each x gets every rank's gradient, summed
+       [](B &b, const S &s) {
+         return Grads{b.op("all_reduce_sum", {s.grad()}), ""};
+       }},
       {"leaky_relu", // 1 where x > 0, else the slope
        [](B &b, const S &s) {
          const double slope = floatAttr(s.node, "negative_slope", 0.01);

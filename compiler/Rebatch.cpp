@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 #include <variant>
 
 namespace shardc::compiler {
@@ -62,29 +63,12 @@ public:
   }
 
   Graph run() {
-    checkUpdates();
     result_.nodes.clear();
-    for (const GraphNode &original : graph_.nodes) {
-      GraphNode node = original;
-      for (size_t i = 0; i < node.inputs.size(); ++i) uniformRows(node, i);
-      const bool readsBatch = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                          [&](auto &in) { return layouts_.count(in) != 0; });
-      const bool readsShare = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                          [&](auto &in) { return shares_.count(in) != 0; });
-      if (readsShare) shareNode(node, readsBatch);
-      else if (readsBatch && reduceToShare(node)) continue;  // its nodes are in place
-      else if (readsBatch) {
-        splitNode(node);
-        // dropout's mask: this rank's rows continue the whole batch's elements
-        if (node.op == "dropout" && rows_ > 0) {
-          node.attrs["global_rows"] = globalRows_;
-          node.attrs["row_elements"] =
-              plan::numElements(node.shapes[0]) / rows_;
-        }
-      } else
-        keepOrSplitCopies(node);
-      result_.nodes.push_back(std::move(node));
-    }
+    for (const GraphNode &original : graph_.nodes)
+      process(original);
+    checkUpdates();
+    for (const std::string &output : result_.outputs)
+      shareOfWhole(output);
     if (checkOutputs_) checkOutputs();
     return std::move(result_);
   }
@@ -99,30 +83,142 @@ public:
   }
 
 private:
-  /// A buffer updated from the inputs (a training-mode batch norm's
-  /// running statistics) would get each rank's own rows' value: refused
-  /// before any rewrite, as none gives it the global batch's.
-  void checkUpdates() const {
-    if (graph_.updates.empty())
+  /// One node of the graph, or of a rewrite, in order: its results' rows,
+  /// shares or whole values, and the nodes it becomes.
+  void process(GraphNode node) {
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      uniformRows(node, i);
+    auto readsAny = [&](const auto &set) {
+      return std::any_of(
+          node.inputs.begin(), node.inputs.end(),
+          [&](const std::string &in) { return set.count(in) != 0; });
+    };
+    bool readsShare = readsAny(shares_);
+    const bool readsBatch = readsAny(layouts_);
+    if (readsShare && !keepsShares(node, readsBatch)) {
+      // A use that does not add up over ranks (a batch norm's mean taken
+      // from single rows, a product, a share beside a whole value) reads
+      // the global batch's value: the ranks' shares summed.
+      for (std::string &in : node.inputs)
+        if (shares_.count(in))
+          in = summedOverRanks(in, node.path);
+      readsShare = false;
+    }
+    if (readsShare) {
+      for (size_t r = 0; r < node.names.size(); ++r) {
+        shapes_[node.names[r]] = node.shapes[r];
+        shares_.insert(node.names[r]);
+      }
+    } else if (readsBatch && reduceToShare(node)) {
+      return; // its nodes are in place
+    } else if (readsBatch && overWholeBatch(node)) {
       return;
-    std::set<std::string> fromInputs;
-    for (const GraphInput &input : graph_.inputs)
-      fromInputs.insert(input.name);
-    for (const GraphNode &node : graph_.nodes)
-      if (std::any_of(
-              node.inputs.begin(), node.inputs.end(),
-              [&](const std::string &in) { return fromInputs.count(in) != 0; }))
-        fromInputs.insert(node.names.begin(), node.names.end());
-    for (const BufferUpdate &update : graph_.updates)
-      if (fromInputs.count(update.value))
+    } else if (readsBatch) {
+      splitNode(node);
+      // dropout's mask: this rank's rows continue the whole batch's elements
+      if (node.op == "dropout" && rows_ > 0) {
+        node.attrs["global_rows"] = globalRows_;
+        node.attrs["row_elements"] = plan::numElements(node.shapes[0]) / rows_;
+      }
+    } else {
+      const bool fromGlobal = readsAny(global_);
+      keepOrSplitCopies(node);
+      if (fromGlobal)
+        global_.insert(node.names.begin(), node.names.end());
+    }
+    result_.nodes.push_back(std::move(node));
+  }
+
+  /// The global batch's value of share `share`: every rank's share summed
+  /// (all_reduce_sum), inserted once before its first such reader. With
+  /// the whole batch on this rank, the share is that value already.
+  std::string summedOverRanks(const std::string &share,
+                              const std::string &path) {
+    if (rows_ == globalRows_) {
+      global_.insert(share);
+      return share;
+    }
+    auto known = summed_.find(share);
+    if (known != summed_.end())
+      return known->second;
+    GraphNode node;
+    node.names = {freshName(share + ".all_ranks")};
+    node.op = "all_reduce_sum";
+    node.familyOp = true;
+    node.inputs = {share};
+    node.shapes = {shapes_.at(share)};
+    node.dtype = dtypeOf(share);
+    node.path = path;
+    shapes_[node.names[0]] = node.shapes[0];
+    global_.insert(node.names[0]);
+    summed_[share] = node.names[0];
+    result_.nodes.push_back(node);
+    return node.names[0];
+  }
+
+  /// A 0-d output every rank holds whole, computed from sums over ranks (a
+  /// loss with a penalty on the weights, a sum over tokens divided by the
+  /// global batch's count): each rank returns its fraction of the batch
+  /// times it, so the ranks' values add up to it as shares do, and each
+  /// rank's gradient of its part sums to the whole loss's (the sums' own
+  /// gradients are summed over ranks by all_reduce_sum's rule).
+  void shareOfWhole(const std::string &output) {
+    if (!global_.count(output) || shares_.count(output) ||
+        !shapes_.at(output).empty())
+      return;
+    if (rows_ == globalRows_) { // the whole batch here: it is its own share
+      shares_.insert(output);
+      return;
+    }
+    const std::string whole = freshName(output + ".all_ranks");
+    GraphNode *producer = nullptr;
+    for (GraphNode &node : result_.nodes)
+      for (std::string &name : node.names)
+        if (name == output) {
+          name = whole;
+          producer = &node;
+        }
+    if (!producer)
+      return; // a parameter returned as it is: not from the batch
+    const plan::DType dtype = producer->dtype;
+    const std::string path = producer->path;
+    for (GraphNode &node : result_.nodes)
+      std::replace(node.inputs.begin(), node.inputs.end(), output, whole);
+    for (BufferUpdate &update : result_.updates)
+      if (update.value == output)
+        update.value = whole;
+    GraphNode part;
+    part.names = {output};
+    part.op = "mul";
+    part.inputs = {whole, constant(double(rows_) / double(globalRows_), dtype,
+                                   kShareScale)};
+    part.shapes = {{}};
+    part.dtype = dtype;
+    part.path = path;
+    result_.nodes.push_back(std::move(part));
+    shapes_[whole] = {};
+    global_.insert(whole);
+    global_.erase(output);
+    shares_.insert(output);
+  }
+
+  /// The buffers forward updates (a training-mode batch norm's running
+  /// statistics) must get the global batch's value, the same on every
+  /// rank: a share is summed over ranks first; a value of this rank's rows
+  /// is refused.
+  void checkUpdates() {
+    for (BufferUpdate &update : result_.updates) {
+      if (shares_.count(update.value))
+        update.value = summedOverRanks(update.value, update.path);
+      if (layouts_.count(update.value))
         throw fail(
             update.path,
             "buffer '" + update.buffer +
                 "' is updated from the batch rows (by '" + update.value +
-                "', e.g. a training-mode batch norm's running "
-                "statistics), and each rank would see its own rows only; run "
-                "without --data-parallel (every rank runs the whole batch) or "
-                "export the model in eval mode");
+                "'), one value per row, and each rank holds its own rows only; "
+                "run without --data-parallel (every rank runs the whole "
+                "batch)");
+    }
   }
 
   GraphError fail(const std::string &path, const std::string &reason) const {
@@ -283,47 +379,171 @@ private:
     scale.dtype = node.dtype;
     scale.path = node.path;
     node.names[0] = freshName(name + ".rows" + std::to_string(rows_));
-    scale.inputs = {node.names[0],
-                    constant(double(rows_) / double(globalRows_), node.dtype)};
+    scale.inputs = {node.names[0], constant(double(rows_) / double(globalRows_),
+                                            node.dtype, kShareScale)};
     shapes_[node.names[0]] = node.shapes[0];
     result_.nodes.push_back(std::move(node));
     result_.nodes.push_back(std::move(scale));
     return true;
   }
 
-  /// A node reading a share: sums and scalings of shares are shares (their
-  /// sum over ranks is the global batch's value); anything else is not.
-  void shareNode(const GraphNode &node, bool readsBatch) {
-    size_t shares = 0;
-    std::string share;
-    for (const std::string &in : node.inputs)
-      if (shares_.count(in)) {
-        ++shares;
-        share = in;
-      }
-    if (readsBatch || !keepsShares(node, shares))
-      throw fail(node.path, "'" + node.op + "' reads '" + share +
-                                "', a sum or mean over the batch rows, " +
-                                (readsBatch ? "together with values of single rows"
-                                            : "in a way that does not add up over ranks") +
-                                "; each rank holds its rows' share of such a value, and only "
-                                "sums and scalings of shares (a loss, a weighted sum of "
-                                "losses) can be split");
-    for (size_t r = 0; r < node.names.size(); ++r) {
-      shapes_[node.names[r]] = node.shapes[r];
-      shares_.insert(node.names[r]);
-    }
-  }
-
-  /// Whether `node`, reading `shares` shares and nothing from single rows,
+  /// Whether `node`, reading shares (and single rows when `readsBatch`),
   /// is linear in them: its result summed over ranks is its result on the
-  /// shares summed over ranks.
-  bool keepsShares(const GraphNode &node, size_t shares) const {
+  /// shares summed over ranks. Sums and scalings of shares are shares.
+  bool keepsShares(const GraphNode &node, bool readsBatch) const {
+    if (readsBatch)
+      return false;
+    const size_t shares = static_cast<size_t>(std::count_if(
+        node.inputs.begin(), node.inputs.end(),
+        [&](const std::string &in) { return shares_.count(in) != 0; }));
     const std::string &op = node.op;
     if (op == "add" || op == "sub") return shares == node.inputs.size();
     if (op == "mul") return shares == 1;  // by a value every rank holds whole
     if (op == "div") return shares == 1 && shares_.count(node.inputs[0]);
     return op == "reshape" || op == "neg_out" || op == "sum" || op == "mean";
+  }
+
+  /// The dtype of value `name` (a result of a node placed so far, a
+  /// parameter or an input).
+  plan::DType dtypeOf(const std::string &name) const {
+    for (auto node = result_.nodes.rbegin(); node != result_.nodes.rend();
+         ++node)
+      if (std::find(node->names.begin(), node->names.end(), name) !=
+          node->names.end())
+        return node->dtype;
+    for (const GraphParam &param : result_.params)
+      if (param.name == name)
+        return param.dtype;
+    for (const GraphInput &input : result_.inputs)
+      if (input.name == name)
+        return input.dtype;
+    throw fail("nodes", "no value named '" + name + "'");
+  }
+
+  /// Statistics over the whole batch's rows: `var` over the batch dim, and
+  /// `group_norm` with one channel per group whose normalized dims hold the
+  /// batch (export --train's batch norm: [1, C, N * H * W]). Each becomes
+  /// sums over this rank's rows, summed over ranks (all_reduce_sum), in two
+  /// passes as torch's kernels: the mean, then the squares about it. With
+  /// the whole batch on this rank the node stays as it is. False for any
+  /// other node.
+  bool overWholeBatch(GraphNode &node) {
+    if (!node.familyOp || !layouts_.count(node.inputs[0]))
+      return false;
+    const BatchLayout layout = layouts_.at(node.inputs[0]);
+    const Shape x = shapes_.at(node.inputs[0]);
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const bool variance =
+        node.op == "var" && reducesDim(node, rank, layout.axis);
+    const bool norm = node.op == "group_norm" && rank >= 3 &&
+                      layout.axis >= 2 &&
+                      std::get<int64_t>(node.attrs.at("groups")) == x[1];
+    if (!variance && !norm)
+      return false;
+    if (rows_ == globalRows_) { // this rank holds every row
+      if (norm) {
+        node.shapes[0] = x;
+        layouts_[node.names[0]] = layout;
+      } else {
+        global_.insert(node.names[0]);
+      }
+      shapes_[node.names[0]] = node.shapes[0];
+      result_.nodes.push_back(std::move(node));
+      return true;
+    }
+    const std::string name = node.names[0], path = node.path;
+    const plan::DType dtype = node.dtype;
+    Shape whole =
+        x; // the new nodes are written for the graph's batch, then split
+    whole[layout.axis] = layout.entries(batch_);
+    Shape dims;
+    if (norm) {
+      for (int64_t d = 2; d < rank; ++d)
+        dims.push_back(d);
+    } else if (auto listed = node.attrs.find("dims");
+               listed != node.attrs.end()) {
+      for (int64_t d : std::get<std::vector<int64_t>>(listed->second))
+        dims.push_back(d < 0 ? d + rank : d);
+    } else {
+      for (int64_t d = 0; d < rank; ++d)
+        dims.push_back(d);
+    }
+    // Elements per statistic over the global batch: this rank's count
+    // scaled from its rows' entries to the global batch's.
+    int64_t local = 1;
+    for (int64_t d : dims)
+      local *= x[d];
+    const int64_t count =
+        local / layout.entries(rows_) * layout.entries(globalRows_);
+    Shape kept = x; // the statistics' shape, dims kept as 1
+    for (int64_t d : dims)
+      kept[d] = 1;
+    auto emit = [&](const std::string &op, std::vector<std::string> inputs,
+                    Shape shape,
+                    std::map<std::string, plan::AttrValue> attrs = {},
+                    std::string result = "") {
+      GraphNode made;
+      made.names = {result.empty() ? freshName(name + ".dp." + op) : result};
+      made.op = op;
+      made.inputs = std::move(inputs);
+      made.familyOp = !attrs.empty() || op == "rsqrt";
+      made.attrs = std::move(attrs);
+      if (op == "reshape")
+        made.ints = shape;
+      made.shapes = {std::move(shape)};
+      made.dtype = dtype;
+      made.path = path;
+      process(made);
+      return made.names[0];
+    };
+    const std::map<std::string, plan::AttrValue> keep{{"dims", dims},
+                                                      {"keepdim", int64_t{1}}};
+    const std::string &input = node.inputs[0];
+    const std::string mean = emit("mul",
+                                  {emit("sum", {input}, kept, keep),
+                                   constant(1.0 / double(count), dtype)},
+                                  kept);
+    const std::string centered = emit("sub", {input, mean}, whole);
+    // The squares about a detached mean: the variance's derivative in the
+    // mean is sum(x - mean) = 0, which float sums over a large batch leave
+    // as noise times a large factor; without it the gradient is the fused
+    // kernel's r * (g - mean(g) - xhat * mean(g * xhat)).
+    const std::string about =
+        emit("sub", {input, emit("detach", {mean}, kept)}, whole);
+    const std::string squares =
+        emit("sum", {emit("mul", {about, about}, whole)}, kept, keep);
+    if (variance) { // torch's correction (1: the unbiased estimate)
+      const int64_t correction =
+          node.attrs.count("correction")
+              ? std::get<int64_t>(node.attrs.at("correction"))
+              : 1;
+      const bool keepdim = node.attrs.count("keepdim") &&
+                           std::get<int64_t>(node.attrs.at("keepdim")) != 0;
+      const std::string sums =
+          keepdim ? squares : emit("reshape", {squares}, node.shapes[0]);
+      emit("mul", {sums, constant(1.0 / double(count - correction), dtype)},
+           node.shapes[0], {}, name);
+      return true;
+    }
+    const std::string spread =
+        emit("mul", {squares, constant(1.0 / double(count), dtype)}, kept);
+    const std::string eps =
+        constant(std::get<double>(node.attrs.at("eps")), dtype);
+    const std::string scale =
+        emit("rsqrt", {emit("add", {spread, eps}, kept)}, kept);
+    if (node.inputs.size() < 3) {
+      emit("mul", {centered, scale}, whole, {}, name);
+      return true;
+    }
+    Shape perChannel(static_cast<size_t>(rank - 1),
+                     1); // [C, 1, ...]: broadcast over dims 2..
+    perChannel[0] = x[1];
+    const std::string normalized = emit("mul", {centered, scale}, whole);
+    const std::string weight = emit("reshape", {node.inputs[1]}, perChannel);
+    const std::string bias = emit("reshape", {node.inputs[2]}, perChannel);
+    emit("add", {emit("mul", {normalized, weight}, whole), bias}, whole, {},
+         name);
+    return true;
   }
 
   /// A new name, unlike every value of the graph.
@@ -334,10 +554,12 @@ private:
     return stem;
   }
 
-  /// A 0-d constant buffer holding `value`.
-  std::string constant(double value, plan::DType dtype) {
+  /// A 0-d constant buffer holding `value`. A mean's share scale depends
+  /// on the rank's rows (kShareScale); the statistics' constants do not.
+  std::string constant(double value, plan::DType dtype,
+                       const char *stem = "data_parallel.const") {
     GraphParam param;
-    param.name = freshName("data_parallel.share_scale");
+    param.name = freshName(stem);
     param.dtype = dtype;
     param.device = graph_.params.empty() ? "cpu" : graph_.params.front().device;
     param.isBuffer = true;
@@ -346,7 +568,9 @@ private:
     fill.op = "fill";
     fill.numbers["value"] = value;
     param.init = {fill};
-    param.path = "the data-parallel share of a mean over the batch";
+    param.path = std::string_view(stem) == kShareScale
+                     ? "the data-parallel share of a mean over the batch"
+                     : "a constant of the data-parallel batch statistics";
     shapes_[param.name] = {};
     result_.params.push_back(std::move(param));
     return result_.params.back().name;
@@ -385,6 +609,17 @@ private:
         continue;
       }
       auto layout = layouts_.find(output);
+      if (layout == layouts_.end() && global_.count(output))
+        throw fail(
+            "outputs",
+            "output '" + output +
+                "' is computed from the global batch's sums (summed over "
+                "ranks), so "
+                "every rank holds it whole; data-parallel outputs are each "
+                "rank's "
+                "rows, or a 0-d sum or mean over the rows (summed over ranks); "
+                "a loss "
+                "must be such a sum or mean, or sums and scalings of them");
       if (layout == layouts_.end())
         throw fail("outputs", "output '" + output +
                                   "' is not computed from the batch rows; data-parallel "
@@ -420,6 +655,10 @@ private:
   std::set<std::string> uniform_;
   // Values that are this rank's share of a sum over the batch rows.
   std::set<std::string> shares_;
+  // Values computed from the ranks' shares summed (all_reduce_sum): the
+  // global batch's, the same on every rank.
+  std::set<std::string> global_;
+  std::map<std::string, std::string> summed_; // a share -> its sum over ranks
   std::set<std::string> taken_; // every name of the graph, for new ones
   // The copies a value comes from, for values computed from copies only.
   std::map<std::string, std::set<std::string>> fromCopies_;

@@ -13,6 +13,7 @@
 #include "shardc/tensor.h"
 
 #include "compiler/GraphNodes.h"
+#include "runtime/Plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -65,8 +66,9 @@ private:
   int64_t counter_ = 0;
 };
 
-/// The name of the JIT's dropout step counter (docs/jit.md).
-inline constexpr const char *kRngStep = "rng.step";
+/// The name of the JIT's dropout step counter (docs/jit.md): the one that
+/// save_optimizer writes and a state file resumes (runtime/Plan.h).
+inline constexpr const char *kRngStep = plan::kRngStepBuffer;
 
 /// Makes a graph-format init chain.
 nlohmann::json initJson(const Init &init);

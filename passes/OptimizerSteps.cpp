@@ -164,6 +164,8 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
                                     builder.getStringAttr(kGradNormName)),
                builder.getNamedAttr("tc.replicated", builder.getUnitAttr())}));
     }
+    if (!stateFile.empty())
+      resumeStepCounter(module, init);
   }
 
   LogicalResult checkOptions(ModuleOp module) {
@@ -276,6 +278,30 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
         owner.getLoc(), initial,
         FlatSymbolRefAttr::get(state.getSymNameAttr()));
     return FlatSymbolRefAttr::get(state.getSymNameAttr());
+  }
+
+  /// Dropout's step counter (the graph's rng.step buffer, docs/rng.md)
+  /// read from the state file instead of its graph init, so that a resumed
+  /// run draws the masks the straight run would. --save-optimizer writes it
+  /// (runtime::optimizerStateView).
+  void resumeStepCounter(ModuleOp module, func::FuncOp init) {
+    auto counter = module.lookupSymbol<ParamOp>(shardc::plan::kRngStepBuffer);
+    if (!counter)
+      return;
+    init.walk([&](MaterializeOp materialize) {
+      if (materialize.getParam() != counter.getSymName())
+        return;
+      OpBuilder builder(materialize);
+      Value loaded =
+          builder.create<LoadOp>(materialize.getLoc(), counter.getTensorType(),
+                                 builder.getStringAttr(stateFile),
+                                 builder.getStringAttr(counter.getSymName()),
+                                 TypeAttr(), TypeAttr(), AffineMapAttr());
+      Operation *graphInit = materialize.getValue().getDefiningOp();
+      materialize.getValueMutable().assign(loaded);
+      if (graphInit && graphInit->use_empty())
+        graphInit->erase();
+    });
   }
 
   /// The last state parameter declared after each parameter.

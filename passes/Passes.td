@@ -74,7 +74,8 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     learning-rate schedule), advanced by
     `tc.advance_step` before the first update (with `state-file`, the state
     is a `tc.load` of the tensor of its name from that file instead: a
-    resumed run). `tc-fsdp` then shards the state like its parameter and
+    resumed run; so is dropout's step counter `@rng.step`, when the program
+    has one, replacing its init). `tc-fsdp` then shards the state like its parameter and
     reduces each gradient into its shard. With `max-grad-norm`, one
     `tc.grad_norm` of all the gradients comes before the steps, and each
     step clips its gradient by it (`clip(%norm)`); tc-fsdp makes the norm

@@ -105,6 +105,9 @@ struct Region {
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64); compare is
 ///     the scalar form (a OP value) when b == nullptr;
+///   allReduceSum: y = x summed over the ranks in rank order, in double
+///     (long double for float64), rounded once; `work` holds worldSize
+///     times x's bytes (the op table's allReduceWorkspace);
 ///   training (runtime/Optimizers.h): reduceScatter's `work` holds
 ///     reduceScatterWorkBytes, `mean` divides the ranks' sum by their count;
 ///     gradNorm writes the global L2 norm of every rank's `grads` (a
@@ -152,6 +155,8 @@ struct Region {
                        const KTensor &x, const KTensor &step, const KTensor &y) SUFFIX;      \
   VIRTUAL void gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,      \
                           const KTensor &y) SUFFIX;                                          \
+  VIRTUAL void allReduceSum(Communicator &comm, const KTensor &x, const KTensor &y,          \
+                            std::byte *work) SUFFIX;                                         \
   VIRTUAL void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,  \
                              std::byte *work, bool mean) SUFFIX;                            \
   VIRTUAL void gradNorm(Communicator &comm, const std::vector<KTensor> &grads,             \

@@ -170,6 +170,10 @@ void CpuBackend::gridSample(const SampleParams &p, const KTensor &x, const KTens
   gridSampleKernel(p, x, grid, y, threads_);
 }
 
+void CpuBackend::allReduceSum(Communicator &comm, const KTensor &x, const KTensor &y,
+                              std::byte *work) {
+  allReduceSumKernel(comm, x, y, work);
+}
 void CpuBackend::reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,
                                std::byte *work, bool mean) {
   reduceScatterKernel(comm, full, shard, work, mean);

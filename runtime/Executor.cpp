@@ -106,6 +106,9 @@ void Backend::dropout(const DropoutParams &, uint64_t, uint64_t, const KTensor &
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Sample);
 }
+void Backend::allReduceSum(Communicator &, const KTensor &, const KTensor &, std::byte *) {
+  noKernel(OpFamily::AllReduce);
+}
 void Backend::reduceScatter(Communicator &, const KTensor &, const KTensor &, std::byte *, bool) {
   noKernel(OpCode::ReduceScatter);
 }
@@ -525,6 +528,11 @@ private:
       return backend_.dropout(p, seed_, static_cast<uint64_t>(firstRow * p.rowElements), in[0],
                               in[1], y);
     }
+    case OpFamily::AllReduce: {  // every rank's value, gathered, then summed in rank order
+      DeviceBuffer work = workspace(inst, out);
+      backend_.beforeCollective(comm_);
+      return backend_.allReduceSum(comm_, in[0], y, work.data());
+    }
     case OpFamily::Sample:
       return backend_.gridSample(sampleParams(inst.attrs), in[0], in[1], y);
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)
@@ -603,7 +611,7 @@ private:
   DeviceBuffer workspace(const Instruction &inst, const Buffer &output) const {
     std::vector<const Buffer *> inputs;
     for (int32_t id : inst.inputs) inputs.push_back(&buffer(id));
-    const Workspace work = opInfo(inst.op).workspace(output, inputs);
+    const Workspace work = opInfo(inst.op).workspace(output, inputs, comm_.worldSize());
     if (work.bytes < 0)
       fail("'" + output.name + "' is too large for " + opName(inst.op) + "'s working memory");
     return device_.allocate(work.bytes, Category::Activation, work.label);

@@ -111,7 +111,8 @@ MemoryPrediction predictMemory(const Plan &plan, const std::string &functionName
       // Its workspace, live only during the instruction.
       std::vector<const Buffer *> inputs;
       for (int32_t id : inst.inputs) inputs.push_back(&function->buffers[id]);
-      const Workspace work = op.workspace(function->buffers[inst.outputs[0]], inputs);
+      const Workspace work =
+          op.workspace(function->buffers[inst.outputs[0]], inputs, plan.worldSize);
       if (work.bytes >= 0 && !work.label.empty()) {
         const uint64_t key = uint64_t(1) << 45;  // transient, never clashes
         sim.add(key, {work.label, Category::Activation, work.bytes});

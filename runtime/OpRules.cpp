@@ -78,7 +78,7 @@ void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   }
   const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
                    info.family == OpFamily::View || info.family == OpFamily::Index ||
-                   info.family == OpFamily::Sample;
+                   info.family == OpFamily::Sample || info.family == OpFamily::AllReduce;
   // gather's and moe_experts' operand 1 is an int64 index; the float rule
   // covers the others (errors keep the operands' own numbers).
   const bool indexOperand =
@@ -162,6 +162,7 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     sampleParams(attrs);  // checks the names
     return gridSampleShape(in[0].shape, in[1].shape);
   case OpFamily::Random: return dropoutShape(in[0].shape, in[1].shape, dropoutParams(attrs));
+  case OpFamily::AllReduce: return in[0].shape;
   case OpFamily::None: break;
   }
   checks::fail(info.name, "is not a family op (no shape rule in the op table)");

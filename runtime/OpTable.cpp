@@ -7,25 +7,27 @@
 #include "runtime/Plan.h"
 
 #include <array>
+#include <limits>
 
 namespace shardc::plan {
 namespace {
 
 // ---- workspace rules (the `workspace` column) ------------------------------
 
-Workspace orthogonalWorkspace(const Buffer &output, std::span<const Buffer *const>) {
+Workspace orthogonalWorkspace(const Buffer &output, std::span<const Buffer *const>, int64_t) {
   // A param output is rejected by the executor before any allocation.
   if (output.param) return {};
   return {runtime::orthogonalWorkBytes(output.shape, output.dtype), output.name + ".qr"};
 }
 
-Workspace normOfWorkspace(const Buffer &output, std::span<const Buffer *const>) {
+Workspace normOfWorkspace(const Buffer &output, std::span<const Buffer *const>, int64_t) {
   // A double sum per element this rank stores, and one block of the
   // regenerated source (runtime/init/NormOf.h).
   return {runtime::init::normOfWorkBytes(numElements(output.shape)), output.name + ".norm"};
 }
 
-Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *const> inputs) {
+Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                              int64_t) {
   // The executor checks the operands (the family's rule) before it allocates;
   // a plan the rule rejects predicts no workspace.
   if (inputs.size() != 5 || inputs[3]->shape.size() != 3 || inputs[1]->shape.size() != 2 ||
@@ -36,10 +38,19 @@ Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *cons
           output.name + ".experts"};
 }
 
-Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const>) {
+Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const>, int64_t) {
   // One root's rows as received, and their running sum in double
   // (runtime/Optimizers.h).
   return {runtime::reduceScatterWorkBytes(output.shape, output.dtype), output.name + ".reduce"};
+}
+
+Workspace allReduceWorkspace(const Buffer &output, std::span<const Buffer *const>,
+                             int64_t worldSize) {
+  // Every rank's value as gathered, rank 0's first; the sum is taken from
+  // there in rank order (runtime/cpu/TrainingKernels.cpp).
+  if (worldSize < 1 || output.bytes > std::numeric_limits<int64_t>::max() / worldSize)
+    return {-1, output.name + ".ranks"};
+  return {output.bytes * worldSize, output.name + ".ranks"};
 }
 
 // ---- the table -------------------------------------------------------------
@@ -127,6 +138,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Scan: return "scan";
   case OpFamily::Sample: return "sample";
   case OpFamily::Random: return "random";
+  case OpFamily::AllReduce: return "all-reduce";
   }
   return "?";
 }

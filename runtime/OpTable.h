@@ -51,9 +51,11 @@ struct Workspace {
   int64_t bytes = 0;
   std::string label;
 };
-/// The instruction's output and its inputs (in operand order; a rule that
-/// needs an operand's shape, e.g. moe_experts' expert sizes, reads it here).
-using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer *const> inputs);
+/// The instruction's output, its inputs (in operand order; a rule that
+/// needs an operand's shape, e.g. moe_experts' expert sizes, reads it here)
+/// and the plan's world size (all_reduce_sum gathers every rank's value).
+using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer *const> inputs,
+                                    int64_t worldSize);
 
 /// The op family of a SHARDC_FAMILY_OP (runtime/OpFamilies.h): it names the
 /// op's shape and dtype rule and its Backend method (runtime/OpRules.h).
@@ -65,9 +67,10 @@ using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer
 // operands besides float ones.
 // Sample (grid_sample): reads of x at computed fractional positions.
 // Random (dropout): values decided by a counter-based random mask (runtime/DropoutMask.h).
+// AllReduce (all_reduce_sum): a value summed over the ranks, inside forward.
 enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
                                 View, Index, Experts, Compare, Where, Cast, Scan, Sample,
-                                Random };
+                                Random, AllReduce };
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

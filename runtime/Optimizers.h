@@ -135,6 +135,12 @@ int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DTy
 void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
                          std::byte *work, bool mean);
 
+/// all_reduce_sum on host memory: y = every rank's x summed elementwise in
+/// rank order, in double (long double for float64), rounded once, so every
+/// rank gets the same bytes. `work` holds worldSize times x's bytes (the
+/// gathered values, rank 0's first).
+void allReduceSumKernel(Communicator &comm, const KTensor &x, const KTensor &y, std::byte *work);
+
 /// Adds the squares of elements [begin, begin + n) of floating `values`
 /// (of `dtype`, in host memory) to `sum`: the CPU's grad_norm, and the CUDA
 /// backend's on host copies.

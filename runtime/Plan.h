@@ -49,6 +49,14 @@ inline constexpr const char *kOptimizerStatePrefix = "optim.";
 inline bool isOptimizerState(const std::string &name) {
   return name.rfind(kOptimizerStatePrefix, 0) == 0;
 }
+/// Dropout's step counter (docs/rng.md, "Dropout masks"): a non-persistent
+/// 0-d buffer the graph advances each forward. Resuming needs it as it
+/// needs the optimizer state: it is saved and loaded with it.
+inline constexpr const char *kRngStepBuffer = "rng.step";
+/// What --save-optimizer writes and --load-optimizer reads back.
+inline bool isResumeState(const std::string &name) {
+  return isOptimizerState(name) || name == kRngStepBuffer;
+}
 
 /// A model parameter (or a replicated buffer) and how it is sharded.
 struct Param {

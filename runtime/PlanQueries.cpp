@@ -52,7 +52,7 @@ plan::Plan optimizerStateView(const plan::Plan &plan) {
   view.worldSize = plan.worldSize;
   view.params = plan.params;
   for (plan::Param &p : view.params) {
-    p.persistent = plan::isOptimizerState(p.name);
+    p.persistent = plan::isResumeState(p.name);
     if (p.persistent) p.tiedNames.clear();
   }
   return view;

@@ -1,4 +1,4 @@
-// reduce_scatter, grad_norm, sgd_step and adamw_step on the CPU
+// reduce_scatter, all_reduce_sum, grad_norm, sgd_step and adamw_step on the CPU
 // (runtime/Optimizers.h).
 #include "runtime/Optimizers.h"
 
@@ -235,6 +235,41 @@ void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor 
     reduceScatter<long double>(comm, full, shard, work, mean);
   else
     reduceScatter<double>(comm, full, shard, work, mean);
+}
+
+void allReduceSumKernel(Communicator &comm, const KTensor &x, const KTensor &y, std::byte *work) {
+  if (!isFloating(x.dtype) || x.dtype != y.dtype || x.numel() != y.numel())
+    throw RuntimeError(std::string("all_reduce_sum: x is ") + plan::dtypeName(x.dtype) + " of " +
+                       std::to_string(x.numel()) + " elements, y " + plan::dtypeName(y.dtype) +
+                       " of " + std::to_string(y.numel()) +
+                       "; expects one floating dtype and "
+                       "size");
+  const int64_t n = x.numel(), ranks = comm.worldSize();
+  const size_t bytes = static_cast<size_t>(n) * plan::dtypeSize(x.dtype);
+  comm.allGather(x.data, bytes, work);
+  // Rank order, one rounding: the same bytes on every rank.
+  if (x.dtype == plan::DType::F64) {
+    const double *all = reinterpret_cast<const double *>(work);
+    double *out = static_cast<double *>(y.data);
+    for (int64_t i = 0; i < n; ++i) {
+      long double sum = 0;
+      for (int64_t r = 0; r < ranks; ++r) sum += all[r * n + i];
+      out[i] = static_cast<double>(sum);
+    }
+    return;
+  }
+  float widened[kBlock];
+  double sum[kBlock];
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t count = std::min(kBlock, n - at);
+    std::fill(sum, sum + count, 0.0);
+    for (int64_t r = 0; r < ranks; ++r) {
+      cpu::loadFloats(x.dtype, work, r * n + at, count, widened);  // 16-bit: exact in float
+      for (int64_t i = 0; i < count; ++i) sum[i] += widened[i];
+    }
+    for (int64_t i = 0; i < count; ++i) widened[i] = static_cast<float>(sum[i]);
+    cpu::storeFloats(y.dtype, widened, count, y.data, at);
+  }
 }
 
 void addSquares(ExactSquareSum &sum, plan::DType dtype, const void *values, int64_t begin,

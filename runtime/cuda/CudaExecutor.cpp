@@ -245,6 +245,10 @@ void CudaBackend::dropout(const DropoutParams &p, uint64_t seed, uint64_t offset
                           const KTensor &step, const KTensor &y) {
   cuda::dropout(device_, p, seed, offset, x, step, y);
 }
+void CudaBackend::allReduceSum(Communicator &comm, const KTensor &x, const KTensor &y,
+                               std::byte *work) {
+  cuda::allReduceSum(device_, comm, x, y, work);
+}
 void CudaBackend::reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,
                                 std::byte *work, bool mean) {
   cuda::reduceScatter(device_, comm, full, shard, work, mean);

@@ -76,6 +76,10 @@ void gridSample(CudaDevice &device, const SampleParams &p, const KTensor &x, con
 /// wait).
 void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
                    const KTensor &shard, std::byte *work, bool mean);
+/// all_reduce_sum: every rank's x gathered into `work` (device memory,
+/// worldSize x its bytes), then summed in rank order in double.
+void allReduceSum(CudaDevice &device, Communicator &comm, const KTensor &x, const KTensor &y,
+                  std::byte *work);
 /// `gradNorm`: the 0-d float64 norm to clip by (read on the host, one wait).
 void sgdStep(CudaDevice &device, const SgdParams &p, const KTensor &param, const KTensor &grad,
              const KTensor *momentumBuffer, const KTensor *step, const KTensor *gradNorm);

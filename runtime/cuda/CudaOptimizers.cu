@@ -121,6 +121,18 @@ __global__ void meanKernel(typename St::S *shard, const double *sum, double rank
   SHARDC_GRID_LOOP(i, count) shard[i] = St::store(i < valid ? C(__ddiv_rn(sum[i], ranks)) : C(0));
 }
 
+/// y[i] = the ranks' x[i] summed in rank order in double, rounded once.
+template <typename St>
+__global__ void sumRanksKernel(typename St::S *y, const typename St::S *gathered, int64_t ranks,
+                               int64_t count) {
+  using C = typename St::C;
+  SHARDC_GRID_LOOP(i, count) {
+    double sum = 0;
+    for (int64_t r = 0; r < ranks; ++r) sum = __dadd_rn(sum, double(St::load(gathered[r * count + i])));
+    y[i] = St::store(C(sum));
+  }
+}
+
 /// The step's clip: the norm read on the host, the coefficient computed
 /// there in the kernel's math type C, as the CPU kernel does.
 template <typename C>
@@ -179,6 +191,26 @@ void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
           elements);
       checkLaunch("reduce_scatter mean kernel launch");
     }
+  });
+}
+
+void allReduceSum(CudaDevice &device, Communicator &comm, const KTensor &x, const KTensor &y,
+                  std::byte *work) {
+  if (x.dtype != y.dtype || x.numel() != y.numel())
+    checks::fail("all_reduce_sum", std::string("x is ") + plan::dtypeName(x.dtype) + " of " +
+                                       std::to_string(x.numel()) + " elements, y " +
+                                       plan::dtypeName(y.dtype) + " of " +
+                                       std::to_string(y.numel()));
+  const int64_t count = x.numel();
+  device.makeCurrent();  // beforeCollective synchronized x's writes
+  comm.allGather(x.data, static_cast<size_t>(count) * plan::dtypeSize(x.dtype), work);
+  if (count == 0) return;
+  dispatchFloat("all_reduce_sum", x.dtype, true, [&](auto st) {
+    using St = decltype(st);
+    using S = typename St::S;
+    sumRanksKernel<St><<<gridFor(count), kThreads, 0, device.stream()>>>(
+        static_cast<S *>(y.data), reinterpret_cast<const S *>(work), comm.worldSize(), count);
+    checkLaunch("all_reduce_sum kernel launch");
   });
 }
 

@@ -8,8 +8,9 @@
 // is listed here. grad_norm (gradient clipping's global norm, 2026-12-05)
 // is: its exact sum gathers a few hundred words per rank, and a device
 // communicator needs those in device memory the plan's workspace does not
-// size yet (it would need the world size). The steps' clipping itself has
-// its CUDA code.
+// size yet (workspace rules receive the world size since all_reduce_sum,
+// so grad_norm can now get one). The steps' clipping itself has its CUDA
+// code.
 #pragma once
 
 #include "runtime/OpTable.h"

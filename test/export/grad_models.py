@@ -77,6 +77,22 @@ class DropoutNet(nn.Module):
         return self.drop(self.fc(x)).sum()
 
 
+class DetachNet(nn.Module):
+    """A stop-gradient inside forward: a consistency loss whose target is
+    the model's own detached output (BYOL's, a teacher's), so b's gradient
+    comes from the student path only."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        target = self.b(h).detach()
+        return ((self.b(h * 0.5) - target) ** 2).mean()
+
+
 class DropPathNet(nn.Module):
     """A drop path written with torch.rand, as Hugging Face's (and timm's
     older) drop_path: floor(keep + rand) is a per-sample bernoulli(keep)

@@ -8,6 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
 
 using namespace shardc;
 
@@ -27,6 +31,36 @@ JitOptions options(int64_t worldSize, bool dataParallel) {
   o.data_parallel = dataParallel;
   o.inputs = {{"x", {7, 16}}};
   return o;
+}
+
+/// Dropout inside a classifier trained by SGD (the loss of its rows).
+struct DroppedLoss : Model {
+  DroppedLoss() {
+    fc = add<nn::Linear>("fc", 16, 32);
+    head = add<nn::Linear>("head", 32, 5);
+  }
+  std::vector<Tensor> forward(const std::vector<Tensor> &in) override {
+    return {cross_entropy((*head)(dropout((*fc)(in[0]), 0.25)), in[1])};
+  }
+  std::shared_ptr<nn::Linear> fc, head;
+};
+
+JitOptions trainOptions(int64_t worldSize, bool dataParallel) {
+  JitOptions o;
+  o.world_size = worldSize;
+  o.data_parallel = dataParallel;
+  o.inputs = {{"x", {6, 16}}, {"target", {6}, DType::Int64, 5}};
+  o.output_names = {"loss"};
+  o.grad = "loss";
+  o.optimizer.name = "sgd";
+  o.optimizer.lr = 0.1;
+  o.optimizer.momentum = 0.9;
+  return o;
+}
+
+std::string fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 int64_t zeros(const HostTensor &t) {
@@ -58,4 +92,36 @@ TEST_CASE("jit dropout: a new mask each forward, the same at every world size", 
     CHECK(split.forward(inputs).at(0).data == first.data);
     CHECK(split.forward(inputs).at(0).data == second.data);
   }
+}
+
+TEST_CASE("jit dropout: a resumed run continues the straight run's masks", "[jit][dropout]") {
+  // save_optimizer() writes the step counter with the momentum buffers, so
+  // 2 + 2 steps are the 4 straight ones byte for byte (resumed at another
+  // world size, and data-parallel).
+  DroppedLoss model;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("shardc-jit-dropout-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (bool dataParallel : {false, true}) {
+    INFO("data-parallel " << dataParallel);
+    const std::string straight = (dir / "straight.st").string(), half = (dir / "half.st").string(),
+                      state = (dir / "state.st").string(), resumed = (dir / "resumed.st").string();
+    CompiledModel a = jit(model, trainOptions(2, dataParallel));
+    const std::vector<HostTensor> batch = a.example_inputs(5);
+    for (int step = 0; step < 4; ++step) a.forward(batch);
+    a.save(straight);
+    CompiledModel b = jit(model, trainOptions(2, dataParallel));
+    for (int step = 0; step < 2; ++step) b.forward(batch);
+    b.save(half);
+    b.save_optimizer(state);
+    CHECK(fileBytes(state).find("rng.step") != std::string::npos);
+    JitOptions resume = trainOptions(dataParallel ? 2 : 3, dataParallel);
+    resume.optimizer.state_file = state;
+    CompiledModel c = jit(model, resume);
+    c.load(half);
+    for (int step = 0; step < 2; ++step) c.forward(batch);
+    c.save(resumed);
+    CHECK(fileBytes(resumed) == fileBytes(straight));
+  }
+  std::filesystem::remove_all(dir);
 }

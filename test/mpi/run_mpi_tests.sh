@@ -73,6 +73,21 @@ same_as_local "$SRC/test/lit/shardc/Inputs/grad-scalar.json" train-clipped --gra
 # written into every process's replicated buffer (docs/graph-format.md).
 same_as_local "$SRC/test/lit/shardc/Inputs/bn-train.json" train-batch-norm --grad loss \
   --optimizer sgd --lr 0.1 --momentum 0.9 --steps 2
+# A training-mode batch norm, data-parallel: each process's sums of its 3
+# of 12 rows added over MPI (all_reduce_sum) into the global batch's
+# statistics (docs/training.md), two steps.
+python3 - "$SRC/test/lit/shardc/Inputs/bn-train.json" "$WORK/bn12.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for i in g["inputs"]:
+    i["shape"][0] = 12
+for n in g["nodes"]:
+    if n["op"] == "reshape":  # the batch's entries: [1, C, N * L] and [C, N, L]
+        n["shape"] = [1, 4, 60] if n["shape"][0] == 1 else [4, 12, 5]
+json.dump(g, open(sys.argv[2], "w"))
+PY
+same_as_local "$WORK/bn12.json" train-batch-norm-data-parallel --grad loss \
+  --optimizer sgd --lr 0.1 --momentum 0.9 --data-parallel --steps 2
 # Dropout, data-parallel: each process masks its 3 of 12 rows as the whole
 # batch's (docs/rng.md), two steps, a new mask each.
 same_as_local "$SRC/test/lit/shardc/Inputs/dropout.json" train-dropout-data-parallel --grad loss \
@@ -190,13 +205,16 @@ rc=$?
   { fail "--world-size mismatch (exit $rc)"; cat "$WORK/ws.err"; }
 
 # --device cuda with the GPUs hidden (CUDA_VISIBLE_DEVICES empty, on every
-# machine): every rank says why and the job exits 1 at once, no file.
+# machine): every rank says why and the job exits 1 at once, no file. The
+# two ranks write their lines at once, so they may interleave on stderr:
+# the rank prefix and the reason are looked for apart.
 "${MPI[@]}" -np 2 -x CUDA_VISIBLE_DEVICES= "$SHARDC" run "$SRC/examples/seed.json" --backend mpi \
   --device cuda --timeout 5 --save "$WORK/gpu.st" --outputs "$WORK/gpu.out.st" \
   > "$WORK/gpu.out" 2> "$WORK/gpu.err"
 rc=$?
 [ $rc -eq 1 ] && [ ! -e "$WORK/gpu.st" ] && [ ! -e "$WORK/gpu.out.st" ] &&
-  grep -qE "shardc: error: rank [01]: --device cuda: (no CUDA device visible|this shardc was built without the CUDA runtime)" \
+  grep -qE "shardc: error: rank [01]" "$WORK/gpu.err" &&
+  grep -qE -e "--device cuda: (no CUDA device visible|this shardc was built without the CUDA runtime)" \
     "$WORK/gpu.err" &&
   pass "--backend mpi --device cuda without a GPU: exit 1 with the reason, no file" ||
   { fail "--backend mpi --device cuda without a GPU (exit $rc)"; cat "$WORK/gpu.err"; }

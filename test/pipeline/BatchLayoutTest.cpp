@@ -253,34 +253,129 @@ TEST_CASE("rebatchGraph turns a loss into this rank's share of it",
   // The whole batch on one rank: the graph as it was.
   CHECK(rebatchGraph(graph, 4).nodes.size() == 4);
 
-  // Shares only add up: a product of two, a share beside single rows, a
-  // share plus a value every rank holds whole are refused.
+  // A share used any other way is summed over ranks first (all_reduce_sum):
+  // x - mean over the rows (a batch norm's centering) then reads the global
+  // batch's mean; a value every rank then holds whole is no output.
   const std::string constant = R"({"name": "c", "shape": [], "dtype": "float32", "device": "cpu", )"
                                R"("persistent": false, "init": [{"op": "fill", "value": 0.5}]})";
-  CHECK_THROWS_WITH(
-      rebatchGraph(graphOf({4, 3}, R"(
-      {"name": "m", "op": "mean", "inputs": ["x"]},
-      {"name": "y", "op": "mul", "inputs": ["m", "m"]})"),
-                   2),
-      Catch::Contains("nodes[1]: data-parallel: 'mul' reads 'm', a sum or mean over the batch "
-                      "rows, in a way that does not add up over ranks"));
-  CHECK_THROWS_WITH(
-      rebatchGraph(graphOf({4, 3}, R"(
+  Graph centered = rebatchGraph(graphOf({4, 3}, R"(
       {"name": "m", "op": "mean", "inputs": ["x"], "dims": [0]},
       {"name": "y", "op": "sub", "inputs": ["x", "m"]})"),
-                   2),
-      Catch::Contains("'sub' reads 'm', a sum or mean over the batch rows, together with values "
-                      "of single rows"));
-  CHECK_THROWS_WITH(rebatchGraph(graphOf({4, 3}, R"(
+                                2);
+  REQUIRE(centered.nodes.size() == 4);  // mean, its share scale, the sum over ranks, sub
+  CHECK(centered.nodes[2].op == "all_reduce_sum");
+  CHECK(centered.nodes[2].inputs == std::vector<std::string>{"m"});
+  CHECK(centered.nodes[2].shapes[0] == Shape{3});
+  CHECK(nodeNamed(centered, "y").inputs ==
+        std::vector<std::string>{"x", centered.nodes[2].names[0]});
+  CHECK(nodeNamed(centered, "y").shapes[0] == Shape{2, 3});
+  // The whole batch on one rank: the mean is the global one already.
+  CHECK(rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"], "dims": [0]},
+      {"name": "y", "op": "sub", "inputs": ["x", "m"]})"),
+                     4)
+            .nodes.size() == 2);
+  // A 0-d output every rank then holds whole (a mean loss plus a term
+  // every rank holds, a product) returns each rank's fraction of it: the
+  // ranks' values add up to it, as shares do.
+  Graph penalty = rebatchGraph(graphOf({4, 3}, R"(
       {"name": "m", "op": "mean", "inputs": ["x"]},
       {"name": "y", "op": "add", "inputs": ["m", "c"]})",
-                                         "y", constant),
+                                       "y", constant),
+                               2);
+  const GraphNode &part = penalty.nodes.back();
+  CHECK(part.names[0] == "y");
+  CHECK(part.op == "mul");
+  CHECK(nodeNamed(penalty, part.inputs[0]).op == "add");
+  CHECK(penalty.params.back().name.rfind(kShareScale, 0) == 0);
+  CHECK(penalty.params.back().init[0].number("value") == 0.5);
+  // A tensor every rank holds whole is no output.
+  CHECK_THROWS_WITH(rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"], "dims": [0]},
+      {"name": "y", "op": "mul", "inputs": ["m", "m"]})"),
                                  2),
-                    Catch::Contains("'add' reads 'm'"));
+                    Catch::Contains("outputs: data-parallel: output 'y' is computed from the "
+                                    "global batch's sums (summed over ranks), so every rank "
+                                    "holds it whole"));
   // A share is an output only 0-d (summed over ranks).
   CHECK_THROWS_WITH(
       rebatchGraph(graphOf({4, 3}, R"({"name": "y", "op": "sum", "inputs": ["x"], "dims": [0]})"),
                    2),
       Catch::Contains("output 'y' [3] is a sum or mean over the batch rows; data-parallel "
                       "returns such values 0-d only (summed over ranks)"));
+}
+
+TEST_CASE("rebatchGraph computes batch statistics over every rank's rows",
+          "[data-parallel][batch-layout]") {
+  // export --train's batch norm: [N, C, L] permuted to [C, N, L], viewed as
+  // [1, C, N * L], group_norm with one group per channel; the running
+  // statistics' var over the batch and the spatial dims.
+  const std::string affine =
+      R"({"name": "w", "shape": [3], "dtype": "float32", "device": "cpu", "init": [{"op": "ones"}]},)"
+      R"({"name": "b", "shape": [3], "dtype": "float32", "device": "cpu", "init": [{"op": "zeros"}]})";
+  const std::string nodes = R"(
+      {"name": "p", "op": "permute", "inputs": ["x"], "dims": [1, 0, 2]},
+      {"name": "r", "op": "reshape", "inputs": ["p"], "shape": [1, 3, 20]},
+      {"name": "g", "op": "group_norm", "inputs": ["r", "w", "b"], "groups": 3, "eps": 1e-5},
+      {"name": "v", "op": "var", "inputs": ["x"], "dims": [0, 2], "correction": 1},
+      {"name": "gr", "op": "reshape", "inputs": ["g"], "shape": [3, 4, 5]},
+      {"name": "y", "op": "permute", "inputs": ["gr"], "dims": [1, 0, 2]})";
+  Graph graph = graphOf({4, 3, 5}, nodes, "y", affine);
+  Graph two = rebatchGraph(graph, 2);
+  size_t sums = 0, detached = 0;
+  for (const GraphNode &node : two.nodes) {
+    CHECK(node.op != "group_norm");
+    CHECK(node.op != "var");
+    sums += node.op == "all_reduce_sum";
+    detached += node.op == "detach";
+  }
+  // group_norm: the mean, then the squares about it; var: its mean (v
+  // itself stays this rank's share until a reader needs the sum: none here)
+  CHECK(sums == 3);
+  CHECK(detached == 2);  // the squares are taken about a detached mean
+  CHECK(nodeNamed(two, "g").shapes[0] == Shape{1, 3, 10});
+  CHECK(nodeNamed(two, "v").shapes[0] == Shape{3});
+  // The constants count the global batch: 4 rows of 5 per channel.
+  std::vector<double> constants;
+  for (const GraphParam &param : two.params)
+    if (param.name.rfind("data_parallel.const", 0) == 0)
+      constants.push_back(param.init[0].number("value"));
+  CHECK(constants == std::vector<double>{1.0 / 20, 1.0 / 20, 1e-5, 1.0 / 20, 1.0 / 19});
+  // The whole batch: the nodes as they are.
+  Graph all = rebatchGraph(graph, 4);
+  CHECK(all.nodes.size() == graph.nodes.size());
+  CHECK(nodeNamed(all, "g").op == "group_norm");
+
+  // Groups of several channels across the rows are still refused.
+  const std::string grouped = R"(
+      {"name": "p", "op": "permute", "inputs": ["x"], "dims": [1, 0, 2]},
+      {"name": "r", "op": "reshape", "inputs": ["p"], "shape": [1, 3, 20]},
+      {"name": "y", "op": "group_norm", "inputs": ["r"], "groups": 1, "eps": 1e-5})";
+  CHECK_THROWS_WITH(rebatchGraph(graphOf({4, 3, 5}, grouped), 2), Catch::Contains("'group_norm'"));
+}
+
+TEST_CASE("rebatchGraph gives updated buffers the global batch's value",
+          "[data-parallel][batch-layout]") {
+  const std::string buffer =
+      R"({"name": "run", "shape": [3], "dtype": "float32", "device": "cpu", "persistent": true, )"
+      R"("init": [{"op": "zeros"}]})";
+  auto withUpdate = [&](const std::string &value) {
+    Graph graph = graphOf({4, 3}, R"(
+        {"name": "m", "op": "mean", "inputs": ["x"], "dims": [0]},
+        {"name": "y", "op": "mul", "inputs": ["x", "x"]})",
+                          "y", buffer);
+    graph.updates.push_back(BufferUpdate{"run", value, "updates[0]"});
+    return graph;
+  };
+  // A share (a mean over the rows) is summed over ranks first.
+  Graph two = rebatchGraph(withUpdate("m"), 2);
+  REQUIRE(two.updates.size() == 1);
+  CHECK(nodeNamed(two, two.updates[0].value).op == "all_reduce_sum");
+  // A value of single rows is refused, naming the update.
+  Graph rows = withUpdate("y");
+  rows.nodes[1].shapes[0] = {4, 3};
+  rows.params[0].shape = {4, 3};
+  CHECK_THROWS_WITH(rebatchGraph(rows, 2),
+                    Catch::Contains("updates[0]: data-parallel: buffer 'run' is updated from the "
+                                    "batch rows (by 'y')"));
 }

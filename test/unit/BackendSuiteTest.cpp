@@ -570,6 +570,9 @@ std::vector<SuiteCase> suiteCases() {
                  {"row_elements", int64_t{9}}};
         break;
       }
+      case OpFamily::AllReduce:  // one rank here: the gathered copy summed alone
+        in = {input("x", dt, {5, 7})};
+        break;
       case OpFamily::None: break;
       }
       std::vector<runtime::TensorType> types;

@@ -316,3 +316,40 @@ TEST_CASE("reduce_scatter: equal gradients come back bit for bit at any world si
     }
   }
 }
+
+TEST_CASE("all_reduce_sum: every rank gets the ranks' sum, in double, rank order",
+          "[comm][training]") {
+  // A data-parallel batch norm's statistics: each rank's partial sums.
+  const std::vector<std::vector<float>> parts = {{1e8f, 1, 2.5f}, {1, -3, 0.25f}, {-1e8f, 0.5f, 4}};
+  const int n = 3;
+  LocalGroup group(n, 10s);
+  std::vector<std::vector<float>> sums(n, std::vector<float>(3, -7.0f));
+  auto errors = onRanks(n, [&](int r) {
+    LocalCommunicator comm(group, r);
+    KTensor x{shardc::plan::DType::F32, {3}, const_cast<float *>(parts[r].data())};
+    KTensor y{shardc::plan::DType::F32, {3}, sums[r].data()};
+    std::vector<std::byte> work(3 * sizeof(float) * n);
+    allReduceSumKernel(comm, x, y, work.data());
+  });
+  for (const std::string &e : errors) REQUIRE(e.empty());
+  for (int r = 0; r < n; ++r) {
+    CHECK(sums[r] == sums[0]);  // the same bytes on every rank
+    for (int i = 0; i < 3; ++i)
+      CHECK(sums[r][i] == static_cast<float>(double(parts[0][i]) + parts[1][i] + parts[2][i]));
+  }
+  // 1e8 + 1 - 1e8 in float is 0; summed in double once, it is 1.
+  CHECK(sums[0][0] == 1.0f);
+
+  // bfloat16 through float; a mismatched output is an error, not a write.
+  LocalGroup one(1, 10s);
+  LocalCommunicator comm(one, 0);
+  uint16_t in[2] = {0x3f80, 0x4000}, out[2] = {0, 0};  // 1.0, 2.0
+  std::vector<std::byte> work(4);
+  allReduceSumKernel(comm, KTensor{shardc::plan::DType::BF16, {2}, in},
+                     KTensor{shardc::plan::DType::BF16, {2}, out}, work.data());
+  CHECK(out[0] == 0x3f80);
+  CHECK(out[1] == 0x4000);
+  CHECK_THROWS_WITH(allReduceSumKernel(comm, KTensor{shardc::plan::DType::BF16, {2}, in},
+                                       KTensor{shardc::plan::DType::F32, {2}, out}, work.data()),
+                    Catch::Contains("all_reduce_sum: x is bfloat16 of 2 elements, y float32"));
+}

@@ -40,7 +40,10 @@ KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
               aten.col2im.default,
               # F.cross_entropy: the graph's cross_entropy (the decomposition
               # gathers the target's log-probability and sums int64 counts)
-              aten.nll_loss_forward.default)
+              aten.nll_loss_forward.default,
+              # x.detach(): the graph's detach (no gradient flows back), where
+              # the decomposition leaves an alias like any other
+              aten.detach.default)
 
 
 class Expanded:
@@ -544,6 +547,16 @@ def identity(self, node, x, *rest, **kw):
         self.fail(node, "dtype conversion %s -> %s has no graph op"
                   % (x.val.dtype, node.meta["val"].dtype))
     return x
+
+
+def detach(self, node, x):
+    """x.detach(): the graph's detach, the same values with no gradient
+    flowing back through it (a stop-gradient inside forward: a consistency
+    loss's target, BYOL). What no gradient reaches anyway (constants, masks
+    and ranges built lazily) passes through."""
+    if not isinstance(x, G):
+        return identity(self, node, x)
+    return self.emit(node, "detach", [x], node.meta["val"])
 
 
 def view(self, node, x, *rest, **kw):
@@ -1396,7 +1409,7 @@ RULES = {
     aten.clone.default: identity,
     aten.copy.default: copy_into,
     aten.alias.default: identity,
-    aten.detach.default: identity,
+    aten.detach.default: detach,
     aten.permute.default: permute,
     aten.as_strided.default: as_strided,
     aten.expand.default: expand,

@@ -183,3 +183,11 @@ func.func @f(%x: tensor<2x3x5x5xf32>, %g: tensor<2x4x4x2xf32>) {
   %0 = tc.op "grid_sample"(%x, %g) {mode = "bicubic"} : (tensor<2x3x5x5xf32>, tensor<2x4x4x2xf32>) -> tensor<2x3x4x4xf32>
   return
 }
+
+// -----
+
+func.func @f(%ids: tensor<4xi64>) {
+  // expected-error @+1 {{all_reduce_sum: operand 0 is int64; expects float32, float64, bfloat16 or float16}}
+  %0 = tc.op "all_reduce_sum"(%ids) : (tensor<4xi64>) -> tensor<4xi64>
+  return
+}

@@ -71,3 +71,12 @@ func.func @lookup(%corr: tensor<4x1x8x8xf32>, %grid: tensor<4x9x9x2xf32>) -> ten
   %n = tc.op "grid_sample"(%corr, %grid) {mode = "nearest", padding_mode = "border"} : (tensor<4x1x8x8xf32>, tensor<4x9x9x2xf32>) -> tensor<4x1x9x9xf32>
   return %s : tensor<4x1x9x9xf32>
 }
+
+// A data-parallel batch norm's per-channel sums, added over the ranks.
+// CHECK-LABEL: func.func @rank_sums(
+func.func @rank_sums(%sums: tensor<1x4x1xf32>) -> tensor<1x4x1xf32> {
+  // CHECK: %[[ALL:.*]] = tc.op "all_reduce_sum"(%{{.*}}) : (tensor<1x4x1xf32>) -> tensor<1x4x1xf32>
+  %all = tc.op "all_reduce_sum"(%sums) : (tensor<1x4x1xf32>) -> tensor<1x4x1xf32>
+  // CHECK: return %[[ALL]]
+  return %all : tensor<1x4x1xf32>
+}
