@@ -251,6 +251,12 @@ BatchLayout familyOp(const NodeBatch &nb, const plan::OpInfo &info) {
         nb.where(*nb.operands[0].layout) +
         "); only a sum over the rows can be "
         "summed over ranks");
+  case plan::OpFamily::Conv:
+    if (node.op == "conv_weight_grad") // reductionOverBatch takes the rest
+      mix("'conv_weight_grad' sums over the batch rows of its input and "
+          "gradient, and "
+          "here they are not the same rows in dim 0 of both");
+    return nb.leading();
   case plan::OpFamily::View:
     mix("'as_strided' reads its input through strides that may cross batch rows; only ops "
         "that keep every batch row apart can be split");
@@ -407,6 +413,14 @@ reductionOverBatch(const GraphNode &node,
         !(*operands[1].layout == layout))
       return std::nullopt;
     return BatchReduction::Mean;
+  }
+  if (node.op == "conv_weight_grad") {
+    // Sums over its samples: the input's and the gradient's rows must be
+    // the same samples.
+    if (layout.axis != 0 || operands.size() != 2 || !operands[1].layout ||
+        !(*operands[1].layout == layout))
+      return std::nullopt;
+    return BatchReduction::Sum;
   }
   if (!node.familyOp || (node.op != "sum" && node.op != "mean") ||
       !reducesDim(node, rankOf(operands[0]), layout.axis))

@@ -68,11 +68,12 @@ BatchSplit splitOverBatch(const GraphNode &node, const std::vector<BatchOperand>
                           int64_t batch);
 
 /// How a node sums or averages over the batch rows: cross_entropy (the
-/// mean over its [N, C] rows, the targets split with them), or a `sum` /
-/// `mean` whose dims include the batch's. On a rank such a node gives its
-/// rows' part of the value over the global batch: a share (the shares of a
-/// sum add up to it; a mean's share is its rows' mean scaled by their
-/// fraction of the batch). nullopt for any other node.
+/// mean over its [N, C] rows, the targets split with them),
+/// conv_weight_grad (a sum over its samples, input and gradient split
+/// alike), or a `sum` / `mean` whose dims include the batch's. On a rank such a
+/// node gives its rows' part of the value over the global batch: a share (the
+/// shares of a sum add up to it; a mean's share is its rows' mean scaled by
+/// their fraction of the batch). nullopt for any other node.
 enum class BatchReduction { Sum, Mean };
 /// Whether reduction `node` (its `dims` attribute; none: every dim) of an
 /// operand of `rank` dims reduces dim `dim`.

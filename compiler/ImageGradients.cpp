@@ -1,10 +1,11 @@
 //===- ImageGradients.cpp - convolution, pooling and image norm rules -----===//
 //
-// The convolution's gradients are convolutions: the input's is the
-// transposed convolution with the same weight, the weight's a convolution
-// of the input by the output gradient with stride and dilation exchanged
-// (batch and channels swapped, the groups kept apart). Pooling scatters its
-// gradient back with a transposed convolution by a one-hot kernel (col2im).
+// The convolution's input gradient is the transposed convolution with the
+// same weight; its weight gradient is conv_weight_grad of the input and the
+// output gradient (the op table's own op: a convolution of the permuted
+// operands computes it too, but as thin matrix products and two copies).
+// Pooling scatters its gradient back with a transposed convolution by a one-hot
+// kernel (col2im).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GradientRuleSets.h"
@@ -28,14 +29,6 @@ std::string perChannel(GradientBuilder &b, const std::string &v, size_t rank) {
   Shape shape(rank, 1);
   shape[1] = b.shape(v)[0];
   return b.reshape(v, shape);
-}
-
-std::vector<int64_t> permutation(std::initializer_list<int64_t> lead,
-                                 size_t spatialFrom, size_t rank) {
-  std::vector<int64_t> dims(lead);
-  for (size_t d = spatialFrom; d < rank; ++d)
-    dims.push_back(static_cast<int64_t>(d));
-  return dims;
 }
 
 /// The output padding that makes a transposed convolution's output `want`
@@ -91,7 +84,7 @@ Grads convRule(GradientBuilder &b, const GradientStep &s) {
   if (intAttr(s.node, "transposed", 0))
     unsupported(s, "takes no transposed convolution yet");
   const std::string &x = s.input(0), &w = s.input(1), &g = s.grad();
-  const Shape &xs = b.shape(x), &ws = b.shape(w), &gs = b.shape(g);
+  const Shape &xs = b.shape(x), &ws = b.shape(w);
   const size_t rank = xs.size(), spatial = rank - 2;
   if (spatial > 2 && s.wanted[0])
     unsupported(s,
@@ -100,44 +93,20 @@ Grads convRule(GradientBuilder &b, const GradientStep &s) {
   const std::vector<int64_t> stride = intsAttr(s.node, "stride"),
                              pad = intsAttr(s.node, "padding"),
                              dilation = intsAttr(s.node, "dilation");
-  const int64_t G = intAttr(s.node, "groups", 1), N = xs[0], Cin = xs[1],
-                Cout = ws[0];
-  const int64_t Ci = Cin / G, Co = Cout / G;
+  const int64_t G = intAttr(s.node, "groups", 1), Cout = ws[0];
   Grads out(s.node.inputs.size());
   if (s.wanted[0])
     out[0] = transposedConv(b, g, w, stride, pad, dilation, G, xs);
   if (s.wanted[1]) {
-    // x [N, G*Ci, X] -> [Ci, G*N, X] and g [N, G*Co, Y] -> [G*Co, N, Y]: a
-    // grouped convolution (stride <-> dilation) gives [Ci, G*Co, >= K].
-    Shape x5 = {N, G, Ci}, g5 = {N, G, Co};
-    x5.insert(x5.end(), xs.begin() + 2, xs.end());
-    g5.insert(g5.end(), gs.begin() + 2, gs.end());
-    std::string xp = b.op("permute", {b.reshape(x, x5)},
-                          {{"dims", permutation({2, 1, 0}, 3, rank + 1)}});
-    Shape xpShape = {Ci, G * N};
-    xpShape.insert(xpShape.end(), xs.begin() + 2, xs.end());
-    xp = b.reshape(xp, xpShape);
-    std::string gp = b.op("permute", {b.reshape(g, g5)},
-                          {{"dims", permutation({1, 2, 0}, 3, rank + 1)}});
-    Shape gpShape = {G * Co, N};
-    gpShape.insert(gpShape.end(), gs.begin() + 2, gs.end());
-    gp = b.reshape(gp, gpShape);
-    std::string dw = b.op("conv", {xp, gp},
-                          {{"stride", dilation},
-                           {"padding", pad},
-                           {"dilation", stride},
-                           {"groups", G}});
-    for (size_t d = 0; d < spatial; ++d)
-      if (b.shape(dw)[2 + d] != ws[2 + d])
-        dw = b.op("slice", {dw},
-                  {{"dim", static_cast<int64_t>(2 + d)},
-                   {"start", 0},
-                   {"end", ws[2 + d]}});
-    Shape split = {Ci, G, Co};
-    split.insert(split.end(), ws.begin() + 2, ws.end());
-    dw = b.op("permute", {b.reshape(dw, split)},
-              {{"dims", permutation({1, 2, 0}, 3, rank + 1)}});
-    out[1] = b.reshape(dw, ws);
+    // One op: conv_weight_grad sums over the samples and output pixels
+    // directly, with neither operand permuted.
+    std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+    out[1] = b.op("conv_weight_grad", {x, g},
+                  {{"stride", stride},
+                   {"padding", pad},
+                   {"dilation", dilation},
+                   {"groups", G},
+                   {"kernel", kernel}});
   }
   if (s.node.inputs.size() > 2 && s.wanted[2])
     out[2] = b.reshape(b.sumKeep(g, allButChannels(rank)), {Cout});

@@ -104,7 +104,9 @@ struct Region {
 ///     batchNorm is eval mode (running statistics; weight and bias both or
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64); compare is
-///     the scalar form (a OP value) when b == nullptr;
+///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
+///     the conv family's weight gradient (dw from x and conv's output
+///     gradient, summed over the batch);
 ///   allReduceSum: y = x summed over the ranks in rank order, in double
 ///     (long double for float64), rounded once; `work` holds worldSize
 ///     times x's bytes (the op table's allReduceWorkspace);
@@ -127,6 +129,8 @@ struct Region {
                             int64_t ignoreIndex, const KTensor &loss) SUFFIX;                \
   VIRTUAL void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b, \
                     const KTensor &y) SUFFIX;                                                \
+  VIRTUAL void convWeightGrad(const ConvParams &p, const KTensor &x, const KTensor &grad,     \
+                              const std::vector<int64_t> &kernel, const KTensor &dw) SUFFIX; \
   VIRTUAL void pool(const PoolParams &p, const KTensor &x, const KTensor &y) SUFFIX;         \
   VIRTUAL void adaptivePool(PoolKind kind, const std::vector<int64_t> &outputSize,            \
                             const KTensor &x, const KTensor &y) SUFFIX;                      \

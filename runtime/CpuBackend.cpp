@@ -115,6 +115,10 @@ void CpuBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, c
                       const KTensor &y) {
   convKernel(p, x, w, b, y, threads_);
 }
+void CpuBackend::convWeightGrad(const ConvParams &p, const KTensor &x, const KTensor &grad,
+                                const std::vector<int64_t> &kernel, const KTensor &dw) {
+  convWeightGradKernel(p, x, grad, kernel, dw, threads_);
+}
 void CpuBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
   poolKernel(p, x, y, threads_);
 }

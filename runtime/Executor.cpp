@@ -63,6 +63,10 @@ void Backend::conv(const ConvParams &, const KTensor &, const KTensor &, const K
                    const KTensor &) {
   noKernel(OpFamily::Conv);
 }
+void Backend::convWeightGrad(const ConvParams &, const KTensor &, const KTensor &,
+                             const std::vector<int64_t> &, const KTensor &) {
+  noKernel(OpCode::ConvWeightGrad);
+}
 void Backend::pool(const PoolParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Pool);
 }
@@ -478,6 +482,9 @@ private:
     auto optional = [&](size_t i) { return i < in.size() ? &in[i] : nullptr; };
     switch (info.family) {
     case OpFamily::Conv:
+      if (static_cast<ConvKind>(info.variant) == ConvKind::WeightGrad)
+        return backend_.convWeightGrad(convParams(inst.attrs, in[0].shape.size()), in[0], in[1],
+                                       std::get<std::vector<int64_t>>(inst.attrs.at("kernel")), y);
       return backend_.conv(convParams(inst.attrs, in[0].shape.size()), in[0], in[1],
                            optional(2), y);
     case OpFamily::Pool:

@@ -254,6 +254,15 @@ void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor
   expectShape(op, "output", y, convShape(p, x.shape, w.shape, b ? &b->shape : nullptr));
 }
 
+void convWeightGrad(const ConvParams &p, const KTensor &x, const KTensor &grad,
+                    const std::vector<int64_t> &kernel, const KTensor &dw) {
+  const char *op = "conv_weight_grad";
+  expectFloat(op, "x", x);
+  expectDType(op, "gradient", grad, x.dtype);
+  expectDType(op, "output", dw, x.dtype);
+  expectShape(op, "output", dw, convWeightGradShape(p, x.shape, grad.shape, kernel));
+}
+
 void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,
                const KTensor *b, const KTensor &y) {
   const char *op = "batch_norm";

@@ -71,6 +71,8 @@ void crossEntropy(const KTensor &logits, const KTensor &targets, const KTensor &
 /// conv / conv_transpose: x, weight, bias and y of one float dtype, y of convShape.
 void conv(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
           const KTensor &y);
+void convWeightGrad(const ConvParams &p, const KTensor &x, const KTensor &grad,
+                    const std::vector<int64_t> &kernel, const KTensor &dw);
 /// batch_norm (eval): x, statistics and affine parameters in float storage
 /// (each its own), y of x's dtype and batchNormShape.
 void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var, const KTensor *w,

@@ -155,6 +155,35 @@ Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape
   return y;
 }
 
+Shape convWeightGradShape(const ConvParams &p, const Shape &x, const Shape &grad,
+                          const std::vector<int64_t> &kernel) {
+  const char *op = "conv_weight_grad";
+  expectSpatialDims(op, p.spatialDims);
+  if (p.transposed) fail(op, "takes the gradient of a convolution that is not transposed");
+  const size_t rank = static_cast<size_t>(p.spatialDims) + 2;
+  expectParam(op, "kernel", kernel, p.spatialDims, 1);
+  expectParam(op, "stride", p.stride, p.spatialDims, 1);
+  expectParam(op, "padding", p.padding, p.spatialDims, 0);
+  expectParam(op, "dilation", p.dilation, p.spatialDims, 1);
+  if (x.size() != rank || grad.size() != rank)
+    fail(op, "expected " + str(static_cast<int64_t>(rank)) + "-d input and gradient, got " +
+                 shapeToString(x) + " and " + shapeToString(grad));
+  if (p.groups < 1) fail(op, "groups must be positive, got " + str(p.groups));
+  if (x[1] % p.groups != 0 || grad[1] % p.groups != 0)
+    fail(op, "channels " + str(x[1]) + " in and " + str(grad[1]) +
+                 " out are not both divisible by groups=" + str(p.groups));
+  Shape w = {grad[1], x[1] / p.groups};
+  w.insert(w.end(), kernel.begin(), kernel.end());
+  // The gradient is the convolution's output for such a weight, or the
+  // sums would pair the wrong pixels.
+  const Shape y = convShape(p, x, w, nullptr);
+  if (y != grad)
+    fail(op, "gradient " + shapeToString(grad) + " is not the convolution's output " +
+                 shapeToString(y) + " for input " + shapeToString(x) + " and weight " +
+                 shapeToString(w));
+  return w;
+}
+
 // ---- pooling ---------------------------------------------------------------
 
 Shape poolShape(const PoolParams &p, const Shape &x) {

@@ -30,6 +30,9 @@ namespace shardc::runtime {
 /// x [N, Cin, *spatial],
 /// w [Cout, Cin/groups, *kernel] (transposed: [Cin, Cout/groups, *kernel]),
 /// b [Cout] optional. Every vector has `spatialDims` entries.
+/// The conv family's ops (the op table's variant): conv itself, and the
+/// gradient of its weight, which training graphs use (docs/training.md).
+enum class ConvKind { Forward, WeightGrad };
 struct ConvParams {
   int spatialDims = 2;  // 1, 2 or 3
   std::vector<int64_t> stride, padding, dilation;
@@ -39,6 +42,14 @@ struct ConvParams {
 };
 /// y's shape; checks ranks, channels against groups, positive sizes.
 Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape *b);
+/// conv_weight_grad: the gradient of a (non-transposed) convolution's
+/// weight, dw[co, ci, k] = sum over samples and output pixels of
+/// grad[n, co, pixel] * x[n, group's ci, the pixel's tap k], from x
+/// [N, Cin, *spatial] and grad [N, Cout, *out] (conv's output for a weight
+/// of spatial sizes `kernel`): dw [Cout, Cin/groups, *kernel]. It sums over
+/// the batch, so unlike the other rules its result has no sample dim.
+Shape convWeightGradShape(const ConvParams &p, const Shape &x, const Shape &grad,
+                          const std::vector<int64_t> &kernel);
 
 // ---- pooling ---------------------------------------------------------------
 

@@ -111,6 +111,9 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   auto optional = [&](size_t i) { return i < in.size() ? &in[i].shape : nullptr; };
   switch (info.family) {
   case OpFamily::Conv:
+    if (static_cast<ConvKind>(info.variant) == ConvKind::WeightGrad)
+      return convWeightGradShape(convParams(attrs, in[0].shape.size()), in[0].shape, in[1].shape,
+                                 std::get<std::vector<int64_t>>(attrs.at("kernel")));
     return convShape(convParams(attrs, in[0].shape.size()), in[0].shape, in[1].shape,
                      optional(2));
   case OpFamily::Pool:

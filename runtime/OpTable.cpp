@@ -62,11 +62,12 @@ Workspace allReduceWorkspace(const Buffer &output, std::span<const Buffer *const
 #include "runtime/OpTable.def"
 #undef SHARDC_OP
 
+using runtime::CompareOp;
+using runtime::ConvKind;
+using runtime::IndexKind;
 using runtime::PoolKind;
 using runtime::ReduceKind;
 using runtime::UnaryOp;
-using runtime::IndexKind;
-using runtime::CompareOp;
 
 const OpInfo kOps[] = {
 #define SHARDC_OP(code, name, minIn, maxIn, outs, memory, workspace, ...)              \

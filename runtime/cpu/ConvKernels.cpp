@@ -22,12 +22,15 @@
 
 #include "runtime/ConvGeometry.h"
 #include "runtime/ForwardChecks.h"
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/Im2col.h"
 #include "runtime/cpu/KernelSupport.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 namespace shardc::runtime {
@@ -42,63 +45,10 @@ constexpr int64_t kTileM16 = 128;   // output-channel block of the 16-bit path
 /// The 3-d view of a convolution (shared with the CUDA kernels).
 using Geometry = ConvGeometry;
 
-/// [lo, hi): the output columns ow whose input column ow*s - pad + off lies in [0, W).
-void validRange(int64_t OW, int64_t W, int64_t s, int64_t pad, int64_t off, int64_t &lo,
-                int64_t &hi) {
-  const int64_t shift = off - pad;  // iw = ow * s + shift
-  lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
-  hi = W - shift <= 0 ? 0 : (W - shift + s - 1) / s;
-  lo = std::min(lo, OW);
-  hi = std::clamp(hi, lo, OW);
-}
-
 float loadOne(DType dtype, const void *base, int64_t i) {
   float v = 0;
   cpu::loadFloats(dtype, base, i, 1, &v);
   return v;
-}
-
-/// Rows [r0, r1) of the column matrix of the output pixels [p0, p0 + P) of
-/// one sample-group, into col (row r at col + (r - r0) * P):
-/// r = ((ci * kd + kz) * kh + ki) * kw + kj; pixel p = (od * OH + oh) * OW + ow;
-/// zero where the window reads padding. `plane0` is the element offset of
-/// the group's first input channel.
-void im2col(const Geometry &g, DType dtype, const void *x, int64_t plane0, int64_t p0,
-            int64_t P, int64_t r0, int64_t r1, float *col) {
-  const int64_t taps = g.taps(), HW = g.H * g.W;
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t ci = r / taps, kz = (r / (g.kh * g.kw)) % g.kd;
-    const int64_t ki = (r / g.kw) % g.kh, kj = r % g.kw;
-    int64_t lo, hi;
-    validRange(g.OW, g.W, g.sw, g.pw, kj * g.dw, lo, hi);
-    const int64_t shift = kj * g.dw - g.pw;
-    float *dst = col + (r - r0) * P;
-    for (int64_t p = p0; p < p0 + P;) {
-      const int64_t row = p / g.OW, ow0 = p % g.OW, ow1 = std::min(g.OW, ow0 + (p0 + P - p));
-      const int64_t oh = row % g.OH, od = row / g.OH;
-      float *out = dst + (p - p0);
-      const int64_t id = od * g.sd - g.pd + kz * g.dd;
-      const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
-      if (id < 0 || id >= g.D || ih < 0 || ih >= g.H) {
-        std::fill(out, out + (ow1 - ow0), 0.0f);
-      } else {
-        const int64_t line = plane0 + ci * g.inPlane() + id * HW + ih * g.W;
-        const int64_t a = std::clamp(lo, ow0, ow1), b = std::clamp(hi, a, ow1);
-        std::fill(out, out + (a - ow0), 0.0f);
-        if (g.sw == 1) {
-          cpu::loadFloats(dtype, x, line + a + shift, b - a, out + (a - ow0));
-        } else if (dtype == DType::F32) {
-          const float *src = static_cast<const float *>(x) + line + shift;
-          for (int64_t ow = a; ow < b; ++ow) out[ow - ow0] = src[ow * g.sw];
-        } else {
-          for (int64_t ow = a; ow < b; ++ow)
-            out[ow - ow0] = loadOne(dtype, x, line + ow * g.sw + shift);
-        }
-        std::fill(out + (b - ow0), out + (ow1 - ow0), 0.0f);
-      }
-      p += ow1 - ow0;
-    }
-  }
 }
 
 /// acc rows [m, P) (leading dim ldAcc) start from the bias of channels co0...
@@ -119,6 +69,65 @@ int64_t pixelBlock(const Geometry &g, int64_t rowsPerBlock, int64_t fixedFloats)
   const int64_t pixels = std::max<int64_t>(g.pixels(), 1);
   const int64_t blocks = (pixels + most - 1) / most;
   return (pixels + blocks - 1) / blocks;
+}
+
+// ------------------------------------------------------- few pixels path --
+
+/// Output pixels per sample up to which convFewPixels runs.
+constexpr int64_t kFewPixels = 16;
+
+/// A convolution with few output pixels per sample (a late stage of a
+/// convnet on small images: 2 x 2 or 4 x 4) as a linear over pixel rows:
+/// per group, the pixels of as many samples as fit 4 MiB of columns are the
+/// rows of one shardc GEMM (runtime/cpu/Gemm.h) by the group's weight, from
+/// the bias. Per sample, sgemm would get a matrix of 4 columns, which it
+/// runs at a third of its speed. shardc's GEMM computes every element as
+/// one fma chain that depends only on its own row and column, so a sample's
+/// bytes do not depend on which samples share its call (the batch size, a
+/// data-parallel rank's rows) nor on the thread count.
+void convFewPixels(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
+                   const KTensor &y, int threads) {
+  const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();
+  const int64_t samples = std::clamp<int64_t>(4 * kScratchFloats / (K * PIX), 1, g.N);
+  const int64_t xSample = g.Cin * g.inPlane(), ySample = g.Cout * PIX;
+  const int64_t size = plan::dtypeSize(y.dtype);
+  std::vector<float> col(static_cast<size_t>(K * PIX)),
+      rows(static_cast<size_t>(samples * PIX * K));
+  std::vector<std::byte> out(static_cast<size_t>(samples * PIX * M * size));
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t n0 = 0; n0 < g.N; n0 += samples) {
+      const int64_t ns = std::min(samples, g.N - n0);
+      // rows[(s, p), r] = col_s[r, p]: im2col of each sample, transposed.
+      for (int64_t s = 0; s < ns; ++s) {
+        cpu::im2col(g, x.dtype, x.data, (n0 + s) * xSample + grp * g.cinG() * g.inPlane(), 0, PIX,
+                    0, K, col.data(), PIX);
+        float *dst = rows.data() + s * PIX * K;
+        for (int64_t r = 0; r < K; ++r)
+          for (int64_t p = 0; p < PIX; ++p) dst[p * K + r] = col[r * PIX + p];
+      }
+      // out[(s, p), co] = bias[co] + rows[(s, p)] . w_g[co], in y's dtype.
+      cpu::gemm({ns * PIX,
+                 M,
+                 K,
+                 {plan::DType::F32, rows.data(), 0, K},
+                 {w.dtype, w.data, grp * M * K, K},
+                 /*transB=*/true,
+                 b ? b->data : nullptr,
+                 b ? b->dtype : w.dtype,
+                 grp * M,
+                 out.data(),
+                 y.dtype,
+                 0,
+                 M},
+                threads);
+      // y[n, grp * M + co, p] = out[(s, p), co]: already rounded, copied.
+      std::byte *yb = static_cast<std::byte *>(y.data);
+      for (int64_t s = 0; s < ns; ++s)
+        for (int64_t p = 0; p < PIX; ++p)
+          for (int64_t co = 0; co < M; ++co)
+            std::memcpy(yb + ((n0 + s) * ySample + (grp * M + co) * PIX + p) * size,
+                        out.data() + ((s * PIX + p) * M + co) * size, static_cast<size_t>(size));
+    }
 }
 
 // ------------------------------------------------------------- general path --
@@ -156,7 +165,7 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
         ldCol = PIX;
       } else {
         scratch.resize(static_cast<size_t>(K * pb));
-        im2col(g, x.dtype, x.data, plane0, p0, pb, 0, K, scratch.data());
+        cpu::im2col(g, x.dtype, x.data, plane0, p0, pb, 0, K, scratch.data(), pb);
         colp = scratch.data();
         ldCol = pb;
       }
@@ -172,7 +181,7 @@ void convGemm(const Geometry &g, const KTensor &x, const KTensor &w, const KTens
     initRows(b, grp * M, M, pb, acc, pb);
     for (int64_t k0 = 0; k0 < K; k0 += kb16) {
       const int64_t kb = std::min(kb16, K - k0);
-      im2col(g, x.dtype, x.data, plane0, p0, pb, k0, k0 + kb, col);
+      cpu::im2col(g, x.dtype, x.data, plane0, p0, pb, k0, k0 + kb, col, pb);
       for (int64_t m0 = 0; m0 < M; m0 += mb16) {
         const int64_t mb = std::min(mb16, M - m0);
         for (int64_t i = 0; i < mb; ++i)
@@ -347,6 +356,34 @@ void convDepthwiseLanes(const Geometry &g, const KTensor &x, const KTensor &w, c
 
 // ----------------------------------------------------------- transposed path --
 
+/// Adds column row r = (c, ki, kj) of the input pixels [q0, q0 + qb) into
+/// output plane `plane`: input pixel (ih, iw) lands on (ih * sh - ph + ki *
+/// dh, iw * sw - pw + kj * dw) when that lies inside. A run of one input row
+/// at a time, its valid columns found once (no test per element); the
+/// additions happen in pixel order, as a loop over the pixels would.
+void col2imRow(const Geometry &g, int64_t ki, int64_t kj, const float *src, int64_t q0, int64_t qb,
+               float *plane) {
+  const int64_t shift = kj * g.dw - g.pw;  // ow = iw * sw + shift
+  // iw in [lo, hi) lands inside [0, OW).
+  const int64_t lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+  const int64_t hi = g.OW - shift <= 0 ? 0 : (g.OW - shift + g.sw - 1) / g.sw;
+  for (int64_t q = q0; q < q0 + qb;) {
+    const int64_t ih = q / g.W, iw0 = q % g.W, iw1 = std::min(g.W, iw0 + (q0 + qb - q));
+    const int64_t oh = ih * g.sh - g.ph + ki * g.dh;
+    const int64_t a = std::max(iw0, lo), b = std::min(iw1, hi);
+    if (oh >= 0 && oh < g.OH && a < b) {
+      float *out = plane + oh * g.OW + (a * g.sw + shift);  // output column of iw = a
+      const float *in = src + (q - q0) + (a - iw0);         // column of iw = a
+      if (g.sw == 1) {
+        for (int64_t i = 0; i < b - a; ++i) out[i] += in[i];
+      } else {
+        for (int64_t i = 0; i < b - a; ++i) out[i * g.sw] += in[i];
+      }
+    }
+    q += iw1 - iw0;
+  }
+}
+
 /// x [N, Cin, H, W], w [Cin, Cout/g, kh, kw], y [N, Cout, OH, OW]: per
 /// (sample, group, block of output channels), sgemm W_g^T x_g block into
 /// columns [cb * kh * kw, Q] and col2im adds them into the output planes, in
@@ -397,16 +434,8 @@ void convTransposed(const Geometry &g, const KTensor &x, const KTensor &w, const
       }
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, asInt(rows), asInt(qb), asInt(cinG),
                   1.0f, wp, asInt(f32 ? ldw : rows), xp, asInt(ldx), 0.0f, cols, asInt(qb));
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t c = r / taps, ki = (r / g.kw) % g.kh, kj = r % g.kw;
-        const float *src = cols + r * qb;
-        float *plane = acc + c * PIX;
-        for (int64_t q = q0; q < q0 + qb; ++q) {
-          const int64_t oh = (q / g.W) * g.sh - g.ph + ki * g.dh;
-          const int64_t ow = (q % g.W) * g.sw - g.pw + kj * g.dw;
-          if (oh >= 0 && oh < g.OH && ow >= 0 && ow < g.OW) plane[oh * g.OW + ow] += src[q - q0];
-        }
-      }
+      for (int64_t r = 0; r < rows; ++r)
+        col2imRow(g, (r / g.kw) % g.kh, r % g.kw, cols + r * qb, q0, qb, acc + (r / taps) * PIX);
     }
     if (!f32)
       for (int64_t c = 0; c < cn; ++c)
@@ -440,6 +469,7 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
       return convDepthwiseLanes(g, x, w, b, y, threads);
     return convDepthwise(g, x, w, b, y, threads);
   }
+  if (g.pixels() <= kFewPixels && g.K() > 0) return convFewPixels(g, x, w, b, y, threads);
   convGemm(g, x, w, b, y, threads);
 }
 

@@ -14,6 +14,10 @@ namespace shardc::runtime {
 /// Convolution (im2col blocks + sgemm in fixed tiles; depthwise directly).
 void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const KTensor *b,
                 const KTensor &y, int threads);
+/// conv_weight_grad: per (group, block of dw's columns), the samples'
+/// im2col blocks in a fixed order, one sgemm each onto a float tile.
+void convWeightGradKernel(const ConvParams &p, const KTensor &x, const KTensor &grad,
+                          const std::vector<int64_t> &kernel, const KTensor &dw, int threads);
 
 void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads);
 /// adaptive_{avg,max}_pool with outputSize.size() spatial dims (1, 2 or 3).

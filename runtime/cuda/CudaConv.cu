@@ -11,6 +11,9 @@
 //     (1-d or 2-d) convolutions:
 //     one thread per output element sums its taps in float (direct; the
 //     transposed one gathers the input pixels that land on it).
+//   - conv_weight_grad: float32 per (sample, group, block of output
+//     pixels) im2col and cublasGemmEx onto dw (zeroed first); 16-bit
+//     dtypes one thread per dw element, summed in float and rounded once.
 // cuDNN is not used: the toolkit here has it, but it would be one more
 // library the GPU bundle must find on the GPU machine (docs/gpu.md).
 #include "runtime/cuda/CudaFamilies.h"
@@ -111,6 +114,39 @@ __global__ void transposedKernel(Geometry g, const typename T::S *x, const typen
   }
 }
 
+/// conv_weight_grad, direct: one thread per dw element [co, ci, taps] sums
+/// grad * x over the samples and output pixels in float, rounded once (the
+/// 16-bit dtypes; float32 takes the im2col + cuBLAS path).
+template <typename T>
+__global__ void weightGradKernel(Geometry g, const typename T::S *x, const typename T::S *grad,
+                                 typename T::S *dw, int64_t count) {
+  SHARDC_GRID_LOOP(i, count) {
+    const int64_t K = g.K(), r = i % K, co = i / K, grp = co / g.coutG();
+    const int64_t ci = grp * g.cinG() + r / g.taps();
+    const int64_t kz = (r / (g.kh * g.kw)) % g.kd, ki = (r / g.kw) % g.kh, kj = r % g.kw;
+    float acc = 0.0f;
+    for (int64_t n = 0; n < g.N; ++n) {
+      const typename T::S *plane = x + (n * g.Cin + ci) * g.inPlane();
+      const typename T::S *gp = grad + (n * g.Cout + co) * g.pixels();
+      for (int64_t od = 0; od < g.OD; ++od) {
+        const int64_t id = od * g.sd - g.pd + kz * g.dd;
+        if (id < 0 || id >= g.D) continue;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          const int64_t ih = oh * g.sh - g.ph + ki * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            const int64_t iw = ow * g.sw - g.pw + kj * g.dw;
+            if (iw >= 0 && iw < g.W)
+              acc += T::load(gp[(od * g.OH + oh) * g.OW + ow]) *
+                     T::load(plane[(id * g.H + ih) * g.W + iw]);
+          }
+        }
+      }
+    }
+    dw[i] = T::store(acc);
+  }
+}
+
 void convGemm(CudaDevice &device, const char *op, const Geometry &g, const KTensor &x,
               const KTensor &w, const KTensor &y) {
   const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();
@@ -185,6 +221,69 @@ void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTens
   });
   checkLaunch(std::string(op) + " kernel launch");
   if (!direct && g.K() > 0) convGemm(device, op, g, x, w, y);
+}
+
+void convWeightGrad(CudaDevice &device, const ConvParams &p, const KTensor &x,
+                    const KTensor &grad, const std::vector<int64_t> &kernel, const KTensor &dw) {
+  const char *op = "conv_weight_grad";
+  checks::convWeightGrad(p, x, grad, kernel, dw);
+  const Geometry g = convGeometryOf(p, x.shape, dw.shape, grad.shape);
+  const int64_t count = dw.numel();
+  if (count == 0) return;
+  device.makeCurrent();
+  if (x.dtype != DType::F32) {
+    dispatchFloat(op, x.dtype, false, [&](auto tag) {
+      using T = decltype(tag);
+      using S = typename T::S;
+      weightGradKernel<T><<<gridFor(count), kThreads, 0, device.stream()>>>(
+          g, static_cast<const S *>(x.data), static_cast<const S *>(grad.data),
+          static_cast<S *>(dw.data), count);
+    });
+    checkLaunch(std::string(op) + " kernel launch");
+    return;
+  }
+  // float32: dw = 0, then per (sample, group, block of output pixels) the
+  // forward's im2col and one cublasGemmEx dw_g [M, K] += grad_g [M, pb]
+  // col [K, pb]^T, in column-major terms dw_g^T = col^T grad_g^T.
+  const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();
+  for (int64_t v : {K, M, PIX})
+    if (v > INT_MAX)
+      checks::fail(op, "a matrix size of " + std::to_string(v) +
+                           " exceeds the cuBLAS int range (input " + shapeToString(x.shape) +
+                           ", gradient " + shapeToString(grad.shape) + ")");
+  checkCuda(cudaMemsetAsync(dw.data, 0, static_cast<size_t>(count) * sizeof(float),
+                            device.stream()),
+            "conv_weight_grad: cudaMemsetAsync");
+  const int64_t scratchElements = static_cast<int64_t>(CudaDevice::kMaxScratchBytes) /
+                                  static_cast<int64_t>(sizeof(float));
+  if (K > scratchElements)
+    checks::fail(op, "an im2col row of " + std::to_string(K) +
+                         " taps exceeds the cuda backend's kernel scratch (" +
+                         std::to_string(scratchElements) + " elements)");
+  const int64_t most = scratchElements / K;
+  const int64_t blocks = (PIX + most - 1) / most, P = (PIX + blocks - 1) / blocks;
+  const int64_t xSample = g.Cin * g.inPlane(), gSample = g.Cout * PIX;
+  const float alpha = 1.0f, beta = 1.0f;
+  float *col = static_cast<float *>(device.scratch(static_cast<size_t>(K * P) * sizeof(float)));
+  const float *xs = static_cast<const float *>(x.data), *gs = static_cast<const float *>(grad.data);
+  float *dws = static_cast<float *>(dw.data);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      for (int64_t p0 = 0; p0 < PIX; p0 += P) {
+        const int64_t pb = std::min(P, PIX - p0);
+        im2colKernel<float><<<gridFor(K * pb), kThreads, 0, device.stream()>>>(
+            g, xs, n * xSample + grp * g.cinG() * g.inPlane(), p0, pb, col, K * pb);
+        checkLaunch(std::string(op) + " im2col kernel launch");
+        // Column-major: col is [pb, K] (ld pb), grad_g [PIX, M] (ld PIX),
+        // dw_g [K, M] (ld K).
+        checkCublas(cublasGemmEx(device.blas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(K),
+                                 static_cast<int>(M), static_cast<int>(pb), &alpha, col,
+                                 CUDA_R_32F, static_cast<int>(pb),
+                                 gs + n * gSample + grp * M * PIX + p0, CUDA_R_32F,
+                                 static_cast<int>(PIX), &beta, dws + grp * M * K, CUDA_R_32F,
+                                 static_cast<int>(K), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx (conv_weight_grad)");
+      }
 }
 
 }  // namespace shardc::runtime::cuda

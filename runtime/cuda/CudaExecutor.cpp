@@ -189,6 +189,10 @@ void CudaBackend::conv(const ConvParams &p, const KTensor &x, const KTensor &w, 
                        const KTensor &y) {
   cuda::conv(device_, p, x, w, b, y);
 }
+void CudaBackend::convWeightGrad(const ConvParams &p, const KTensor &x, const KTensor &grad,
+                                 const std::vector<int64_t> &kernel, const KTensor &dw) {
+  cuda::convWeightGrad(device_, p, x, grad, kernel, dw);
+}
 void CudaBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
   cuda::pool(device_, p, x, y);
 }

@@ -37,6 +37,8 @@ void adaptivePool(CudaDevice &device, PoolKind kind, const std::vector<int64_t> 
                   const KTensor &x, const KTensor &y);
 void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &w,
           const KTensor *b, const KTensor &y);
+void convWeightGrad(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTensor &grad,
+                    const std::vector<int64_t> &kernel, const KTensor &dw);
 
 /// topk's int64 indices: the CPU's kernel on a host copy of x, so equal
 /// values pick the indices the CPU (torch's CPU selection) picks.

@@ -226,6 +226,16 @@ TEST_CASE("a sum or mean over the batch rows is a share of the global value",
   GraphNode amax = makeNode("amax", {"xa"}, {});
   amax.familyOp = true;
   CHECK_FALSE(reductionOverBatch(amax, {batchAt(xa, 0)}));  // a max does not add up
+  // conv_weight_grad sums over its samples: a share when the input's and
+  // the gradient's rows are the same rows of dim 0.
+  Shape x4{6, 3, 5, 5}, g4{6, 2, 5, 5};
+  GraphNode dw = makeNode("conv_weight_grad", {"x", "g"}, {});
+  dw.familyOp = true;
+  CHECK(reductionOverBatch(dw, {batchAt(x4, 0, 3), batchAt(g4, 0, 3)}) == BatchReduction::Sum);
+  CHECK_FALSE(reductionOverBatch(dw, {batchAt(x4, 0, 3), whole(g4)}));
+  // ... and is never split as a per-row op.
+  CHECK_THROWS_WITH(splitOverBatch(dw, {batchAt(x4, 0), whole(g4)}, 6),
+                    Catch::Contains("'conv_weight_grad' sums over the batch rows"));
 }
 
 TEST_CASE("rebatchGraph turns a loss into this rank's share of it",

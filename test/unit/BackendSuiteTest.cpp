@@ -489,9 +489,15 @@ std::vector<SuiteCase> suiteCases() {
       using L = std::vector<int64_t>;
       switch (info.family) {
       case OpFamily::Conv:  // grouped, strided, padded, with bias
-        in = {input("x", dt, {2, 4, 7, 7}), input("w", dt, {6, 2, 3, 3}), input("b", dt, {6})};
         attrs = {{"stride", L{2, 2}}, {"padding", L{1, 1}}, {"dilation", L{1, 1}},
                  {"groups", int64_t{2}}};
+        if (static_cast<runtime::ConvKind>(info.variant) == runtime::ConvKind::WeightGrad) {
+          // that convolution's weight gradient: x and its output's gradient
+          in = {input("x", dt, {2, 4, 7, 7}), input("g", dt, {2, 6, 4, 4})};
+          attrs["kernel"] = L{3, 3};
+          break;
+        }
+        in = {input("x", dt, {2, 4, 7, 7}), input("w", dt, {6, 2, 3, 3}), input("b", dt, {6})};
         break;
       case OpFamily::Pool:
         in = {input("x", dt, {2, 3, 7, 7})};
@@ -640,6 +646,29 @@ std::vector<SuiteCase> suiteCases() {
              {input("x", f, {1, 3, 4, 5, 5}), input("w", f, {3, 1, 3, 3, 3})},
              {{"stride", L{1, 1, 1}}, {"padding", L{1, 1, 1}}, {"dilation", L{1, 1, 1}},
               {"groups", int64_t{3}}});
+  // conv_weight_grad: 1-d dilated; 3-d; a plane of 40000 pixels (a backend
+  // may cut it into several im2col blocks, CudaConv.cu's scratch of 1 MiB).
+  familyCase("conv_weight_grad 1d dilated", OpCode::ConvWeightGrad,
+             {input("x", f, {3, 3, 10}), input("g", f, {3, 5, 10})},
+             {{"stride", L{1}},
+              {"padding", L{2}},
+              {"dilation", L{2}},
+              {"groups", int64_t{1}},
+              {"kernel", L{3}}});
+  familyCase("conv_weight_grad 3d strided", OpCode::ConvWeightGrad,
+             {input("x", f, {2, 4, 5, 6, 5}), input("g", f, {2, 6, 3, 4, 5})},
+             {{"stride", L{2, 1, 1}},
+              {"padding", L{1, 1, 0}},
+              {"dilation", L{1, 2, 1}},
+              {"groups", int64_t{2}},
+              {"kernel", L{3, 3, 1}}});
+  familyCase("conv_weight_grad several pixel blocks", OpCode::ConvWeightGrad,
+             {input("x", f, {1, 1, 200, 200}), input("g", f, {1, 2, 200, 200})},
+             {{"stride", L{1, 1}},
+              {"padding", L{1, 1}},
+              {"dilation", L{1, 1}},
+              {"groups", int64_t{1}},
+              {"kernel", L{3, 3}}});
   familyCase("max_pool 3d", OpCode::MaxPool, {input("x", f, {2, 3, 5, 7, 6})},
              {{"kernel", L{3, 3, 3}}, {"stride", L{2, 2, 2}}, {"padding", L{1, 1, 1}}});
   familyCase("avg_pool 3d ceil_mode without padding count", OpCode::AvgPool,

@@ -202,10 +202,25 @@ TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread coun
   std::vector<Case> big = {
       {"3x3 64 channels", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 64, 32, 32}, {8, 64, 3, 3}},
       {"depthwise", params(2, {1, 1}, {1, 1}, {1, 1}, 16), {3, 16, 40, 40}, {16, 1, 3, 3}},
-      {"depthwise narrow 5x5/2", params(2, {2, 2}, {2, 2}, {1, 1}, 40), {3, 40, 14, 14}, {40, 1, 5, 5}},
+      {"depthwise narrow 5x5/2",
+       params(2, {2, 2}, {2, 2}, {1, 1}, 40),
+       {3, 40, 14, 14},
+       {40, 1, 5, 5}},
       {"pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 32, 48, 48}, {16, 32, 1, 1}},
-      {"transposed", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {3, 16, 20, 20}, {16, 24, 3, 3}},
-      {"3-d 3x3x3", params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1), {3, 16, 6, 14, 14}, {8, 16, 3, 3, 3}},
+      {"transposed",
+       params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}),
+       {3, 16, 20, 20},
+       {16, 24, 3, 3}},
+      {"3-d 3x3x3",
+       params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1),
+       {3, 16, 6, 14, 14},
+       {8, 16, 3, 3, 3}},
+      // At most 16 output pixels: the samples' pixels are rows of one GEMM.
+      {"few pixels 2x2", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 96, 2, 2}, {80, 96, 3, 3}},
+      {"few pixels 4x4 stride 2, groups",
+       params(2, {2, 2}, {1, 1}, {1, 1}, 2),
+       {3, 32, 8, 8},
+       {24, 16, 3, 3}},
   };
   for (const Case &c : big)
     for (DType dtype : {DType::F32, DType::BF16}) {

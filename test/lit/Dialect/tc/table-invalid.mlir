@@ -2,7 +2,7 @@
 // Each error of tc.op's verifier, which asks the runtime's op table.
 
 func.func @f(%x: tensor<2x3x8x8xf32>) {
-  // expected-error @+1 {{unknown op "conv2d"; tc.op takes the op table's family ops: conv, max_pool}}
+  // expected-error @+1 {{unknown op "conv2d"; tc.op takes the op table's family ops: conv, conv_weight_grad, max_pool}}
   %0 = tc.op "conv2d"(%x) : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
   return
 }
@@ -109,6 +109,16 @@ func.func @f(%x: tensor<2x4xf32>) {
 func.func @f(%x: tensor<2x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
   // expected-error @+1 {{convolution: Given groups=1, weight of size [4, 2, 3, 3], expected input[2, 3, 8, 8] to have 2 channels, but got 3 channels instead}}
   %0 = tc.op "conv"(%x, %w) {stride = [1, 1], padding = [0, 0], dilation = [1, 1], groups = 1} : (tensor<2x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+// conv_weight_grad's gradient must be the convolution's output for the
+// kernel (here a 3x3 kernel at stride 1 gives 6x6, not 8x8).
+func.func @f(%x: tensor<2x3x8x8xf32>, %g: tensor<2x4x8x8xf32>) {
+  // expected-error @+1 {{conv_weight_grad: gradient [2, 4, 8, 8] is not the convolution's output [2, 4, 6, 6] for input [2, 3, 8, 8] and weight [4, 3, 3, 3]}}
+  %0 = tc.op "conv_weight_grad"(%x, %g) {stride = [1, 1], padding = [0, 0], dilation = [1, 1], groups = 1, kernel = [3, 3]} : (tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x3x3x3xf32>
   return
 }
 

@@ -30,6 +30,16 @@ func.func @convnet(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   return %mean, %i : tensor<2x4xf32>, tensor<2xi64>
 }
 
+// The weight gradient of @convnet's conv: input and output gradient in,
+// the weight's shape out (docs/training.md).
+// CHECK-LABEL: func.func @conv_weight_grad(
+func.func @conv_weight_grad(%x: tensor<2x3x8x8xf32>, %g: tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32> {
+  // CHECK: tc.op "conv_weight_grad"(%{{.*}}, %{{.*}}) {dilation = [1, 1], groups = 1 : i64, kernel = [3, 3], padding = [1, 1], stride = [2, 2]} : (tensor<2x3x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+  %dw = tc.op "conv_weight_grad"(%x, %g) {stride = [2, 2], padding = [1, 1], dilation = [1, 1], groups = 1, kernel = [3, 3]}
+      : (tensor<2x3x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+  return %dw : tensor<4x3x3x3xf32>
+}
+
 // CHECK-LABEL: func.func @norms_and_reductions(
 func.func @norms_and_reductions(%x: tensor<2x8x5xbf16>, %g: tensor<8xbf16>) -> tensor<2x1x5xbf16> {
   // CHECK: %[[G:.*]] = tc.op "group_norm"(%{{.*}}, %{{.*}}, %{{.*}}) {eps = 1.000000e-05 : f64, groups = 4 : i64} : (tensor<2x8x5xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8x5xbf16>
