@@ -172,18 +172,23 @@ TEST_CASE("conv_weight_grad matches a naive weight gradient (float32, bfloat16, 
 }
 
 TEST_CASE("conv_weight_grad: the bytes do not depend on the thread count", "[family-kernels]") {
-  // 4 row blocks x 5 column blocks of tasks, chunks spanning samples.
-  const Case c{"3x3", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {8, 64, 12, 12}, {3, 3}, 400};
-  const Shape gShape = gradShape(c);
-  for (DType dtype : {DType::F32, DType::BF16}) {
-    INFO(shardc::plan::dtypeName(dtype));
-    TT x = random(dtype, c.x, 3), grad = random(dtype, gShape, 4);
-    const Shape dwShape = convWeightGradShape(c.p, c.x, gShape, c.kernel);
-    TT one = zeros(dtype, dwShape), three = zeros(dtype, dwShape);
-    convWeightGradKernel(c.p, x.k(), grad.k(), c.kernel, one.k(), 1);
-    convWeightGradKernel(c.p, x.k(), grad.k(), c.kernel, three.k(), 3);
-    CHECK(one.bytes == three.bytes);
-  }
+  const std::vector<Case> cases = {
+      // 4 row blocks x 5 column blocks of tasks, chunks spanning samples.
+      {"3x3", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {8, 64, 12, 12}, {3, 3}, 400},
+      // a task per output channel
+      {"depthwise", params(2, {2, 2}, {1, 1}, {1, 1}, 32), {4, 32, 20, 20}, {3, 3}, 64},
+  };
+  for (const Case &c : cases)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      const Shape gShape = gradShape(c);
+      INFO(c.name << " " << shardc::plan::dtypeName(dtype));
+      TT x = random(dtype, c.x, 3), grad = random(dtype, gShape, 4);
+      const Shape dwShape = convWeightGradShape(c.p, c.x, gShape, c.kernel);
+      TT one = zeros(dtype, dwShape), three = zeros(dtype, dwShape);
+      convWeightGradKernel(c.p, x.k(), grad.k(), c.kernel, one.k(), 1);
+      convWeightGradKernel(c.p, x.k(), grad.k(), c.kernel, three.k(), 3);
+      CHECK(one.bytes == three.bytes);
+    }
 }
 
 TEST_CASE("conv_weight_grad rejects bad operands with the reason", "[family-kernels]") {
