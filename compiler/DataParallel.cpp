@@ -73,7 +73,7 @@ mlir::FailureOr<plan::Plan>
 compileForwardRows(const Graph &graph, int64_t rows, int64_t globalRows,
                    const std::vector<int64_t> &sizes, int64_t worldSize,
                    mlir::MLIRContext &context, const ShardOptions &options) {
-  Graph rebatched = rebatchGraph(graph, rows, globalRows);
+  Graph rebatched = rebatchGraph(graph, rows, globalRows, sizes.back() > 0);
   // A mean's share is scaled by the rank's fraction of the batch, a
   // constant parameter; the ranks' functions share one init.
   const bool twoSizes = sizes.size() > 1 && sizes[1] > 0;

@@ -32,7 +32,13 @@ namespace shardc::compiler {
 /// that folds dim 0 into another), when a buffer is updated from single
 /// rows, or when an output is neither a batch value (concatenated over
 /// ranks) nor a 0-d share.
-Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0);
+/// cross_entropy's share is its mean times this rank's counted targets
+/// (those other than -100) over all ranks' (a count summed over ranks), so
+/// the shares add up to the global batch's mean; `everyRankHasRows` false
+/// (a rank with no rows runs no forward) scales it by the rank's fraction
+/// of the rows instead.
+Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0,
+                   bool everyRankHasRows = true);
 
 /// The name stem of a mean's share scale (a constant buffer rebatchGraph
 /// adds): the one value that depends on the rank's rows.

@@ -179,7 +179,10 @@ Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
                               dt);
   std::string counted =
       b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
-  std::string count = b.op("sum", {counted});
+  // No counted target (every one ignored): no gradient rather than 0 / 0
+  // (a data-parallel rank's rows may all be ignored; Rebatch.cpp).
+  std::string count =
+      b.op("clamp_out", {b.op("sum", {counted})}, {{"min", 1.0}});
   std::string perRow = b.div(b.mul(counted, s.grad()), count); // [N, 1]
   std::string probs = b.op("softmax", {logits}, {{"dim", 1}});
   return {s.wanted[0] ? b.mul(b.sub(probs, hot), perRow) : "", ""};

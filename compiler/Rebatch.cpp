@@ -62,6 +62,10 @@ public:
       taken_.insert(node.names.begin(), node.names.end());
   }
 
+  /// Whether cross_entropy's share counts its targets over ranks
+  /// (shareOfCountedMean; default) or is a constant fraction of the rows.
+  void countTargets(bool on) { countTargets_ = on; }
+
   Graph run() {
     result_.nodes.clear();
     for (const GraphNode &original : graph_.nodes)
@@ -372,6 +376,10 @@ private:
       result_.nodes.push_back(std::move(node));
       return true;
     }
+    if (node.op == "cross_entropy" && countTargets_) {
+      shareOfCountedMean(std::move(node));
+      return true;
+    }
     GraphNode scale;
     scale.op = "mul";
     scale.names = {name};
@@ -385,6 +393,70 @@ private:
     result_.nodes.push_back(std::move(node));
     result_.nodes.push_back(std::move(scale));
     return true;
+  }
+
+  /// A node appended to the result: `op` of `inputs`, one result of `shape`.
+  std::string appendNode(const std::string &stem, const std::string &op,
+                         bool familyOp, std::vector<std::string> inputs,
+                         Shape shape, plan::DType dtype,
+                         const std::string &path,
+                         std::map<std::string, plan::AttrValue> attrs = {}) {
+    GraphNode node;
+    node.names = {freshName(stem)};
+    node.op = op;
+    node.familyOp = familyOp;
+    node.inputs = std::move(inputs);
+    node.shapes = {shape};
+    node.dtype = dtype;
+    node.path = path;
+    node.attrs = std::move(attrs);
+    shapes_[node.names[0]] = std::move(shape);
+    result_.nodes.push_back(std::move(node));
+    return result_.nodes.back().names[0];
+  }
+
+  /// cross_entropy's share of the global batch's mean: this rank's mean
+  /// times its counted targets (those other than -100, torch's
+  /// ignore_index) over all ranks' (all_reduce_sum), 0 on a rank that
+  /// counts none. The shares add up to the whole batch's mean however the
+  /// ignored targets fall on the ranks, and whatever rows each rank holds;
+  /// a constant fraction of the rows gives the mean of the ranks' means
+  /// instead (what DistributedDataParallel computes).
+  void shareOfCountedMean(GraphNode node) {
+    const std::string name = node.names[0], targets = node.inputs[1],
+                      path = node.path;
+    const plan::DType dtype = node.dtype;
+    node.names[0] = freshName(name + ".rows" + std::to_string(rows_));
+    const std::string mean = node.names[0];
+    shapes_[mean] = {};
+    result_.nodes.push_back(std::move(node));
+    const std::string kept = appendNode(
+        name + ".counted", "ne", true, {targets}, shapes_.at(targets),
+        plan::DType::I64, path, {{"value", -100.0}});
+    const std::string asFloat = appendNode(
+        kept + ".float", "cast", true, {kept}, shapes_.at(targets), dtype, path,
+        {{"dtype", std::string(plan::dtypeName(dtype))}});
+    const std::string count =
+        appendNode(name + ".count", "sum", true, {asFloat}, {}, dtype, path);
+    const std::string total = summedOverRanks(count, path);
+    const std::string fraction = appendNode(name + ".fraction", "div", false,
+                                            {count, total}, {}, dtype, path);
+    // A rank whose targets are all ignored has a mean of none (NaN, as
+    // torch's): its share is 0.
+    const std::string any =
+        appendNode(name + ".any", "gt", true, {count}, {}, plan::DType::I64,
+                   path, {{"value", 0.0}});
+    const std::string counted =
+        appendNode(mean + ".counted", "where", true,
+                   {any, mean, constant(0.0, dtype)}, {}, dtype, path);
+    GraphNode share;
+    share.names = {name};
+    share.op = "mul";
+    share.inputs = {counted, fraction};
+    share.shapes = {{}};
+    share.dtype = dtype;
+    share.path = path;
+    result_.nodes.push_back(std::move(share));
   }
 
   /// Whether `node`, reading shares (and single rows when `readsBatch`),
@@ -647,6 +719,10 @@ private:
   const Graph &graph_;
   const int64_t rows_, batch_;
   const int64_t globalRows_; // the batch a mean's shares add up to
+  // cross_entropy's share by counted targets (shareOfCountedMean), which
+  // sums a count over ranks: every rank must then run forward, so not when
+  // some rank has no rows (it runs the gathers only).
+  bool countTargets_ = true;
   const std::set<std::string> &keepWhole_;
   const bool checkOutputs_;
   Graph result_;
@@ -709,9 +785,13 @@ void renameUses(Graph &graph, const std::string &from, const std::string &to) {
 
 } // namespace
 
-Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows) {
+Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows,
+                   bool everyRankHasRows) {
   return withRebatcher(graph, rows, globalRows, true,
-                       [](Rebatcher &rebatcher) { return rebatcher.run(); });
+                       [&](Rebatcher &rebatcher) {
+                         rebatcher.countTargets(everyRankHasRows);
+                         return rebatcher.run();
+                       });
 }
 
 Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims &outputDims) {

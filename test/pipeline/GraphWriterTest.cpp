@@ -79,6 +79,29 @@ TEST_CASE("a rebatched loss goes back to text with its share's constant", "[grap
   const std::string text = R"({"format": "shardc-graph", "version": 1,
     "parameters": [{"name": "w", "shape": [4, 3], "dtype": "float32", "device": "cpu",
                     "init": [{"op": "ones"}]}],
+    "inputs": [{"name": "x", "shape": [6, 3], "dtype": "float32"}],
+    "nodes": [{"name": "y", "op": "linear", "inputs": ["x", "w"]},
+              {"name": "loss", "op": "mean", "inputs": ["y"]}],
+    "outputs": ["loss"]})";
+  const Graph graph = parseGraph(text, "loss.json");
+  const Graph two = rebatchGraph(graph, 2);
+  const Graph again = parseGraph(rewrittenGraphText(text, two), "again.json");
+  checkSameNodes(two, again);
+  CHECK(again.inputs[0].shape == std::vector<int64_t>{2, 3});
+  REQUIRE(again.params.size() == 2);
+  const GraphParam &scale = again.params[1];
+  CHECK(scale.isBuffer);
+  CHECK_FALSE(scale.persistent);
+  CHECK(scale.shape.empty());
+  REQUIRE(scale.init.size() == 1);
+  CHECK(scale.init[0].number("value") == 2.0 / 6.0);
+}
+
+TEST_CASE("a rebatched cross_entropy goes back to text with its count over ranks",
+          "[graph-writer]") {
+  const std::string text = R"({"format": "shardc-graph", "version": 1,
+    "parameters": [{"name": "w", "shape": [4, 3], "dtype": "float32", "device": "cpu",
+                    "init": [{"op": "ones"}]}],
     "inputs": [{"name": "x", "shape": [6, 3], "dtype": "float32"},
                {"name": "t", "shape": [6], "dtype": "int64", "high": 4}],
     "nodes": [{"name": "y", "op": "linear", "inputs": ["x", "w"]},
@@ -88,15 +111,17 @@ TEST_CASE("a rebatched loss goes back to text with its share's constant", "[grap
   const Graph two = rebatchGraph(graph, 2);
   const Graph again = parseGraph(rewrittenGraphText(text, two), "again.json");
   checkSameNodes(two, again);
-  CHECK(again.inputs[0].shape == std::vector<int64_t>{2, 3});
   CHECK(again.inputs[1].shape == std::vector<int64_t>{2});
-  REQUIRE(again.params.size() == 2);
-  const GraphParam &scale = again.params[1];
-  CHECK(scale.isBuffer);
-  CHECK_FALSE(scale.persistent);
-  CHECK(scale.shape.empty());
-  REQUIRE(scale.init.size() == 1);
-  CHECK(scale.init[0].number("value") == 2.0 / 6.0);
+  // The rank's mean, its counted targets, their sum over ranks, the share.
+  std::vector<std::string> ops;
+  for (const GraphNode &node : again.nodes) ops.push_back(node.op);
+  CHECK(ops == std::vector<std::string>{"linear", "cross_entropy", "ne", "cast", "sum",
+                                        "all_reduce_sum", "div", "gt", "where", "mul"});
+  CHECK(again.nodes.back().names[0] == "loss");
+  // Without it when some rank has no rows: the rows' fraction, a constant.
+  const Graph fraction = rebatchGraph(graph, 2, 6, /*everyRankHasRows=*/false);
+  REQUIRE(fraction.params.size() == 2);
+  CHECK(fraction.params[1].init[0].number("value") == 2.0 / 6.0);
 }
 
 TEST_CASE("nodeJson writes infinities as the format's strings", "[graph-writer]") {
