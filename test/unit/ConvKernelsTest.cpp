@@ -8,6 +8,7 @@
 // result (half an ulp relative). The reference reads the stored (already
 // rounded) inputs, so nothing else differs.
 #include "ConvTorchFixture.h"
+#include "ConvTestSupport.h"
 #include "FamilyTestSupport.h"
 
 #include "runtime/RuntimeError.h"
@@ -39,14 +40,6 @@ Conv3d as3d(const ConvParams &p) {
     c.outPad[d] = real && p.transposed ? p.outputPadding[d - lead] : 0;
   }
   return c;
-}
-
-/// The three spatial sizes of a [N, C, *spatial] shape, as 3-d.
-std::array<int64_t, 3> spatial3(const Shape &s) {
-  std::array<int64_t, 3> out{1, 1, 1};
-  const size_t dims = s.size() - 2;
-  for (size_t d = 0; d < dims; ++d) out[3 - dims + d] = s[2 + d];
-  return out;
 }
 
 /// want[i] and the bound on |got - want| for each output element.
@@ -117,20 +110,6 @@ Expected reference(const ConvParams &p, const TT &x, const TT &w, const TT *b, c
   return e;
 }
 
-ConvParams params(int dims, std::vector<int64_t> stride, std::vector<int64_t> pad,
-                  std::vector<int64_t> dil, int64_t groups, bool transposed = false,
-                  std::vector<int64_t> outPad = {}) {
-  ConvParams p;
-  p.spatialDims = dims;
-  p.stride = std::move(stride);
-  p.padding = std::move(pad);
-  p.dilation = std::move(dil);
-  p.groups = groups;
-  p.transposed = transposed;
-  p.outputPadding = transposed && outPad.empty() ? std::vector<int64_t>(size_t(dims), 0) : outPad;
-  return p;
-}
-
 struct Case {
   const char *name;
   ConvParams p;
@@ -139,37 +118,37 @@ struct Case {
 
 std::vector<Case> cases() {
   return {
-      {"3x3 pad 1", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 5, 9, 8}, {7, 5, 3, 3}},
-      {"7x7 stride 2 pad 3 (stem)", params(2, {2, 2}, {3, 3}, {1, 1}, 1), {1, 3, 23, 21}, {6, 3, 7, 7}},
-      {"1x1 pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 12, 5, 6}, {9, 12, 1, 1}},
-      {"1x1 stride 2", params(2, {2, 2}, {0, 0}, {1, 1}, 1), {1, 6, 7, 7}, {4, 6, 1, 1}},
-      {"dilation 2, rectangular", params(2, {1, 2}, {2, 1}, {2, 3}, 1), {1, 4, 11, 13}, {3, 4, 3, 2}},
-      {"groups 3", params(2, {1, 1}, {1, 0}, {1, 1}, 3), {2, 6, 6, 7}, {9, 2, 3, 3}},
-      {"depthwise 3x3 stride 2", params(2, {2, 2}, {1, 1}, {1, 1}, 8), {2, 8, 10, 9}, {8, 1, 3, 3}},
-      {"depthwise multiplier 2, dilation", params(2, {1, 1}, {2, 2}, {2, 2}, 4), {1, 4, 8, 8}, {8, 1, 3, 3}},
-      {"single input channel, groups 1", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 1, 6, 6}, {3, 1, 2, 2}},
+      {"3x3 pad 1", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 5, 9, 8}, {7, 5, 3, 3}},
+      {"7x7 stride 2 pad 3 (stem)", convParams(2, {2, 2}, {3, 3}, {1, 1}, 1), {1, 3, 23, 21}, {6, 3, 7, 7}},
+      {"1x1 pointwise", convParams(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 12, 5, 6}, {9, 12, 1, 1}},
+      {"1x1 stride 2", convParams(2, {2, 2}, {0, 0}, {1, 1}, 1), {1, 6, 7, 7}, {4, 6, 1, 1}},
+      {"dilation 2, rectangular", convParams(2, {1, 2}, {2, 1}, {2, 3}, 1), {1, 4, 11, 13}, {3, 4, 3, 2}},
+      {"groups 3", convParams(2, {1, 1}, {1, 0}, {1, 1}, 3), {2, 6, 6, 7}, {9, 2, 3, 3}},
+      {"depthwise 3x3 stride 2", convParams(2, {2, 2}, {1, 1}, {1, 1}, 8), {2, 8, 10, 9}, {8, 1, 3, 3}},
+      {"depthwise multiplier 2, dilation", convParams(2, {1, 1}, {2, 2}, {2, 2}, 4), {1, 4, 8, 8}, {8, 1, 3, 3}},
+      {"single input channel, groups 1", convParams(2, {1, 1}, {0, 0}, {1, 1}, 1), {2, 1, 6, 6}, {3, 1, 2, 2}},
       // Depthwise rows of >= 32 outputs take the per-plane path (3-tap rows,
       // other widths with column phases of the stride), narrower ones the
       // 16-channel path above.
-      {"depthwise wide rows 3x3", params(2, {1, 1}, {1, 1}, {1, 1}, 3), {1, 3, 5, 70}, {3, 1, 3, 3}},
-      {"depthwise wide rows 3x5 stride 2", params(2, {1, 2}, {1, 2}, {1, 1}, 2), {1, 2, 4, 81}, {4, 1, 3, 5}},
-      {"conv1d stride 5, one input channel, few outputs", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
-      {"conv1d stride 5 (wav2vec2 stem: one input channel, 20 outputs, sgemm)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {20, 1, 10}},
-      {"conv1d groups, pad, dilation", params(1, {2}, {3}, {2}, 2), {2, 6, 31}, {4, 3, 5}},
-      {"conv1d many channels (K blocks)", params(1, {1}, {1}, {1}, 1), {1, 200, 9}, {5, 200, 3}},
-      {"transposed 2d stride 2 output_padding", params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {2, 4, 5, 6}, {4, 3, 3, 3}},
-      {"transposed 2d groups, dilation", params(2, {1, 2}, {0, 1}, {2, 1}, 2, true, {0, 1}), {1, 4, 4, 5}, {4, 3, 2, 3}},
-      {"transposed 1d", params(1, {3}, {2}, {2}, 1, true), {2, 5, 7}, {5, 4, 4}},
+      {"depthwise wide rows 3x3", convParams(2, {1, 1}, {1, 1}, {1, 1}, 3), {1, 3, 5, 70}, {3, 1, 3, 3}},
+      {"depthwise wide rows 3x5 stride 2", convParams(2, {1, 2}, {1, 2}, {1, 1}, 2), {1, 2, 4, 81}, {4, 1, 3, 5}},
+      {"conv1d stride 5, one input channel, few outputs", convParams(1, {5}, {0}, {1}, 1), {2, 1, 203}, {6, 1, 10}},
+      {"conv1d stride 5 (wav2vec2 stem: one input channel, 20 outputs, sgemm)", convParams(1, {5}, {0}, {1}, 1), {2, 1, 203}, {20, 1, 10}},
+      {"conv1d groups, pad, dilation", convParams(1, {2}, {3}, {2}, 2), {2, 6, 31}, {4, 3, 5}},
+      {"conv1d many channels (K blocks)", convParams(1, {1}, {1}, {1}, 1), {1, 200, 9}, {5, 200, 3}},
+      {"transposed 2d stride 2 output_padding", convParams(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}), {2, 4, 5, 6}, {4, 3, 3, 3}},
+      {"transposed 2d groups, dilation", convParams(2, {1, 2}, {0, 1}, {2, 1}, 2, true, {0, 1}), {1, 4, 4, 5}, {4, 3, 2, 3}},
+      {"transposed 1d", convParams(1, {3}, {2}, {2}, 1, true), {2, 5, 7}, {5, 4, 4}},
       // One channel per group, but a plane over 4 MiB: the im2col path.
-      {"single-channel plane too big for depthwise", params(2, {4, 4}, {1, 1}, {1, 1}, 1), {1, 1, 1030, 1030}, {2, 1, 3, 3}},
+      {"single-channel plane too big for depthwise", convParams(2, {4, 4}, {1, 1}, {1, 1}, 1), {1, 1, 1030, 1030}, {2, 1, 3, 3}},
       // 3-d (video models): the im2col path, depthwise ones too.
-      {"conv3d 3x3x3 pad 1 (r3d)", params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1), {2, 3, 4, 6, 5}, {5, 3, 3, 3, 3}},
-      {"conv3d 3x7x7 stride 1,2,2 (stem)", params(3, {1, 2, 2}, {1, 3, 3}, {1, 1, 1}, 1), {1, 3, 5, 13, 12}, {4, 3, 3, 7, 7}},
-      {"conv3d 1x3x3 then 3x1x1 (r2plus1d)", params(3, {2, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1), {1, 4, 7, 5, 5}, {6, 4, 1, 3, 3}},
-      {"conv3d 3x1x1 stride 2, dilation, groups", params(3, {2, 1, 1}, {2, 0, 0}, {2, 1, 1}, 2), {2, 4, 9, 3, 4}, {6, 2, 3, 1, 1}},
-      {"conv3d 1x1x1 pointwise", params(3, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1), {2, 6, 3, 4, 5}, {7, 6, 1, 1, 1}},
-      {"conv3d depthwise 3x3x3 stride 2", params(3, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 4), {1, 4, 5, 6, 7}, {4, 1, 3, 3, 3}},
-      {"conv3d patch embed 2x4x4 (swin3d)", params(3, {2, 4, 4}, {0, 0, 0}, {1, 1, 1}, 1), {1, 3, 4, 8, 8}, {5, 3, 2, 4, 4}},
+      {"conv3d 3x3x3 pad 1 (r3d)", convParams(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1), {2, 3, 4, 6, 5}, {5, 3, 3, 3, 3}},
+      {"conv3d 3x7x7 stride 1,2,2 (stem)", convParams(3, {1, 2, 2}, {1, 3, 3}, {1, 1, 1}, 1), {1, 3, 5, 13, 12}, {4, 3, 3, 7, 7}},
+      {"conv3d 1x3x3 then 3x1x1 (r2plus1d)", convParams(3, {2, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1), {1, 4, 7, 5, 5}, {6, 4, 1, 3, 3}},
+      {"conv3d 3x1x1 stride 2, dilation, groups", convParams(3, {2, 1, 1}, {2, 0, 0}, {2, 1, 1}, 2), {2, 4, 9, 3, 4}, {6, 2, 3, 1, 1}},
+      {"conv3d 1x1x1 pointwise", convParams(3, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1), {2, 6, 3, 4, 5}, {7, 6, 1, 1, 1}},
+      {"conv3d depthwise 3x3x3 stride 2", convParams(3, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 4), {1, 4, 5, 6, 7}, {4, 1, 3, 3, 3}},
+      {"conv3d patch embed 2x4x4 (swin3d)", convParams(3, {2, 4, 4}, {0, 0, 0}, {1, 1, 1}, 1), {1, 3, 4, 8, 8}, {5, 3, 2, 4, 4}},
   };
 }
 
@@ -200,25 +179,25 @@ TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread coun
   // Big enough for several workers and several pixel blocks per sample
   // (K = 576 rows: blocks of 448 of the 1024 output pixels).
   std::vector<Case> big = {
-      {"3x3 64 channels", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 64, 32, 32}, {8, 64, 3, 3}},
-      {"depthwise", params(2, {1, 1}, {1, 1}, {1, 1}, 16), {3, 16, 40, 40}, {16, 1, 3, 3}},
+      {"3x3 64 channels", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 64, 32, 32}, {8, 64, 3, 3}},
+      {"depthwise", convParams(2, {1, 1}, {1, 1}, {1, 1}, 16), {3, 16, 40, 40}, {16, 1, 3, 3}},
       {"depthwise narrow 5x5/2",
-       params(2, {2, 2}, {2, 2}, {1, 1}, 40),
+       convParams(2, {2, 2}, {2, 2}, {1, 1}, 40),
        {3, 40, 14, 14},
        {40, 1, 5, 5}},
-      {"pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 32, 48, 48}, {16, 32, 1, 1}},
+      {"pointwise", convParams(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 32, 48, 48}, {16, 32, 1, 1}},
       {"transposed",
-       params(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}),
+       convParams(2, {2, 2}, {1, 1}, {1, 1}, 1, true, {1, 1}),
        {3, 16, 20, 20},
        {16, 24, 3, 3}},
       {"3-d 3x3x3",
-       params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1),
+       convParams(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1),
        {3, 16, 6, 14, 14},
        {8, 16, 3, 3, 3}},
       // At most 16 output pixels: the samples' pixels are rows of one GEMM.
-      {"few pixels 2x2", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 96, 2, 2}, {80, 96, 3, 3}},
+      {"few pixels 2x2", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 96, 2, 2}, {80, 96, 3, 3}},
       {"few pixels 4x4 stride 2, groups",
-       params(2, {2, 2}, {1, 1}, {1, 1}, 2),
+       convParams(2, {2, 2}, {1, 1}, {1, 1}, 2),
        {3, 32, 8, 8},
        {24, 16, 3, 3}},
   };
@@ -240,7 +219,7 @@ TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread coun
 }
 
 TEST_CASE("conv rejects bad operands with the reason", "[family-kernels]") {
-  const ConvParams p = params(2, {1, 1}, {1, 1}, {1, 1}, 1);
+  const ConvParams p = convParams(2, {1, 1}, {1, 1}, {1, 1}, 1);
   TT x = random(DType::F32, {1, 3, 5, 5}, 1), w = random(DType::F32, {4, 3, 3, 3}, 2);
   TT y = zeros(DType::F32, {1, 4, 4, 4});
   CHECK_THROWS_WITH(convKernel(p, x.k(), w.k(), nullptr, y.k(), 1),
@@ -267,7 +246,7 @@ TEST_CASE("conv matches torch's F.conv*/F.conv_transpose* outputs (fixture)", "[
       for (int64_t i = 0; i < t.numel(); ++i) t.set(i, double((i * 7 + seed) % 13 - 6) / 8);
       return t;
     };
-    const ConvParams p = params(c.dims, c.stride, c.padding, c.dilation, c.groups, c.transposed,
+    const ConvParams p = convParams(c.dims, c.stride, c.padding, c.dilation, c.groups, c.transposed,
                                 c.outputPadding);
     TT x = ramp(c.x, 1), w = ramp(c.w, 2), b = ramp({c.y[1]}, 3), y = zeros(DType::F32, c.y);
     KTensor bk = b.k();

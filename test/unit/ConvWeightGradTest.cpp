@@ -8,6 +8,7 @@
 // chunks of the (sample, pixel) axis, onto a float tile), so its error is at
 // most about (terms + 2) * 2^-24 times the sum of |terms|; 16-bit storage
 // adds one rounding of the result.
+#include "ConvTestSupport.h"
 #include "FamilyTestSupport.h"
 
 #include "runtime/RuntimeError.h"
@@ -22,15 +23,6 @@ using namespace shardc::runtime;
 using namespace shardc::runtime::familytest;
 
 namespace {
-
-/// The three sizes of the spatial dims of a [N, C, *spatial] shape, as 3-d
-/// (missing leading dims are 1).
-std::array<int64_t, 3> spatial3(const Shape &s) {
-  std::array<int64_t, 3> out{1, 1, 1};
-  const size_t dims = s.size() - 2;
-  for (size_t d = 0; d < dims; ++d) out[3 - dims + d] = s[2 + d];
-  return out;
-}
 
 /// A parameter list as 3-d (missing leading dims get `fill`).
 std::array<int64_t, 3> params3(const std::vector<int64_t> &v, int64_t fill) {
@@ -81,17 +73,6 @@ Expected reference(const ConvParams &p, const TT &x, const TT &grad, const Shape
   return e;
 }
 
-ConvParams params(int dims, std::vector<int64_t> stride, std::vector<int64_t> pad,
-                  std::vector<int64_t> dil, int64_t groups) {
-  ConvParams p;
-  p.spatialDims = dims;
-  p.stride = std::move(stride);
-  p.padding = std::move(pad);
-  p.dilation = std::move(dil);
-  p.groups = groups;
-  return p;
-}
-
 struct Case {
   const char *name;
   ConvParams p;
@@ -109,41 +90,41 @@ Shape gradShape(const Case &c) {
 
 std::vector<Case> cases() {
   return {
-      {"3x3 pad 1", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 5, 9, 8}, {3, 3}, 7},
+      {"3x3 pad 1", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 5, 9, 8}, {3, 3}, 7},
       {"7x7 stride 2 pad 3 (stem)",
-       params(2, {2, 2}, {3, 3}, {1, 1}, 1),
+       convParams(2, {2, 2}, {3, 3}, {1, 1}, 1),
        {2, 3, 23, 21},
        {7, 7},
        6},
-      {"1x1 pointwise", params(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 12, 5, 6}, {1, 1}, 9},
-      {"1x1 stride 2 (downsample)", params(2, {2, 2}, {0, 0}, {1, 1}, 1), {2, 6, 7, 7}, {1, 1}, 4},
-      {"dilation 2, rectangular", params(2, {1, 2}, {2, 1}, {2, 3}, 1), {2, 4, 11, 13}, {3, 2}, 3},
-      {"groups 3", params(2, {1, 1}, {1, 0}, {1, 1}, 3), {2, 6, 6, 7}, {3, 3}, 9},
-      {"depthwise 3x3 stride 2", params(2, {2, 2}, {1, 1}, {1, 1}, 8), {2, 8, 10, 9}, {3, 3}, 8},
+      {"1x1 pointwise", convParams(2, {1, 1}, {0, 0}, {1, 1}, 1), {3, 12, 5, 6}, {1, 1}, 9},
+      {"1x1 stride 2 (downsample)", convParams(2, {2, 2}, {0, 0}, {1, 1}, 1), {2, 6, 7, 7}, {1, 1}, 4},
+      {"dilation 2, rectangular", convParams(2, {1, 2}, {2, 1}, {2, 3}, 1), {2, 4, 11, 13}, {3, 2}, 3},
+      {"groups 3", convParams(2, {1, 1}, {1, 0}, {1, 1}, 3), {2, 6, 6, 7}, {3, 3}, 9},
+      {"depthwise 3x3 stride 2", convParams(2, {2, 2}, {1, 1}, {1, 1}, 8), {2, 8, 10, 9}, {3, 3}, 8},
       {"depthwise multiplier 2, dilation",
-       params(2, {1, 1}, {2, 2}, {2, 2}, 4),
+       convParams(2, {1, 1}, {2, 2}, {2, 2}, 4),
        {3, 4, 8, 8},
        {3, 3},
        8},
       // Two output pixels per sample: chunks span many samples.
       {"few pixels, many samples (a late stage)",
-       params(2, {2, 2}, {1, 1}, {1, 1}, 1),
+       convParams(2, {2, 2}, {1, 1}, {1, 1}, 1),
        {37, 6, 3, 4},
        {3, 3},
        5},
       // Few (sample, pixel) columns in all: tiles of up to 512 x 512.
-      {"one big tile", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 40, 5, 5}, {3, 3}, 150},
+      {"one big tile", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {2, 40, 5, 5}, {3, 3}, 150},
       // 1200 columns: tiles of 128, several of rows and of channel x tap.
-      {"row and column blocks", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 20, 20, 20}, {3, 3}, 130},
-      {"conv1d stride 5 (wav2vec2 stem)", params(1, {5}, {0}, {1}, 1), {2, 1, 203}, {10}, 20},
-      {"conv1d groups, pad, dilation", params(1, {2}, {3}, {2}, 2), {2, 6, 31}, {5}, 4},
+      {"row and column blocks", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 20, 20, 20}, {3, 3}, 130},
+      {"conv1d stride 5 (wav2vec2 stem)", convParams(1, {5}, {0}, {1}, 1), {2, 1, 203}, {10}, 20},
+      {"conv1d groups, pad, dilation", convParams(1, {2}, {3}, {2}, 2), {2, 6, 31}, {5}, 4},
       {"conv3d 3x3x3 pad 1",
-       params(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1),
+       convParams(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1),
        {2, 3, 4, 6, 5},
        {3, 3, 3},
        5},
       {"conv3d stride 1,2,2, groups",
-       params(3, {1, 2, 2}, {1, 0, 1}, {1, 1, 1}, 2),
+       convParams(3, {1, 2, 2}, {1, 0, 1}, {1, 1, 1}, 2),
        {2, 4, 3, 7, 6},
        {3, 2, 3},
        6},
@@ -174,9 +155,9 @@ TEST_CASE("conv_weight_grad matches a naive weight gradient (float32, bfloat16, 
 TEST_CASE("conv_weight_grad: the bytes do not depend on the thread count", "[family-kernels]") {
   const std::vector<Case> cases = {
       // 4 row blocks x 5 column blocks of tasks, chunks spanning samples.
-      {"3x3", params(2, {1, 1}, {1, 1}, {1, 1}, 1), {8, 64, 12, 12}, {3, 3}, 400},
+      {"3x3", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {8, 64, 12, 12}, {3, 3}, 400},
       // a task per output channel
-      {"depthwise", params(2, {2, 2}, {1, 1}, {1, 1}, 32), {4, 32, 20, 20}, {3, 3}, 64},
+      {"depthwise", convParams(2, {2, 2}, {1, 1}, {1, 1}, 32), {4, 32, 20, 20}, {3, 3}, 64},
   };
   for (const Case &c : cases)
     for (DType dtype : {DType::F32, DType::BF16}) {
@@ -192,7 +173,7 @@ TEST_CASE("conv_weight_grad: the bytes do not depend on the thread count", "[fam
 }
 
 TEST_CASE("conv_weight_grad rejects bad operands with the reason", "[family-kernels]") {
-  const ConvParams p = params(2, {1, 1}, {1, 1}, {1, 1}, 1);
+  const ConvParams p = convParams(2, {1, 1}, {1, 1}, {1, 1}, 1);
   TT x = random(DType::F32, {2, 3, 5, 5}, 1), grad = random(DType::F32, {2, 4, 5, 5}, 2);
   TT dw = zeros(DType::F32, {4, 3, 3, 3});
   // A gradient that is not the convolution's output for this kernel.
@@ -209,7 +190,7 @@ TEST_CASE("conv_weight_grad rejects bad operands with the reason", "[family-kern
                     Catch::Contains("gradient is bfloat16, expected float32"));
   CHECK_THROWS_WITH(convWeightGradKernel(p, x.k(), grad.k(), {3}, dw.k(), 1),
                     Catch::Contains("kernel has 1 entries, expected 2"));
-  const ConvParams groups2 = params(2, {1, 1}, {1, 1}, {1, 1}, 2);
+  const ConvParams groups2 = convParams(2, {1, 1}, {1, 1}, {1, 1}, 2);
   CHECK_THROWS_WITH(convWeightGradKernel(groups2, x.k(), grad.k(), {3, 3}, dw.k(), 1),
                     Catch::Contains("not both divisible by groups=2"));
 }
