@@ -88,7 +88,9 @@ constexpr int64_t kFewPixels = 16;
 void convFewPixels(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
                    const KTensor &y, int threads) {
   const int64_t K = g.K(), M = g.coutG(), PIX = g.pixels();
-  const int64_t samples = std::clamp<int64_t>(4 * kScratchFloats / (K * PIX), 1, g.N);
+  // Samples per call: their columns (K per pixel) and outputs (M per
+  // pixel) within about 4 MiB each.
+  const int64_t samples = std::clamp<int64_t>(4 * kScratchFloats / (std::max(K, M) * PIX), 1, g.N);
   const int64_t xSample = g.Cin * g.inPlane(), ySample = g.Cout * PIX;
   const int64_t size = plan::dtypeSize(y.dtype);
   std::vector<float> col(static_cast<size_t>(K * PIX)),

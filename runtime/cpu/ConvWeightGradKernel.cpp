@@ -145,7 +145,10 @@ void convWeightGradKernel(const ConvParams &p, const KTensor &x, const KTensor &
   // One input channel and several groups: depthwise. (A single input
   // channel with many outputs, wav2vec2's first conv, is a real matrix
   // product: 1.0 ms through sgemm, 6 ms tap by tap.)
-  if (g.cinG() == 1 && g.groups > 1) return depthwiseWeightGrad(g, x, grad, dw, threads);
+  // A 16-bit sample's planes are converted whole: up to about 4 MiB of
+  // floats; bigger ones take the chunked path, which computes the same sums.
+  if (g.cinG() == 1 && g.groups > 1 && g.pixels() + g.inPlane() <= 4 * kScratchFloats)
+    return depthwiseWeightGrad(g, x, grad, dw, threads);
   const int64_t most = total < kSmallTotal ? kMostTileSmallTotal : kMostTile;
   const int64_t mb = equalBlock(M, most), kb = equalBlock(K, most);
   const int64_t mBlocks = (M + mb - 1) / mb, kBlocks = (K + kb - 1) / kb;
