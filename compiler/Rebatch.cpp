@@ -433,14 +433,21 @@ private:
     const std::string kept = appendNode(
         name + ".counted", "ne", true, {targets}, shapes_.at(targets),
         plan::DType::I64, path, {{"value", -100.0}});
-    const std::string asFloat = appendNode(
-        kept + ".float", "cast", true, {kept}, shapes_.at(targets), dtype, path,
-        {{"dtype", std::string(plan::dtypeName(dtype))}});
+    // Counts in float32 (exact to 2^24 targets), whatever the loss's dtype;
+    // the fraction is rounded to it once.
+    const plan::DType f32 = plan::DType::F32;
+    const std::string asFloat =
+        appendNode(kept + ".float", "cast", true, {kept}, shapes_.at(targets),
+                   f32, path, {{"dtype", std::string("float32")}});
     const std::string count =
-        appendNode(name + ".count", "sum", true, {asFloat}, {}, dtype, path);
+        appendNode(name + ".count", "sum", true, {asFloat}, {}, f32, path);
     const std::string total = summedOverRanks(count, path);
-    const std::string fraction = appendNode(name + ".fraction", "div", false,
-                                            {count, total}, {}, dtype, path);
+    std::string fraction = appendNode(name + ".fraction", "div", false,
+                                      {count, total}, {}, f32, path);
+    if (dtype != f32)
+      fraction =
+          appendNode(fraction + ".cast", "cast", true, {fraction}, {}, dtype,
+                     path, {{"dtype", std::string(plan::dtypeName(dtype))}});
     // A rank whose targets are all ignored has a mean of none (NaN, as
     // torch's): its share is 0.
     const std::string any =
