@@ -145,19 +145,12 @@ private:
     auto known = summed_.find(share);
     if (known != summed_.end())
       return known->second;
-    GraphNode node;
-    node.names = {freshName(share + ".all_ranks")};
-    node.op = "all_reduce_sum";
-    node.familyOp = true;
-    node.inputs = {share};
-    node.shapes = {shapes_.at(share)};
-    node.dtype = dtypeOf(share);
-    node.path = path;
-    shapes_[node.names[0]] = node.shapes[0];
-    global_.insert(node.names[0]);
-    summed_[share] = node.names[0];
-    result_.nodes.push_back(node);
-    return node.names[0];
+    const std::string sum =
+        appendNode(share + ".all_ranks", "all_reduce_sum", true, {share},
+                   shapes_.at(share), dtypeOf(share), path);
+    global_.insert(sum);
+    summed_[share] = sum;
+    return sum;
   }
 
   /// A 0-d output every rank holds whole, computed from sums over ranks (a

@@ -93,9 +93,13 @@ void convFewPixels(const Geometry &g, const KTensor &x, const KTensor &w, const 
   const int64_t samples = std::clamp<int64_t>(4 * kScratchFloats / (std::max(K, M) * PIX), 1, g.N);
   const int64_t xSample = g.Cin * g.inPlane(), ySample = g.Cout * PIX;
   const int64_t size = plan::dtypeSize(y.dtype);
-  std::vector<float> col(static_cast<size_t>(K * PIX)),
-      rows(static_cast<size_t>(samples * PIX * K));
-  std::vector<std::byte> out(static_cast<size_t>(samples * PIX * M * size));
+  // Kept per thread between calls (as the other paths' scratch): a fresh
+  // 4 MiB block per call would be zeroed and first-touched every forward.
+  thread_local std::vector<float> col, rows;
+  thread_local std::vector<std::byte> out;
+  col.resize(static_cast<size_t>(K * PIX));
+  rows.resize(static_cast<size_t>(samples * PIX * K));
+  out.resize(static_cast<size_t>(samples * PIX * M * size));
   for (int64_t grp = 0; grp < g.groups; ++grp)
     for (int64_t n0 = 0; n0 < g.N; n0 += samples) {
       const int64_t ns = std::min(samples, g.N - n0);

@@ -162,8 +162,11 @@ void convWeightGradKernel(const ConvParams &p, const KTensor &x, const KTensor &
         const int64_t grp = task / (mBlocks * kBlocks);
         const int64_t m0 = (task / kBlocks) % mBlocks * mb, m = std::min(mb, M - m0);
         const int64_t r0 = task % kBlocks * kb, k = std::min(kb, K - r0);
-        scratch.assign(static_cast<size_t>(m * k + (m + k) * chunk), 0.0f);
+        // Only the tile starts from zero: each chunk's columns of gb and col
+        // are written before sgemm reads them.
+        scratch.resize(static_cast<size_t>(m * k + (m + k) * chunk));
         float *acc = scratch.data(), *gb = acc + m * k, *col = gb + m * chunk;
+        std::fill(acc, acc + m * k, 0.0f);
         for (int64_t q0 = 0; q0 < total; q0 += chunk) {
           const int64_t width = std::min(chunk, total - q0);
           // The chunk's columns, one segment per sample it touches.
