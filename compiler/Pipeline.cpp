@@ -48,6 +48,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
   options.worldSize = worldSize;
   options.prefetch = shardOptions.prefetch;
   options.sumGradients = shardOptions.sumGradients;
+  options.splitSummedGradients = shardOptions.splitSummedGradients;
   passes.addPass(tc::createTcFsdp(options));
   return passes.run(module);
 }

@@ -22,6 +22,9 @@ struct ShardOptions {
   /// global batch's loss, summed over ranks by reduce_scatter (tc-fsdp's
   /// sum-gradients).
   bool sumGradients = false;
+  /// Gradient accumulation: each micro-step's gradient is reduced into the
+  /// shard as soon as it is complete (tc-fsdp's split-summed-gradients).
+  bool splitSummedGradients = false;
 };
 
 /// A training step (docs/training.md, tc-optimizer): @forward's gradients
@@ -46,6 +49,11 @@ struct OptimizerOptions {
   /// Resume: the state from this safetensors file (--load-optimizer);
   /// empty: zeros.
   std::string stateFile;
+  /// Gradient accumulation (--accumulate): micro-steps of forward and
+  /// backward per optimizer step, each on its slice of the rank's rows of
+  /// the global batch (compiler/GradientAccumulation.h). Data-parallel
+  /// training only (compiler/DataParallel.h).
+  int64_t accumulate = 1;
 };
 
 /// Verifies `module`, then runs tc-expand-init, tc-assign-units,

@@ -154,7 +154,7 @@ RuleTable pointwiseRules() {
          json attrs = {{"p", floatAttr(s.node, "p", 0.5)},
                        {"stream", std::get<int64_t>(*attr(s.node, "stream"))}};
          for (const char *key :
-              {"global_rows", "row_elements"}) // data-parallel
+              {"global_rows", "row_elements", "row_offset"}) // data-parallel
            if (const plan::AttrValue *value = attr(s.node, key))
              attrs[key] = std::get<int64_t>(*value);
          return Grads{b.op("dropout", {s.grad(), s.input(1)}, attrs), ""};

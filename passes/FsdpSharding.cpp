@@ -204,39 +204,71 @@ void gatherUnits(func::FuncOp func, const llvm::StringMap<ParamOp> &sharded,
       use.erase();
 }
 
-/// Reduces the gradient `step` reads into the shard of `param`, right after
-/// the gradient is computed (so the full gradient is freed there, as FSDP's
-/// reduce-scatter in backward). With `sum` (data-parallel training) the
-/// ranks' gradients are added, not averaged.
-template <typename StepOp>
-void reduceGradient(StepOp step, ParamOp param, bool sum) {
-  // The joint graph names each gradient by a reshape to its own shape at
-  // its end; the value it renames is complete much earlier.
-  Value named = step.getGrad(), full = named;
-  while (auto rename = full.getDefiningOp<ReshapeOp>()) {
-    if (rename.getInput().getType() != full.getType())
+/// `value` before the renames the joint graph gives it (reshapes to its
+/// own type); each one passed is appended to `renames`.
+Value beforeRenames(Value value, SmallVectorImpl<Operation *> &renames) {
+  while (auto rename = value.getDefiningOp<ReshapeOp>()) {
+    if (rename.getInput().getType() != value.getType())
       break;
-    full = rename.getInput();
+    renames.push_back(rename);
+    value = rename.getInput();
   }
-  OpBuilder builder(step);
+  return value;
+}
+
+/// The full gradient `named` reduced into the shard of `param`: a
+/// reduce_scatter right after the gradient is computed, so the full
+/// gradient is freed there. A sum of two full gradients read nowhere else
+/// (gradient accumulation adds its micro-steps' gradients:
+/// compiler/GradientAccumulation.h), with `split`, becomes the sum of their
+/// shards, so each micro-step's full gradient is freed as soon as it is
+/// complete, as FSDP2 accumulates into sharded gradients. The ops it replaces
+/// are appended to `replaced`, users first.
+Value reduceIntoShard(Value named, ParamOp param, bool sum, bool split,
+                      Location loc, SmallVectorImpl<Operation *> &replaced) {
+  Value full = beforeRenames(named, replaced);
+  auto add = full.getDefiningOp<AddOp>();
+  if (split && add && add->hasOneUse() &&
+      add.getLhs().getType() == full.getType() &&
+      add.getRhs().getType() == full.getType()) {
+    replaced.push_back(add);
+    Value lhs = reduceIntoShard(add.getLhs(), param, sum, split, loc, replaced);
+    Value rhs = reduceIntoShard(add.getRhs(), param, sum, split, loc, replaced);
+    // Added as soon as both shards exist: the running sum and the new
+    // shard become one buffer (the lowering adds in place into a dying
+    // operand), not two for the rest of the micro-step.
+    Operation *later = lhs.getDefiningOp()->isBeforeInBlock(rhs.getDefiningOp())
+                           ? rhs.getDefiningOp()
+                           : lhs.getDefiningOp();
+    OpBuilder builder(later->getContext());
+    builder.setInsertionPointAfter(later);
+    return builder.create<AddOp>(add.getLoc(), param.getLocalType(), lhs, rhs);
+  }
+  OpBuilder builder(param.getContext());
   builder.setInsertionPointAfterValue(full);
-  auto reduce = builder.create<ReduceScatterOp>(
-      step.getLoc(), param.getLocalType(), full,
+  return builder.create<ReduceScatterOp>(
+      loc, param.getLocalType(), full,
       FlatSymbolRefAttr::get(param.getSymNameAttr()),
       sum ? builder.getUnitAttr() : UnitAttr());
-  step.getGradMutable().assign(reduce.getResult());
+}
+
+/// Reduces the gradient `step` reads into the shard of `param`, right after
+/// the gradient is computed (reduceIntoShard). With `sum` (data-parallel
+/// training) the ranks' gradients are added, not averaged.
+template <typename StepOp>
+void reduceGradient(StepOp step, ParamOp param, bool sum, bool split) {
+  Value named = step.getGrad();
+  SmallVector<Operation *> replaced;
+  Value shard =
+      reduceIntoShard(named, param, sum, split, step.getLoc(), replaced);
+  step.getGradMutable().assign(shard);
   // Clipping's norm reads the shard too: every rank sums its own rows.
-  named.replaceUsesWithIf(reduce.getResult(), [](OpOperand &use) {
-    return isa<GradNormOp>(use.getOwner());
-  });
-  // The renames nothing reads any more.
-  while (named != full) {
-    auto rename = named.getDefiningOp<ReshapeOp>();
-    if (!rename->use_empty())
-      break;
-    named = rename.getInput();
-    rename.erase();
-  }
+  named.replaceUsesWithIf(
+      shard, [](OpOperand &use) { return isa<GradNormOp>(use.getOwner()); });
+  // The renames and sums nothing reads any more.
+  for (Operation *op : replaced)
+    if (op->use_empty())
+      op->erase();
 }
 
 /// Reduces the gradient of every optimizer step of a sharded parameter. A
@@ -245,12 +277,12 @@ void reduceGradient(StepOp step, ParamOp param, bool sum) {
 /// then it has no shard to be summed into, an error.
 template <typename StepOp>
 LogicalResult reduceGradients(func::FuncOp func,
-                              const llvm::StringMap<ParamOp> &sharded,
-                              bool sum) {
+                              const llvm::StringMap<ParamOp> &sharded, bool sum,
+                              bool split) {
   LogicalResult result = success();
   func.walk([&](StepOp step) {
     if (ParamOp param = sharded.lookup(step.getParam()))
-      return reduceGradient(step, param, sum);
+      return reduceGradient(step, param, sum, split);
     if (!sum)
       return;
     step.emitOpError() << "updates " << step.getParamAttr()
@@ -316,8 +348,10 @@ struct TcFsdpPass : public tc::impl::TcFsdpBase<TcFsdpPass> {
       if (func.getSymName() == kInitFunctionName)
         continue;
       gatherUnits(func, sharded, prefetch);
-      if (failed(reduceGradients<SgdStepOp>(func, sharded, sumGradients)) ||
-          failed(reduceGradients<AdamwStepOp>(func, sharded, sumGradients)))
+      if (failed(reduceGradients<SgdStepOp>(func, sharded, sumGradients,
+                                            splitSummedGradients)) ||
+          failed(reduceGradients<AdamwStepOp>(func, sharded, sumGradients,
+                                              splitSummedGradients)))
         return signalPassFailure();
     }
   }

@@ -42,7 +42,11 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     `tc.reduce_scatter` placed right after the gradient is computed, so the
     full gradient lives only until then. With `sum-gradients` (data-parallel
     training) the reduction is a sum over ranks, and every gradient must
-    belong to a sharded parameter.
+    belong to a sharded parameter. With `split-summed-gradients` (gradient
+    accumulation), a gradient that is a `tc.add` of two full gradients read
+    nowhere else is reduced as the `tc.add` of their shards, each reduced
+    right after it is computed: a micro-step's full gradient lives only
+    within its micro-step.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
@@ -53,7 +57,11 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     Option<"sumGradients", "sum-gradients", "bool", /*default=*/"false",
            "Data-parallel training: each rank's gradient is its share of "
            "the global batch's loss, so reduce_scatter sums over ranks "
-           "instead of averaging">
+           "instead of averaging">,
+    Option<"splitSummedGradients", "split-summed-gradients", "bool",
+           /*default=*/"false",
+           "Gradient accumulation: a sum of two full gradients is reduced "
+           "as the sum of their shards, each as soon as it is computed">
   ];
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }

@@ -531,7 +531,9 @@ private:
     case OpFamily::Random: {  // the mask follows the run's seed and the rank's first row
       const DropoutParams p = dropoutParams(inst.attrs);
       const int64_t firstRow =
-          p.globalRows > 0 ? batchSlice(p.globalRows, comm_.worldSize(), state_.rank()).begin : 0;
+          (p.globalRows > 0 ? batchSlice(p.globalRows, comm_.worldSize(), state_.rank()).begin
+                            : 0) +
+          p.rowOffset;
       return backend_.dropout(p, seed_, static_cast<uint64_t>(firstRow * p.rowElements), in[0],
                               in[1], y);
     }

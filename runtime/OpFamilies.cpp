@@ -478,8 +478,8 @@ Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p) {
     checks::fail("dropout", "the step counter (operand 1) must be 0-d, got " + shapeToString(step));
   if (!(p.p >= 0.0 && p.p <= 1.0))
     checks::fail("dropout", "p must lie in [0, 1], got " + std::to_string(p.p));
-  if (p.globalRows < 0 || p.rowElements < 0)
-    checks::fail("dropout", "global_rows and row_elements must not be negative");
+  if (p.globalRows < 0 || p.rowElements < 0 || p.rowOffset < 0)
+    checks::fail("dropout", "global_rows, row_elements and row_offset must not be negative");
   return x;
 }
 

@@ -209,6 +209,9 @@ struct DropoutParams {
   // batchSlice) times rowElements. 0: x is the whole batch.
   int64_t globalRows = 0;
   int64_t rowElements = 0;
+  // gradient accumulation: the micro-batch's first row within the rank's
+  // rows (compiler/GradientAccumulation.h), added to the rank's first row.
+  int64_t rowOffset = 0;
 };
 /// x float, step a 0-d float32 counter, 0 <= p <= 1; the result is x's shape.
 Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p);

@@ -264,7 +264,8 @@ DropoutParams dropoutParams(const AttrMap &attrs) {
     checks::fail("dropout",
                  "stream must be a 32-bit unsigned integer, got " + std::to_string(stream));
   return {std::get<double>(attrs.at("p")), static_cast<uint32_t>(stream),
-          intOr(attrs, "global_rows", 0), intOr(attrs, "row_elements", 0)};
+          intOr(attrs, "global_rows", 0), intOr(attrs, "row_elements", 0),
+          intOr(attrs, "row_offset", 0)};
 }
 
 SampleParams sampleParams(const AttrMap &attrs) {
