@@ -2,6 +2,7 @@
 #include "compiler/DataParallel.h"
 
 #include "compiler/Autodiff.h"
+#include "compiler/GradientAccumulation.h"
 #include "compiler/GraphWriter.h"
 
 #include "runtime/DataParallel.h"
@@ -44,12 +45,30 @@ Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
   if (defined && std::find(graph.outputs.begin(), graph.outputs.end(),
                            training.loss) == graph.outputs.end())
     withLoss.outputs.push_back(training.loss);
-  const Graph rebatched = rebatchGraph(withLoss, rows, globalRows);
+  const int64_t steps = training.optimizer.accumulate;
+  if (steps < 1 || rows % steps != 0)
+    throw GraphError(
+        graph.sourceName + ": gradient accumulation: " + std::to_string(rows) +
+        " rows do not split into " + std::to_string(steps) + " micro-steps");
+  // With K micro-steps, each rebatched for one micro-step of the global
+  // batch (its batch statistics are the micro-step's, as torch computes
+  // them in each forward), its 0-d shares scaled by 1 / K.
+  std::vector<std::string> countTotals;
+  Graph rebatched = rebatchGraph(withLoss, rows / steps, globalRows / steps,
+                                 /*everyRankHasRows=*/true,
+                                 steps > 1 ? &countTotals : nullptr);
+  if (steps > 1)
+    scaleSharesPerMicroStep(rebatched, steps);
   JointGraph joint =
       withGradients(rewrittenGraphText(training.graphText, rebatched),
                     graph.sourceName, training.loss);
   training.withoutGradient = joint.withoutGradient;
   Graph step = parseGraph(joint.text, graph.sourceName);
+  if (steps > 1)
+    step = parseGraph(
+        rewrittenGraphText(joint.text,
+                           accumulatedStepGraph(step, steps, countTotals)),
+        graph.sourceName);
   if (training.prepare)
     training.prepare(step);
   return step;
@@ -65,6 +84,7 @@ compileTrainingRows(const Graph &graph, int64_t rows, int64_t globalRows,
                     ShardOptions options, DataParallelTraining &training) {
   Graph step = dataParallelStepGraph(graph, rows, globalRows, training);
   options.sumGradients = true;
+  options.splitSummedGradients = training.optimizer.accumulate > 1;
   return compileToPlan(step, worldSize, context, options, &training.optimizer);
 }
 
@@ -96,7 +116,14 @@ compileForwardRows(const Graph &graph, int64_t rows, int64_t globalRows,
 } // namespace
 
 void checkTrainingBatchSplits(const std::string &source, int64_t globalRows,
-                              int64_t worldSize) {
+                              int64_t worldSize, int64_t accumulate) {
+  if (accumulate > 1 && globalRows % (worldSize * accumulate) != 0)
+    throw GraphError(
+        source + ": gradient accumulation: the global batch of " +
+        std::to_string(globalRows) + " rows does not split evenly over " +
+        std::to_string(worldSize) + " ranks x " + std::to_string(accumulate) +
+        " micro-steps; give a batch that is a multiple of " +
+        std::to_string(worldSize * accumulate));
   // Every rank runs one step function: its constants (the gradients' and
   // the loss share's) are parameters of the one Plan, and their values and
   // shapes follow the rows. So the batch splits evenly, as torch's
@@ -117,7 +144,8 @@ compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
     throw GraphError(graph.sourceName +
                      ": data-parallel: the global batch has no rows");
   if (training)
-    checkTrainingBatchSplits(graph.sourceName, globalRows, worldSize);
+    checkTrainingBatchSplits(graph.sourceName, globalRows, worldSize,
+                             training->optimizer.accumulate);
   std::vector<int64_t> sizes = runtime::microBatchSizes(globalRows, worldSize);
   std::optional<plan::Plan> result;
   for (int64_t rows : sizes) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace shardc::compiler {
 
@@ -36,9 +37,13 @@ namespace shardc::compiler {
 /// (those other than -100) over all ranks' (a count summed over ranks), so
 /// the shares add up to the global batch's mean; `everyRankHasRows` false
 /// (a rank with no rows runs no forward) scales it by the rank's fraction
-/// of the rows instead.
+/// of the rows instead. `countTotals`, when given, receives the names of
+/// the nodes that sum those counts over ranks, which are then there even
+/// when `rows` is the whole `globalRows` (gradient accumulation sums them
+/// over the micro-steps too: compiler/GradientAccumulation.h).
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0,
-                   bool everyRankHasRows = true);
+                   bool everyRankHasRows = true,
+                   std::vector<std::string> *countTotals = nullptr);
 
 /// The name stem of a mean's share scale (a constant buffer rebatchGraph
 /// adds): the one value that depends on the rank's rows.
@@ -81,15 +86,17 @@ struct DataParallelTraining {
 
 /// The joint graph one rank runs in a data-parallel training step of
 /// `rows` of the `globalRows` rows: `graph` rebatched, its loss this rank's
-/// share, differentiated, then `training.prepare`d. Compile it with
-/// ShardOptions::sumGradients. Throws GraphError.
+/// share, differentiated, repeated for `training.optimizer.accumulate`
+/// micro-steps of rows / accumulate rows each, then `training.prepare`d.
+/// Compile it with ShardOptions::sumGradients. Throws GraphError.
 Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
                             int64_t globalRows, DataParallelTraining &training);
 
 /// Throws GraphError (naming `source`) unless `globalRows` splits evenly
-/// over `worldSize` ranks, as data-parallel training needs.
+/// over `worldSize` ranks and `accumulate` micro-steps each, as
+/// data-parallel training needs.
 void checkTrainingBatchSplits(const std::string &source, int64_t globalRows,
-                              int64_t worldSize);
+                              int64_t worldSize, int64_t accumulate = 1);
 
 /// compileToPlan for a data-parallel forward of `globalRows` rows over
 /// `worldSize` ranks: "init" and "forward" (rank 0's micro-batch), plus

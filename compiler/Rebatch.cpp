@@ -65,6 +65,13 @@ public:
   /// Whether cross_entropy's share counts its targets over ranks
   /// (shareOfCountedMean; default) or is a constant fraction of the rows.
   void countTargets(bool on) { countTargets_ = on; }
+  /// Gradient accumulation: cross_entropy's counted targets are summed
+  /// over ranks (and then over micro-steps) even when this rank holds the
+  /// whole batch of a micro-step.
+  void alwaysCountTargets() { alwaysCount_ = true; }
+  /// The all_reduce_sum nodes that sum cross_entropy's counted targets over
+  /// ranks (shareOfCountedMean), in graph order.
+  const std::vector<std::string> &countTotals() const { return countTotals_; }
 
   Graph run() {
     result_.nodes.clear();
@@ -136,9 +143,9 @@ private:
   /// The global batch's value of share `share`: every rank's share summed
   /// (all_reduce_sum), inserted once before its first such reader. With
   /// the whole batch on this rank, the share is that value already.
-  std::string summedOverRanks(const std::string &share,
-                              const std::string &path) {
-    if (rows_ == globalRows_) {
+  std::string summedOverRanks(const std::string &share, const std::string &path,
+                              bool always = false) {
+    if (rows_ == globalRows_ && !always) {
       global_.insert(share);
       return share;
     }
@@ -365,11 +372,13 @@ private:
     const std::string name = node.names[0];
     shapes_[name] = node.shapes[0];
     shares_.insert(name);
-    if (*reduction == BatchReduction::Sum || rows_ == globalRows_) {
+    const bool counted = node.op == "cross_entropy" && countTargets_;
+    if (*reduction == BatchReduction::Sum ||
+        (rows_ == globalRows_ && !(counted && alwaysCount_))) {
       result_.nodes.push_back(std::move(node));
       return true;
     }
-    if (node.op == "cross_entropy" && countTargets_) {
+    if (counted) {
       shareOfCountedMean(std::move(node));
       return true;
     }
@@ -434,7 +443,9 @@ private:
                    f32, path, {{"dtype", std::string("float32")}});
     const std::string count =
         appendNode(name + ".count", "sum", true, {asFloat}, {}, f32, path);
-    const std::string total = summedOverRanks(count, path);
+    const std::string total = summedOverRanks(count, path, alwaysCount_);
+    if (total != count)
+      countTotals_.push_back(total);
     std::string fraction = appendNode(name + ".fraction", "div", false,
                                       {count, total}, {}, f32, path);
     if (dtype != f32)
@@ -723,6 +734,8 @@ private:
   // sums a count over ranks: every rank must then run forward, so not when
   // some rank has no rows (it runs the gathers only).
   bool countTargets_ = true;
+  bool alwaysCount_ = false;
+  std::vector<std::string> countTotals_;
   const std::set<std::string> &keepWhole_;
   const bool checkOutputs_;
   Graph result_;
@@ -786,11 +799,17 @@ void renameUses(Graph &graph, const std::string &from, const std::string &to) {
 } // namespace
 
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows,
-                   bool everyRankHasRows) {
+                   bool everyRankHasRows,
+                   std::vector<std::string> *countTotals) {
   return withRebatcher(graph, rows, globalRows, true,
                        [&](Rebatcher &rebatcher) {
                          rebatcher.countTargets(everyRankHasRows);
-                         return rebatcher.run();
+                         if (countTotals)
+                           rebatcher.alwaysCountTargets();
+                         Graph result = rebatcher.run();
+                         if (countTotals)
+                           *countTotals = rebatcher.countTotals();
+                         return result;
                        });
 }
 

@@ -281,6 +281,7 @@ std::optional<compiler::OptimizerOptions> optimizerOptions(const JitOptions &opt
   step.maxGradNorm = o.max_grad_norm;
   step.noWeightDecay = o.no_weight_decay;
   step.stateFile = o.state_file;
+  step.accumulate = o.accumulate;
   return step;
 }
 
@@ -321,6 +322,13 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (!options.optimizer.name.empty() && options.grad.empty())
     throw Error("jit: optimizer '" + options.optimizer.name +
                 "' steps on gradients; set grad to the loss output (docs/training.md)");
+  if (options.optimizer.accumulate < 1)
+    throw Error("jit: optimizer.accumulate must be at least 1, got " +
+                std::to_string(options.optimizer.accumulate));
+  if (options.optimizer.accumulate > 1 && !options.data_parallel)
+    throw Error("jit: optimizer.accumulate splits each rank's rows of the global batch into "
+                "micro-steps; set data_parallel (at world_size 1 the rank's rows are the "
+                "whole batch)");
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->traced = traced;
   impl->options = options;

@@ -446,7 +446,10 @@ def check_tensors(kind, decls, tensors, path):
 
 def build_env(graph, params, inputs, args, compute_dtype=None):
     check_tensors("parameter", graph.get("parameters", []), params, args.params)
-    check_tensors("input", graph.get("inputs", []), inputs, args.inputs)
+    # --accumulate K: the inputs are K micro-batches of the graph's rows
+    k = getattr(args, "accumulate", None) or 1
+    check_tensors("input", [dict(d, shape=[d["shape"][0] * k] + d["shape"][1:])
+                            for d in graph.get("inputs", [])], inputs, args.inputs)
     env = {}
     for d in graph.get("parameters", []) + graph.get("buffers", []):
         if d["name"] not in params and d.get("persistent", True) is False and \
@@ -675,12 +678,26 @@ def train(graph, interp, env, args):
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     out = {}
     seconds = []
+    # --accumulate K (shardc run --accumulate): the inputs hold K micro-batches
+    # of the graph's rows; each runs forward and backward of its loss / K, as
+    # a torch loop accumulates, then one optimizer step.
+    micro = args.accumulate or 1
+    rows = {d["name"]: d["shape"][0] for d in graph.get("inputs", [])}
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        out = interp.run(env)
-        env.update(interp.new_buffers)
-        out[loss].backward()
+        parts = []
+        for k in range(micro):
+            run_env = dict(env)
+            for name, b in rows.items():
+                run_env[name] = env[name][k * b:(k + 1) * b]
+            part = interp.run(run_env)
+            env.update(interp.new_buffers)
+            (part[loss] / micro).backward()
+            parts.append(part)
+        out = {name: (sum(p[name] for p in parts) / micro if parts[0][name].dim() == 0
+                      else torch.cat([p[name] for p in parts]))
+               for name in parts[0]}
         norm = None
         if args.clip_grad_norm:  # shardc's --clip-grad-norm
             norm = torch.nn.utils.clip_grad_norm_(leaves, args.clip_grad_norm)
@@ -743,6 +760,9 @@ def main(argv=None):
     ap.add_argument("--clip-grad-norm", type=float,
                     help="--train: torch.nn.utils.clip_grad_norm_ before each step")
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--accumulate", type=int, metavar="K",
+                    help="--train: the inputs are K micro-batches of MODEL's rows; each runs "
+                         "forward and backward of its loss / K before the step")
     args = ap.parse_args(argv)
 
     if args.threads:

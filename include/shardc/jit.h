@@ -61,6 +61,11 @@ struct OptimizerOptions {
   /// Resume: the state from this file (CompiledModel::save_optimizer)
   /// instead of zeros, at init() and at a load() of every parameter.
   std::string state_file;
+  /// Gradient accumulation (docs/training.md): each rank's rows of the
+  /// global batch run as this many forward and backward micro-steps, then
+  /// one optimizer step; the loss and gradients are the whole batch's.
+  /// Needs data_parallel (at world_size 1, the whole batch is the rank's).
+  int64_t accumulate = 1;
 };
 
 struct JitOptions {

@@ -261,6 +261,57 @@ TEST_CASE("jit data-parallel training: each rank its rows, the replicated run's 
                     Catch::Contains("grad with data_parallel is a data-parallel training step"));
 }
 
+TEST_CASE("jit gradient accumulation: micro-steps give the whole batch's step",
+          "[jit][train][data-parallel]") {
+  // optimizer.accumulate K: each rank's rows run as K forward and backward
+  // micro-steps before one step. The loss and the trained parameters stay
+  // within float rounding of the replicated run on the whole batch, and a
+  // rank's forward peak holds one micro-step's activations: below the
+  // peak of the same step without accumulation.
+  GptLoss model;
+  auto options = [&](int64_t n, int64_t accumulate, bool dataParallel) {
+    JitOptions o = trainOptions(model, n, "sgd", 0.05);
+    o.optimizer.momentum = 0.9;
+    o.inputs = model.lossInputs(8, 16);
+    o.data_parallel = dataParallel;
+    o.optimizer.accumulate = accumulate;
+    return o;
+  };
+  CompiledModel replicated = jit(model, options(1, 1, false));
+  std::vector<float> reference;
+  for (uint64_t batch = 0; batch < 2; ++batch)
+    reference.push_back(scalar(replicated.forward(replicated.example_inputs(70 + batch)).at(0)));
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 4}, {2, 2}}) {
+    INFO("N = " << n << ", K = " << k);
+    CompiledModel accumulated = jit(model, options(n, k, true));
+    CompiledModel whole = jit(model, options(n, 1, true));
+    for (uint64_t batch = 0; batch < 2; ++batch) {
+      const std::vector<HostTensor> step =
+          accumulated.forward(accumulated.example_inputs(70 + batch));
+      whole.forward(whole.example_inputs(70 + batch));
+      REQUIRE(step.size() == 1);
+      CHECK(scalar(step[0]) == Approx(reference[batch]).epsilon(1e-5));
+    }
+    for (const ParameterInfo &p : accumulated.parameters()) {
+      INFO(p.name);
+      const std::vector<float> got = gathered(accumulated, p), want = gathered(replicated, p);
+      REQUIRE(got.size() == want.size());
+      float worst = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0f + std::abs(want[i])));
+      CHECK(worst < 1e-5f);
+    }
+    const MemoryReport fewer = accumulated.memory_report(), more = whole.memory_report();
+    for (size_t r = 0; r < fewer.ranks.size(); ++r) {
+      CHECK(fewer.ranks[r].forward_peak == fewer.ranks[r].forward_predicted_peak);
+      CHECK(fewer.ranks[r].forward_peak < more.ranks[r].forward_peak);
+    }
+  }
+  // Micro-steps split each rank's rows: 8 sequences do not make 3.
+  CHECK_THROWS_WITH(jit(model, options(1, 3, true)), Catch::Contains("micro-steps"));
+  CHECK_THROWS_WITH(jit(model, options(1, 2, false)), Catch::Contains("set data_parallel"));
+}
+
 TEST_CASE("jit optimizer: AdamW's learning-rate schedule warms up from lr / warmup_steps",
           "[jit][train]") {
   // The first step of a 4-step warmup moves every parameter by a quarter of

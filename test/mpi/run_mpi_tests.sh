@@ -4,7 +4,7 @@
 #     to the local backend; the report shows each process's OS peak RSS
 #     beside its accounted peak; the JSON report carries it too. Training
 #     steps likewise: AdamW, clipping, a training-mode batch norm (buffer
-#     updates), data-parallel dropout.
+#     updates), data-parallel dropout, gradient accumulation.
 #  2. a rank dies before forward's first collective (SHARDC_TEST_DIE_AT_RANK):
 #     the job exits non-zero, with the survivors' message, well within the
 #     timeout; and with the launcher told not to abort the job, the survivors
@@ -104,6 +104,11 @@ if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/mlp12.j
   same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel --grad loss \
     --optimizer sgd --lr 0.1 --momentum 0.9 --data-parallel --steps 3 \
     --inputs "$WORK/mlp12-inputs.st" --inputs "$WORK/mlp12-inputs2.st"
+  # Gradient accumulation: each process's 3 rows as 3 micro-steps, the
+  # micro-steps' gradient shares summed over MPI (docs/training.md).
+  same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-accumulate --grad loss \
+    --optimizer sgd --lr 0.1 --momentum 0.9 --accumulate 3 --steps 2 \
+    --inputs "$WORK/mlp12-inputs.st"
   # Clipped: the printed norm is rank 0's (every rank holds it), not a sum.
   same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel-clipped \
     --grad loss --optimizer adamw --lr 0.05 --clip-grad-norm 0.3 --data-parallel --steps 2 \

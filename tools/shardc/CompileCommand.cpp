@@ -50,6 +50,8 @@ const char *const kCompileUsage =
     "  --data-parallel  rank 0's program of a data-parallel run of the graph's\n"
     "                   batch (its rows, a loss its share; with --grad, a\n"
     "                   training step, which needs --optimizer)\n"
+    "  --accumulate K   with --optimizer: the step's K micro-steps (gradient\n"
+    "                   accumulation; implies --data-parallel)\n"
     "  -o FILE          write there instead of stdout; the file appears only\n"
     "                   when compilation succeeded\n";
 
@@ -75,7 +77,7 @@ compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraph
   const int64_t batch = compiler::graphBatchRows(graph);
   const int64_t rows = runtime::batchSlice(batch, worldSize, 0).rows;
   if (!optimizer) return compiler::rebatchGraph(graph, rows, batch);
-  compiler::checkTrainingBatchSplits(model, batch, worldSize);
+  compiler::checkTrainingBatchSplits(model, batch, worldSize, optimizer->accumulate);
   training.loss = loss;
   training.optimizer = *optimizer;
   compiler::Graph step = compiler::dataParallelStepGraph(graph, rows, batch, training);
@@ -110,6 +112,7 @@ int compileCommand(const std::vector<std::string> &args) {
     if (emit != "tc" && emit != "sharded" && emit != "plan")
       throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
     optimizer = parseOptimizerOptions(parsed);
+    implyDataParallel(parsed);
     if (parsed.has("--grad") && parsed.has("--data-parallel") && !optimizer)
       throw UsageError("--grad with --data-parallel is a data-parallel training step: give "
                        "--optimizer");
@@ -129,6 +132,7 @@ int compileCommand(const std::vector<std::string> &args) {
                                                         parsed.get("--grad", ""), optimizer)
                                 : loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
     shardOptions.sumGradients = parsed.has("--data-parallel") && optimizer.has_value();
+    shardOptions.splitSummedGradients = optimizer && optimizer->accumulate > 1;
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);

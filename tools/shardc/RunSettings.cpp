@@ -13,22 +13,48 @@ namespace shardc::cli {
 
 RunSettings parseRunSettings(const std::vector<std::string> &args) {
   RunSettings s;
-  s.parsed =
-      parseArgs(args, {{"--world-size",     "--seed",           "--inputs",    "--outputs",
-                        "--save-params",    "--report",         "--timeout",   "--units",
-                        "--max-graph-mib",  "--backend",        "--load",      "--rename",
-                        "--save",           "--io-buffer-mib",  "--ranks",     "--threads",
-                        "--device",         "--repeat",         "--batch-dim", "--grad",
-                        "--steps",          "--optimizer",      "--lr",        "--momentum",
-                        "--weight-decay",   "--betas",          "--eps",       "--load-optimizer",
-                        "--warmup-steps",   "--decay-steps",    "--min-lr",    "--save-optimizer",
-                        "--clip-grad-norm", "--no-weight-decay"},
-                       {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile",
-                        "--nesterov"}});
+  s.parsed = parseArgs(args, {{"--world-size",
+                               "--seed",
+                               "--inputs",
+                               "--outputs",
+                               "--save-params",
+                               "--report",
+                               "--timeout",
+                               "--units",
+                               "--max-graph-mib",
+                               "--backend",
+                               "--load",
+                               "--rename",
+                               "--save",
+                               "--io-buffer-mib",
+                               "--ranks",
+                               "--threads",
+                               "--device",
+                               "--repeat",
+                               "--batch-dim",
+                               "--grad",
+                               "--steps",
+                               "--optimizer",
+                               "--lr",
+                               "--momentum",
+                               "--weight-decay",
+                               "--betas",
+                               "--eps",
+                               "--load-optimizer",
+                               "--warmup-steps",
+                               "--decay-steps",
+                               "--min-lr",
+                               "--save-optimizer",
+                               "--clip-grad-norm",
+                               "--no-weight-decay",
+                               "--accumulate"},
+                              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
+                               "--profile", "--nesterov"}});
   if (s.parsed.has("--help") || s.parsed.has("-h")) {
     s.help = true;
     return s;
   }
+  implyDataParallel(s.parsed);
   if (s.parsed.positional.size() != 1) throw UsageError("expected exactly one MODEL.json");
   // Local ranks are threads: more than a few thousand is a mistake.
   s.maxGraphBytes = s.parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;

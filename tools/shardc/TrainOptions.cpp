@@ -84,6 +84,8 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
     if (!(options.maxGradNorm > 0))
       throw UsageError("--clip-grad-norm must be positive (the largest global gradient norm)");
   }
+  // Gradient accumulation: K forward and backward passes per step.
+  options.accumulate = parsed.getInt("--accumulate", 1, 1, int64_t{1} << 20);
   // Parameter groups without weight decay (biases, norms), by name.
   options.noWeightDecay = parsed.all("--no-weight-decay");
   for (const std::string &pattern : options.noWeightDecay) try {
@@ -92,6 +94,10 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
       throw UsageError("--no-weight-decay takes a regex (POSIX extended), got '" + pattern + "'");
     }
   return options;
+}
+
+void implyDataParallel(ParsedArgs &parsed) {
+  if (parsed.has("--accumulate")) parsed.flags.insert("--data-parallel");
 }
 
 }  // namespace shardc::cli

@@ -13,11 +13,17 @@ namespace shardc::cli {
 inline const std::set<std::string> kTrainValueOptions{
     "--optimizer",   "--lr",     "--momentum",       "--weight-decay",
     "--betas",       "--eps",    "--load-optimizer", "--warmup-steps",
-    "--decay-steps", "--min-lr", "--clip-grad-norm", "--no-weight-decay"};
+    "--decay-steps", "--min-lr", "--clip-grad-norm", "--no-weight-decay",
+    "--accumulate"};
 
 /// The optimizer the command line asks for, or nullopt without
 /// --optimizer. Throws UsageError for a bad value, for settings without
 /// --optimizer or for the wrong optimizer, and without --grad.
 std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs &parsed);
+
+/// --accumulate K splits each rank's rows of the global batch into K
+/// micro-steps, so it makes the step data-parallel (at --world-size 1 the
+/// rank's rows are the whole batch): adds --data-parallel to `parsed`.
+void implyDataParallel(ParsedArgs &parsed);
 
 }  // namespace shardc::cli
