@@ -13,7 +13,7 @@ and its ratio to K = 1's, the step's wall time (median of steps 2..S, rank
 equal within float rounding).
 
     /opt/shardc-venv/bin/python bench/train_accumulate.py [--batch 8]
-        [--seq 64] [--ranks 1 2] [--accumulate 1 2 4 8] [--steps 3]
+        [--seq 256] [--ranks 1 2] [--accumulate 1 2 4 8] [--steps 2]
 """
 
 import argparse
@@ -40,10 +40,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shardc", default=os.path.join(ROOT, "build", "bin", "shardc"))
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--accumulate", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=2)
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:

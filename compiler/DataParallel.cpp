@@ -55,7 +55,6 @@ Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
   // them in each forward), its 0-d shares scaled by 1 / K.
   std::vector<std::string> countTotals;
   Graph rebatched = rebatchGraph(withLoss, rows / steps, globalRows / steps,
-                                 /*everyRankHasRows=*/true,
                                  steps > 1 ? &countTotals : nullptr);
   if (steps > 1)
     scaleSharesPerMicroStep(rebatched, steps);
@@ -93,7 +92,7 @@ mlir::FailureOr<plan::Plan>
 compileForwardRows(const Graph &graph, int64_t rows, int64_t globalRows,
                    const std::vector<int64_t> &sizes, int64_t worldSize,
                    mlir::MLIRContext &context, const ShardOptions &options) {
-  Graph rebatched = rebatchGraph(graph, rows, globalRows, sizes.back() > 0);
+  Graph rebatched = rebatchGraph(graph, rows, globalRows);
   // A mean's share is scaled by the rank's fraction of the batch, a
   // constant parameter; the ranks' functions share one init.
   const bool twoSizes = sizes.size() > 1 && sizes[1] > 0;
@@ -170,24 +169,12 @@ compileDataParallel(const Graph &graph, int64_t globalRows, int64_t worldSize,
         result->functions.push_back(std::move(function));
       }
   }
+  // A rank with no rows runs only the collectives (the gathers, and the
+  // sums over ranks joined with zeros).
   if (sizes.back() == 0)
-    if (const plan::Function *forward = result->function("forward")) {
-      // A rank with no rows runs only the gathers; a sum over ranks would
-      // wait for it.
-      if (std::any_of(forward->body.begin(), forward->body.end(),
-                      [](const plan::Instruction &i) {
-                        return i.op == plan::OpCode::AllReduceSum;
-                      }))
-        throw GraphError(
-            graph.sourceName +
-            ": data-parallel: the forward sums statistics of "
-            "the global batch over ranks (a training-mode batch norm), and " +
-            std::to_string(globalRows) + " rows over " +
-            std::to_string(worldSize) +
-            " ranks leave some rank none; give at least one row per rank");
-      result->functions.push_back(
-          runtime::collectivesOnly(*forward, runtime::forwardFunctionName(0, sizes[0])));
-    }
+    if (const plan::Function *forward = result->function("forward"))
+      result->functions.push_back(runtime::collectivesOnly(
+          *forward, runtime::forwardFunctionName(0, sizes[0])));
   return std::move(*result);
 }
 

@@ -35,14 +35,13 @@ namespace shardc::compiler {
 /// ranks) nor a 0-d share.
 /// cross_entropy's share is its mean times this rank's counted targets
 /// (those other than -100) over all ranks' (a count summed over ranks), so
-/// the shares add up to the global batch's mean; `everyRankHasRows` false
-/// (a rank with no rows runs no forward) scales it by the rank's fraction
-/// of the rows instead. `countTotals`, when given, receives the names of
-/// the nodes that sum those counts over ranks, which are then there even
-/// when `rows` is the whole `globalRows` (gradient accumulation sums them
-/// over the micro-steps too: compiler/GradientAccumulation.h).
+/// the shares add up to the global batch's mean (a rank with no rows joins
+/// that sum with zeros: runtime::collectivesOnly). `countTotals`, when
+/// given, receives the names of the nodes that sum those counts over ranks,
+/// which are then there even when `rows` is the whole `globalRows`
+/// (gradient accumulation sums them over the micro-steps too:
+/// compiler/GradientAccumulation.h).
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0,
-                   bool everyRankHasRows = true,
                    std::vector<std::string> *countTotals = nullptr);
 
 /// The name stem of a mean's share scale (a constant buffer rebatchGraph

@@ -64,7 +64,6 @@ public:
 
   /// Whether cross_entropy's share counts its targets over ranks
   /// (shareOfCountedMean; default) or is a constant fraction of the rows.
-  void countTargets(bool on) { countTargets_ = on; }
   /// Gradient accumulation: cross_entropy's counted targets are summed
   /// over ranks (and then over micro-steps) even when this rank holds the
   /// whole batch of a micro-step.
@@ -372,7 +371,7 @@ private:
     const std::string name = node.names[0];
     shapes_[name] = node.shapes[0];
     shares_.insert(name);
-    const bool counted = node.op == "cross_entropy" && countTargets_;
+    const bool counted = node.op == "cross_entropy";
     if (*reduction == BatchReduction::Sum ||
         (rows_ == globalRows_ && !(counted && alwaysCount_))) {
       result_.nodes.push_back(std::move(node));
@@ -730,10 +729,6 @@ private:
   const Graph &graph_;
   const int64_t rows_, batch_;
   const int64_t globalRows_; // the batch a mean's shares add up to
-  // cross_entropy's share by counted targets (shareOfCountedMean), which
-  // sums a count over ranks: every rank must then run forward, so not when
-  // some rank has no rows (it runs the gathers only).
-  bool countTargets_ = true;
   bool alwaysCount_ = false;
   std::vector<std::string> countTotals_;
   const std::set<std::string> &keepWhole_;
@@ -799,11 +794,9 @@ void renameUses(Graph &graph, const std::string &from, const std::string &to) {
 } // namespace
 
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows,
-                   bool everyRankHasRows,
                    std::vector<std::string> *countTotals) {
   return withRebatcher(graph, rows, globalRows, true,
                        [&](Rebatcher &rebatcher) {
-                         rebatcher.countTargets(everyRankHasRows);
                          if (countTotals)
                            rebatcher.alwaysCountTargets();
                          Graph result = rebatcher.run();

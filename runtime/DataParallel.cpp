@@ -28,6 +28,39 @@ std::string forwardFunctionName(int64_t rows, int64_t firstRows) {
   return rows == firstRows ? "forward" : "forward.rows" + std::to_string(rows);
 }
 
+namespace {
+
+/// A fresh activation buffer of `like`'s dtype and shape in `f`.
+int32_t freshBuffer(Function &f, const plan::Buffer &like, const std::string &name) {
+  plan::Buffer buffer(static_cast<int32_t>(f.buffers.size()), name, like.dtype, like.shape,
+                      plan::numElements(like.shape) * plan::dtypeSize(like.dtype),
+                      plan::Category::Activation);
+  f.buffers.push_back(buffer);
+  return buffer.id;
+}
+
+/// `sum` (an all_reduce_sum of the forward) joined with zeros: this rank's
+/// part of the sum is none, and the other ranks' collective completes.
+void joinSumWithZeros(Function &f, const Instruction &sum) {
+  const plan::Buffer &in = f.buffers.at(static_cast<size_t>(sum.inputs.at(0)));
+  const plan::Buffer &out = f.buffers.at(static_cast<size_t>(sum.outputs.at(0)));
+  const std::string inName = in.name, outName = out.name;
+  const plan::Buffer inLike = in, outLike = out;
+  const int32_t zeros = freshBuffer(f, inLike, inName + ".no_rows");
+  const int32_t result = freshBuffer(f, outLike, outName + ".no_rows");
+  Instruction joined = sum;
+  joined.inputs = {zeros};
+  joined.outputs = {result};
+  f.body.push_back({plan::OpCode::Alloc, {}, {zeros}, {}, sum.loc});
+  f.body.push_back({plan::OpCode::Fill, {}, {zeros}, {{"value", 0.0}}, sum.loc});
+  f.body.push_back({plan::OpCode::Alloc, {}, {result}, {}, sum.loc});
+  f.body.push_back(std::move(joined));
+  f.body.push_back({plan::OpCode::Free, {zeros}, {}, {}, sum.loc});
+  f.body.push_back({plan::OpCode::Free, {result}, {}, {}, sum.loc});
+}
+
+}  // namespace
+
 Function collectivesOnly(const Function &forward, const std::string &name) {
   Function result;
   result.name = name;
@@ -35,7 +68,13 @@ Function collectivesOnly(const Function &forward, const std::string &name) {
   std::set<int32_t> gathered;        // buffers an all_gather fills
   for (const Instruction &inst : forward.body)
     if (inst.op == plan::OpCode::AllGather) gathered.insert(inst.outputs.begin(), inst.outputs.end());
+  // The collectives in the forward's order, so that every rank's sequence
+  // matches.
   for (const Instruction &inst : forward.body) {
+    if (inst.op == plan::OpCode::AllReduceSum) {
+      joinSumWithZeros(result, inst);
+      continue;
+    }
     bool keep = inst.op == plan::OpCode::AllGather;
     if (inst.op == plan::OpCode::Alloc && inst.outputs.size() == 1) keep = gathered.count(inst.outputs[0]);
     if (inst.op == plan::OpCode::Free && inst.inputs.size() == 1) keep = gathered.count(inst.inputs[0]);

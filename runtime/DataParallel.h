@@ -38,8 +38,9 @@ std::vector<int64_t> microBatchSizes(int64_t batch, int64_t worldSize);
 std::string forwardFunctionName(int64_t rows, int64_t firstRows);
 
 /// `forward` reduced to its collectives: every all_gather with the alloc
-/// and free of the buffers it fills, no inputs, no outputs. What a rank
-/// with no rows of the batch runs.
+/// and free of the buffers it fills, and every all_reduce_sum joined with
+/// zeros (this rank adds nothing to the sum of a count or a statistic); no
+/// inputs, no outputs. What a rank with no rows of the batch runs.
 plan::Function collectivesOnly(const plan::Function &forward, const std::string &name);
 
 /// The global batch of `inputs`: their common dim 0. Throws RuntimeError

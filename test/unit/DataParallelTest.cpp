@@ -57,6 +57,41 @@ TEST_CASE("collectivesOnly keeps the all-gathers and their buffers only", "[data
   CHECK(c.body[2].inputs == std::vector<int32_t>{2});
 }
 
+TEST_CASE("collectivesOnly joins every sum over ranks with zeros, in order", "[data-parallel]") {
+  // A count over the batch summed over ranks (cross_entropy's counted
+  // targets), then a gather: a rank with no rows adds 0 to the sum and
+  // joins both collectives in the forward's order.
+  Function f;
+  f.name = "forward";
+  f.buffers = {Buffer(0, "t", DType::F32, {2}, 8, Category::IO),
+               Buffer(1, "count", DType::F32, {}, 4, Category::Activation),
+               Buffer(2, "count.all_ranks", DType::F32, {}, 4, Category::Activation),
+               Buffer(3, "p", DType::F32, {2, 4}, 32, Category::Parameter, 0),
+               Buffer(4, "p.gathered", DType::F32, {4, 4}, 64, Category::Gathered)};
+  f.inputs = {0};
+  f.body = {{OpCode::Alloc, {}, {1}, {}, ""},      {OpCode::Sum, {0}, {1}, {}, ""},
+            {OpCode::Alloc, {}, {2}, {}, ""},      {OpCode::AllReduceSum, {1}, {2}, {}, "loss"},
+            {OpCode::Free, {1}, {}, {}, ""},       {OpCode::Alloc, {}, {4}, {}, ""},
+            {OpCode::AllGather, {3}, {4}, {}, ""}, {OpCode::Free, {4}, {}, {}, ""},
+            {OpCode::Free, {2}, {}, {}, ""}};
+  Function c = collectivesOnly(f, "forward.rows0");
+  std::vector<OpCode> ops;
+  for (const Instruction &inst : c.body) ops.push_back(inst.op);
+  CHECK(ops == std::vector<OpCode>{OpCode::Alloc, OpCode::Fill, OpCode::Alloc, OpCode::AllReduceSum,
+                                   OpCode::Free, OpCode::Free, OpCode::Alloc, OpCode::AllGather,
+                                   OpCode::Free});
+  // The sum reads fresh zeros of the count's shape, not the forward's
+  // buffers (which this rank never computes).
+  const Instruction &sum = c.body[3];
+  REQUIRE(sum.inputs.size() == 1);
+  CHECK(sum.inputs[0] >= 5);
+  CHECK(c.buffers.at(static_cast<size_t>(sum.inputs[0])).shape.empty());
+  CHECK(c.buffers.at(static_cast<size_t>(sum.inputs[0])).bytes == 4);
+  CHECK(c.body[1].outputs == sum.inputs);
+  CHECK(std::get<double>(c.body[1].attrs.at("value")) == 0.0);
+  CHECK(sum.loc == "loss");
+}
+
 TEST_CASE("sliceRows and concatRankOutputs are inverse over the ranks", "[data-parallel]") {
   HostTensor t{"y", DType::I64, {5, 3}, {}};
   t.data.resize(5 * 3 * 8);
