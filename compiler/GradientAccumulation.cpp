@@ -11,7 +11,6 @@
 #include "compiler/DataParallel.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -47,6 +46,7 @@ std::string addConstant(Graph &graph, const std::string &stem, double value,
   return name;
 }
 
+/// Every name a value of `graph` has (parameters, inputs, node results).
 std::set<std::string> namesOf(const Graph &graph) {
   std::set<std::string> names;
   for (const GraphParam &param : graph.params)
