@@ -18,22 +18,10 @@ equal within float rounding).
 
 import argparse
 import os
-import statistics
 import tempfile
 
-from train_data_parallel import kernel_name
-from train_step import ROOT, mib, prepare_gpt2, run_json
-
-
-def step(shardc, graph, inputs, n, k, steps):
-    report = run_json([shardc, "run", graph, "--grad", "loss", "--optimizer", "adamw",
-                       "--lr", "1e-4", "--inputs", inputs, "--world-size", str(n),
-                       "--threads", "1", "--steps", str(steps), "--data-parallel",
-                       "--accumulate", str(k), "--report", "json"])
-    assert report["predictions_hold"], report
-    peak = max(r["forward"]["peak_bytes"] for r in report["ranks"])
-    seconds = statistics.median(r["seconds"] for r in report["ranks"][0]["forward_repeats"])
-    return peak, seconds, report["training_steps"][-1]["loss"]
+from train_data_parallel import kernel_name, step
+from train_step import ROOT, mib, prepare_gpt2
 
 
 def main():
@@ -61,7 +49,8 @@ def main():
                 if args.batch % (n * k):
                     print("| %d | %d | (the batch does not split) |" % (n, k))
                     continue
-                peak, seconds, loss = step(args.shardc, graph, inputs, n, k, args.steps)
+                peak, seconds, loss = step(args.shardc, graph, inputs, n, args.steps, True,
+                                           ["--accumulate", str(k)])
                 if base is None:
                     base = (peak, seconds)
                 print("| %d | %d | %d | %s | %.2f | %.3f | %.2f | %.6f |"

@@ -46,10 +46,13 @@ def kernel_name(shardc):
         return "unknown"
 
 
-def step(shardc, graph, inputs, n, steps, data_parallel):
+def step(shardc, graph, inputs, n, steps, data_parallel, extra=()):
+    """One AdamW run of `steps` steps at N = n (more options in `extra`):
+    the largest per-rank peak, rank 0's median step seconds, the last
+    loss."""
     cmd = [shardc, "run", graph, "--grad", "loss", "--optimizer", "adamw", "--lr", "1e-4",
            "--inputs", inputs, "--world-size", str(n), "--threads", "1", "--steps", str(steps),
-           "--report", "json"]
+           "--report", "json", *extra]
     if data_parallel:
         cmd.append("--data-parallel")
     report = run_json(cmd)

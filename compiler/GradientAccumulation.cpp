@@ -31,18 +31,10 @@ std::string addConstant(Graph &graph, const std::string &stem, double value,
                    [&](const GraphParam &p) { return p.name == name; });
        ++n)
     name = stem + "." + std::to_string(n);
-  GraphParam param;
-  param.name = name;
-  param.dtype = dtype;
-  param.device = graph.params.empty() ? "cpu" : graph.params.front().device;
-  param.isBuffer = true;
-  param.persistent = false;
-  InitStep fill;
-  fill.op = "fill";
-  fill.numbers["value"] = value;
-  param.init = {fill};
-  param.path = "a constant of gradient accumulation";
-  graph.params.push_back(std::move(param));
+  graph.params.push_back(
+      fillConstant(name, value, dtype,
+                   graph.params.empty() ? "cpu" : graph.params.front().device,
+                   "a constant of gradient accumulation"));
   return name;
 }
 

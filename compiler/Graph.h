@@ -118,6 +118,26 @@ struct Graph {
   std::vector<BufferUpdate> updates; // applied after forward, in this order
 };
 
+/// A 0-d constant a rewrite adds (a data-parallel share scale, gradient
+/// accumulation's step count): a non-persistent buffer whose init is one
+/// fill of `value`, which rewrittenGraphText writes back (GraphWriter.h).
+inline GraphParam fillConstant(const std::string &name, double value,
+                               plan::DType dtype, const std::string &device,
+                               const std::string &path) {
+  GraphParam param;
+  param.name = name;
+  param.dtype = dtype;
+  param.device = device;
+  param.isBuffer = true;
+  param.persistent = false;
+  InitStep fill;
+  fill.op = "fill";
+  fill.numbers["value"] = value;
+  param.init = {fill};
+  param.path = path;
+  return param;
+}
+
 /// Parses and validates a graph file's text; throws GraphError.
 Graph parseGraph(const std::string &text, const std::string &sourceName);
 

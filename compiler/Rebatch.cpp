@@ -640,19 +640,12 @@ private:
   /// on the rank's rows (kShareScale); the statistics' constants do not.
   std::string constant(double value, plan::DType dtype,
                        const char *stem = "data_parallel.const") {
-    GraphParam param;
-    param.name = freshName(stem);
-    param.dtype = dtype;
-    param.device = graph_.params.empty() ? "cpu" : graph_.params.front().device;
-    param.isBuffer = true;
-    param.persistent = false;
-    InitStep fill;
-    fill.op = "fill";
-    fill.numbers["value"] = value;
-    param.init = {fill};
-    param.path = std::string_view(stem) == kShareScale
-                     ? "the data-parallel share of a mean over the batch"
-                     : "a constant of the data-parallel batch statistics";
+    GraphParam param = fillConstant(
+        freshName(stem), value, dtype,
+        graph_.params.empty() ? "cpu" : graph_.params.front().device,
+        std::string_view(stem) == kShareScale
+            ? "the data-parallel share of a mean over the batch"
+            : "a constant of the data-parallel batch statistics");
     shapes_[param.name] = {};
     result_.params.push_back(std::move(param));
     return result_.params.back().name;

@@ -46,6 +46,17 @@ std::vector<float> gathered(const CompiledModel &model, const ParameterInfo &p) 
   return full;
 }
 
+/// The largest |a - b| / (1 + |b|) over parameter p's elements in two
+/// models (float rounding apart: the same training in another order).
+float worstDifference(const CompiledModel &a, const CompiledModel &b, const ParameterInfo &p) {
+  const std::vector<float> got = gathered(a, p), want = gathered(b, p);
+  REQUIRE(got.size() == want.size());
+  float worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0f + std::abs(want[i])));
+  return worst;
+}
+
 std::string fileBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -221,12 +232,7 @@ TEST_CASE("jit data-parallel training: each rank its rows, the replicated run's 
     for (size_t i = 0; i < split.parameters().size(); ++i) {
       const ParameterInfo &p = split.parameters()[i];
       INFO(p.name);
-      const std::vector<float> got = gathered(split, p), want = gathered(replicated, p);
-      REQUIRE(got.size() == want.size());
-      float worst = 0;
-      for (size_t k = 0; k < got.size(); ++k)
-        worst = std::max(worst, std::abs(got[k] - want[k]) / (1.0f + std::abs(want[k])));
-      CHECK(worst < 1e-5f);
+      CHECK(worstDifference(split, replicated, p) < 1e-5f);
     }
     // Each rank holds its rows' activations only, predicted exactly.
     for (const RankMemory &r : split.memory_report().ranks)
@@ -294,12 +300,7 @@ TEST_CASE("jit gradient accumulation: micro-steps give the whole batch's step",
     }
     for (const ParameterInfo &p : accumulated.parameters()) {
       INFO(p.name);
-      const std::vector<float> got = gathered(accumulated, p), want = gathered(replicated, p);
-      REQUIRE(got.size() == want.size());
-      float worst = 0;
-      for (size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0f + std::abs(want[i])));
-      CHECK(worst < 1e-5f);
+      CHECK(worstDifference(accumulated, replicated, p) < 1e-5f);
     }
     const MemoryReport fewer = accumulated.memory_report(), more = whole.memory_report();
     for (size_t r = 0; r < fewer.ranks.size(); ++r) {
