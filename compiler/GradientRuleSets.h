@@ -5,7 +5,8 @@
 // norms over the last dim, losses; PointwiseGradients.cpp: the elementwise
 // functions; AttentionGradients.cpp: attention and
 // rotary embeddings; ImageGradients.cpp: convolution, pooling and the
-// image norms) and GradientRules.cpp joins them into one table.
+// image norms; ExpertGradients.cpp: mixtures of experts' routers and
+// experts) and GradientRules.cpp joins them into one table.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -23,6 +24,7 @@ using RuleTable = std::map<std::string, GradientRule>;
 RuleTable pointwiseRules();
 RuleTable attentionRules();
 RuleTable imageRules();
+RuleTable expertRules();
 
 /// The most negative finite value of `dtype`: a max pool's padding, which
 /// no input value can lose to.

@@ -421,7 +421,8 @@ RuleTable basicRules() {
 const RuleTable &rules() {
   static const RuleTable table = [] {
     RuleTable all = basicRules();
-    for (RuleTable part : {pointwiseRules(), attentionRules(), imageRules()})
+    for (RuleTable part :
+         {pointwiseRules(), attentionRules(), imageRules(), expertRules()})
       all.merge(part);
     return all;
   }();

@@ -64,6 +64,15 @@ public:
            plan::dtypeName(dtype(i));
   }
 
+  /// Inputs [first, last) must share one dtype: the result's.
+  void sameDtype(size_t first, size_t last) const {
+    for (size_t i = first; i < last && i < node_.inputs.size(); ++i)
+      if (dtype(i) != dtype(first))
+        fail("inputs " + describe(first) + " and " + describe(i) +
+             " differ in dtype");
+    node_.dtype = dtype(first);
+  }
+
   /// Float inputs [first, last) must share one dtype: the result's.
   void floatInputs(size_t first, size_t last) const {
     for (size_t i = first; i < last && i < node_.inputs.size(); ++i) {
@@ -404,7 +413,12 @@ const std::map<std::string, Rule> &rules() {
       {"cat",
        [](NodeReader &r) {
          r.arity(1, 1 << 20);
-         r.floatInputs(0, r.node().inputs.size());
+         // int64 too: a copy of bytes (Hugging Face's causal-LM loss pads
+         // its labels with -100 before shifting them)
+         if (r.dtype(0) == plan::DType::I64)
+           r.sameDtype(0, r.node().inputs.size());
+         else
+           r.floatInputs(0, r.node().inputs.size());
          int64_t rank = static_cast<int64_t>(r.shape(0).size());
          int64_t d = r.dim("dim", rank, std::nullopt);
          Shape out = r.shape(0);

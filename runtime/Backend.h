@@ -102,7 +102,8 @@ struct Region {
 ///     runtime/OpFamilies.h): one method per family, its parameters decoded
 ///     by the core (runtime/OpRules.h), y never aliasing an input;
 ///     batchNorm is eval mode (running statistics; weight and bias both or
-///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes; index is
+///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes,
+///     moeExpertsBackward's moeExpertsBackwardWorkBytes (p.wrt); index is
 ///     topk (index == nullptr; y int64) or gather (index int64); compare is
 ///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
 ///     the conv family's weight gradient (dw from x and conv's output
@@ -147,6 +148,10 @@ struct Region {
                           const KTensor &weights, const KTensor &gateUp,                     \
                           const KTensor &down, const KTensor &y, std::byte *workspace)       \
       SUFFIX;                                                                                \
+  VIRTUAL void moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,\
+                                  const KTensor &weights, const KTensor &gateUp,             \
+                                  const KTensor &down, const KTensor &grad, const KTensor &y, \
+                                  std::byte *workspace) SUFFIX;                              \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
                      const KTensor *index, const KTensor &y) SUFFIX;                         \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \

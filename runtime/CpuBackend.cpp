@@ -146,6 +146,12 @@ void CpuBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor 
                             const KTensor &y, std::byte *workspace) {
   moeExpertsKernel(p, x, index, weights, gateUp, down, y, workspace, threads_);
 }
+void CpuBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,
+                                    const KTensor &weights, const KTensor &gateUp,
+                                    const KTensor &down, const KTensor &grad, const KTensor &y,
+                                    std::byte *workspace) {
+  moeExpertsBackwardKernel(p, x, index, weights, gateUp, down, grad, y, workspace, threads_);
+}
 void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                        const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) topkKernel(p, x, y, threads_);

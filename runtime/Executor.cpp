@@ -132,6 +132,11 @@ void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, co
                          const KTensor &, const KTensor &, const KTensor &, std::byte *) {
   noKernel(OpFamily::Experts);
 }
+void Backend::moeExpertsBackward(const MoeParams &, const KTensor &, const KTensor &,
+                                 const KTensor &, const KTensor &, const KTensor &, const KTensor &,
+                                 const KTensor &, std::byte *) {
+  noKernel(OpCode::MoeExpertsBackward);
+}
 
 namespace {
 
@@ -516,6 +521,9 @@ private:
     }
     case OpFamily::Experts: {
       DeviceBuffer work = workspace(inst, out);
+      if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Backward)
+        return backend_.moeExpertsBackward(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4],
+                                           in[5], y, work.data());
       return backend_.moeExperts(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4], y,
                                  work.data());
     }

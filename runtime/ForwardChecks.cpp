@@ -386,6 +386,25 @@ void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
     fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
 }
 
+void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
+                        const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                        const KTensor &grad, const KTensor &y) {
+  const char *op = "moe_experts_backward";
+  const Shape expected = moeExpertsBackwardShape(wrt, x.shape, index.shape, weights.shape,
+                                                 gateUp.shape, down.shape, grad.shape);
+  if (!isFloatStorage(x.dtype))
+    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
+                 "; expects float32, bfloat16 or float16");
+  expectDType(op, "index", index, DType::I64);
+  expectDType(op, "weights", weights, x.dtype);
+  expectDType(op, "gate_up", gateUp, x.dtype);
+  expectDType(op, "down", down, x.dtype);
+  expectDType(op, "grad", grad, x.dtype);
+  expectDType(op, "output", y, x.dtype);
+  if (y.shape != expected)
+    fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
+}
+
 void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,
                    const std::vector<std::pair<const char *, const KTensor *>> &state,
                    const double *stepCount) {

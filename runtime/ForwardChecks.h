@@ -99,6 +99,11 @@ void embeddingIndices(const IndexParams &p, const int64_t *indices, int64_t coun
 /// of x's dtype, y with moeExpertsShape (expert ids are data: kernels check).
 void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
                 const KTensor &gateUp, const KTensor &down, const KTensor &y);
+/// moe_experts_backward: the forward's operands as above, grad of x's shape
+/// and dtype, y with moeExpertsBackwardShape in x's dtype.
+void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
+                        const KTensor &weights, const KTensor &gateUp, const KTensor &down,
+                        const KTensor &grad, const KTensor &y);
 
 /// eq, ne, ...: a (and b) of one dtype, y int64 of compareShape.
 void compare(CompareOp op, const KTensor &a, const KTensor *b, const KTensor &y);

@@ -6,6 +6,7 @@
 #include "runtime/OpFamilies.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/RuntimeError.h"
 
 #include <string>
 
@@ -498,6 +499,14 @@ GateActivation gateActivationNamed(const std::string &name) {
   fail("moe_experts", "activation must be silu, gelu, gelu_tanh or relu, got \"" + name + "\"");
 }
 
+MoeOperand moeOperandNamed(const std::string &name) {
+  if (name == "x") return MoeOperand::X;
+  if (name == "weights") return MoeOperand::Weights;
+  if (name == "gate_up") return MoeOperand::GateUp;
+  if (name == "down") return MoeOperand::Down;
+  fail("moe_experts_backward", "wrt must be x, weights, gate_up or down, got \"" + name + "\"");
+}
+
 Shape moeExpertsShape(const Shape &x, const Shape &index, const Shape &weights,
                       const Shape &gateUp, const Shape &down) {
   const char *op = "moe_experts";
@@ -523,6 +532,43 @@ int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t i
   const int64_t rows = std::min(kMoeBlockRows, tokens * k);
   const int64_t block = rows * (2 * hidden + 2 * inner);
   const int64_t accumulator = dtype == plan::DType::F32 ? 0 : tokens * hidden;
+  return (block + accumulator) * 4;
+}
+
+Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index,
+                              const Shape &weights, const Shape &gateUp, const Shape &down,
+                              const Shape &grad) {
+  // The forward's rule first, its messages naming the forward's op.
+  try {
+    moeExpertsShape(x, index, weights, gateUp, down);
+  } catch (const RuntimeError &e) {
+    const std::string what = e.what(), forward = "moe_experts: ";
+    fail("moe_experts_backward", what.rfind(forward, 0) == 0 ? what.substr(forward.size()) : what);
+  }
+  if (grad != x)
+    fail("moe_experts_backward", "grad " + shapeToString(grad) +
+                                     " must have the shape of the forward's output " +
+                                     shapeToString(x));
+  switch (wrt) {
+  case MoeOperand::X: return x;
+  case MoeOperand::Weights: return weights;
+  case MoeOperand::GateUp: return gateUp;
+  case MoeOperand::Down: return down;
+  }
+  return x;
+}
+
+int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, int64_t hidden,
+                                    int64_t inner, plan::DType dtype) {
+  const int64_t rows = std::min(kMoeBlockRows, tokens * k);
+  const int64_t block = rows * (4 * hidden + 6 * inner);
+  int64_t accumulator = 0;
+  if (dtype != plan::DType::F32) switch (wrt) {
+    case MoeOperand::X: accumulator = tokens * hidden; break;
+    case MoeOperand::GateUp: accumulator = 2 * inner * hidden; break;
+    case MoeOperand::Down: accumulator = hidden * inner; break;
+    case MoeOperand::Weights: break;
+    }
   return (block + accumulator) * 4;
 }
 

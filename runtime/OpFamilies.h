@@ -249,13 +249,40 @@ Shape gridSampleShape(const Shape &x, const Shape &grid);
 /// routing, never on the other tokens or the thread count. An index outside
 /// [0, E) fails when the kernel runs, naming it.
 enum class GateActivation { Silu, Gelu, GeluTanh, Relu };
+/// The experts family's ops (the op table's variant): moe_experts, and its
+/// gradient with respect to one operand (training, docs/training.md).
+enum class ExpertsKind { Forward, Backward };
+/// moe_experts_backward's `wrt`: the operand whose gradient it writes.
+enum class MoeOperand { X, Weights, GateUp, Down };
 struct MoeParams {
   GateActivation activation = GateActivation::Silu;
+  MoeOperand wrt = MoeOperand::X;  // moe_experts_backward only
 };
 /// "silu" -> Silu ...; fails naming the known names.
 GateActivation gateActivationNamed(const std::string &name);
+/// "x", "weights", "gate_up", "down"; fails naming them.
+MoeOperand moeOperandNamed(const std::string &name);
 Shape moeExpertsShape(const Shape &x, const Shape &index, const Shape &weights,
                       const Shape &gateUp, const Shape &down);
+/// moe_experts_backward(x, index, weights, gate_up, down, grad): the
+/// gradient of moe_experts(x, index, weights, gate_up, down) with respect
+/// to operand `wrt`, given grad [T, H], the gradient of its output: the
+/// forward's operands checked by moeExpertsShape, grad of x's shape; the
+/// result has the shape of operand `wrt`.
+///   weights: dw[t, s] = sum_j grad[t, j] o[j], o = down[e] (act(gate) * up)
+///   down:    d down[e] = sum over e's rows of (w grad[t]) (act(gate) * up)^T
+///   gate_up: d gate_up[e] = sum over e's rows of [dgate; dup] x[t]^T,
+///            da = down[e]^T (w grad[t]), dgate = da up act'(gate),
+///            dup = da act(gate)
+///   x:       dx[t] = sum over t's slots, experts ascending, of
+///            gate_up[e]^T [dgate; dup]
+/// The forward's GEMMs are recomputed per block of rows (nothing is saved
+/// between forward and backward); the sums over rows of a weight gradient
+/// are one fma chain per element in token order (runtime/cpu/Gemm.h), the
+/// same bits whatever the block size or thread count.
+Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index,
+                              const Shape &weights, const Shape &gateUp, const Shape &down,
+                              const Shape &grad);
 /// Rows of one expert's GEMM block: the kernel's working memory holds this
 /// many rows (fewer when the batch has fewer routed rows).
 inline constexpr int64_t kMoeBlockRows = 256;
@@ -264,5 +291,13 @@ inline constexpr int64_t kMoeBlockRows = 256;
 /// when y is not float32.
 int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner,
                             plan::DType dtype);
+/// moe_experts_backward's working memory: one block of rows' input, gate/up,
+/// activation, output gradient, recomputed output, activation gradient and
+/// gate/up gradient in float ((4 H + 6 I) floats a row), plus a float
+/// accumulator of the result unless it is float32 (x: [T, H]; gate_up and
+/// down: one expert's [2I, H] or [H, I]; weights: none, each element is
+/// one dot product).
+int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, int64_t hidden,
+                                    int64_t inner, plan::DType dtype);
 
 }  // namespace shardc::runtime

@@ -148,9 +148,13 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     if (kind == IndexKind::Gather) return gatherShape(in[0].shape, in[1].shape, p);
     return embeddingBackwardShape(in[0].shape, in[1].shape, p);
   }
-  case OpFamily::Experts:
-    moeParams(attrs);  // checks the activation's name
+  case OpFamily::Experts: {
+    const MoeParams p = moeParams(attrs);  // checks the names
+    if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Backward)
+      return moeExpertsBackwardShape(p.wrt, in[0].shape, in[1].shape, in[2].shape, in[3].shape,
+                                     in[4].shape, in[5].shape);
     return moeExpertsShape(in[0].shape, in[1].shape, in[2].shape, in[3].shape, in[4].shape);
+  }
   case OpFamily::Compare:
     compareValue(info, in.size(), attrs);  // one operand and a value, or two
     return compareShape(static_cast<CompareOp>(info.variant), in[0].shape, optional(1));
@@ -223,9 +227,12 @@ ReduceArgs reduceArgs(const OpInfo &info, const AttrMap &attrs) {
 }
 
 MoeParams moeParams(const AttrMap &attrs) {
-  auto it = attrs.find("activation");
-  return {it == attrs.end() ? GateActivation::Silu
-                            : gateActivationNamed(std::get<std::string>(it->second))};
+  MoeParams p;
+  if (auto it = attrs.find("activation"); it != attrs.end())
+    p.activation = gateActivationNamed(std::get<std::string>(it->second));
+  if (auto it = attrs.find("wrt"); it != attrs.end())
+    p.wrt = moeOperandNamed(std::get<std::string>(it->second));
+  return p;
 }
 
 IndexParams indexParams(IndexKind kind, const AttrMap &attrs) {

@@ -38,6 +38,28 @@ Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *cons
           output.name + ".experts"};
 }
 
+Workspace moeExpertsBackwardWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                                      int64_t) {
+  if (inputs.size() != 6 || inputs[0]->shape.size() != 2 || inputs[1]->shape.size() != 2 ||
+      inputs[3]->shape.size() != 3)
+    return {};
+  // A workspace rule sees no attributes: `wrt` is the operand whose shape
+  // the result has. x [T, H] and weights [T, k] agree when H == k; x's
+  // rule then holds either (weights needs no accumulator).
+  using runtime::MoeOperand;
+  MoeOperand wrt = MoeOperand::X;
+  if (output.shape == inputs[3]->shape)
+    wrt = MoeOperand::GateUp;
+  else if (output.shape == inputs[4]->shape)
+    wrt = MoeOperand::Down;
+  else if (output.shape != inputs[0]->shape)
+    wrt = MoeOperand::Weights;
+  const std::vector<int64_t> &x = inputs[0]->shape;
+  return {runtime::moeExpertsBackwardWorkBytes(wrt, x[0], inputs[1]->shape[1], x[1],
+                                               inputs[3]->shape[1] / 2, output.dtype),
+          output.name + ".experts"};
+}
+
 Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const>, int64_t) {
   // One root's rows as received, and their running sum in double
   // (runtime/Optimizers.h).
@@ -64,6 +86,7 @@ Workspace allReduceWorkspace(const Buffer &output, std::span<const Buffer *const
 
 using runtime::CompareOp;
 using runtime::ConvKind;
+using runtime::ExpertsKind;
 using runtime::IndexKind;
 using runtime::PoolKind;
 using runtime::ReduceKind;

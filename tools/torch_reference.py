@@ -229,8 +229,30 @@ def _dropout(a, n, seed):
     return torch.where(keep, x * scale, torch.zeros_like(x))
 
 
+def _moe_experts(a, n):
+    """moe_experts (docs/ops.md): each expert on its tokens in ascending
+    order, added as Hugging Face's looping forward adds them
+    (tools/shardc_export/moe.py's reference)."""
+    x, index, weights, gate_up, down = a
+    act = {"silu": F.silu, "relu": torch.relu, "gelu": F.gelu,
+           "gelu_tanh": lambda v: F.gelu(v, approximate="tanh")}[n.get("activation", "silu")]
+    out = torch.zeros_like(x)
+    for e in range(gate_up.shape[0]):
+        token, slot = torch.where(index == e)
+        if token.numel() == 0:
+            continue
+        gate, up = F.linear(x[token], gate_up[e]).chunk(2, dim=-1)
+        y = F.linear(act(gate) * up, down[e])
+        out = out.index_add(0, token, y * weights[token, slot, None])
+    return out
+
+
 _FAMILY = {
     "conv": _conv,
+    "topk": lambda a, n: torch.topk(a[0], n["k"], n["dim"],
+                                    largest=bool(n.get("largest", 1))).indices,
+    "gather": lambda a, n: torch.gather(a[0], n["dim"], a[1]),
+    "moe_experts": _moe_experts,
     "batch_norm": lambda a, n: F.batch_norm(a[0], a[1], a[2], a[3] if len(a) > 3 else None,
                                             a[4] if len(a) > 4 else None, False, 0.0,
                                             n.get("eps", 1e-5)),

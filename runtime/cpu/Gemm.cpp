@@ -328,10 +328,14 @@ void gemmTask(const GemmArgs &g, int64_t task, GemmIsa isa) {
   const int64_t panels = (nb + kPanel - 1) / kPanel, ldTile = panels * kPanel;
   thread_local std::vector<float> cTile, aPack, bPack;
   cTile.resize(static_cast<size_t>(mb * ldTile));
-  // Each element's chain starts from its bias (torch's addmm, beta = 1).
+  // Each element's chain starts from its bias (torch's addmm, beta = 1),
+  // or where a previous call over earlier k left it.
   for (int64_t r = 0; r < mb; ++r) {
     float *c = cTile.data() + r * ldTile;
-    if (g.bias) loadFloats(g.biasDtype, g.bias, g.biasOffset + n0, nb, c);
+    if (g.accumulate)
+      loadFloats(DType::F32, g.C, g.cOffset + (m0 + r) * g.ldc + n0, nb, c);
+    else if (g.bias)
+      loadFloats(g.biasDtype, g.bias, g.biasOffset + n0, nb, c);
     else std::fill_n(c, nb, 0.0f);
     std::fill(c + nb, c + ldTile, 0.0f);
   }

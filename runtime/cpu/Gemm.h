@@ -48,6 +48,11 @@ struct GemmArgs {
   void *C;
   plan::DType cDtype;
   int64_t cOffset, ldc;
+  /// Start each element's chain from C's current value instead of the bias
+  /// (C float32; bias ignored): a GEMM split along K into calls made in
+  /// order gives the bits of one call over all of K (a weight gradient
+  /// summed block of rows by block of rows).
+  bool accumulate = false;
 };
 
 /// The micro-kernel's instruction set. All give the same bits.

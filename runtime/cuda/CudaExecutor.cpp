@@ -221,6 +221,13 @@ void CudaBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor
                              const KTensor &y, std::byte *workspace) {
   cuda::moeExperts(device_, p, x, index, weights, gateUp, down, y, workspace);
 }
+void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,
+                                     const KTensor &weights, const KTensor &gateUp,
+                                     const KTensor &down, const KTensor &grad, const KTensor &y,
+                                     std::byte *workspace) {
+  // no kernel: kCudaUnsupportedOps
+  Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, y, workspace);
+}
 void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                         const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);

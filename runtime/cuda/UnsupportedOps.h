@@ -10,7 +10,10 @@
 // communicator needs those in device memory the plan's workspace does not
 // size yet (workspace rules receive the world size since all_reduce_sum,
 // so grad_norm can now get one). The steps' clipping itself has its CUDA
-// code.
+// code. moe_experts_backward (mixture-of-experts training, 2026-12-05) has
+// its CPU kernel only: a CUDA one would regroup the routed rows as
+// CudaMoe.cu does and run the backward's GEMMs through cuBLAS, and it is
+// not written until a GPU can run it.
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -19,6 +22,7 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 1> kCudaUnsupportedOps{plan::OpCode::GradNorm};
+inline constexpr std::array<plan::OpCode, 2> kCudaUnsupportedOps{plan::OpCode::GradNorm,
+                                                                 plan::OpCode::MoeExpertsBackward};
 
 }  // namespace shardc::runtime::cuda

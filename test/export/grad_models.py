@@ -111,3 +111,21 @@ class DropPathNet(nn.Module):
             return (h * noise).sum()
         mask = (self.keep + noise).floor_()
         return (h.div(self.keep) * mask).sum()
+
+
+class MixtralLoss(nn.Module):
+    """Hugging Face's Mixtral (a mixture of experts: a softmax router picking
+    2 of 4 experts per token with topk, the experts exported as one
+    moe_experts op) under its own causal-LM loss (`labels=`: the shifted
+    next-token cross-entropy, the last position ignored)."""
+
+    def __init__(self, layers=2):
+        super().__init__()
+        import os
+        import sys
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+        import zoo_hf
+        self.lm = zoo_hf.mixtral(num_hidden_layers=layers)
+
+    def forward(self, input_ids):
+        return self.lm(input_ids=input_ids, labels=input_ids).loss

@@ -533,6 +533,10 @@ std::vector<SuiteCase> suiteCases() {
       case OpFamily::Experts:  // 5 tokens, 2 of 3 experts each (I = 6, H = 8)
         in = {input("x", dt, {5, 8}), input("i", DType::I64, {5, 2}, 3), input("w", dt, {5, 2}),
               input("gate_up", dt, {3, 12, 8}), input("down", dt, {3, 8, 6})};
+        if (info.code == OpCode::MoeExpertsBackward) {  // the other wrt below
+          in.push_back(input("g", dt, {5, 8}));
+          attrs = {{"wrt", std::string("gate_up")}, {"activation", std::string("gelu")}};
+        }
         break;
       case OpFamily::Index:  // topk along the last dim; gather along dim 0, index smaller;
                              // embedding_backward
@@ -734,6 +738,14 @@ std::vector<SuiteCase> suiteCases() {
                  op, {tiedInput("x", f, {2, 3000}, nans)}, {{"dims", L{1}}});
       cases.back().tolerance = 0;  // the first extreme's bits (or index)
     }
+  // moe_experts_backward's other operands: 600 tokens, so each expert's rows
+  // (about 300) span two of the kernel's 256-row blocks
+  for (const char *wrt : {"x", "weights", "down"})
+    familyCase(std::string("moe_experts_backward wrt ") + wrt, OpCode::MoeExpertsBackward,
+               {input("x", f, {600, 8}), input("i", DType::I64, {600, 1}, 2),
+                input("w", f, {600, 1}), input("gate_up", f, {2, 12, 8}),
+                input("down", f, {2, 8, 6}), input("g", f, {600, 8})},
+               {{"wrt", std::string(wrt)}});
   familyCase("gather last dim", OpCode::Gather,
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});

@@ -15,6 +15,7 @@
 //     2^-11 (float16) relative.
 //   - max, min, argmax: exact.
 #include "FamilyTestSupport.h"
+#include "MoeReference.h"
 
 #include "runtime/RuntimeError.h"
 #include "runtime/cpu/FamilyKernels.h"
@@ -762,34 +763,21 @@ TEST_CASE("embedding_backward sums rows by index, in order, and checks its indic
 
 namespace {
 
-/// moe_experts by its definition, in double: each token's experts in slot
-/// order, act(gate) * up, down, weighted and summed.
+/// moe_experts by its definition, in double (MoeReference.h), on the
+/// values the kernel sees.
 std::vector<double> moeReference(const TT &x, const TT &index, const TT &w, const TT &gateUp,
                                  const TT &down, GateActivation act) {
-  const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1], I = gateUp.shape[1] / 2;
-  std::vector<double> y(size_t(T * H), 0.0);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t e = int64_t(index.at(t * k + s));
-      std::vector<double> h(static_cast<size_t>(I));
-      for (int64_t i = 0; i < I; ++i) {
-        double gate = 0, up = 0;
-        for (int64_t j = 0; j < H; ++j) {
-          gate += gateUp.at((e * 2 * I + i) * H + j) * x.at(t * H + j);
-          up += gateUp.at((e * 2 * I + I + i) * H + j) * x.at(t * H + j);
-        }
-        const double a = act == GateActivation::Silu ? gate / (1 + std::exp(-gate))
-                         : act == GateActivation::Relu ? std::max(gate, 0.0)
-                                                       : 0.5 * gate * (1 + std::erf(gate / std::sqrt(2.0)));
-        h[size_t(i)] = a * up;
-      }
-      for (int64_t j = 0; j < H; ++j) {
-        double d = 0;
-        for (int64_t i = 0; i < I; ++i) d += down.at((e * H + j) * I + i) * h[size_t(i)];
-        y[size_t(t * H + j)] += w.at(t * k + s) * d;
-      }
-    }
-  return y;
+  MoeValues m;
+  m.T = x.shape[0], m.H = x.shape[1], m.k = index.shape[1], m.E = gateUp.shape[0];
+  m.I = gateUp.shape[1] / 2, m.act = act;
+  auto values = [](const TT &t) {
+    std::vector<double> v(size_t(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.at(i);
+    return v;
+  };
+  m.x = values(x), m.weights = values(w), m.gateUp = values(gateUp), m.down = values(down);
+  for (int64_t i = 0; i < index.numel(); ++i) m.index.push_back(int64_t(index.at(i)));
+  return moeOutputReference(m);
 }
 
 }  // namespace

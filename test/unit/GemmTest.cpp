@@ -171,3 +171,45 @@ TEST_CASE("gemm: the AVX-512, AVX2 and portable paths give the same bytes", "[ge
         }
       }
 }
+
+TEST_CASE("gemm: accumulate continues the chains, so K split into calls gives one call's bytes",
+          "[gemm]") {
+  // A weight gradient summed block of rows by block of rows (moe_experts'
+  // backward): K = 300 as slices of 1, 127, 128 and 44 (inside and across
+  // the kernel's 128-deep k slices), on every path, against one call.
+  for (GemmIsa isa : supportedIsas())
+    for (bool transB : {true, false})
+      for (bool withBias : {true, false}) {
+        INFO(isaName(isa) << " transB=" << transB << " bias=" << withBias);
+        const Problem p(37, 70, 300, transB, withBias, DType::F32, 23);
+        const Buffer whole = p.run(0, p.M, 2, isa);
+        Buffer C{DType::F32, std::vector<uint8_t>(static_cast<size_t>(p.M * p.N * 4), 0)};
+        int64_t k0 = 0;
+        for (int64_t kb : {1, 127, 128, 44}) {
+          // A's columns [k0, k0 + kb): its rows keep their leading dimension
+          // K; B's rows (or, transposed, columns) [k0, k0 + kb).
+          GemmArgs g{p.M,
+                     p.N,
+                     kb,
+                     {DType::F32, p.A.bytes.data(), k0, p.K},
+                     {DType::F32, p.B.bytes.data(), transB ? k0 : k0 * p.N, transB ? p.K : p.N},
+                     transB,
+                     nullptr,
+                     DType::F32,
+                     0,
+                     C.bytes.data(),
+                     DType::F32,
+                     0,
+                     p.N};
+          if (k0 == 0) {  // the first call starts from the bias, as one call does
+            g.bias = withBias ? p.bias.bytes.data() : nullptr;
+          } else {
+            g.accumulate = true;
+          }
+          gemmWithIsa(g, 1 + static_cast<int>(kb % 3), isa);
+          k0 += kb;
+        }
+        REQUIRE(k0 == p.K);
+        CHECK(std::memcmp(C.bytes.data(), whole.bytes.data(), C.bytes.size()) == 0);
+      }
+}

@@ -81,15 +81,24 @@ def fits(module):
             and _activation(module) is not None)
 
 
+def _switchable(module):
+    """A transformers model whose experts forward can be chosen."""
+    config = getattr(module, "config", None)
+    return hasattr(module, "set_experts_implementation") and \
+        isinstance(getattr(config, "_experts_implementation", None), str)
+
+
 @contextlib.contextmanager
 def static_experts(model):
     """Selects the static experts forward while tracing (see the top of this
-    file); the model's own setting and transformers' table are restored."""
-    config = getattr(model, "config", None)
-    before = getattr(config, "_experts_implementation", None)
-    if not (hasattr(model, "set_experts_implementation") and isinstance(before, str)):
+    file); the model's own setting and transformers' table are restored.
+    `model` may be a transformers model or any module holding one (a loss
+    wrapper): the outermost one found is switched."""
+    model = next((m for m in model.modules() if _switchable(m)), None)
+    if model is None:
         yield
         return
+    before = model.config._experts_implementation
     from transformers.integrations import moe as hf_moe
     table = hf_moe.ALL_EXPERTS_FUNCTIONS
     batched = hf_moe.batched_mm_experts_forward
