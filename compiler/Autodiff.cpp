@@ -142,6 +142,11 @@ JointGraph withGradients(const std::string &graphText,
       if (what.rfind(sourceName + ":", 0) == 0)
         throw;
       throw GraphError(where + what);
+    } catch (const std::exception &error) {
+      // A rule's own bug (an attribute it misread) names the node and
+      // exits like any graph error, never as a crash.
+      throw GraphError(where + "internal error in the gradient rule of " +
+                       node.op + " at " + node.path + ": " + error.what());
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (i >= inputGrads.size() || inputGrads[i].empty() || !step.wanted[i])

@@ -109,15 +109,32 @@ private:
       // A use that does not add up over ranks (a batch norm's mean taken
       // from single rows, a product, a share beside a whole value) reads
       // the global batch's value: the ranks' shares summed.
+      // Gradient accumulation: a mean's share summed is the micro-step's
+      // mean (a batch norm's statistics per micro-step, as a torch loop
+      // computes them), but a sum's share summed is the micro-step's part
+      // of a sum that the graph's own constants take for the whole batch.
+      if (alwaysCount_ && !firstShare(node, sumShares_).empty())
+        throw fail(
+            node.path,
+            "'" + node.op + "' reads '" + firstShare(node, sumShares_) +
+                "', a sum over the batch's rows, in a way that does not "
+                "add up over them (a product of two such sums, as a "
+                "mixture of experts' load-balancing loss; a sum beside "
+                "a value every row shares): with --accumulate each "
+                "micro-step would compute it over its own rows only, "
+                "not the whole batch; run the step without --accumulate");
       for (std::string &in : node.inputs)
         if (shares_.count(in))
           in = summedOverRanks(in, node.path);
       readsShare = false;
     }
     if (readsShare) {
+      const bool ofSum = !firstShare(node, sumShares_).empty();
       for (size_t r = 0; r < node.names.size(); ++r) {
         shapes_[node.names[r]] = node.shapes[r];
         shares_.insert(node.names[r]);
+        if (ofSum)
+          sumShares_.insert(node.names[r]);
       }
     } else if (readsBatch && reduceToShare(node)) {
       return; // its nodes are in place
@@ -142,6 +159,15 @@ private:
   /// The global batch's value of share `share`: every rank's share summed
   /// (all_reduce_sum), inserted once before its first such reader. With
   /// the whole batch on this rank, the share is that value already.
+  /// The first of node's inputs in `set`, or "".
+  static std::string firstShare(const GraphNode &node,
+                                const std::set<std::string> &set) {
+    for (const std::string &in : node.inputs)
+      if (set.count(in))
+        return in;
+    return "";
+  }
+
   std::string summedOverRanks(const std::string &share, const std::string &path,
                               bool always = false) {
     if (rows_ == globalRows_ && !always) {
@@ -371,6 +397,8 @@ private:
     const std::string name = node.names[0];
     shapes_[name] = node.shapes[0];
     shares_.insert(name);
+    if (*reduction == BatchReduction::Sum && !statistics_)
+      sumShares_.insert(name);
     const bool counted = node.op == "cross_entropy";
     if (*reduction == BatchReduction::Sum ||
         (rows_ == globalRows_ && !(counted && alwaysCount_))) {
@@ -575,7 +603,12 @@ private:
       made.shapes = {std::move(shape)};
       made.dtype = dtype;
       made.path = path;
+      // The statistics' sums are divided by the micro-step's own count
+      // (`count`): not a sum the graph takes for the whole batch.
+      const bool wasStatistics = statistics_;
+      statistics_ = true;
       process(made);
+      statistics_ = wasStatistics;
       return made.names[0];
     };
     const std::map<std::string, plan::AttrValue> keep{{"dims", dims},
@@ -723,6 +756,11 @@ private:
   const int64_t rows_, batch_;
   const int64_t globalRows_; // the batch a mean's shares add up to
   bool alwaysCount_ = false;
+  /// Shares of a sum over the batch rows (not of a mean), and values
+  /// computed from them that still add up over ranks.
+  std::set<std::string> sumShares_;
+  /// Inside overWholeBatch's rewrite of a batch statistic.
+  bool statistics_ = false;
   std::vector<std::string> countTotals_;
   const std::set<std::string> &keepWhole_;
   const bool checkOutputs_;

@@ -473,7 +473,19 @@ def build_env(graph, params, inputs, args, compute_dtype=None):
     check_tensors("input", [dict(d, shape=[d["shape"][0] * k] + d["shape"][1:])
                             for d in graph.get("inputs", [])], inputs, args.inputs)
     env = {}
+    files = {}
     for d in graph.get("parameters", []) + graph.get("buffers", []):
+        init = d["init"][0] if d.get("init") else {}
+        if d["name"] not in params and d.get("persistent", True) is False and \
+                init.get("op") == "load" and init.get("file"):
+            # constant data the exporter wrote next to the graph
+            # (docs/graph-format.md, "Constant data")
+            path = os.path.join(os.path.dirname(os.path.abspath(args.model or "")),
+                                init["file"])
+            if path not in files:
+                files[path] = read_safetensors(path)
+            env[d["name"]] = files[path][init.get("tensor", d["name"])].reshape(d["shape"])
+            continue
         if d["name"] not in params and d.get("persistent", True) is False and \
                 d["init"][0]["op"] in ("fill", "zeros", "ones"):
             # an exporter's constant (const.0.9), which no checkpoint holds

@@ -129,3 +129,16 @@ class MixtralLoss(nn.Module):
 
     def forward(self, input_ids):
         return self.lm(input_ids=input_ids, labels=input_ids).loss
+
+
+class MixtralAuxLoss(MixtralLoss):
+    """MixtralLoss with the router's load-balancing loss added
+    (output_router_logits: transformers' load_balancing_loss_func times
+    router_aux_loss_coef), as Mixtral is trained."""
+
+    def __init__(self, layers=2):
+        super().__init__(layers)
+        self.lm.config.output_router_logits = True
+
+    def forward(self, input_ids):
+        return self.lm(input_ids=input_ids, labels=input_ids, output_router_logits=True).loss

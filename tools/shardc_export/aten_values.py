@@ -185,8 +185,50 @@ def masked_fill(low, node, x, mask, value):
     return _reexpand(y, list(out.shape))
 
 
+def histc(low, node, x, bins=100, min=0, max=0):
+    """torch.histc over a fixed range (the mixture-of-experts load-balancing
+    loss counts each expert's tokens with it): element v falls in bin
+    int((v - min) * bins / (max - min)) in x's dtype, as torch's CPU kernel
+    computes it, v == max in the last bin, values outside [min, max] and NaN
+    in none. As graph ops: that bin index per element (cast to int64), one
+    comparison with the bins' numbers ([M, bins] int64, a one-hot row per
+    element) and a sum over the elements. The counts carry no gradient (as
+    torch's)."""
+    from .const_data import index_buffer
+    if min == max:
+        low.fail(node, "histc with min == max takes its range from the data's own minimum and "
+                       "maximum, which a static graph cannot; give the range")
+    # Integer values (transformers counts int32 indices when it traces on
+    # the meta device) are binned and counted in float32: exact below 2^24.
+    out = node.meta["val"].dtype
+    dtype = out if out.is_floating_point else torch.float32
+    base = cast_to(low, node, _lazy_base(low, node, x)[0], dtype)
+    count, bins = base.val.numel(), int(bins)
+    flat = low.emit(node, "reshape", [base], _meta([count, 1], dtype), shape=[count, 1])
+    scaled = low.emit(node, "sub", [flat, low.const(min, flat)], _meta([count, 1], dtype))
+    scaled = low.emit(node, "mul", [scaled, low.const(bins, flat)], _meta([count, 1], dtype))
+    scaled = low.emit(node, "div", [scaled, low.const(max - min, flat)], _meta([count, 1], dtype))
+    index = cast_to(low, node, scaled, torch.int64)
+    index = where_of(low, node, low.emit(node, "eq", [flat], _meta([count, 1], torch.bool),
+                                         value=float(max)),
+                     bins - 1, index, torch.int64)
+    inside = low.emit(node, "mul", [
+        low.emit(node, "ge", [flat], _meta([count, 1], torch.int64), value=float(min)),
+        low.emit(node, "le", [flat], _meta([count, 1], torch.int64), value=float(max))],
+        _meta([count, 1], torch.int64))
+    numbers = index_buffer(low, torch.arange(bins, dtype=torch.int64).reshape(1, bins))
+    if numbers is None:
+        low.fail(node, "histc with %d bins: too many for the graph's constant index data" % bins)
+    hot = low.emit(node, "eq", [index, numbers], _meta([count, bins], torch.int64))
+    hot = low.emit(node, "mul", [hot, inside], _meta([count, bins], torch.int64))
+    hot = cast_to(low, node, hot, dtype)
+    counts = low.emit(node, "sum", [hot], _meta([bins], dtype), dims=[0], keepdim=0)
+    return cast_to(low, node, counts, out)
+
+
 def rules(aten):
     table = {
+        aten.histc.default: histc,
         aten._to_copy.default: to_copy,
         aten.cumsum.default: cumsum,
         aten.where.self: where,
