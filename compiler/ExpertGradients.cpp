@@ -58,7 +58,11 @@ Grads gatherRule(GradientBuilder &b, const GradientStep &s) {
 }
 
 /// moe_experts(x, index, weights, gate_up, down): one moe_experts_backward
-/// per wanted operand (index is int64: none).
+/// per wanted operand (index is int64: none). Where two or more are wanted
+/// they share one moe_experts_hidden (each routed row's [gate; up], the
+/// GEMM each would otherwise recompute): transient, [T, k, 2I] from the
+/// first backward op to the last. Only in float32, where the stored rows
+/// are the recomputed bits; 16-bit ones would round them.
 Grads moeExpertsRule(GradientBuilder &b, const GradientStep &s) {
   static const char *const kOperands[] = {"x", "", "weights", "gate_up",
                                           "down"};
@@ -68,6 +72,12 @@ Grads moeExpertsRule(GradientBuilder &b, const GradientStep &s) {
     attributes["activation"] = std::get<std::string>(*act);
   std::vector<std::string> operands = s.node.inputs;
   operands.push_back(s.grad());
+  int wanted = 0;
+  for (size_t i = 0; i < out.size(); ++i)
+    wanted += i != 1 && s.wanted[i];
+  if (wanted >= 2 && b.dtype(s.input(0)) == plan::DType::F32)
+    operands.push_back(
+        b.op("moe_experts_hidden", {s.input(0), s.input(1), s.input(3)}));
   for (size_t i = 0; i < out.size(); ++i) {
     if (i == 1 || !s.wanted[i])
       continue;

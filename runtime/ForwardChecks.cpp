@@ -388,10 +388,12 @@ void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
 
 void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
                         const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                        const KTensor &grad, const KTensor &y) {
+                        const KTensor &grad, const KTensor *hidden, const KTensor &y) {
   const char *op = "moe_experts_backward";
-  const Shape expected = moeExpertsBackwardShape(wrt, x.shape, index.shape, weights.shape,
-                                                 gateUp.shape, down.shape, grad.shape);
+  const Shape expected =
+      moeExpertsBackwardShape(wrt, x.shape, index.shape, weights.shape, gateUp.shape, down.shape,
+                              grad.shape, hidden ? &hidden->shape : nullptr);
+  if (hidden) expectDType(op, "hidden", *hidden, x.dtype);
   if (!isFloatStorage(x.dtype))
     fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
                  "; expects float32, bfloat16 or float16");
@@ -400,6 +402,20 @@ void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
   expectDType(op, "gate_up", gateUp, x.dtype);
   expectDType(op, "down", down, x.dtype);
   expectDType(op, "grad", grad, x.dtype);
+  expectDType(op, "output", y, x.dtype);
+  if (y.shape != expected)
+    fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
+}
+
+void moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
+                      const KTensor &y) {
+  const char *op = "moe_experts_hidden";
+  const Shape expected = moeExpertsHiddenShape(x.shape, index.shape, gateUp.shape);
+  if (!isFloatStorage(x.dtype))
+    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
+                 "; expects float32, bfloat16 or float16");
+  expectDType(op, "index", index, DType::I64);
+  expectDType(op, "gate_up", gateUp, x.dtype);
   expectDType(op, "output", y, x.dtype);
   if (y.shape != expected)
     fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));

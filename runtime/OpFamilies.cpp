@@ -537,7 +537,7 @@ int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t i
 
 Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index,
                               const Shape &weights, const Shape &gateUp, const Shape &down,
-                              const Shape &grad) {
+                              const Shape &grad, const Shape *hidden) {
   // The forward's rule first, its messages naming the forward's op.
   try {
     moeExpertsShape(x, index, weights, gateUp, down);
@@ -549,6 +549,10 @@ Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index
     fail("moe_experts_backward", "grad " + shapeToString(grad) +
                                      " must have the shape of the forward's output " +
                                      shapeToString(x));
+  if (hidden && *hidden != Shape{x[0], index[1], gateUp[1]})
+    fail("moe_experts_backward", "hidden " + shapeToString(*hidden) +
+                                     " must be moe_experts_hidden's [T, k, 2I] = " +
+                                     shapeToString({x[0], index[1], gateUp[1]}));
   switch (wrt) {
   case MoeOperand::X: return x;
   case MoeOperand::Weights: return weights;
@@ -558,10 +562,25 @@ Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index
   return x;
 }
 
+Shape moeExpertsHiddenShape(const Shape &x, const Shape &index, const Shape &gateUp) {
+  const char *op = "moe_experts_hidden";
+  if (x.size() != 2) fail(op, "x must be [T, H], got " + shapeToString(x));
+  if (index.size() != 2 || index[0] != x[0])
+    fail(op, "index must be [T, k] with T = " + str(x[0]) + ", got " + shapeToString(index));
+  if (gateUp.size() != 3 || gateUp[2] != x[1] || gateUp[1] % 2 != 0)
+    fail(op, "gate_up must be [E, 2I, H] with H = " + str(x[1]) + ", got " + shapeToString(gateUp));
+  return {x[0], index[1], gateUp[1]};
+}
+
+int64_t moeExpertsHiddenWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner) {
+  return std::min(kMoeBlockRows, tokens * k) * (hidden + 2 * inner) * 4;
+}
+
 int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, int64_t hidden,
                                     int64_t inner, plan::DType dtype) {
   const int64_t rows = std::min(kMoeBlockRows, tokens * k);
-  const int64_t block = rows * (4 * hidden + 6 * inner);
+  // the rows, then one row's activation slopes and their scratch
+  const int64_t block = rows * (4 * hidden + 6 * inner) + 2 * inner;
   int64_t accumulator = 0;
   if (dtype != plan::DType::F32) switch (wrt) {
     case MoeOperand::X: accumulator = tokens * hidden; break;

@@ -251,7 +251,7 @@ Shape gridSampleShape(const Shape &x, const Shape &grid);
 enum class GateActivation { Silu, Gelu, GeluTanh, Relu };
 /// The experts family's ops (the op table's variant): moe_experts, and its
 /// gradient with respect to one operand (training, docs/training.md).
-enum class ExpertsKind { Forward, Backward };
+enum class ExpertsKind { Forward, Backward, Hidden };
 /// moe_experts_backward's `wrt`: the operand whose gradient it writes.
 enum class MoeOperand { X, Weights, GateUp, Down };
 struct MoeParams {
@@ -280,9 +280,17 @@ Shape moeExpertsShape(const Shape &x, const Shape &index, const Shape &weights,
 /// between forward and backward); the sums over rows of a weight gradient
 /// are one fma chain per element in token order (runtime/cpu/Gemm.h), the
 /// same bits whatever the block size or thread count.
+/// `hidden` (optional: nullptr) is moe_experts_hidden's [T, k, 2I]: the
+/// backward then reads each routed row's [gate; up] instead of recomputing
+/// it (one GEMM of the backward's few saved, per operand).
 Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index,
                               const Shape &weights, const Shape &gateUp, const Shape &down,
-                              const Shape &grad);
+                              const Shape &grad, const Shape *hidden = nullptr);
+/// moe_experts_hidden(x, index, gate_up) -> [T, k, 2I]: row (t, s) is
+/// [gate; up] = gate_up[index[t, s]] x[t], the forward's first GEMM per
+/// routed row (the same bits), for the backward ops of one moe_experts to
+/// share.
+Shape moeExpertsHiddenShape(const Shape &x, const Shape &index, const Shape &gateUp);
 /// Rows of one expert's GEMM block: the kernel's working memory holds this
 /// many rows (fewer when the batch has fewer routed rows).
 inline constexpr int64_t kMoeBlockRows = 256;
@@ -293,11 +301,15 @@ int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t i
                             plan::DType dtype);
 /// moe_experts_backward's working memory: one block of rows' input, gate/up,
 /// activation, output gradient, recomputed output, activation gradient and
-/// gate/up gradient in float ((4 H + 6 I) floats a row), plus a float
+/// gate/up gradient in float ((4 H + 6 I) floats a row, and 2 I for one
+/// row's activation slopes), plus a float
 /// accumulator of the result unless it is float32 (x: [T, H]; gate_up and
 /// down: one expert's [2I, H] or [H, I]; weights: none, each element is
 /// one dot product).
 int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, int64_t hidden,
                                     int64_t inner, plan::DType dtype);
+/// moe_experts_hidden's working memory: one block of rows' input and
+/// [gate; up] in float ((H + 2I) floats a row).
+int64_t moeExpertsHiddenWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner);
 
 }  // namespace shardc::runtime

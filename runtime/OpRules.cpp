@@ -150,9 +150,11 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   }
   case OpFamily::Experts: {
     const MoeParams p = moeParams(attrs);  // checks the names
+    if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Hidden)
+      return moeExpertsHiddenShape(in[0].shape, in[1].shape, in[2].shape);
     if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Backward)
       return moeExpertsBackwardShape(p.wrt, in[0].shape, in[1].shape, in[2].shape, in[3].shape,
-                                     in[4].shape, in[5].shape);
+                                     in[4].shape, in[5].shape, optional(6));
     return moeExpertsShape(in[0].shape, in[1].shape, in[2].shape, in[3].shape, in[4].shape);
   }
   case OpFamily::Compare:

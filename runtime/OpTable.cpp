@@ -38,9 +38,17 @@ Workspace moeExpertsWorkspace(const Buffer &output, std::span<const Buffer *cons
           output.name + ".experts"};
 }
 
+Workspace moeExpertsHiddenWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                                    int64_t) {
+  if (inputs.size() != 3 || inputs[0]->shape.size() != 2 || output.shape.size() != 3) return {};
+  return {runtime::moeExpertsHiddenWorkBytes(output.shape[0], output.shape[1], inputs[0]->shape[1],
+                                             output.shape[2] / 2),
+          output.name + ".experts"};
+}
+
 Workspace moeExpertsBackwardWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
                                       int64_t) {
-  if (inputs.size() != 6 || inputs[0]->shape.size() != 2 || inputs[1]->shape.size() != 2 ||
+  if (inputs.size() < 6 || inputs[0]->shape.size() != 2 || inputs[1]->shape.size() != 2 ||
       inputs[3]->shape.size() != 3)
     return {};
   // A workspace rule sees no attributes: `wrt` is the operand whose shape

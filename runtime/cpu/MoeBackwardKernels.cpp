@@ -46,32 +46,46 @@ void activate(GateActivation act, const float *gate, float *out, int64_t inner) 
   }
 }
 
-/// act'(v), in double (the gradient rules' formulas, docs/training.md).
-float activationSlope(GateActivation act, float value) {
-  const double x = value;
+/// slope[i] = act'(gate[i]) for one row of I values, in float with the
+/// vectorized functions (runtime/cpu/VectorMath.h); `work` holds I floats.
+void activationSlopes(GateActivation act, const float *gate, float *slope, float *work,
+                      int64_t inner) {
   switch (act) {
-  case GateActivation::Silu: {
-    const double s = 1.0 / (1.0 + std::exp(-x));
-    return static_cast<float>(s * (1.0 + x * (1.0 - s)));
+  case GateActivation::Silu:  // s (1 + x (1 - s)), s = sigmoid(x)
+    cpu::vecApply(cpu::VecFn::Sigmoid, gate, slope, inner);
+    for (int64_t i = 0; i < inner; ++i) slope[i] = slope[i] * (1.0f + gate[i] * (1.0f - slope[i]));
+    return;
+  case GateActivation::Gelu: {  // Phi(x) + x phi(x)
+    const float invSqrt2Pi = 0.3989422804014327f;
+    for (int64_t i = 0; i < inner; ++i) {
+      slope[i] = gate[i] * static_cast<float>(M_SQRT1_2);
+      work[i] = -0.5f * gate[i] * gate[i];
+    }
+    cpu::vecApply(cpu::VecFn::Erf, slope, slope, inner);
+    cpu::vecApply(cpu::VecFn::Exp, work, work, inner);
+    for (int64_t i = 0; i < inner; ++i)
+      slope[i] = 0.5f * (1.0f + slope[i]) + gate[i] * work[i] * invSqrt2Pi;
+    return;
   }
-  case GateActivation::Gelu: {
-    const double cdf = 0.5 * (1.0 + std::erf(x * M_SQRT1_2));
-    const double pdf = std::exp(-0.5 * x * x) * 0.5 * M_2_SQRTPI * M_SQRT1_2;
-    return static_cast<float>(cdf + x * pdf);
+  case GateActivation::GeluTanh: {  // t = tanh(k (x + c x^3))
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    for (int64_t i = 0; i < inner; ++i) slope[i] = k * (gate[i] + c * gate[i] * gate[i] * gate[i]);
+    cpu::vecApply(cpu::VecFn::Tanh, slope, slope, inner);
+    for (int64_t i = 0; i < inner; ++i) {
+      const float t = slope[i], x = gate[i];
+      slope[i] = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+    }
+    return;
   }
-  case GateActivation::GeluTanh: {
-    const double k = M_2_SQRTPI * M_SQRT1_2, c = 0.044715;
-    const double t = std::tanh(k * (x + c * x * x * x));
-    return static_cast<float>(0.5 * (1.0 + t) +
-                              0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x));
+  case GateActivation::Relu:
+    for (int64_t i = 0; i < inner; ++i) slope[i] = gate[i] > 0.0f ? 1.0f : 0.0f;
+    return;
   }
-  case GateActivation::Relu: return x > 0.0 ? 1.0f : 0.0f;
-  }
-  return 0.0f;
 }
 
 /// One expert's block of routed rows and the float rows the backward
-/// computes for them (moeExpertsBackwardWorkBytes's (4 H + 6 I) per row).
+/// computes for them (moeExpertsBackwardWorkBytes's (4 H + 6 I) per row, 2 I
+/// once).
 struct Block {
   int64_t R, H, I;
   float *x;   // [R, H] the rows' input
@@ -81,14 +95,36 @@ struct Block {
   float *o;   // [R, H] o, or do^T [H, R], or dx [R, H]
   float *da;  // [R, I] down[e]^T (w g)
   float *dh;  // [R, 2I] [dgate; dup], or transposed [2I, R]
+  float *slope;  // [I] one row's act'(gate)
+  float *work;   // [I] scratch of activationSlopes
 
-  explicit Block(float *work, int64_t rows, int64_t hidden, int64_t inner)
+  explicit Block(float *base, int64_t rows, int64_t hidden, int64_t inner)
       : R(rows), H(hidden), I(inner) {
-    x = work, h = x + R * H, a = h + R * 2 * I, gw = a + R * I, o = gw + R * H, da = o + R * H,
-    dh = da + R * I;
+    x = base, h = x + R * H, a = h + R * 2 * I, gw = a + R * I, o = gw + R * H;
+    da = o + R * H, dh = da + R * I, slope = dh + R * 2 * I, work = slope + I;
   }
-  float *end() const { return dh + R * 2 * I; }
+  float *end() const { return work + I; }
 };
+
+/// The routed rows (token, slot) of each expert, in token order; an index
+/// outside [0, E) fails naming it (indices are data: checked before any
+/// work).
+std::vector<std::vector<std::pair<int64_t, int64_t>>>
+routeByExpert(const char *op, const KTensor &index, int64_t experts) {
+  const int64_t T = index.shape[0], k = index.shape[1];
+  const int64_t *ids = static_cast<const int64_t *>(index.data);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t e = ids[t * k + s];
+      if (e < 0 || e >= experts)
+        checks::fail(op, "expert index " + std::to_string(e) + " of token " + std::to_string(t) +
+                             " (slot " + std::to_string(s) + ") is out of range for " +
+                             std::to_string(experts) + " experts");
+      routed[static_cast<size_t>(e)].push_back({t, s});
+    }
+  return routed;
+}
 
 cpu::GemmArgs gemmArgs(int64_t M, int64_t N, int64_t K, cpu::GemmOperand A, cpu::GemmOperand B,
                        bool transB, float *C, int64_t ldc) {
@@ -102,25 +138,13 @@ cpu::GemmArgs gemmArgs(int64_t M, int64_t N, int64_t K, cpu::GemmOperand A, cpu:
 
 void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
                               const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                              const KTensor &grad, const KTensor &y, std::byte *workspace,
-                              int threads) {
-  checks::moeExpertsBackward(p.wrt, x, index, weights, gateUp, down, grad, y);
+                              const KTensor &grad, const KTensor *hidden, const KTensor &y,
+                              std::byte *workspace, int threads) {
+  checks::moeExpertsBackward(p.wrt, x, index, weights, gateUp, down, grad, hidden, y);
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
-  const int64_t *ids = static_cast<const int64_t *>(index.data);
   const MoeOperand wrt = p.wrt;
-
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t e = ids[t * k + s];
-      if (e < 0 || e >= E)
-        checks::fail("moe_experts_backward", "expert index " + std::to_string(e) + " of token " +
-                                                 std::to_string(t) + " (slot " + std::to_string(s) +
-                                                 ") is out of range for " + std::to_string(E) +
-                                                 " experts");
-      routed[static_cast<size_t>(e)].push_back({t, s});
-    }
+  const auto routed = routeByExpert("moe_experts_backward", index, E);
 
   const int64_t R = std::min(kMoeBlockRows, T * k);
   Block b(reinterpret_cast<float *>(workspace), R, H, I);
@@ -147,10 +171,18 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
       for (int64_t r = 0; r < n; ++r)
         cpu::loadFloats(x.dtype, x.data, rows[first + r].first * H, H, b.x + r * H);
-      // The forward's [gate; up] and act(gate) * up, with its bits.
-      cpu::gemm(gemmArgs(n, 2 * I, H, {DType::F32, b.x, 0, H},
-                         {gateUp.dtype, gateUp.data, e * 2 * I * H, H}, true, b.h, 2 * I),
-                threads);
+      // The forward's [gate; up] (moe_experts_hidden's rows, or the same
+      // GEMM here) and act(gate) * up, with its bits.
+      if (hidden) {
+        for (int64_t r = 0; r < n; ++r) {
+          const auto [t, s] = rows[first + r];
+          cpu::loadFloats(hidden->dtype, hidden->data, (t * k + s) * 2 * I, 2 * I, b.h + r * 2 * I);
+        }
+      } else {
+        cpu::gemm(gemmArgs(n, 2 * I, H, {DType::F32, b.x, 0, H},
+                           {gateUp.dtype, gateUp.data, e * 2 * I * H, H}, true, b.h, 2 * I),
+                  threads);
+      }
       for (int64_t r = 0; r < n; ++r) {
         float *a = b.a + r * I;
         const float *up = b.h + r * 2 * I + I;
@@ -201,8 +233,9 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
         const float *gate = b.h + r * 2 * I, *up = gate + I, *da = b.da + r * I;
         float *act = b.a + r * I;  // act(gate) again: a is not needed past here
         activate(p.activation, gate, act, I);
+        activationSlopes(p.activation, gate, b.slope, b.work, I);
         for (int64_t i = 0; i < I; ++i) {
-          const float dgate = da[i] * up[i] * activationSlope(p.activation, gate[i]);
+          const float dgate = da[i] * up[i] * b.slope[i];
           const float dup = da[i] * act[i];
           if (transposed) {
             b.dh[i * R + r] = dgate;
@@ -237,6 +270,33 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
   }
   if (wrt == MoeOperand::X && y.dtype != DType::F32)
     cpu::storeFloats(y.dtype, accumulator, T * H, y.data, 0);
+}
+
+void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTensor &gateUp,
+                            const KTensor &y, std::byte *workspace, int threads) {
+  checks::moeExpertsHidden(x, index, gateUp, y);
+  const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
+  const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
+  const auto routed = routeByExpert("moe_experts_hidden", index, E);
+  // Working memory (moeExpertsHiddenWorkBytes): a block's input rows
+  // [R, H] and their [gate; up] [R, 2I], the forward's GEMM.
+  const int64_t R = std::min(kMoeBlockRows, T * k);
+  float *xBlock = reinterpret_cast<float *>(workspace), *hBlock = xBlock + R * H;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto &rows = routed[static_cast<size_t>(e)];
+    for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
+      const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
+      for (int64_t r = 0; r < n; ++r)
+        cpu::loadFloats(x.dtype, x.data, rows[first + r].first * H, H, xBlock + r * H);
+      cpu::gemm(gemmArgs(n, 2 * I, H, {DType::F32, xBlock, 0, H},
+                         {gateUp.dtype, gateUp.data, e * 2 * I * H, H}, true, hBlock, 2 * I),
+                threads);
+      for (int64_t r = 0; r < n; ++r) {
+        const auto [t, s] = rows[first + r];
+        cpu::storeFloats(y.dtype, hBlock + r * 2 * I, 2 * I, y.data, (t * k + s) * 2 * I);
+      }
+    }
+  }
 }
 
 }  // namespace shardc::runtime

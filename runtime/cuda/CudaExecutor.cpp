@@ -223,10 +223,15 @@ void CudaBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor
 }
 void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,
                                      const KTensor &weights, const KTensor &gateUp,
-                                     const KTensor &down, const KTensor &grad, const KTensor &y,
+                                     const KTensor &down, const KTensor &grad,
+                                     const KTensor *hidden, const KTensor &y,
                                      std::byte *workspace) {
   // no kernel: kCudaUnsupportedOps
-  Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, y, workspace);
+  Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, hidden, y, workspace);
+}
+void CudaBackend::moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
+                                   const KTensor &y, std::byte *workspace) {
+  Backend::moeExpertsHidden(x, index, gateUp, y, workspace);  // no kernel: kCudaUnsupportedOps
 }
 void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                         const KTensor *index, const KTensor &y) {

@@ -10,8 +10,8 @@
 // communicator needs those in device memory the plan's workspace does not
 // size yet (workspace rules receive the world size since all_reduce_sum,
 // so grad_norm can now get one). The steps' clipping itself has its CUDA
-// code. moe_experts_backward (mixture-of-experts training, 2026-12-05) has
-// its CPU kernel only: a CUDA one would regroup the routed rows as
+// code. moe_experts_backward and moe_experts_hidden (mixture-of-experts
+// training, 2026-12-05) have CPU kernels only: a CUDA one would regroup the routed rows as
 // CudaMoe.cu does and run the backward's GEMMs through cuBLAS, and it is
 // not written until a GPU can run it.
 #pragma once
@@ -22,7 +22,7 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 2> kCudaUnsupportedOps{plan::OpCode::GradNorm,
-                                                                 plan::OpCode::MoeExpertsBackward};
+inline constexpr std::array<plan::OpCode, 3> kCudaUnsupportedOps{
+    plan::OpCode::GradNorm, plan::OpCode::MoeExpertsBackward, plan::OpCode::MoeExpertsHidden};
 
 }  // namespace shardc::runtime::cuda

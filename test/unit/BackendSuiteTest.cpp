@@ -533,6 +533,10 @@ std::vector<SuiteCase> suiteCases() {
       case OpFamily::Experts:  // 5 tokens, 2 of 3 experts each (I = 6, H = 8)
         in = {input("x", dt, {5, 8}), input("i", DType::I64, {5, 2}, 3), input("w", dt, {5, 2}),
               input("gate_up", dt, {3, 12, 8}), input("down", dt, {3, 8, 6})};
+        if (info.code == OpCode::MoeExpertsHidden) {  // x, index, gate_up
+          in = {in[0], in[1], in[3]};
+          break;
+        }
         if (info.code == OpCode::MoeExpertsBackward) {  // the other wrt below
           in.push_back(input("g", dt, {5, 8}));
           attrs = {{"wrt", std::string("gate_up")}, {"activation", std::string("gelu")}};
@@ -746,6 +750,12 @@ std::vector<SuiteCase> suiteCases() {
                 input("w", f, {600, 1}), input("gate_up", f, {2, 12, 8}),
                 input("down", f, {2, 8, 6}), input("g", f, {600, 8})},
                {{"wrt", std::string(wrt)}});
+  // ... and reading moe_experts_hidden's rows (an input here)
+  familyCase("moe_experts_backward wrt x with hidden", OpCode::MoeExpertsBackward,
+             {input("x", f, {6, 8}), input("i", DType::I64, {6, 2}, 3), input("w", f, {6, 2}),
+              input("gate_up", f, {3, 12, 8}), input("down", f, {3, 8, 6}), input("g", f, {6, 8}),
+              input("hidden", f, {6, 2, 12})},
+             {{"wrt", std::string("x")}});
   familyCase("gather last dim", OpCode::Gather,
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});

@@ -51,7 +51,17 @@ const char *operandName(MoeOperand wrt) {
   return "?";
 }
 
-TT runBackward(const MoeCase &c, MoeOperand wrt, int threads) {
+/// moe_experts_hidden of the case: each routed row's [gate; up].
+TT runHidden(const MoeCase &c, int threads) {
+  const int64_t T = c.x.shape[0], H = c.x.shape[1], k = c.index.shape[1];
+  const int64_t I = c.gateUp.shape[1] / 2;
+  TT h = random(c.x.dtype, {T, k, 2 * I}, 98);
+  std::vector<std::byte> work(size_t(moeExpertsHiddenWorkBytes(T, k, H, I)));
+  moeExpertsHiddenKernel(c.x.k(), c.index.k(), c.gateUp.k(), h.k(), work.data(), threads);
+  return h;
+}
+
+TT runBackward(const MoeCase &c, MoeOperand wrt, int threads, const TT *hidden = nullptr) {
   const TT *operand = wrt == MoeOperand::X         ? &c.x
                       : wrt == MoeOperand::Weights ? &c.w
                       : wrt == MoeOperand::GateUp  ? &c.gateUp
@@ -60,8 +70,9 @@ TT runBackward(const MoeCase &c, MoeOperand wrt, int threads) {
   const int64_t T = c.x.shape[0], H = c.x.shape[1], I = c.gateUp.shape[1] / 2;
   std::vector<std::byte> work(
       size_t(moeExpertsBackwardWorkBytes(wrt, T, c.index.shape[1], H, I, y.dtype)));
+  const KTensor shared = hidden ? hidden->k() : KTensor{};
   moeExpertsBackwardKernel({c.act, wrt}, c.x.k(), c.index.k(), c.w.k(), c.gateUp.k(), c.down.k(),
-                           c.g.k(), y.k(), work.data(), threads);
+                           c.g.k(), hidden ? &shared : nullptr, y.k(), work.data(), threads);
   return y;
 }
 
@@ -162,6 +173,35 @@ TEST_CASE("moe_experts_backward: blocks of rows, threads and batch splits keep t
     CHECK(runBackward(part, wrt, 2).bytes == rows(runBackward(c, wrt, 2), 100, 10).bytes);
 }
 
+TEST_CASE("moe_experts_backward: moe_experts_hidden's rows give the recomputed bits",
+          "[family-kernels]") {
+  // The shared [gate; up] is the forward's GEMM row for row: each
+  // backward reading it writes the bytes it writes recomputing them
+  // (float32; 400 tokens: two blocks for the busiest expert).
+  for (GateActivation act : {GateActivation::Silu, GateActivation::Gelu}) {
+    const MoeCase c = makeCase(DType::F32, 400, 2, 6, 16, 24, act);
+    const TT hidden = runHidden(c, 2);
+    CHECK(runHidden(c, 1).bytes == hidden.bytes);
+    // Row (t, s) against the double definition.
+    const MoeValues m = valuesOf(c);
+    double worst = 0;
+    for (int64_t t = 0; t < m.T; ++t)
+      for (int64_t s = 0; s < m.k; ++s)
+        for (int64_t i = 0; i < 2 * m.I; ++i) {
+          const int64_t e = m.index[size_t(t * m.k + s)];
+          double want = 0;
+          for (int64_t j = 0; j < m.H; ++j)
+            want += m.gateUp[size_t((e * 2 * m.I + i) * m.H + j)] * m.x[size_t(t * m.H + j)];
+          worst = std::max(worst, std::abs(hidden.at((t * m.k + s) * 2 * m.I + i) - want));
+        }
+    CHECK(worst < 1e-5);
+    for (MoeOperand wrt : kOperands) {
+      INFO(operandName(wrt));
+      CHECK(runBackward(c, wrt, 2, &hidden).bytes == runBackward(c, wrt, 2).bytes);
+    }
+  }
+}
+
 TEST_CASE("moe_experts_backward: bfloat16 through float accumulators", "[family-kernels]") {
   // The float32 kernel on the same (bf16-exact) values, rounded once.
   const MoeCase b = makeCase(DType::BF16, 40, 2, 5, 8, 6, GateActivation::Silu);
@@ -196,6 +236,15 @@ TEST_CASE("moe_experts_backward rejects bad operands with the reason", "[family-
       "moe_experts_backward: down must be [E, H, I] = [4, 4, 2], got [4, 4, 3]");
   CHECK(moeExpertsBackwardShape(MoeOperand::Weights, {4, 4}, {4, 1}, {4, 1}, {4, 4, 4}, {4, 4, 2},
                                 {4, 4}) == Shape{4, 1});
+  const Shape wrong{4, 1, 6};
+  CHECK_THROWS_WITH(moeExpertsBackwardShape(MoeOperand::X, {4, 4}, {4, 1}, {4, 1}, {4, 4, 4},
+                                            {4, 4, 2}, {4, 4}, &wrong),
+                    "moe_experts_backward: hidden [4, 1, 6] must be moe_experts_hidden's "
+                    "[T, k, 2I] = [4, 1, 4]");
+  CHECK_THROWS_WITH(moeExpertsHiddenShape({4, 4}, {3, 1}, {4, 4, 4}),
+                    "moe_experts_hidden: index must be [T, k] with T = 4, got [3, 1]");
+  CHECK_THROWS_WITH(runHidden(c, 1), "moe_experts_hidden: expert index 4 of token 3 (slot 0) is "
+                                     "out of range for 4 experts");
   CHECK_THROWS_WITH(moeOperandNamed("up"),
                     "moe_experts_backward: wrt must be x, weights, gate_up or down, got \"up\"");
 }
