@@ -59,7 +59,8 @@ DEFAULT = [
     "HF Falcon", "HF BERT", "HF BERT (attention mask)", "HF Llama (attention mask)", "HF T5",
     "HF BART", "HF Whisper", "HF ViT", "HF CLIP vision", "HF Swin",
     "timm vit_tiny_patch16_224", "timm levit_128s", "timm mixer_s16_224",
-    "timm coat_lite_tiny", "timm mobilevit_xxs",
+        "timm coat_lite_tiny", "timm mobilevit_xxs",
+    "HF Mixtral (MoE)", "HF Qwen2-MoE", "HF Qwen3-MoE", "HF OLMoE",
 ]
 
 

@@ -3,6 +3,9 @@
 
 #include "runtime/RuntimeError.h"
 
+#include <initializer_list>
+#include <utility>
+
 namespace shardc::runtime::checks {
 using plan::DType;
 
@@ -369,56 +372,50 @@ void dropout(const DropoutParams &p, const KTensor &x, const KTensor &step, cons
   expectResult("dropout", y, dropoutShape(x.shape, step.shape, p), x.dtype);
 }
 
-void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
-                const KTensor &gateUp, const KTensor &down, const KTensor &y) {
-  const char *op = "moe_experts";
-  const Shape expected =
-      moeExpertsShape(x.shape, index.shape, weights.shape, gateUp.shape, down.shape);
+namespace {
+/// The experts family's operands: x in float storage, index int64, each
+/// other named operand of x's dtype, y of x's dtype with shape `expected`.
+void expertOperands(const char *op, const KTensor &x, const KTensor &index,
+                    std::initializer_list<std::pair<const char *, const KTensor *>> others,
+                    const KTensor &y, const Shape &expected) {
   if (!isFloatStorage(x.dtype))
     fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
                  "; expects float32, bfloat16 or float16");
   expectDType(op, "index", index, DType::I64);
-  expectDType(op, "weights", weights, x.dtype);
-  expectDType(op, "gate_up", gateUp, x.dtype);
-  expectDType(op, "down", down, x.dtype);
+  for (const auto &[name, t] : others)
+    if (t) expectDType(op, name, *t, x.dtype);
   expectDType(op, "output", y, x.dtype);
   if (y.shape != expected)
     fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
+}
+}  // namespace
+
+void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
+                const KTensor &gateUp, const KTensor &down, const KTensor &y) {
+  expertOperands("moe_experts", x, index,
+                 {{"weights", &weights}, {"gate_up", &gateUp}, {"down", &down}}, y,
+                 moeExpertsShape(x.shape, index.shape, weights.shape, gateUp.shape, down.shape));
 }
 
 void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
                         const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                         const KTensor &grad, const KTensor *hidden, const KTensor &y) {
-  const char *op = "moe_experts_backward";
-  const Shape expected =
-      moeExpertsBackwardShape(wrt, x.shape, index.shape, weights.shape, gateUp.shape, down.shape,
-                              grad.shape, hidden ? &hidden->shape : nullptr);
-  if (hidden) expectDType(op, "hidden", *hidden, x.dtype);
-  if (!isFloatStorage(x.dtype))
-    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
-                 "; expects float32, bfloat16 or float16");
-  expectDType(op, "index", index, DType::I64);
-  expectDType(op, "weights", weights, x.dtype);
-  expectDType(op, "gate_up", gateUp, x.dtype);
-  expectDType(op, "down", down, x.dtype);
-  expectDType(op, "grad", grad, x.dtype);
-  expectDType(op, "output", y, x.dtype);
-  if (y.shape != expected)
-    fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
+  expertOperands("moe_experts_backward", x, index,
+                 {{"weights", &weights},
+                  {"gate_up", &gateUp},
+                  {"down", &down},
+                  {"grad", &grad},
+                  {"hidden", hidden}},
+                 y,
+                 moeExpertsBackwardShape(wrt, x.shape, index.shape, weights.shape, gateUp.shape,
+                                         down.shape, grad.shape,
+                                         hidden ? &hidden->shape : nullptr));
 }
 
 void moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                       const KTensor &y) {
-  const char *op = "moe_experts_hidden";
-  const Shape expected = moeExpertsHiddenShape(x.shape, index.shape, gateUp.shape);
-  if (!isFloatStorage(x.dtype))
-    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
-                 "; expects float32, bfloat16 or float16");
-  expectDType(op, "index", index, DType::I64);
-  expectDType(op, "gate_up", gateUp, x.dtype);
-  expectDType(op, "output", y, x.dtype);
-  if (y.shape != expected)
-    fail(op, "output is " + shapeToString(y.shape) + ", expected " + shapeToString(expected));
+  expertOperands("moe_experts_hidden", x, index, {{"gate_up", &gateUp}}, y,
+                 moeExpertsHiddenShape(x.shape, index.shape, gateUp.shape));
 }
 
 void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,

@@ -20,6 +20,7 @@
 #include "runtime/ForwardChecks.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/MoeSupport.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -32,19 +33,6 @@ namespace shardc::runtime {
 using plan::DType;
 
 namespace {
-
-/// act(gate) for one row of I values, with the forward's bits.
-void activate(GateActivation act, const float *gate, float *out, int64_t inner) {
-  switch (act) {
-  case GateActivation::Silu: cpu::vecApply(cpu::VecFn::Silu, gate, out, inner); return;
-  case GateActivation::Gelu: cpu::vecApply(cpu::VecFn::GeluErf, gate, out, inner); return;
-  case GateActivation::GeluTanh: cpu::vecApply(cpu::VecFn::GeluTanh, gate, out, inner); return;
-  case GateActivation::Relu:
-    for (int64_t i = 0; i < inner; ++i)
-      out[i] = gate[i] > 0.0f || gate[i] != gate[i] ? gate[i] : 0.0f;
-    return;
-  }
-}
 
 /// slope[i] = act'(gate[i]) for one row of I values, in float with the
 /// vectorized functions (runtime/cpu/VectorMath.h); `work` holds I floats.
@@ -106,26 +94,6 @@ struct Block {
   float *end() const { return work + I; }
 };
 
-/// The routed rows (token, slot) of each expert, in token order; an index
-/// outside [0, E) fails naming it (indices are data: checked before any
-/// work).
-std::vector<std::vector<std::pair<int64_t, int64_t>>>
-routeByExpert(const char *op, const KTensor &index, int64_t experts) {
-  const int64_t T = index.shape[0], k = index.shape[1];
-  const int64_t *ids = static_cast<const int64_t *>(index.data);
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(experts));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t e = ids[t * k + s];
-      if (e < 0 || e >= experts)
-        checks::fail(op, "expert index " + std::to_string(e) + " of token " + std::to_string(t) +
-                             " (slot " + std::to_string(s) + ") is out of range for " +
-                             std::to_string(experts) + " experts");
-      routed[static_cast<size_t>(e)].push_back({t, s});
-    }
-  return routed;
-}
-
 cpu::GemmArgs gemmArgs(int64_t M, int64_t N, int64_t K, cpu::GemmOperand A, cpu::GemmOperand B,
                        bool transB, float *C, int64_t ldc) {
   cpu::GemmArgs g{};
@@ -144,7 +112,7 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
   const MoeOperand wrt = p.wrt;
-  const auto routed = routeByExpert("moe_experts_backward", index, E);
+  const auto routed = cpu::routeByExpert("moe_experts_backward", index, E);
 
   const int64_t R = std::min(kMoeBlockRows, T * k);
   Block b(reinterpret_cast<float *>(workspace), R, H, I);
@@ -186,7 +154,7 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
       for (int64_t r = 0; r < n; ++r) {
         float *a = b.a + r * I;
         const float *up = b.h + r * 2 * I + I;
-        activate(p.activation, b.h + r * 2 * I, a, I);
+        cpu::activateGate(p.activation, b.h + r * 2 * I, a, I);
         for (int64_t i = 0; i < I; ++i) a[i] = a[i] * up[i];
       }
       // The output gradient rows: g[t] (weights), or w g[t].
@@ -232,7 +200,7 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
       for (int64_t r = 0; r < n; ++r) {
         const float *gate = b.h + r * 2 * I, *up = gate + I, *da = b.da + r * I;
         float *act = b.a + r * I;  // act(gate) again: a is not needed past here
-        activate(p.activation, gate, act, I);
+        cpu::activateGate(p.activation, gate, act, I);
         activationSlopes(p.activation, gate, b.slope, b.work, I);
         for (int64_t i = 0; i < I; ++i) {
           const float dgate = da[i] * up[i] * b.slope[i];
@@ -277,7 +245,7 @@ void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTenso
   checks::moeExpertsHidden(x, index, gateUp, y);
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
-  const auto routed = routeByExpert("moe_experts_hidden", index, E);
+  const auto routed = cpu::routeByExpert("moe_experts_hidden", index, E);
   // Working memory (moeExpertsHiddenWorkBytes): a block's input rows
   // [R, H] and their [gate; up] [R, 2I], the forward's GEMM.
   const int64_t R = std::min(kMoeBlockRows, T * k);

@@ -21,6 +21,7 @@
 #include "runtime/ForwardChecks.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/KernelSupport.h"
+#include "runtime/cpu/MoeSupport.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -36,15 +37,7 @@ namespace {
 
 /// gate[i] = act(gate[i]) * up[i] for one row of I values.
 void applyGate(GateActivation act, float *gate, const float *up, int64_t inner) {
-  switch (act) {
-  case GateActivation::Silu: cpu::vecApply(cpu::VecFn::Silu, gate, gate, inner); break;
-  case GateActivation::Gelu: cpu::vecApply(cpu::VecFn::GeluErf, gate, gate, inner); break;
-  case GateActivation::GeluTanh: cpu::vecApply(cpu::VecFn::GeluTanh, gate, gate, inner); break;
-  case GateActivation::Relu:
-    for (int64_t i = 0; i < inner; ++i)
-      gate[i] = gate[i] > 0.0f || gate[i] != gate[i] ? gate[i] : 0.0f;
-    break;
-  }
+  cpu::activateGate(act, gate, gate, inner);
   for (int64_t i = 0; i < inner; ++i) gate[i] = gate[i] * up[i];
 }
 
@@ -56,21 +49,10 @@ void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index
   checks::moeExperts(x, index, weights, gateUp, down, y);
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
-  const int64_t *ids = static_cast<const int64_t *>(index.data);
 
   // Indices are data: checked before any work, then grouped by expert in
   // token order (the order of a block's rows does not change their bits).
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t e = ids[t * k + s];
-      if (e < 0 || e >= E)
-        checks::fail("moe_experts", "expert index " + std::to_string(e) + " of token " +
-                                        std::to_string(t) + " (slot " + std::to_string(s) +
-                                        ") is out of range for " + std::to_string(E) +
-                                        " experts");
-      routed[static_cast<size_t>(e)].push_back({t, s});
-    }
+  const auto routed = cpu::routeByExpert("moe_experts", index, E);
 
   // Working memory (moeExpertsWorkBytes): a block's input rows [R, H], its
   // gate/up rows [R, 2I], its output rows [R, H]; then y's float

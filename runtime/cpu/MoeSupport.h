@@ -1,0 +1,49 @@
+// What moe_experts' kernels share (runtime/cpu/MoeKernels.cpp, forward;
+// MoeBackwardKernels.cpp, the gradient and the shared [gate; up]): the
+// tokens grouped by expert, and the gate's activation with the forward's
+// bits.
+#pragma once
+
+#include "runtime/ForwardChecks.h"
+#include "runtime/OpFamilies.h"
+#include "runtime/cpu/VectorMath.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardc::runtime::cpu {
+
+/// Each expert's routed rows (token, slot), in token order. Indices are
+/// data: an index outside [0, experts) fails naming it, before any work.
+inline std::vector<std::vector<std::pair<int64_t, int64_t>>>
+routeByExpert(const char *op, const KTensor &index, int64_t experts) {
+  const int64_t T = index.shape[0], k = index.shape[1];
+  const int64_t *ids = static_cast<const int64_t *>(index.data);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> routed(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t e = ids[t * k + s];
+      if (e < 0 || e >= experts)
+        checks::fail(op, "expert index " + std::to_string(e) + " of token " + std::to_string(t) +
+                             " (slot " + std::to_string(s) + ") is out of range for " +
+                             std::to_string(experts) + " experts");
+      routed[static_cast<size_t>(e)].push_back({t, s});
+    }
+  return routed;
+}
+
+/// out = act(gate) for one row of `inner` values (out may be gate).
+inline void activateGate(GateActivation act, const float *gate, float *out, int64_t inner) {
+  switch (act) {
+  case GateActivation::Silu: vecApply(VecFn::Silu, gate, out, inner); return;
+  case GateActivation::Gelu: vecApply(VecFn::GeluErf, gate, out, inner); return;
+  case GateActivation::GeluTanh: vecApply(VecFn::GeluTanh, gate, out, inner); return;
+  case GateActivation::Relu:
+    for (int64_t i = 0; i < inner; ++i)
+      out[i] = gate[i] > 0.0f || gate[i] != gate[i] ? gate[i] : 0.0f;
+    return;
+  }
+}
+
+}  // namespace shardc::runtime::cpu
