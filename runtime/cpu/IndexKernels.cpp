@@ -119,26 +119,34 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
   const int64_t M = src.shape[0], D = src.shape[1];
   const int64_t *idx = static_cast<const int64_t *>(index.data);
   checks::embeddingIndices(p, idx, M);  // indices are data: checked before any sum
-  // The m of each row in increasing order (a stable counting sort: M + rows
-  // integers), then each task sums whole rows: every output element is the
-  // same sum in the same order, whatever the thread count.
-  std::vector<int64_t> start(static_cast<size_t>(p.rows + 1), 0), order(static_cast<size_t>(M));
-  for (int64_t m = 0; m < M; ++m) ++start[static_cast<size_t>(idx[m] + 1)];
-  for (int64_t v = 0; v < p.rows; ++v) start[v + 1] += start[v];
-  std::vector<int64_t> next(start.begin(), start.end() - 1);
-  for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(next[idx[m]]++)] = m;
-  // A task is a block of rows with one accumulator, not one per row.
-  const int64_t block = 64, blocks = (p.rows + block - 1) / block;
-  cpu::parallelTasks(blocks, threads, M * D + p.rows * D, [&](int64_t b) {
-    std::vector<double> sum(static_cast<size_t>(D));
-    for (int64_t v = b * block; v < std::min(p.rows, (b + 1) * block); ++v) {
-      std::fill(sum.begin(), sum.end(), 0.0);
-      if (v != p.paddingIdx)
-        for (int64_t k = start[v]; k < start[v + 1]; ++k)
-          for (int64_t c = 0; c < D; ++c)
-            sum[c] += loadAsDouble(src.dtype, src.data, order[k] * D + c);
-      for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
-    }
+  // The reads sorted by row, each row's in increasing m (a stable sort of
+  // the M reads: O(M) memory whatever the table's rows, a gather's gradient
+  // over a vocabulary of logits included), then each task sums one row's
+  // reads: every output element is the same sum in the same order, whatever
+  // the thread count. Rows nobody reads, and padding_idx, are zeros.
+  std::vector<int64_t> order(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(m)] = m;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  std::vector<int64_t> groups;  // the first read of each distinct row
+  for (int64_t k = 0; k < M; ++k)
+    if (k == 0 || idx[order[k]] != idx[order[k - 1]]) groups.push_back(k);
+  groups.push_back(M);
+  // Zeros first (+0 is all-zero bytes in every float dtype).
+  const int64_t bytes = p.rows * D * plan::dtypeSize(y.dtype), zeroBlock = int64_t(1) << 20;
+  cpu::parallelTasks((bytes + zeroBlock - 1) / zeroBlock, threads, bytes / 4, [&](int64_t b) {
+    const int64_t begin = b * zeroBlock;
+    std::memset(static_cast<std::byte *>(y.data) + begin, 0,
+                static_cast<size_t>(std::min(zeroBlock, bytes - begin)));
+  });
+  const int64_t rowsRead = static_cast<int64_t>(groups.size()) - 1;
+  cpu::parallelTasks(rowsRead, threads, M * D, [&](int64_t g) {
+    const int64_t v = idx[order[groups[g]]];
+    if (v == p.paddingIdx) return;
+    std::vector<double> sum(static_cast<size_t>(D), 0.0);
+    for (int64_t k = groups[g]; k < groups[g + 1]; ++k)
+      for (int64_t c = 0; c < D; ++c) sum[c] += loadAsDouble(src.dtype, src.data, order[k] * D + c);
+    for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
   });
 }
 
