@@ -137,19 +137,16 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
     }
     for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      for (int64_t r = 0; r < n; ++r)
-        cpu::loadFloats(x.dtype, x.data, rows[first + r].first * H, H, b.x + r * H);
       // The forward's [gate; up] (moe_experts_hidden's rows, or the same
       // GEMM here) and act(gate) * up, with its bits.
       if (hidden) {
         for (int64_t r = 0; r < n; ++r) {
           const auto [t, s] = rows[first + r];
+          cpu::loadFloats(x.dtype, x.data, t * H, H, b.x + r * H);
           cpu::loadFloats(hidden->dtype, hidden->data, (t * k + s) * 2 * I, 2 * I, b.h + r * 2 * I);
         }
       } else {
-        cpu::gemm(gemmArgs(n, 2 * I, H, {DType::F32, b.x, 0, H},
-                           {gateUp.dtype, gateUp.data, e * 2 * I * H, H}, true, b.h, 2 * I),
-                  threads);
+        cpu::gateUpBlock(x, rows, first, n, gateUp, e, b.x, b.h, threads);
       }
       for (int64_t r = 0; r < n; ++r) {
         float *a = b.a + r * I;
@@ -254,11 +251,7 @@ void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTenso
     const auto &rows = routed[static_cast<size_t>(e)];
     for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      for (int64_t r = 0; r < n; ++r)
-        cpu::loadFloats(x.dtype, x.data, rows[first + r].first * H, H, xBlock + r * H);
-      cpu::gemm(gemmArgs(n, 2 * I, H, {DType::F32, xBlock, 0, H},
-                         {gateUp.dtype, gateUp.data, e * 2 * I * H, H}, true, hBlock, 2 * I),
-                threads);
+      cpu::gateUpBlock(x, rows, first, n, gateUp, e, xBlock, hBlock, threads);
       for (int64_t r = 0; r < n; ++r) {
         const auto [t, s] = rows[first + r];
         cpu::storeFloats(y.dtype, hBlock + r * 2 * I, 2 * I, y.data, (t * k + s) * 2 * I);

@@ -70,16 +70,8 @@ void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index
     const auto &rows = routed[static_cast<size_t>(e)];
     for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      for (int64_t r = 0; r < n; ++r)
-        cpu::loadFloats(x.dtype, x.data, rows[first + r].first * H, H, xBlock + r * H);
       // [gate; up] = x gateUp[e]^T: 2I rows of H.
-      cpu::GemmArgs up{};
-      up.M = n, up.N = 2 * I, up.K = H;
-      up.A = {DType::F32, xBlock, 0, H};
-      up.B = {gateUp.dtype, gateUp.data, e * 2 * I * H, H};
-      up.transB = true;
-      up.C = hBlock, up.cDtype = DType::F32, up.cOffset = 0, up.ldc = 2 * I;
-      cpu::gemm(up, threads);
+      cpu::gateUpBlock(x, rows, first, n, gateUp, e, xBlock, hBlock, threads);
       for (int64_t r = 0; r < n; ++r) applyGate(p.activation, hBlock + r * 2 * I,
                                                 hBlock + r * 2 * I + I, I);
       // y = gated down[e]^T: H rows of I, reading the gate half of each row.

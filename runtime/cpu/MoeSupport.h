@@ -6,6 +6,8 @@
 
 #include "runtime/ForwardChecks.h"
 #include "runtime/OpFamilies.h"
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/KernelSupport.h"
 #include "runtime/cpu/VectorMath.h"
 
 #include <string>
@@ -44,6 +46,25 @@ inline void activateGate(GateActivation act, const float *gate, float *out, int6
       out[i] = gate[i] > 0.0f || gate[i] != gate[i] ? gate[i] : 0.0f;
     return;
   }
+}
+
+/// A block of expert e's routed rows [first, first + n): their input rows
+/// into xBlock [n, H] (float) and [gate; up] = x gate_up[e]^T into hBlock
+/// [n, 2I], the forward's first GEMM (every kernel of the family computes
+/// it this one way, so the bits agree).
+inline void gateUpBlock(const KTensor &x, const std::vector<std::pair<int64_t, int64_t>> &rows,
+                        size_t first, int64_t n, const KTensor &gateUp, int64_t e, float *xBlock,
+                        float *hBlock, int threads) {
+  const int64_t H = x.shape[1], I = gateUp.shape[1] / 2;
+  for (int64_t r = 0; r < n; ++r)
+    loadFloats(x.dtype, x.data, rows[first + r].first * H, H, xBlock + r * H);
+  GemmArgs up{};
+  up.M = n, up.N = 2 * I, up.K = H;
+  up.A = {plan::DType::F32, xBlock, 0, H};
+  up.B = {gateUp.dtype, gateUp.data, e * 2 * I * H, H};
+  up.transB = true;
+  up.C = hBlock, up.cDtype = plan::DType::F32, up.cOffset = 0, up.ldc = 2 * I;
+  gemm(up, threads);
 }
 
 }  // namespace shardc::runtime::cpu
