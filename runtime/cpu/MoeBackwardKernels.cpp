@@ -1,14 +1,17 @@
-// CPU kernel of moe_experts_backward (runtime/OpFamilies.h): the gradient of
-// a mixture of experts' experts with respect to one operand, tokens grouped
-// by expert as the forward groups them (runtime/cpu/MoeKernels.cpp).
+// CPU kernels of moe_experts_backward and moe_experts_hidden
+// (runtime/OpFamilies.h): the gradient of a mixture of experts' experts with
+// respect to one operand, tokens grouped by expert as the forward groups
+// them (runtime/cpu/MoeKernels.cpp), and the routed rows' [gate; up] that
+// the backward ops of one layer share.
 //
-// Why one op per operand and a recomputed forward: the graph's ops have one
-// result, and keeping each routed row's gate/up activations from forward to
-// backward would hold T * k * 2I floats per layer (k of the experts'
-// hidden width per token) for the whole backward. Recomputing a block's
-// [gate; up] is one GEMM of the forward's two; the four gradients cost
-// 10 GEMMs of a block's size where a fused backward would need 6, and no
-// memory beyond a block's rows (docs/training.md).
+// Why one op per operand and a recomputed [gate; up]: the graph's ops have
+// one result, and keeping each routed row's gate/up activations from
+// forward to backward would hold T * k * 2I floats per layer (k of the
+// experts' hidden width per token) for the whole step. moe_experts_hidden
+// recomputes them once, in the layer's backward, and lives only while its
+// backward ops run; without it (16-bit storage) each op recomputes its
+// block's [gate; up] in float. 7 GEMMs of a block's size where a fused
+// backward saving everything needs 6 (docs/training.md).
 //
 // Bits: a weight gradient's element is one fma chain over the expert's
 // routed rows in token order (Gemm.h's `accumulate` continues it from block
