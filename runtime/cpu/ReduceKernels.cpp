@@ -1,9 +1,12 @@
 // reduceKernel (runtime/cpu/FamilyKernels.h): sum, mean, amax, amin, var,
 // argmax, argmin over any set of dims.
 //
-// Each output element is reduced by one task, in index order over the
+// Each output element is reduced within one task, in index order over the
 // reduced dims (an odometer over them, the last one innermost), so the
-// result does not depend on the thread count or on other samples.
+// result does not depend on the thread count or on other samples. When x's
+// last dim is kept, sum, mean and var reduce up to 64 neighbouring outputs
+// together (sumColumns: the same arithmetic per output, vectorized across
+// them).
 //   sum, mean: double accumulation (float storage: pieces of 4096 in eight
 //     partial sums, cpu::sumLanes), one rounding to the storage dtype.
 //   var: two passes in double (mean, then squared deviations), divided by
@@ -129,6 +132,45 @@ double sumRuns(const Layout &l, int64_t o, const S *in, std::vector<float> &buf,
   return total;
 }
 
+/// Outputs per block of sumColumns: 8 partial sums of 64 doubles (4 KiB).
+constexpr int64_t kColumnBlock = 64;
+
+/// sumRuns for the outputs [o, o + width) at once, when x's last dim is kept
+/// (stride 1) and they lie in one row of it: output o + j reads x at the
+/// same offsets as output o, plus j. Each output's arithmetic is sumRuns'
+/// exactly (the same runs, pieces, eight partial sums and their pairwise
+/// combination); the loops over j run across outputs, which vectorizes a
+/// reduction over outer dims (a bias or norm weight's gradient summed over
+/// the tokens, heads summed in grouped-query attention) where sumRuns would
+/// walk one output at a time through strided runs of a few elements.
+template <typename S, float (*Widen)(S)>
+void sumColumns(const Layout &l, int64_t o, int64_t width, const S *in, const double *mean,
+                double *total) {
+  std::fill_n(total, width, 0.0);
+  double acc[8][kColumnBlock];
+  walkRuns(l, o, [&](int64_t at, int64_t n, int64_t stride, int64_t) {
+    for (int64_t j0 = 0; j0 < n; j0 += kRunChunk) {
+      const int64_t m = std::min(kRunChunk, n - j0);
+      for (auto &lane : acc) std::fill_n(lane, width, 0.0);
+      for (int64_t i = 0; i < m; ++i) {
+        const S *v = in + at + (j0 + i) * stride;
+        double *lane = acc[i % 8];
+        if (mean) {
+          for (int64_t j = 0; j < width; ++j) {
+            const double d = static_cast<double>(Widen(v[j])) - mean[j];
+            lane[j] += d * d;
+          }
+        } else {
+          for (int64_t j = 0; j < width; ++j) lane[j] += static_cast<double>(Widen(v[j]));
+        }
+      }
+      for (int64_t j = 0; j < width; ++j)
+        total[j] += ((acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j])) +
+                    ((acc[4][j] + acc[5][j]) + (acc[6][j] + acc[7][j]));
+    }
+  });
+}
+
 template <typename S, typename C, C (*Widen)(S)> float widenFloat(S v) {
   return static_cast<float>(Widen(v));
 }
@@ -139,6 +181,29 @@ void reduceTyped(ReduceKind kind, const KTensor &x, const Layout &l, int64_t cor
   const S *in = static_cast<const S *>(x.data);
   auto load = [&](int64_t i) { return static_cast<double>(widen(in[i])); };
   const int64_t outputs = y.numel();
+  if constexpr (std::is_same_v<C, float>) {
+    const bool moments =
+        kind == ReduceKind::Sum || kind == ReduceKind::Mean || kind == ReduceKind::Var;
+    if (moments && outputs > 0 && !l.keptStride.empty() && l.keptStride.back() == 1) {
+      const int64_t width = l.keptSize.back(), blocks = (width + kColumnBlock - 1) / kColumnBlock;
+      const double n = static_cast<double>(l.count);
+      cpu::parallelTasks(outputs / width * blocks, threads, x.numel() * 2, [&](int64_t t) {
+        const int64_t o = t / blocks * width + t % blocks * kColumnBlock;
+        const int64_t m = std::min(kColumnBlock, width - t % blocks * kColumnBlock);
+        double sum[kColumnBlock], mean[kColumnBlock];
+        sumColumns<S, widenFloat<S, C, widen>>(l, o, m, in, nullptr, sum);
+        for (int64_t j = 0; j < m; ++j) mean[j] = kind == ReduceKind::Sum ? sum[j] : sum[j] / n;
+        if (kind == ReduceKind::Var) {
+          sumColumns<S, widenFloat<S, C, widen>>(l, o, m, in, mean, sum);
+          for (int64_t j = 0; j < m; ++j)
+            mean[j] = sum[j] / std::max(0.0, n - static_cast<double>(correction));
+        }
+        for (int64_t j = 0; j < m; ++j)
+          static_cast<S *>(y.data)[o + j] = narrow(static_cast<C>(mean[j]));
+      });
+      return;
+    }
+  }
   constexpr int64_t kPerTask = 64;
   cpu::parallelTasks((outputs + kPerTask - 1) / kPerTask, threads, x.numel() * 2, [&](int64_t t) {
     thread_local std::vector<float> buf;

@@ -19,9 +19,11 @@
 
 #include "runtime/RuntimeError.h"
 #include "runtime/cpu/FamilyKernels.h"
+#include "runtime/cpu/KernelSupport.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 
@@ -634,6 +636,126 @@ TEST_CASE("reductions: batch and thread invariance, bad operands", "[family-kern
   TT xi = zeros(DType::I64, {2, 3});
   CHECK_THROWS_WITH(reduceKernel(ReduceKind::Sum, xi.k(), {1}, 0, yf.k(), 1),
                     Catch::Contains("sum: x is int64"));
+}
+
+/// Output o of reducing x over `dims` as the kernel's header states it,
+/// in float storage: the runs of the innermost reduced dim in index order,
+/// each in pieces of 4096 summed by cpu::sumLanes (or, given a mean,
+/// cpu::sumSquaredDeviationsLanes), the pieces added in order in double.
+std::vector<double> runSums(const TT &x, const std::vector<int64_t> &dims,
+                            const std::vector<double> *mean) {
+  const int64_t rank = int64_t(x.shape.size());
+  std::vector<bool> red(size_t(rank), false);
+  for (int64_t d : dims) red[size_t(d)] = true;
+  // Each element's output and reduced index; sorted, they give every
+  // output's elements in index order, a new run starting whenever the
+  // innermost reduced dim's index returns to 0.
+  std::vector<int64_t> index(size_t(rank), 0);
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> order;  // (output, reduced index)
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t rest = i, o = 0, mult = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      index[size_t(d)] = rest % x.shape[size_t(d)];
+      rest /= x.shape[size_t(d)];
+      if (!red[size_t(d)]) {
+        o += index[size_t(d)] * mult;
+        mult *= x.shape[size_t(d)];
+      }
+    }
+    std::vector<int64_t> r;
+    for (int64_t d = 0; d < rank; ++d)
+      if (red[size_t(d)]) r.push_back(index[size_t(d)]);
+    order.push_back({o, r});
+  }
+  std::vector<int64_t> perm(order.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t a, int64_t b) { return order[size_t(a)] < order[size_t(b)]; });
+  std::vector<double> out;
+  int64_t current = -1;
+  std::vector<float> run;
+  double total = 0;
+  auto flush = [&](int64_t o) {
+    for (size_t j0 = 0; j0 < run.size(); j0 += 4096) {
+      const int64_t m = std::min<int64_t>(4096, int64_t(run.size() - j0));
+      total += mean ? cpu::sumSquaredDeviationsLanes(run.data() + j0, m, (*mean)[size_t(o)])
+                    : cpu::sumLanes(run.data() + j0, m);
+    }
+    run.clear();
+  };
+  for (int64_t p : perm) {
+    const auto &[o, r] = order[size_t(p)];
+    if (o != current) {
+      if (current >= 0) {
+        flush(current);
+        out.push_back(total);
+      }
+      current = o;
+      total = 0;
+    } else if (r.back() == 0) {
+      flush(o);
+    }
+    run.push_back(float(x.at(p)));
+  }
+  flush(current);
+  out.push_back(total);
+  return out;
+}
+
+TEST_CASE("reductions keeping the last dim have the bits of the per-output order",
+          "[family-kernels]") {
+  // sumColumns reduces neighbouring outputs together; each must still be
+  // the sum of its runs, pieces and lanes, in order.
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+  };
+  const std::vector<Case> cases = {
+      {{2, 128, 96}, {0, 1}},   // a norm weight's gradient over the tokens
+      {{2, 2, 3, 9, 67}, {2}},  // grouped-query heads; 67 = a block + 3
+      {{3, 5000, 5}, {1}},      // runs of 5000: two pieces
+      {{4, 3, 130}, {0}},       // three blocks of outputs
+      {{2, 6, 4, 1}, {1, 3}}};  // a reduced trailing dim of size 1
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const Case &c : cases)
+      for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Var}) {
+        INFO(shardc::plan::dtypeName(dtype) << " " << shapeToString(c.shape) << " dims "
+                                            << shapeToString(c.dims) << " kind " << int(kind));
+        // Each output's first two elements are +2^60 and -2^60: the values
+        // added in the same partial sum as either are lost, so another
+        // order of additions shows in the rounded result (small values
+        // alone sum exactly in double, whatever the order).
+        TT x = random(dtype, c.shape, 17, -3, 2);
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          int64_t rest = i, reduced = 0, scale = 1;
+          for (int64_t d = int64_t(c.shape.size()) - 1; d >= 0; --d) {
+            const int64_t at = rest % c.shape[size_t(d)];
+            rest /= c.shape[size_t(d)];
+            if (std::find(c.dims.begin(), c.dims.end(), d) != c.dims.end()) {
+              reduced += at * scale;
+              scale *= c.shape[size_t(d)];
+            }
+          }
+          if (reduced < 2) x.set(i, reduced == 0 ? 0x1p60 : -0x1p60);
+        }
+        TT y = zeros(dtype, reduceShape(kind, x.shape, c.dims, false)), y1 = y;
+        reduceKernel(kind, x.k(), c.dims, 1, y.k(), 2);
+        reduceKernel(kind, x.k(), c.dims, 1, y1.k(), 1);
+        CHECK(y.bytes == y1.bytes);
+        std::vector<double> want = runSums(x, c.dims, nullptr);
+        double count = 1;
+        for (int64_t d : c.dims) count *= double(c.shape[size_t(d)]);
+        if (kind != ReduceKind::Sum)
+          for (double &v : want) v /= count;
+        if (kind == ReduceKind::Var) {
+          const std::vector<double> mean = want;
+          want = runSums(x, c.dims, &mean);
+          for (double &v : want) v /= std::max(0.0, count - 1);
+        }
+        TT expected = zeros(dtype, y.shape);
+        for (int64_t i = 0; i < y.numel(); ++i) expected.set(i, double(float(want[size_t(i)])));
+        CHECK(y.bytes == expected.bytes);
+      }
 }
 
 TEST_CASE("as_strided gathers Swin's relative position bias as torch indexes it", "[family-kernels]") {
