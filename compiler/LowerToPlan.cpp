@@ -9,11 +9,14 @@
 //     and freed;
 //   - tc.all_gather allocates a "gathered" buffer, tc.release frees it;
 //   - every other buffer is freed right after the last instruction that
-//     uses it, unless the function returns it.
+//     uses it, unless the function returns it;
+//   - a transpose read only by matmuls is not copied: they read its source
+//     in place (transpose_a / transpose_b, MatmulOperands.h).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/LowerToPlan.h"
 #include "compiler/IndexMapEncoding.h"
+#include "compiler/MatmulOperands.h"
 #include "dialects/tc/TcOps.h"
 #include "runtime/checkpoint/LoadPlan.h"
 #include "runtime/checkpoint/ShardReader.h"
@@ -594,8 +597,14 @@ private:
     if (!opcode)
       return op.emitOpError() << "has no lowering to the runtime plan";
     std::vector<int32_t> inputs;
-    for (Value operand : op.getOperands())
+    for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+      if (auto source = transposedSources_.find(operand);
+          source != transposedSources_.end()) {
+        attrs[i == 0 ? "transpose_a" : "transpose_b"] = int64_t{1};
+        operand = source->second;
+      }
       inputs.push_back(buffers_.lookup(operand));
+    }
     FailureOr<int32_t> out = allocResult(&op, plan::Category::Activation);
     if (failed(out))
       return failure();
@@ -640,8 +649,13 @@ private:
   }
 
   /// Transpose, permute and slice read their input at affine offsets:
-  /// evaluated at the origin and at unit vectors they give a strided copy.
+  /// evaluated at the origin and at unit vectors they give a strided copy
+  /// (none for a transpose its matmuls read in place).
   LogicalResult lowerStridedView(Operation &op, tc::ViewOpInterface view) {
+    if (matmulsReadTransposeInPlace(&op)) {
+      transposedSources_[op.getResult(0)] = op.getOperand(0);
+      return success();
+    }
     auto input = cast<RankedTensorType>(op.getOperand(0).getType());
     auto result = cast<RankedTensorType>(op.getResult(0).getType());
     SmallVector<int64_t> inputStrides(input.getRank(), 1);
@@ -837,6 +851,8 @@ private:
   llvm::DenseMap<int32_t, int32_t> paramBuffers_;
   llvm::DenseMap<Value, std::string> outputNames_;
   llvm::DenseMap<Value, int32_t> unitBuffers_;
+  /// A transpose left out, read by its matmuls in place -> its source.
+  llvm::DenseMap<Value, Value> transposedSources_;
   llvm::DenseMap<Operation *, int64_t> ownerOf_;
   std::map<int32_t, int64_t> ownerOfBuffer_;
   std::set<int32_t> explicitlyFreed_;

@@ -72,7 +72,8 @@ struct Region {
       SUFFIX;                                                                                \
   VIRTUAL void linear(const KTensor &x, const KTensor &w, const KTensor *b,                  \
                       const KTensor &y) SUFFIX;                                              \
-  VIRTUAL void matmul(const KTensor &a, const KTensor &b, const KTensor &c) SUFFIX;          \
+  VIRTUAL void matmul(const KTensor &a, const KTensor &b, const KTensor &c,                  \
+                      MatmulLayout layout) SUFFIX;                                           \
   VIRTUAL void activation(Activation kind, const KTensor &x, const KTensor &y) SUFFIX;       \
   VIRTUAL void layerNorm(const KTensor &x, const KTensor *weight, const KTensor *bias,       \
                          double eps, const KTensor &y) SUFFIX;                               \

@@ -74,8 +74,8 @@ void CpuBackend::embedding(const KTensor &weight, const KTensor &ids, const KTen
 void CpuBackend::linear(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y) {
   linearKernel(x, w, b, y, threads_);
 }
-void CpuBackend::matmul(const KTensor &a, const KTensor &b, const KTensor &c) {
-  matmulKernel(a, b, c, threads_);
+void CpuBackend::matmul(const KTensor &a, const KTensor &b, const KTensor &c, MatmulLayout layout) {
+  matmulKernel(a, b, c, layout, threads_);
 }
 void CpuBackend::activation(Activation kind, const KTensor &x, const KTensor &y) {
   activationKernel(kind, x, y, threads_);

@@ -367,7 +367,7 @@ private:
     }
     case OpCode::Matmul:
       return backend_.matmul(tensor(inst.inputs[0]), tensor(inst.inputs[1]),
-                             tensor(inst.outputs[0]));
+                             tensor(inst.outputs[0]), matmulLayout(inst));
     case OpCode::Gelu:
     case OpCode::Silu:
     case OpCode::Relu:
@@ -564,6 +564,17 @@ private:
     case OpFamily::None: break;
     }
     fail(std::string("op '") + info.name + "' has no family");
+  }
+
+  /// matmul's transpose_a / transpose_b: 0 (absent) or 1.
+  MatmulLayout matmulLayout(const Instruction &inst) const {
+    auto flag = [&](const char *name) {
+      const int64_t value = attrIntOr(inst, name, 0);
+      if (value != 0 && value != 1)
+        fail(std::string(name) + " must be 0 or 1, got " + std::to_string(value));
+      return value == 1;
+    };
+    return {flag("transpose_a"), flag("transpose_b")};
   }
 
   Activation activationKind(const Instruction &inst) const {

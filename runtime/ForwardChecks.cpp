@@ -63,7 +63,7 @@ LinearDims linear(const KTensor &x, const KTensor &w, const KTensor *b, const KT
   return {plan::numElements(Shape(x.shape.begin(), x.shape.end() - 1)), N, K};
 }
 
-MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c) {
+MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c, MatmulLayout layout) {
   const char *op = "matmul";
   expectFloat(op, "a", a);
   expectDType(op, "b", b, a.dtype);
@@ -71,11 +71,15 @@ MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c) {
   if (a.shape.size() < 2 || b.shape.size() < 2)
     fail(op, "operands must have rank >= 2, got " + shapeToString(a.shape) + " and " +
                  shapeToString(b.shape));
-  const int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back();
-  const int64_t N = b.shape.back();
-  if (b.shape[b.shape.size() - 2] != K)
-    fail(op, "a " + shapeToString(a.shape) + " and b " + shapeToString(b.shape) +
-                 " disagree on K");
+  // The stored last two dims: [M, K] and [K, N], each swapped when transposed.
+  const int64_t a0 = a.shape[a.shape.size() - 2], a1 = a.shape.back();
+  const int64_t b0 = b.shape[b.shape.size() - 2], b1 = b.shape.back();
+  const int64_t M = layout.transposeA ? a1 : a0, K = layout.transposeA ? a0 : a1;
+  const int64_t N = layout.transposeB ? b0 : b1;
+  if ((layout.transposeB ? b1 : b0) != K)
+    fail(op, std::string("a ") + (layout.transposeA ? "(transposed) " : "") +
+                 shapeToString(a.shape) + " and b " + (layout.transposeB ? "(transposed) " : "") +
+                 shapeToString(b.shape) + " disagree on K");
   const Shape aBatch(a.shape.begin(), a.shape.end() - 2), bBatch(b.shape.begin(), b.shape.end() - 2);
   auto batch = broadcastShapes(aBatch, bBatch);
   if (!batch)

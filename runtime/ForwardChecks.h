@@ -34,7 +34,7 @@ struct MatmulDims {
   Shape batch, aBatch, bBatch;  // broadcast batch dims and each operand's
   int64_t M, N, K;
 };
-MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c);
+MatmulDims matmul(const KTensor &a, const KTensor &b, const KTensor &c, MatmulLayout layout);
 
 /// float32, float64, bfloat16 and int64 (not div); one dtype; out has the
 /// broadcast shape.

@@ -226,8 +226,9 @@ void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KT
 
 // ------------------------------------------------------------------- matmul --
 
-void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int threads) {
-  const checks::MatmulDims dims = checks::matmul(a, b, c);
+void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, MatmulLayout layout,
+                  int threads) {
+  const checks::MatmulDims dims = checks::matmul(a, b, c, layout);
   const Shape &aBatch = dims.aBatch, &bBatch = dims.bBatch;
   const Shape *batch = &dims.batch;
   const int64_t M = dims.M, N = dims.N, K = dims.K;
@@ -236,13 +237,28 @@ void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int thre
   const std::vector<int64_t> as = broadcastStrides(aBatch, rank),
                              bs = broadcastStrides(bBatch, rank);
   const int64_t batches = plan::numElements(*batch);
+  // A stored transposed is read in place (K rows of M); b transposed is
+  // gemm's transB (N rows of K, a linear's weight).
+  const int64_t lda = layout.transposeA ? M : K, ldb = layout.transposeB ? K : N;
   // One B for every batch (a 2-D weight) and an unbroadcast a: the batches
   // are just more rows of one GEMM, B packed once rather than per batch.
-  // Same bits either way: a row's result does not depend on its call.
+  // Same bits either way: a row's result does not depend on its call. (Not
+  // for a transposed a: its batches' rows are not one matrix.)
   if (std::all_of(bs.begin(), bs.end(), [](int64_t s) { return s == 0; }) &&
-      plan::numElements(aBatch) == batches) {
-    cpu::gemm({batches * M, N, K, {a.dtype, a.data, 0, K}, {b.dtype, b.data, 0, N},
-               /*transB=*/false, nullptr, a.dtype, 0, c.data, c.dtype, 0, N},
+      plan::numElements(aBatch) == batches && !layout.transposeA) {
+    cpu::gemm({batches * M,
+               N,
+               K,
+               {a.dtype, a.data, 0, K},
+               {b.dtype, b.data, 0, ldb},
+               layout.transposeB,
+               nullptr,
+               a.dtype,
+               0,
+               c.data,
+               c.dtype,
+               0,
+               N},
               threads);
     return;
   }
@@ -254,8 +270,21 @@ void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int thre
       aMat += i * as[d];
       bMat += i * bs[d];
     }
-    return cpu::GemmArgs{M, N, K, {a.dtype, a.data, aMat * M * K, K}, {b.dtype, b.data, bMat * K * N, N},
-                         /*transB=*/false, nullptr, a.dtype, 0, c.data, c.dtype, bi * M * N, N};
+    cpu::GemmArgs g{M,
+                    N,
+                    K,
+                    {a.dtype, a.data, aMat * M * K, lda},
+                    {b.dtype, b.data, bMat * K * N, ldb},
+                    layout.transposeB,
+                    nullptr,
+                    a.dtype,
+                    0,
+                    c.data,
+                    c.dtype,
+                    bi * M * N,
+                    N};
+    g.transA = layout.transposeA;
+    return g;
   });
 }
 

@@ -48,9 +48,18 @@ void embeddingKernel(const KTensor &weight, const KTensor &ids, const KTensor &o
 void linearKernel(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y,
                   int threads);
 
+/// How matmul's operands are stored (the plan's transpose_a / transpose_b):
+/// transposeA, a holds [..., K, M], the operand with its last two dims
+/// swapped, read in place instead of copied; transposeB, b holds [..., N, K].
+struct MatmulLayout {
+  bool transposeA = false, transposeB = false;
+};
+
 /// c = a @ b with numpy broadcasting of the batch dims: a [..., M, K],
-/// b [..., K, N], c [broadcast(...), M, N]; both operands of rank >= 2.
-void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, int threads);
+/// b [..., K, N] (as `layout` stores them), c [broadcast(...), M, N]; both
+/// operands of rank >= 2.
+void matmulKernel(const KTensor &a, const KTensor &b, const KTensor &c, MatmulLayout layout,
+                  int threads);
 
 enum class BinaryOp { Add, Sub, Mul, Div };
 const char *binaryOpName(BinaryOp op);

@@ -286,8 +286,22 @@ void packATyped(const GemmOperand &A, int64_t m0, int64_t mb, int64_t k0, int64_
   }
 }
 
+/// packA for A stored as K rows of M (transA): a tile's `rows` values of
+/// one k lie next to each other, so packing is a copy.
+void packTransposedA(const GemmOperand &A, int64_t m0, int64_t mb, int64_t k0, int64_t kb,
+                     int maxRows, float *out) {
+  for (int64_t r0 = 0; r0 < mb;) {
+    const int64_t rows = tileRows(mb, r0, maxRows);
+    float *tile = out + r0 * kb;
+    for (int64_t k = 0; k < kb; ++k)
+      loadFloats(A.dtype, A.data, A.offset + (k0 + k) * A.ld + m0 + r0, rows, tile + k * rows);
+    r0 += rows;
+  }
+}
+
 void packA(const GemmArgs &g, int64_t m0, int64_t mb, int64_t k0, int64_t kb, int maxRows,
            float *out) {
+  if (g.transA) return packTransposedA(g.A, m0, mb, k0, kb, maxRows, out);
   switch (g.A.dtype) {
   case DType::BF16: return packATyped<DType::BF16>(g.A, m0, mb, k0, kb, maxRows, out);
   case DType::F16: return packATyped<DType::F16>(g.A, m0, mb, k0, kb, maxRows, out);

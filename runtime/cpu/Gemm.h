@@ -33,7 +33,7 @@ struct GemmOperand {
   int64_t offset, ld;
 };
 
-/// One GEMM call. A is M x K. transB: B holds op(B)^T, N rows of K (a
+/// One GEMM call. A is M x K (transA: stored as K x M). transB: B holds op(B)^T, N rows of K (a
 /// linear's weight); else B is K rows of N. bias (optional, may be null) is
 /// N values of biasDtype from element biasOffset. C is M x N of cDtype at
 /// element cOffset with leading dimension ldc; each element is rounded to
@@ -53,6 +53,9 @@ struct GemmArgs {
   /// order gives the bits of one call over all of K (a weight gradient
   /// summed block of rows by block of rows).
   bool accumulate = false;
+  /// A holds op(A)^T: K rows of M (a transposed activation read in place,
+  /// as a weight gradient's x^T g reads x). The bits are A's, either way.
+  bool transA = false;
 };
 
 /// The micro-kernel's instruction set. All give the same bits.

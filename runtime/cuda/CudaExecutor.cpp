@@ -147,8 +147,9 @@ void CudaBackend::embedding(const KTensor &weight, const KTensor &ids, const KTe
 void CudaBackend::linear(const KTensor &x, const KTensor &w, const KTensor *b, const KTensor &y) {
   cuda::linear(device_, x, w, b, y);
 }
-void CudaBackend::matmul(const KTensor &a, const KTensor &b, const KTensor &c) {
-  cuda::matmul(device_, a, b, c);
+void CudaBackend::matmul(const KTensor &a, const KTensor &b, const KTensor &c,
+                         MatmulLayout layout) {
+  cuda::matmul(device_, a, b, c, layout);
 }
 void CudaBackend::activation(Activation kind, const KTensor &x, const KTensor &y) {
   cuda::activation(device_, kind, x, y);

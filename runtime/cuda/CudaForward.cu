@@ -297,19 +297,22 @@ __global__ void rowBroadcastKernel(const typename T::S *bias, typename T::S *y, 
   SHARDC_GRID_LOOP(i, rows * N) { y[i] = bias[i % N]; }
 }
 
-/// Row-major C[M, N] (+)= A[M, K] B^T or A B: column-major C^T = op(B) A^T.
+/// Row-major C[M, N] (+)= op(A) op(B), A stored [M, K] or (aTransposed)
+/// [K, M], B [K, N] or (bTransposed) [N, K]: column-major C^T = op(B)^T op(A)^T.
 void gemm(CudaDevice &device, DType dtype, bool bTransposed, int64_t M, int64_t N, int64_t K,
-          const void *a, const void *b, void *c, float beta) {
+          const void *a, const void *b, void *c, float beta, bool aTransposed = false) {
   if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
     throw RuntimeError("cuBLAS GEMM: a dimension exceeds 2^31 - 1 (M = " + std::to_string(M) +
                        ", N = " + std::to_string(N) + ", K = " + std::to_string(K) + ")");
   if (M == 0 || N == 0) return;
   const float alpha = 1.0f;
   const cudaDataType_t type = blasType(dtype);
-  checkCublas(cublasGemmEx(device.blas(), bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
-                           static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha,
-                           b, type, static_cast<int>(bTransposed ? K : N), a, type,
-                           static_cast<int>(K), &beta, c, type, static_cast<int>(N),
+  checkCublas(cublasGemmEx(device.blas(), bTransposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           aTransposed ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N),
+                           static_cast<int>(M), static_cast<int>(K), &alpha, b, type,
+                           static_cast<int>(bTransposed ? K : N), a, type,
+                           static_cast<int>(aTransposed ? M : K), &beta, c, type,
+                           static_cast<int>(N),
                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
 }
@@ -571,9 +574,10 @@ void linear(CudaDevice &device, const KTensor &x, const KTensor &w, const KTenso
   gemm(device, x.dtype, true, M, N, K, x.data, w.data, y.data, b ? 1.0f : 0.0f);
 }
 
-void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTensor &c) {
+void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTensor &c,
+            MatmulLayout layout) {
   const char *op = "matmul";
-  const checks::MatmulDims dims = checks::matmul(a, b, c);
+  const checks::MatmulDims dims = checks::matmul(a, b, c, layout);
   dispatchFloat(op, a.dtype, false, [&](auto) {});
   const Shape &aBatch = dims.aBatch, &bBatch = dims.bBatch;
   const Shape *batch = &dims.batch;
@@ -603,9 +607,10 @@ void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTenso
         bScale *= bBatch[bd];
       }
     }
-    gemm(device, a.dtype, false, M, N, K, static_cast<const std::byte *>(a.data) + aIndex * M * K * size,
+    gemm(device, a.dtype, layout.transposeB, M, N, K,
+         static_cast<const std::byte *>(a.data) + aIndex * M * K * size,
          static_cast<const std::byte *>(b.data) + bIndex * K * N * size,
-         static_cast<std::byte *>(c.data) + i * M * N * size, 0.0f);
+         static_cast<std::byte *>(c.data) + i * M * N * size, 0.0f, layout.transposeA);
   }
 }
 

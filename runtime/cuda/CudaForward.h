@@ -28,7 +28,8 @@ namespace shardc::runtime::cuda {
 void embedding(CudaDevice &device, const KTensor &weight, const KTensor &ids, const KTensor &out);
 void linear(CudaDevice &device, const KTensor &x, const KTensor &w, const KTensor *b,
             const KTensor &y);
-void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTensor &c);
+void matmul(CudaDevice &device, const KTensor &a, const KTensor &b, const KTensor &c,
+            MatmulLayout layout);
 void binary(CudaDevice &device, BinaryOp op, const KTensor &a, const KTensor &b,
             const KTensor &out);
 void activation(CudaDevice &device, Activation kind, const KTensor &x, const KTensor &y);

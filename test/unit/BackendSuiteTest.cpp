@@ -419,6 +419,16 @@ std::vector<SuiteCase> suiteCases() {
     cases.push_back(forwardCase("matmul broadcast" + d, OpCode::Matmul,
                                 {input("a", dt, {2, 3, 7, 8}), input("b", dt, {3, 8, 5})}, dt,
                                 {2, 3, 7, 5}));
+    // Operands stored transposed, read in place (a lowered-out transpose).
+    cases.push_back(forwardCase("matmul transpose_a" + d, OpCode::Matmul,
+                                {input("a", dt, {2, 3, 8, 7}), input("b", dt, {3, 8, 5})}, dt,
+                                {2, 3, 7, 5}, {{"transpose_a", int64_t{1}}}));
+    cases.push_back(forwardCase("matmul transpose_b" + d, OpCode::Matmul,
+                                {input("a", dt, {2, 3, 7, 8}), input("b", dt, {3, 5, 8})}, dt,
+                                {2, 3, 7, 5}, {{"transpose_b", int64_t{1}}}));
+    cases.push_back(forwardCase("matmul transpose_a transpose_b" + d, OpCode::Matmul,
+                                {input("a", dt, {8, 7}), input("b", dt, {2, 5, 8})}, dt, {2, 7, 5},
+                                {{"transpose_a", int64_t{1}}, {"transpose_b", int64_t{1}}}));
     cases.push_back(forwardCase("gelu tanh" + d, OpCode::Gelu, {input("x", dt, {9, 7})}, dt,
                                 {9, 7}, {{"approximate", std::string("tanh")}}));
     cases.push_back(forwardCase("gelu" + d, OpCode::Gelu, {input("x", dt, {9, 7})}, dt, {9, 7}));

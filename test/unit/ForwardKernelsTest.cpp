@@ -1,9 +1,10 @@
 // The forward kernels against plain double-precision reference loops, on
 // small awkward shapes, float32 and bfloat16 storage.
 #include "runtime/ForwardKernels.h"
-#include "runtime/HalfFloat.h"
-#include "runtime/RuntimeError.h"
 #include "FamilyTestSupport.h"
+#include "runtime/HalfFloat.h"
+#include "runtime/Kernels.h"
+#include "runtime/RuntimeError.h"
 
 #include <catch2/catch.hpp>
 
@@ -111,7 +112,7 @@ TEST_CASE("matmul broadcasts batch dims", "[forward]") {
                               {{7, 300}, {2, 300, 9}, {2, 7, 9}}}) {
       INFO(shardc::plan::dtypeName(dtype) << " " << shapeToString(as) << " @ " << shapeToString(bs));
       TT a = random(dtype, as, 7), b = random(dtype, bs, 8), c = zeros(dtype, cs);
-      matmulKernel(a.k(), b.k(), c.k(), 2);
+      matmulKernel(a.k(), b.k(), c.k(), {}, 2);
       const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
       const Shape batch(cs.begin(), cs.end() - 2);
       const Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
@@ -128,6 +129,56 @@ TEST_CASE("matmul broadcasts batch dims", "[forward]") {
       }
       checkClose(c, want, tolerance(dtype) * 2);
     }
+}
+
+/// x with its last two dims swapped, copied (a transpose's strided copy).
+TT swapLastTwo(const TT &x) {
+  Shape shape = x.shape;
+  const size_t r = shape.size();
+  std::swap(shape[r - 2], shape[r - 1]);
+  TT y = zeros(x.dtype, shape);
+  const int64_t rows = x.shape[r - 2], cols = x.shape[r - 1],
+                size = shardc::plan::dtypeSize(x.dtype);
+  for (int64_t m = 0; m < x.numel() / std::max<int64_t>(rows * cols, 1); ++m)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        std::memcpy(&y.bytes[size_t(((m * cols + j) * rows + i) * size)],
+                    &x.bytes[size_t(((m * rows + i) * cols + j) * size)], size_t(size));
+  return y;
+}
+
+TEST_CASE("matmul reads transposed operands in place with the bytes of their copies", "[forward]") {
+  // transpose_a / transpose_b (a transpose the lowering left out): the
+  // same chains as the copied operand, so the same bytes, batched,
+  // broadcast, and with a 2-d b shared by every batch.
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (auto [as, bs] : {std::pair<Shape, Shape>{{37, 300}, {300, 70}},
+                          {{2, 1, 3, 40}, {3, 40, 70}},
+                          {{2, 7, 300}, {300, 9}},
+                          {{7, 300}, {2, 300, 9}}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          INFO(shardc::plan::dtypeName(dtype) << " " << shapeToString(as) << " @ "
+                                              << shapeToString(bs) << " ta " << ta << " tb " << tb);
+          TT a = random(dtype, as, 3), b = random(dtype, bs, 4);
+          Shape cs =
+              *broadcastShapes(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2));
+          cs.push_back(as[as.size() - 2]);
+          cs.push_back(bs.back());
+          TT want = zeros(dtype, cs), got = zeros(dtype, cs);
+          matmulKernel(a.k(), b.k(), want.k(), {}, 2);
+          TT at = swapLastTwo(a), bt = swapLastTwo(b);
+          matmulKernel((ta ? at : a).k(), (tb ? bt : b).k(), got.k(), {ta, tb}, 2);
+          CHECK(got.bytes == want.bytes);
+        }
+  TT a = random(DType::F32, {5, 3}, 1), b = random(DType::F32, {5, 4}, 2),
+     c = zeros(DType::F32, {3, 4});
+  CHECK_NOTHROW(matmulKernel(a.k(), b.k(), c.k(), {true, false}, 1));
+  CHECK_THROWS_WITH(matmulKernel(a.k(), b.k(), c.k(), {false, false}, 1),
+                    Catch::Equals("matmul: a [5, 3] and b [5, 4] disagree on K"));
+  CHECK_THROWS_WITH(
+      matmulKernel(a.k(), b.k(), c.k(), {true, true}, 1),
+      Catch::Equals("matmul: a (transposed) [5, 3] and b (transposed) [5, 4] disagree on K"));
 }
 
 TEST_CASE("binary elementwise ops broadcast", "[forward]") {

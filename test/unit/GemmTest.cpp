@@ -213,3 +213,42 @@ TEST_CASE("gemm: accumulate continues the chains, so K split into calls gives on
         CHECK(std::memcmp(C.bytes.data(), whole.bytes.data(), C.bytes.size()) == 0);
       }
 }
+
+TEST_CASE("gemm: transA reads A stored as K rows of M and gives the bytes of A itself", "[gemm]") {
+  // A transposed operand is read in place (a weight gradient's x^T g):
+  // the same chains, so the same bytes as A copied into M rows of K, on
+  // every path, dtype and shape (sub-blocks of rows at an offset too).
+  for (GemmIsa isa : supportedIsas())
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+      for (bool transB : {true, false})
+        for (const Shape3 &s : kShapes) {
+          INFO(isaName(isa) << " M=" << s.M << " N=" << s.N << " K=" << s.K
+                            << " transB=" << transB);
+          const Problem p(s.M, s.N, s.K, transB, true, dtype, 29);
+          Buffer At{dtype, std::vector<uint8_t>(p.A.bytes.size())};
+          const int64_t size = p.A.size();
+          for (int64_t i = 0; i < s.M; ++i)
+            for (int64_t k = 0; k < s.K; ++k)
+              std::memcpy(&At.bytes[(k * s.M + i) * size], &p.A.bytes[(i * s.K + k) * size],
+                          static_cast<size_t>(size));
+          const int64_t r0 = s.M / 3, rows = s.M - r0;
+          const Buffer want = p.run(r0, rows, 2, isa);
+          Buffer C{dtype, std::vector<uint8_t>(want.bytes.size(), 0xCD)};
+          GemmArgs g{rows,
+                     s.N,
+                     s.K,
+                     {dtype, At.bytes.data(), r0, s.M},
+                     {dtype, p.B.bytes.data(), 0, transB ? s.K : s.N},
+                     transB,
+                     p.bias.bytes.data(),
+                     dtype,
+                     0,
+                     C.bytes.data(),
+                     dtype,
+                     0,
+                     s.N};
+          g.transA = true;
+          gemmWithIsa(g, 2, isa);
+          CHECK(C.bytes == want.bytes);
+        }
+}
