@@ -24,7 +24,9 @@ constexpr int64_t kChunk = 1 << 14;
 
 /// Runs body(i, offsets) for each output element i of `outShape` in
 /// row-major order, offsets[k] the element of operand k (shapes[k], read
-/// with broadcast strides); chunks of kChunk elements are the tasks.
+/// with broadcast strides); chunks of kChunk elements are the tasks. The
+/// last dim is walked as a run with constant strides, the odometer carried
+/// once per run (per element it cost more than where's own work).
 template <size_t N, typename Body>
 void forEachBroadcast(const Shape &outShape, const std::array<const Shape *, N> &shapes,
                       int threads, const Body &body) {
@@ -42,9 +44,21 @@ void forEachBroadcast(const Shape &outShape, const std::array<const Shape *, N> 
       rest /= outShape[d];
       for (size_t k = 0; k < N; ++k) at[k] += index[d] * strides[k][d];
     }
-    for (int64_t i = begin; i < end; ++i) {
-      body(i, at);
-      for (size_t d = rank; d-- > 0;) {
+    std::array<int64_t, N> step{};  // each operand's stride along the last dim
+    for (size_t k = 0; k < N && rank > 0; ++k) step[k] = strides[k][rank - 1];
+    for (int64_t i = begin; i < end;) {
+      const int64_t run = rank > 0 ? std::min(end - i, outShape[rank - 1] - index[rank - 1]) : 1;
+      for (int64_t j = 0; j < run; ++j) {
+        body(i + j, at);
+        for (size_t k = 0; k < N; ++k) at[k] += step[k];
+      }
+      i += run;
+      if (rank == 0 || i >= end) break;
+      // The run reached the end of the last dim: back to its row's start,
+      // then carry into the outer dims.
+      for (size_t k = 0; k < N; ++k) at[k] -= step[k] * outShape[rank - 1];
+      index[rank - 1] = 0;
+      for (size_t d = rank - 1; d-- > 0;) {
         for (size_t k = 0; k < N; ++k) at[k] += strides[k][d];
         if (++index[d] < outShape[d]) break;
         for (size_t k = 0; k < N; ++k) at[k] -= strides[k][d] * outShape[d];
@@ -153,14 +167,21 @@ void whereKernel(const KTensor &cond, const KTensor &a, const KTensor &b, const 
   checks::where(cond, a, b, y);
   if (y.numel() == 0) return;
   const int64_t *c = static_cast<const int64_t *>(cond.data);
-  const size_t size = static_cast<size_t>(plan::dtypeSize(y.dtype));
-  const char *pa = static_cast<const char *>(a.data), *pb = static_cast<const char *>(b.data);
-  char *out = static_cast<char *>(y.data);
-  forEachBroadcast<3>(y.shape, {&cond.shape, &a.shape, &b.shape}, threads,
-                      [&](int64_t i, const std::array<int64_t, 3> &at) {
-                        const char *src = c[at[0]] != 0 ? pa + at[1] * size : pb + at[2] * size;
-                        std::memcpy(out + i * size, src, size);
-                      });
+  // Elements moved as unsigned integers of their size: bits, not values.
+  auto select = [&](auto bits) {
+    using T = decltype(bits);
+    const T *pa = static_cast<const T *>(a.data), *pb = static_cast<const T *>(b.data);
+    T *out = static_cast<T *>(y.data);
+    forEachBroadcast<3>(y.shape, {&cond.shape, &a.shape, &b.shape}, threads,
+                        [&](int64_t i, const std::array<int64_t, 3> &at) {
+                          out[i] = c[at[0]] != 0 ? pa[at[1]] : pb[at[2]];
+                        });
+  };
+  switch (plan::dtypeSize(y.dtype)) {
+  case 2: return select(uint16_t{});
+  case 4: return select(uint32_t{});
+  default: return select(uint64_t{});
+  }
 }
 
 void castKernel(const KTensor &x, const KTensor &y, int threads) {

@@ -111,6 +111,23 @@ TEST_CASE("where: picks a or b by a nonzero condition, broadcast, exact bits", "
   whereKernel(rc.k(), ra.k(), rb.k(), y4.k(), 4);
   CHECK(y1.bytes == y4.bytes);
   CHECK(y1.at(5) == rb.at(0));
+  // Every element against index arithmetic, with task chunks (16384
+  // elements) ending inside rows of the last dim, and 0-d operands.
+  std::vector<int64_t> bits(5 * 1000);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = int64_t((i * 7919) % 3 == 0);
+  const TT mc = fromInts({5, 1, 1000}, bits);
+  const TT ma = random(DType::F32, {7, 1}, 3), mb = random(DType::F32, {5, 7, 1000}, 4);
+  TT my = zeros(DType::F32, {5, 7, 1000});
+  whereKernel(mc.k(), ma.k(), mb.k(), my.k(), 2);
+  for (int64_t i = 0; i < my.numel(); ++i) {
+    const int64_t n = i / 7000, r = i / 1000 % 7, col = i % 1000;
+    INFO("element " << i);
+    REQUIRE(my.at(i) == (bits[size_t(n * 1000 + col)] ? ma.at(r) : mb.at(i)));
+  }
+  TT scalar = zeros(DType::F32, {});
+  whereKernel(fromInts({}, {0}).k(), fromValues(DType::F32, {}, {1.5}).k(),
+              fromValues(DType::F32, {}, {-2.5}).k(), scalar.k(), 1);
+  CHECK(scalar.at(0) == -2.5);
 }
 
 TEST_CASE("cast: torch's truncation, rounding and NaN rules", "[values]") {
