@@ -107,8 +107,25 @@ Grads matmulRule(GradientBuilder &b, const GradientStep &s) {
   Grads out(2);
   if (s.wanted[0])
     out[0] = b.reduceTo(b.op("matmul", {s.grad(), swapLast(s.input(1))}), a);
-  if (s.wanted[1])
-    out[1] = b.reduceTo(b.op("matmul", {swapLast(s.input(0)), s.grad()}), c);
+  if (s.wanted[1]) {
+    auto batchOf = [](const Shape &x) {
+      return elementCount(Shape(x.begin(), x.end() - 2));
+    };
+    if (batchOf(c) == 1 && batchOf(a) > 1) {
+      // One b for every batch of a (x [..., M, K] @ W [K, N]): its gradient
+      // is one GEMM over all rows, a^T g as [K, rows] x [rows, N], not a
+      // [batch, K, N] product per batch summed afterwards (nn.Transformer's
+      // cross-attention key/value projection: 64 GEMMs of 2 rows into 32 MB).
+      const int64_t rows = batchOf(a) * a[a.size() - 2], K = a.back(),
+                    N = c.back();
+      std::string flat =
+          b.op("matmul", {swapLast(b.reshape(s.input(0), {rows, K})),
+                          b.reshape(s.grad(), {rows, N})});
+      out[1] = b.reshape(flat, c);
+    } else {
+      out[1] = b.reduceTo(b.op("matmul", {swapLast(s.input(0)), s.grad()}), c);
+    }
+  }
   return out;
 }
 
