@@ -290,6 +290,12 @@ inputs = tr.read_safetensors(%(inputs)r)
 times = []
 for i in range(4):
     model.zero_grad(set_to_none=True)
+    # timm's LeViT caches its attention biases in eval mode, graph and all:
+    # a second backward through the cached tensor fails. Each step computes
+    # them afresh, as a training step would.
+    for m in model.modules():
+        if isinstance(getattr(m, "attention_bias_cache", None), dict):
+            m.attention_bias_cache = {}
     start = time.perf_counter()
     model(**inputs).backward()
     times.append(time.perf_counter() - start)

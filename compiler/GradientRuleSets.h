@@ -26,10 +26,6 @@ RuleTable attentionRules();
 RuleTable imageRules();
 RuleTable expertRules();
 
-/// The most negative finite value of `dtype`: a max pool's padding, which
-/// no input value can lose to.
-double lowestValue(plan::DType dtype);
-
 inline int64_t normalizedDim(int64_t dim, size_t rank) {
   return dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
 }

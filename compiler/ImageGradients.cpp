@@ -4,8 +4,9 @@
 // same weight; its weight gradient is conv_weight_grad of the input and the
 // output gradient (the op table's own op: a convolution of the permuted
 // operands computes it too, but as thin matrix products and two copies).
-// Pooling scatters its gradient back with a transposed convolution by a one-hot
-// kernel (col2im).
+// Average pooling scatters its gradient back with a transposed convolution
+// by a one-hot kernel (col2im); max pooling's is the op table's
+// max_pool_backward.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GradientRuleSets.h"
@@ -215,90 +216,21 @@ std::string scatterWindows(GradientBuilder &b, const std::string &c,
                    xs);
 }
 
-/// The input read at window offset `offset` of every output position:
-/// x padded with `fill` (the dtype's lowest for max, so padding never wins;
-/// 0 for averages), sliced from offset * dilation with the pool's stride.
-std::string windowSlice(GradientBuilder &b, const std::string &padded,
-                        const Windows &w, const std::vector<int64_t> &offset,
-                        const Shape &ys) {
-  std::string out = padded;
-  for (size_t d = 0; d < w.kernel.size(); ++d) {
-    int64_t start = offset[d] * w.dilation[d];
-    out = b.op("slice", {out},
-               {{"dim", static_cast<int64_t>(2 + d)},
-                {"start", start},
-                {"end", start + (ys[2 + d] - 1) * w.stride[d] + 1},
-                {"step", w.stride[d]}});
-  }
-  return out;
-}
-
-/// x padded by the windows' padding before and, after, up to where the last
-/// window ends, with `value`.
-std::string padForWindows(GradientBuilder &b, const std::string &x,
-                          const Windows &w, const Shape &ys, double value) {
-  std::string out = x;
-  for (size_t d = 0; d < w.kernel.size(); ++d) {
-    const int64_t dim = static_cast<int64_t>(2 + d);
-    const int64_t reach =
-        (ys[2 + d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
-    const int64_t after =
-        std::max<int64_t>(0, reach - w.pad[d] - b.shape(out)[2 + d]);
-    std::vector<std::string> parts;
-    Shape side = b.shape(out);
-    if (w.pad[d]) {
-      side[2 + d] = w.pad[d];
-      parts.push_back(b.filled(side, b.dtype(x), value));
-    }
-    parts.push_back(out);
-    if (after) {
-      side[2 + d] = after;
-      parts.push_back(b.filled(side, b.dtype(x), value));
-    }
-    if (parts.size() > 1)
-      out = b.op("cat", parts, {{"dim", dim}});
-  }
-  return out;
-}
-
-/// Every window offset, row-major over the kernel.
-std::vector<std::vector<int64_t>> offsets(const Windows &w) {
-  std::vector<std::vector<int64_t>> all = {{}};
-  for (int64_t k : w.kernel) {
-    std::vector<std::vector<int64_t>> next;
-    for (const auto &prefix : all)
-      for (int64_t i = 0; i < k; ++i) {
-        next.push_back(prefix);
-        next.back().push_back(i);
-      }
-    all = std::move(next);
-  }
-  return all;
-}
-
 /// max_pool: each window's gradient goes to the first position (row-major
-/// in the window) that holds its maximum, as torch's kernel picks it.
+/// in the window) that holds its maximum, as torch's kernel picks it: one
+/// max_pool_backward with the pool's own attributes. (It was a slice, a
+/// comparison and five elementwise ops per window offset and a col2im,
+/// with a [N, C, kernel, out...] intermediate: GoogLeNet's 3x3 pools made
+/// 700 ops of its training step.)
 Grads maxPoolRule(GradientBuilder &b, const GradientStep &s) {
-  const std::string &x = s.input(0), &y = s.result(), &g = s.grad();
-  const Shape &xs = b.shape(x), &ys = b.shape(y);
-  const Windows w = poolWindows(s);
-  const plan::DType dt = b.dtype(x);
-  std::string padded = padForWindows(b, x, w, ys, lowestValue(dt));
-  std::string taken =
-      b.zeros(ys, dt); // 1 where an earlier offset holds the max
-  std::vector<std::string> parts;
-  Shape one = ys;
-  one.insert(one.begin() + 2, 1);
-  for (const std::vector<int64_t> &offset : offsets(w)) {
-    std::string hit =
-        b.asFloat(b.op("eq", {windowSlice(b, padded, w, offset, ys), y}), dt);
-    std::string first = b.mul(hit, b.sub(b.scalar(1.0, dt), taken));
-    taken = b.add(taken, first);
-    parts.push_back(b.reshape(b.mul(g, first), one));
-  }
-  std::string c =
-      parts.size() == 1 ? parts[0] : b.op("cat", parts, {{"dim", 2}});
-  return pointwise(s, scatterWindows(b, c, w, xs));
+  json attributes = json::object();
+  for (const char *name :
+       {"kernel", "stride", "padding", "dilation", "ceil_mode"})
+    if (auto it = s.node.attrs.find(name); it != s.node.attrs.end())
+      std::visit([&](const auto &value) { attributes[name] = value; },
+                 it->second);
+  return pointwise(
+      s, b.op("max_pool_backward", {s.input(0), s.grad()}, attributes));
 }
 
 /// avg_pool: each window's gradient spread evenly over its positions.
@@ -350,19 +282,6 @@ Grads adaptiveAvgPoolRule(GradientBuilder &b, const GradientStep &s) {
 }
 
 } // namespace
-
-double lowestValue(plan::DType dtype) {
-  switch (dtype) {
-  case plan::DType::F64:
-    return std::numeric_limits<double>::lowest();
-  case plan::DType::F16:
-    return -65504.0;
-  case plan::DType::BF16:
-    return -3.3895313892515355e38;
-  default:
-    return std::numeric_limits<float>::lowest();
-  }
-}
 
 RuleTable imageRules() {
   return {{"conv", convRule},

@@ -135,6 +135,8 @@ struct Region {
   VIRTUAL void convWeightGrad(const ConvParams &p, const KTensor &x, const KTensor &grad,     \
                               const std::vector<int64_t> &kernel, const KTensor &dw) SUFFIX; \
   VIRTUAL void pool(const PoolParams &p, const KTensor &x, const KTensor &y) SUFFIX;         \
+  VIRTUAL void maxPoolBackward(const PoolParams &p, const KTensor &x, const KTensor &grad,    \
+                               const KTensor &dx) SUFFIX;                                    \
   VIRTUAL void adaptivePool(PoolKind kind, const std::vector<int64_t> &outputSize,            \
                             const KTensor &x, const KTensor &y) SUFFIX;                      \
   VIRTUAL void batchNorm(const KTensor &x, const KTensor &mean, const KTensor &var,          \

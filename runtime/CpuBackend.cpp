@@ -122,6 +122,10 @@ void CpuBackend::convWeightGrad(const ConvParams &p, const KTensor &x, const KTe
 void CpuBackend::pool(const PoolParams &p, const KTensor &x, const KTensor &y) {
   poolKernel(p, x, y, threads_);
 }
+void CpuBackend::maxPoolBackward(const PoolParams &p, const KTensor &x, const KTensor &grad,
+                                 const KTensor &dx) {
+  maxPoolBackwardKernel(p, x, grad, dx, threads_);
+}
 void CpuBackend::adaptivePool(PoolKind kind, const std::vector<int64_t> &outputSize,
                               const KTensor &x, const KTensor &y) {
   adaptivePoolKernel(kind, outputSize, x, y, threads_);

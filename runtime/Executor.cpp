@@ -70,6 +70,10 @@ void Backend::convWeightGrad(const ConvParams &, const KTensor &, const KTensor 
 void Backend::pool(const PoolParams &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Pool);
 }
+void Backend::maxPoolBackward(const PoolParams &, const KTensor &, const KTensor &,
+                              const KTensor &) {
+  noKernel(OpCode::MaxPoolBackward);
+}
 void Backend::adaptivePool(PoolKind, const std::vector<int64_t> &, const KTensor &,
                            const KTensor &) {
   noKernel(OpFamily::AdaptivePool);
@@ -497,6 +501,8 @@ private:
       return backend_.conv(convParams(inst.attrs, in[0].shape.size()), in[0], in[1],
                            optional(2), y);
     case OpFamily::Pool:
+      if (inst.op == OpCode::MaxPoolBackward)
+        return backend_.maxPoolBackward(poolParams(PoolKind::Max, inst.attrs), in[0], in[1], y);
       return backend_.pool(poolParams(static_cast<PoolKind>(info.variant), inst.attrs), in[0],
                            y);
     case OpFamily::AdaptivePool:

@@ -225,6 +225,14 @@ Shape poolShape(const PoolParams &p, const Shape &x) {
   return y;
 }
 
+Shape maxPoolBackwardShape(const PoolParams &p, const Shape &x, const Shape &grad) {
+  const Shape y = poolShape(p, x);
+  if (grad != y)
+    fail("max_pool_backward", "the gradient has shape " + shapeToString(grad) + ", max_pool of x " +
+                                  shapeToString(x) + " gives " + shapeToString(y));
+  return x;
+}
+
 Shape adaptivePoolShape(PoolKind kind, const std::vector<int64_t> &outputSize, const Shape &x) {
   const char *op = kind == PoolKind::Max ? "adaptive_max_pool" : "adaptive_avg_pool";
   const int dims = static_cast<int>(outputSize.size());

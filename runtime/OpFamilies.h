@@ -68,6 +68,11 @@ struct PoolParams {
   int64_t divisorOverride = 0;   // avg only; 0 = none
 };
 Shape poolShape(const PoolParams &p, const Shape &x);
+/// max_pool_backward(x, grad): x's shape, grad being max_pool(x)'s (an
+/// error naming both otherwise). Each window's gradient is added to the
+/// first position holding its maximum (the last NaN, where one is), in
+/// output order per (sample, channel): torch's CPU max_pool backward.
+Shape maxPoolBackwardShape(const PoolParams &p, const Shape &x, const Shape &grad);
 
 /// adaptive_{avg,max}_pool{1,2,3}d: x [N, C, *spatial] or [C, *spatial] to
 /// `outputSize` (spatialDims entries); window i covers

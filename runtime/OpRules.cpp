@@ -117,6 +117,8 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     return convShape(convParams(attrs, in[0].shape.size()), in[0].shape, in[1].shape,
                      optional(2));
   case OpFamily::Pool:
+    if (info.code == plan::OpCode::MaxPoolBackward)
+      return maxPoolBackwardShape(poolParams(PoolKind::Max, attrs), in[0].shape, in[1].shape);
     return poolShape(poolParams(static_cast<PoolKind>(info.variant), attrs), in[0].shape);
   case OpFamily::AdaptivePool:
     return adaptivePoolShape(static_cast<PoolKind>(info.variant),

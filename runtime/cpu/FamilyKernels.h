@@ -20,6 +20,12 @@ void convWeightGradKernel(const ConvParams &p, const KTensor &x, const KTensor &
                           const std::vector<int64_t> &kernel, const KTensor &dw, int threads);
 
 void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads);
+/// max_pool's gradient (maxPoolBackwardShape): per (sample, channel), the
+/// windows in output order, each adding its gradient at the first position
+/// of its maximum (the last NaN if any; the window's first tap inside the
+/// input when every tap is -inf), in float, rounded once to dx's dtype.
+void maxPoolBackwardKernel(const PoolParams &p, const KTensor &x, const KTensor &grad,
+                           const KTensor &dx, int threads);
 /// adaptive_{avg,max}_pool with outputSize.size() spatial dims (1, 2 or 3).
 void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outputSize, const KTensor &x,
                         const KTensor &y, int threads);

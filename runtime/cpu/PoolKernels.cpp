@@ -139,6 +139,76 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
   });
 }
 
+void maxPoolBackwardKernel(const PoolParams &p, const KTensor &x, const KTensor &grad,
+                           const KTensor &dx, int threads) {
+  const char *op = "max_pool_backward";
+  checks::expectFloat(op, "x", x);
+  checks::expectDType(op, "gradient", grad, x.dtype);
+  checks::expectDType(op, "output", dx, x.dtype);
+  const Shape want = maxPoolBackwardShape(p, x.shape, grad.shape);
+  checks::expectShape(op, "output", dx, want);
+  if (dx.numel() == 0) return;
+  const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
+  const int dims = p.spatialDims;
+  const std::array<int64_t, 3> k = spatialParams(p.kernel, dims, 1);
+  const std::array<int64_t, 3> st = spatialParams(stride, dims, 1);
+  const std::array<int64_t, 3> pad = spatialParams(p.padding, dims, 0);
+  const std::array<int64_t, 3> dil = spatialParams(p.dilation, dims, 1);
+  const int64_t kd = k[0], kh = k[1], kw = k[2], sd = st[0], sh = st[1], sw = st[2];
+  const int64_t pd = pad[0], ph = pad[1], pw = pad[2], dd = dil[0], dh = dil[1], dw = dil[2];
+  const Plane g = planeOf(x.shape, grad.shape, dims);
+  // Per plane in float: x's plane, the gradient's, and dx's sums (16-bit
+  // storage converted in and out; float32 read and written in place).
+  cpu::parallelTasks(g.planes, threads, grad.numel() * kd * kh * kw, [&](int64_t plane) {
+    const int64_t inOff = plane * g.in(), outOff = plane * g.out();
+    thread_local std::vector<float> buf;
+    const float *in, *gy;
+    float *sum;
+    if (x.dtype == DType::F32) {
+      in = static_cast<const float *>(x.data) + inOff;
+      gy = static_cast<const float *>(grad.data) + outOff;
+      sum = static_cast<float *>(dx.data) + inOff;
+    } else {
+      buf.resize(static_cast<size_t>(2 * g.in() + g.out()));
+      cpu::loadFloats(x.dtype, x.data, inOff, g.in(), buf.data());
+      cpu::loadFloats(grad.dtype, grad.data, outOff, g.out(), buf.data() + g.in());
+      in = buf.data();
+      gy = buf.data() + g.in();
+      sum = buf.data() + g.in() + g.out();
+    }
+    std::fill_n(sum, g.in(), 0.0f);
+    for (int64_t od = 0; od < g.OD; ++od)
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          // The first tap inside the input, then a later one if larger or
+          // NaN (so the last NaN): poolKernel's maximum, and where torch's
+          // kernel records it (`val > maxval || isnan(val)`).
+          int64_t at = -1;
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t kz = 0; kz < kd; ++kz) {
+            const int64_t id = od * sd - pd + kz * dd;
+            if (id < 0 || id >= g.D) continue;
+            for (int64_t ki = 0; ki < kh; ++ki) {
+              const int64_t ih = oh * sh - ph + ki * dh;
+              if (ih < 0 || ih >= g.H) continue;
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t iw = ow * sw - pw + kj * dw;
+                if (iw < 0 || iw >= g.W) continue;
+                const int64_t i = (id * g.H + ih) * g.W + iw;
+                if (at < 0) at = i;
+                if (in[i] > best || std::isnan(in[i])) {
+                  best = in[i];
+                  at = i;
+                }
+              }
+            }
+          }
+          if (at >= 0) sum[at] += gy[(od * g.OH + oh) * g.OW + ow];
+        }
+    if (x.dtype != DType::F32) cpu::storeFloats(dx.dtype, sum, g.in(), dx.data, inOff);
+  });
+}
+
 void adaptivePoolKernel(PoolKind kind, const std::vector<int64_t> &outSize, const KTensor &x,
                         const KTensor &y, int threads) {
   const char *op = kind == PoolKind::Max ? "adaptive_max_pool" : "adaptive_avg_pool";

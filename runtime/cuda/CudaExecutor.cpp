@@ -230,6 +230,10 @@ void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const
   // no kernel: kCudaUnsupportedOps
   Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, hidden, y, workspace);
 }
+void CudaBackend::maxPoolBackward(const PoolParams &p, const KTensor &x, const KTensor &grad,
+                                  const KTensor &dx) {
+  Backend::maxPoolBackward(p, x, grad, dx);  // no kernel: kCudaUnsupportedOps
+}
 void CudaBackend::moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                                    const KTensor &y, std::byte *workspace) {
   Backend::moeExpertsHidden(x, index, gateUp, y, workspace);  // no kernel: kCudaUnsupportedOps

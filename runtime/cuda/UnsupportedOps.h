@@ -13,7 +13,9 @@
 // code. moe_experts_backward and moe_experts_hidden (mixture-of-experts
 // training, 2026-12-05) have CPU kernels only: a CUDA one would regroup the routed rows as
 // CudaMoe.cu does and run the backward's GEMMs through cuBLAS, and it is
-// not written until a GPU can run it.
+// not written until a GPU can run it. Nor is max_pool_backward's
+// (2026-12-05): a deterministic one would have each input element sum, in
+// output order, the gradients of the windows whose maximum it holds.
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -22,7 +24,8 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 3> kCudaUnsupportedOps{
-    plan::OpCode::GradNorm, plan::OpCode::MoeExpertsBackward, plan::OpCode::MoeExpertsHidden};
+inline constexpr std::array<plan::OpCode, 4> kCudaUnsupportedOps{
+    plan::OpCode::GradNorm, plan::OpCode::MoeExpertsBackward, plan::OpCode::MoeExpertsHidden,
+    plan::OpCode::MaxPoolBackward};
 
 }  // namespace shardc::runtime::cuda

@@ -512,6 +512,8 @@ std::vector<SuiteCase> suiteCases() {
       case OpFamily::Pool:
         in = {input("x", dt, {2, 3, 7, 7})};
         attrs = {{"kernel", L{3, 3}}, {"stride", L{2, 2}}, {"padding", L{1, 1}}};
+        if (info.code == OpCode::MaxPoolBackward)  // and that pool's output gradient
+          in.push_back(input("g", dt, {2, 3, 4, 4}));
         break;
       case OpFamily::AdaptivePool:
         in = {input("x", dt, {2, 3, 7, 5})};
@@ -700,6 +702,12 @@ std::vector<SuiteCase> suiteCases() {
              {{"kernel", L{3, 2}}, {"stride", L{2, 2}}, {"padding", L{1, 1}},
               {"ceil_mode", int64_t{1}}, {"count_include_pad", int64_t{0}}});
   familyCase("max_pool 1d dilated", OpCode::MaxPool, {input("x", f, {2, 3, 11})},
+             {{"kernel", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"dilation", L{2}}});
+  familyCase("max_pool_backward 2d overlapping windows", OpCode::MaxPoolBackward,
+             {input("x", f, {2, 3, 9, 8}), input("g", f, {2, 3, 9, 8})},
+             {{"kernel", L{3, 3}}, {"stride", L{1, 1}}, {"padding", L{1, 1}}});
+  familyCase("max_pool_backward 1d dilated", OpCode::MaxPoolBackward,
+             {input("x", f, {2, 3, 11}), input("g", f, {2, 3, 5})},
              {{"kernel", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"dilation", L{2}}});
   familyCase("adaptive_max_pool 1d", OpCode::AdaptiveMaxPool, {input("x", f, {3, 10})},
              {{"output_size", L{4}}});

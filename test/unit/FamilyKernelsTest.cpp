@@ -479,6 +479,108 @@ TEST_CASE("pooling matches its definition: 1-d, 2-d, 3-d, unbatched, bf16, NaN",
     }
 }
 
+TEST_CASE("max_pool_backward matches torch's gradients: ties, NaN, -inf windows",
+          "[family-kernels]") {
+  // torch: x.grad after max_pool1d(x, k, s, p, ceil_mode).backward(g),
+  // g = [1, 10, 100, ...].
+  auto run = [](const PoolParams &p, const std::vector<double> &x) {
+    TT xt = fromValues(DType::F32, {1, 1, int64_t(x.size())}, x);
+    const Shape ys = poolShape(p, xt.shape);
+    std::vector<double> g;
+    for (int64_t i = 0; i < ys.back(); ++i) g.push_back(std::pow(10.0, double(i)));
+    TT gt = fromValues(DType::F32, ys, g), dx = zeros(DType::F32, xt.shape);
+    maxPoolBackwardKernel(p, xt.k(), gt.k(), dx.k(), 1);
+    return dx;
+  };
+  // Overlapping windows, a tie goes to the first maximum:
+  // torch: [0, 11, 0, 100, 0]
+  checkExact(run(pool(PoolKind::Max, 1, {3}, {1}, {0}), {1, 3, 2, 3, 0}), {0, 11, 0, 100, 0});
+  // A NaN is the maximum, the last one when several: torch: [0, 0, 1]
+  checkExact(run(pool(PoolKind::Max, 1, {3}, {1}, {0}), {kNaN, 1, kNaN}), {0, 0, 1});
+  // Windows of -inf (and padding) give the first tap inside the input:
+  // torch: [11, 0]
+  checkExact(run(pool(PoolKind::Max, 1, {3}, {1}, {1}), {-kInf, -kInf}), {11, 0});
+  // ceil_mode's last window overhangs: torch: [0, 1, 0, 10, 100]
+  checkExact(run(pool(PoolKind::Max, 1, {2}, {2}, {0}, true), {1, 5, 2, 4, 3}), {0, 1, 0, 10, 100});
+}
+
+TEST_CASE("max_pool_backward: 2-d and 3-d, dilation, bf16, thread invariance, errors",
+          "[family-kernels]") {
+  PoolParams dilated = pool(PoolKind::Max, 2, {3, 2}, {2, 1}, {1, 1}, true);
+  dilated.dilation = {2, 3};
+  PoolParams dilated3d = pool(PoolKind::Max, 3, {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, true);
+  dilated3d.dilation = {2, 1, 2};
+  const std::pair<PoolParams, Shape> cases[] = {
+      {pool(PoolKind::Max, 2, {3, 3}, {1, 1}, {1, 1}), {2, 3, 9, 8}},  // GoogLeNet's branch pool
+      {pool(PoolKind::Max, 2, {3, 3}, {2, 2}, {0, 0}, true), {2, 3, 12, 11}},
+      {dilated, {1, 2, 13, 14}},
+      {dilated3d, {1, 2, 7, 9, 8}},
+      {pool(PoolKind::Max, 2, {2, 2}, {}, {0, 0}), {3, 7, 9}}};  // unbatched
+  for (const auto &[p, xs] : cases)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO(shapeToString(xs) << " " << shardc::plan::dtypeName(dtype));
+      // Few distinct values: ties in most windows.
+      TT x = random(dtype, xs, 8, -2, 2);
+      for (int64_t i = 0; i < x.numel(); ++i) x.set(i, std::round(x.at(i) * 2));
+      x.set(5, kNaN);
+      const Shape ys = poolShape(p, xs);
+      TT g = random(dtype, ys, 9, -1, 1), dx = zeros(dtype, xs), dx3 = dx;
+      maxPoolBackwardKernel(p, x.k(), g.k(), dx.k(), 1);
+      maxPoolBackwardKernel(p, x.k(), g.k(), dx3.k(), 3);
+      CHECK(dx.bytes == dx3.bytes);
+      // Reference: per output, the window's taps in row-major order (the
+      // first inside the input, then any larger or NaN), g added there in
+      // float in output order.
+      const int lead = 3 - p.spatialDims;
+      const auto st = p.stride.empty() ? p.kernel : p.stride;
+      int64_t in[3], out[3], k[3], s3[3], pad[3], dil[3];
+      for (int d = 0; d < 3; ++d) {
+        const bool real = d >= lead;
+        const size_t e = size_t(d - lead);
+        in[d] = real ? xs[xs.size() - 3 + size_t(d)] : 1;
+        out[d] = real ? ys[ys.size() - 3 + size_t(d)] : 1;
+        k[d] = real ? p.kernel[e] : 1;
+        s3[d] = real ? st[e] : 1;
+        pad[d] = real ? p.padding[e] : 0;
+        dil[d] = real && !p.dilation.empty() ? p.dilation[e] : 1;
+      }
+      const int64_t inPlane = in[0] * in[1] * in[2], outPlane = out[0] * out[1] * out[2];
+      std::vector<float> want(size_t(x.numel()), 0.0f);
+      for (int64_t pl = 0; pl < x.numel() / inPlane; ++pl)
+        for (int64_t o = 0; o < outPlane; ++o) {
+          const int64_t oi[3] = {o / (out[1] * out[2]), o / out[2] % out[1], o % out[2]};
+          int64_t at = -1;
+          double best = -kInf;
+          for (int64_t t = 0; t < k[0] * k[1] * k[2]; ++t) {
+            const int64_t kk[3] = {t / (k[1] * k[2]), (t / k[2]) % k[1], t % k[2]};
+            int64_t q[3];
+            bool inside = true;
+            for (int d = 0; d < 3; ++d) {
+              q[d] = oi[d] * s3[d] - pad[d] + kk[d] * dil[d];
+              inside = inside && q[d] >= 0 && q[d] < in[d];
+            }
+            if (!inside) continue;
+            const int64_t i = pl * inPlane + (q[0] * in[1] + q[1]) * in[2] + q[2];
+            if (at < 0) at = i;
+            if (x.at(i) > best || std::isnan(x.at(i))) {
+              best = x.at(i);
+              at = i;
+            }
+          }
+          want[size_t(at)] += float(g.at(pl * outPlane + o));
+        }
+      TT expected = zeros(dtype, xs);
+      for (int64_t i = 0; i < x.numel(); ++i) expected.set(i, double(want[size_t(i)]));
+      CHECK(dx.bytes == expected.bytes);
+    }
+  const PoolParams p = pool(PoolKind::Max, 2, {2, 2}, {2, 2}, {0, 0});
+  TT x = random(DType::F32, {1, 2, 4, 4}, 1), g = random(DType::F32, {1, 2, 3, 2}, 2),
+     dx = zeros(DType::F32, {1, 2, 4, 4});
+  CHECK_THROWS_WITH(maxPoolBackwardKernel(p, x.k(), g.k(), dx.k(), 1),
+                    Catch::Equals("max_pool_backward: the gradient has shape [1, 2, 3, 2], "
+                                  "max_pool of x [1, 2, 4, 4] gives [1, 2, 2, 2]"));
+}
+
 TEST_CASE("adaptive pooling windows, batch and thread invariance, errors", "[family-kernels]") {
   // window i covers [floor(i*in/out), ceil((i+1)*in/out)): checked by definition.
   for (PoolKind kind : {PoolKind::Avg, PoolKind::Max})
