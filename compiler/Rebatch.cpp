@@ -62,12 +62,12 @@ public:
       taken_.insert(node.names.begin(), node.names.end());
   }
 
-  /// Whether cross_entropy's share counts its targets over ranks
-  /// (shareOfCountedMean; default) or is a constant fraction of the rows.
-  /// Gradient accumulation: cross_entropy's counted targets are summed
-  /// over ranks (and then over micro-steps) even when this rank holds the
-  /// whole batch of a micro-step.
-  void alwaysCountTargets() { alwaysCount_ = true; }
+  /// Gradient accumulation: this graph is one micro-step of a larger
+  /// batch. cross_entropy's counted targets are summed over ranks (and then
+  /// over micro-steps) even when this rank holds the whole batch of a
+  /// micro-step, and a nonlinear use of a sum over the batch is refused
+  /// (a micro-step holds only its part of the sum).
+  void accumulateMicroSteps() { accumulating_ = true; }
   /// The all_reduce_sum nodes that sum cross_entropy's counted targets over
   /// ranks (shareOfCountedMean), in graph order.
   const std::vector<std::string> &countTotals() const { return countTotals_; }
@@ -113,7 +113,7 @@ private:
       // mean (a batch norm's statistics per micro-step, as a torch loop
       // computes them), but a sum's share summed is the micro-step's part
       // of a sum that the graph's own constants take for the whole batch.
-      if (alwaysCount_ && !firstShare(node, sumShares_).empty())
+      if (accumulating_ && !firstShare(node, sumShares_).empty())
         throw fail(
             node.path,
             "'" + node.op + "' reads '" + firstShare(node, sumShares_) +
@@ -401,7 +401,7 @@ private:
       sumShares_.insert(name);
     const bool counted = node.op == "cross_entropy";
     if (*reduction == BatchReduction::Sum ||
-        (rows_ == globalRows_ && !(counted && alwaysCount_))) {
+        (rows_ == globalRows_ && !(counted && accumulating_))) {
       result_.nodes.push_back(std::move(node));
       return true;
     }
@@ -470,7 +470,7 @@ private:
                    f32, path, {{"dtype", std::string("float32")}});
     const std::string count =
         appendNode(name + ".count", "sum", true, {asFloat}, {}, f32, path);
-    const std::string total = summedOverRanks(count, path, alwaysCount_);
+    const std::string total = summedOverRanks(count, path, accumulating_);
     if (total != count)
       countTotals_.push_back(total);
     std::string fraction = appendNode(name + ".fraction", "div", false,
@@ -755,7 +755,7 @@ private:
   const Graph &graph_;
   const int64_t rows_, batch_;
   const int64_t globalRows_; // the batch a mean's shares add up to
-  bool alwaysCount_ = false;
+  bool accumulating_ = false;
   /// Shares of a sum over the batch rows (not of a mean), and values
   /// computed from them that still add up over ranks.
   std::set<std::string> sumShares_;
@@ -829,7 +829,7 @@ Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows,
   return withRebatcher(graph, rows, globalRows, true,
                        [&](Rebatcher &rebatcher) {
                          if (countTotals)
-                           rebatcher.alwaysCountTargets();
+                           rebatcher.accumulateMicroSteps();
                          Graph result = rebatcher.run();
                          if (countTotals)
                            *countTotals = rebatcher.countTotals();
