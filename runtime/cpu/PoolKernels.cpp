@@ -64,6 +64,46 @@ void perPlane(const KTensor &x, const KTensor &y, const Plane &g, int64_t work, 
 
 float maxOf(float best, float v) { return (v > best || std::isnan(v)) ? v : best; }
 
+/// A pooling window per spatial dim (depth, height, width; a missing leading
+/// dim has kernel, stride and dilation 1 and padding 0). Plain members, not
+/// structured bindings: the kernels' lambdas capture them, which clang before
+/// 16 refuses for bindings (the fuzzers' build).
+struct Window {
+  int64_t kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw;
+  int64_t taps() const { return kd * kh * kw; }
+};
+
+Window windowOf(const PoolParams &p) {
+  const int dims = p.spatialDims;
+  Window w;
+  set3(w.kd, w.kh, w.kw, spatialParams(p.kernel, dims, 1));
+  set3(w.sd, w.sh, w.sw, spatialParams(p.stride.empty() ? p.kernel : p.stride, dims, 1));
+  set3(w.pd, w.ph, w.pw, spatialParams(p.padding, dims, 0));
+  set3(w.dd, w.dh, w.dw, spatialParams(p.dilation, dims, 1));
+  return w;
+}
+
+/// Calls tap(i) for each tap of output (od, oh, ow)'s window that lies inside
+/// the input, depth then height then width (torch's order, which decides
+/// which of equal maxima wins), i the tap's offset within the plane.
+template <typename Tap>
+inline void forEachTap(const Window &w, const Plane &g, int64_t od, int64_t oh, int64_t ow,
+                       const Tap &tap) {
+  for (int64_t kz = 0; kz < w.kd; ++kz) {
+    const int64_t id = od * w.sd - w.pd + kz * w.dd;
+    if (id < 0 || id >= g.D) continue;
+    for (int64_t ki = 0; ki < w.kh; ++ki) {
+      const int64_t ih = oh * w.sh - w.ph + ki * w.dh;
+      if (ih < 0 || ih >= g.H) continue;
+      const int64_t line = (id * g.H + ih) * g.W;
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        const int64_t iw = ow * w.sw - w.pw + kj * w.dw;
+        if (iw >= 0 && iw < g.W) tap(line + iw);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int threads) {
@@ -72,37 +112,16 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
   checks::expectDType(op, "output", y, x.dtype);
   checks::expectShape(op, "output", y, poolShape(p, x.shape));
   if (y.numel() == 0) return;
-  const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
-  // Plain variables, not structured bindings: the lambdas below capture
-  // them, which clang before 16 refuses for bindings (the fuzzers' build).
-  const int dims = p.spatialDims;
-  const std::array<int64_t, 3> k = spatialParams(p.kernel, dims, 1);
-  const std::array<int64_t, 3> st = spatialParams(stride, dims, 1);
-  const std::array<int64_t, 3> pad = spatialParams(p.padding, dims, 0);
-  const std::array<int64_t, 3> dil = spatialParams(p.dilation, dims, 1);
-  const int64_t kd = k[0], kh = k[1], kw = k[2], sd = st[0], sh = st[1], sw = st[2];
-  const int64_t pd = pad[0], ph = pad[1], pw = pad[2], dd = dil[0], dh = dil[1], dw = dil[2];
+  const Window w = windowOf(p);
   const Plane g = planeOf(x.shape, y.shape, p.spatialDims);
-  const int64_t work = y.numel() * kd * kh * kw;
+  const int64_t work = y.numel() * w.taps();
   if (p.kind == PoolKind::Max) {
     perPlane(x, y, g, work, threads, [&](const float *in, float *out) {
       for (int64_t od = 0; od < g.OD; ++od)
         for (int64_t oh = 0; oh < g.OH; ++oh)
           for (int64_t ow = 0; ow < g.OW; ++ow) {
             float best = -std::numeric_limits<float>::infinity();
-            for (int64_t kz = 0; kz < kd; ++kz) {
-              const int64_t id = od * sd - pd + kz * dd;
-              if (id < 0 || id >= g.D) continue;
-              for (int64_t ki = 0; ki < kh; ++ki) {
-                const int64_t ih = oh * sh - ph + ki * dh;
-                if (ih < 0 || ih >= g.H) continue;
-                const float *line = in + (id * g.H + ih) * g.W;
-                for (int64_t kj = 0; kj < kw; ++kj) {
-                  const int64_t iw = ow * sw - pw + kj * dw;
-                  if (iw >= 0 && iw < g.W) best = maxOf(best, line[iw]);
-                }
-              }
-            }
+            forEachTap(w, g, od, oh, ow, [&](int64_t i) { best = maxOf(best, in[i]); });
             out[(od * g.OH + oh) * g.OW + ow] = best;
           }
     });
@@ -112,9 +131,9 @@ void poolKernel(const PoolParams &p, const KTensor &x, const KTensor &y, int thr
     for (int64_t od = 0; od < g.OD; ++od)
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          int64_t d0 = od * sd - pd, h0 = oh * sh - ph, w0 = ow * sw - pw;
-          int64_t d1 = std::min(d0 + kd, g.D + pd), h1 = std::min(h0 + kh, g.H + ph),
-                  w1 = std::min(w0 + kw, g.W + pw);
+          int64_t d0 = od * w.sd - w.pd, h0 = oh * w.sh - w.ph, w0 = ow * w.sw - w.pw;
+          int64_t d1 = std::min(d0 + w.kd, g.D + w.pd), h1 = std::min(h0 + w.kh, g.H + w.ph),
+                  w1 = std::min(w0 + w.kw, g.W + w.pw);
           const int64_t padded = (d1 - d0) * (h1 - h0) * (w1 - w0);
           d0 = std::max<int64_t>(d0, 0);
           h0 = std::max<int64_t>(h0, 0);
@@ -148,18 +167,11 @@ void maxPoolBackwardKernel(const PoolParams &p, const KTensor &x, const KTensor 
   const Shape want = maxPoolBackwardShape(p, x.shape, grad.shape);
   checks::expectShape(op, "output", dx, want);
   if (dx.numel() == 0) return;
-  const std::vector<int64_t> stride = p.stride.empty() ? p.kernel : p.stride;
-  const int dims = p.spatialDims;
-  const std::array<int64_t, 3> k = spatialParams(p.kernel, dims, 1);
-  const std::array<int64_t, 3> st = spatialParams(stride, dims, 1);
-  const std::array<int64_t, 3> pad = spatialParams(p.padding, dims, 0);
-  const std::array<int64_t, 3> dil = spatialParams(p.dilation, dims, 1);
-  const int64_t kd = k[0], kh = k[1], kw = k[2], sd = st[0], sh = st[1], sw = st[2];
-  const int64_t pd = pad[0], ph = pad[1], pw = pad[2], dd = dil[0], dh = dil[1], dw = dil[2];
-  const Plane g = planeOf(x.shape, grad.shape, dims);
+  const Window w = windowOf(p);
+  const Plane g = planeOf(x.shape, grad.shape, p.spatialDims);
   // Per plane in float: x's plane, the gradient's, and dx's sums (16-bit
   // storage converted in and out; float32 read and written in place).
-  cpu::parallelTasks(g.planes, threads, grad.numel() * kd * kh * kw, [&](int64_t plane) {
+  cpu::parallelTasks(g.planes, threads, grad.numel() * w.taps(), [&](int64_t plane) {
     const int64_t inOff = plane * g.in(), outOff = plane * g.out();
     thread_local std::vector<float> buf;
     const float *in, *gy;
@@ -185,24 +197,13 @@ void maxPoolBackwardKernel(const PoolParams &p, const KTensor &x, const KTensor 
           // kernel records it (`val > maxval || isnan(val)`).
           int64_t at = -1;
           float best = -std::numeric_limits<float>::infinity();
-          for (int64_t kz = 0; kz < kd; ++kz) {
-            const int64_t id = od * sd - pd + kz * dd;
-            if (id < 0 || id >= g.D) continue;
-            for (int64_t ki = 0; ki < kh; ++ki) {
-              const int64_t ih = oh * sh - ph + ki * dh;
-              if (ih < 0 || ih >= g.H) continue;
-              for (int64_t kj = 0; kj < kw; ++kj) {
-                const int64_t iw = ow * sw - pw + kj * dw;
-                if (iw < 0 || iw >= g.W) continue;
-                const int64_t i = (id * g.H + ih) * g.W + iw;
-                if (at < 0) at = i;
-                if (in[i] > best || std::isnan(in[i])) {
-                  best = in[i];
-                  at = i;
-                }
-              }
+          forEachTap(w, g, od, oh, ow, [&](int64_t i) {
+            if (at < 0) at = i;
+            if (in[i] > best || std::isnan(in[i])) {
+              best = in[i];
+              at = i;
             }
-          }
+          });
           if (at >= 0) sum[at] += gy[(od * g.OH + oh) * g.OW + ow];
         }
     if (x.dtype != DType::F32) cpu::storeFloats(dx.dtype, sum, g.in(), dx.data, inOff);
