@@ -60,9 +60,12 @@ Grads gatherRule(GradientBuilder &b, const GradientStep &s) {
 /// moe_experts(x, index, weights, gate_up, down): one moe_experts_backward
 /// per wanted operand (index is int64: none). Where two or more are wanted
 /// they share one moe_experts_hidden (each routed row's [gate; up], the
-/// GEMM each would otherwise recompute): transient, [T, k, 2I] from the
-/// first backward op to the last. Only in float32, where the stored rows
-/// are the recomputed bits; 16-bit ones would round them.
+/// GEMM each would otherwise recompute), and where two or more of x,
+/// weights and gate_up are wanted one moe_experts_gated_grad (each routed
+/// row's da' = g down[e], the GEMM those three would each recompute):
+/// transient, [T, k, 2I] and [T, k, I], from the first backward op to the
+/// last. Only in float32, where the stored rows are the recomputed bits;
+/// 16-bit ones would round them.
 Grads moeExpertsRule(GradientBuilder &b, const GradientStep &s) {
   static const char *const kOperands[] = {"x", "", "weights", "gate_up",
                                           "down"};
@@ -72,18 +75,29 @@ Grads moeExpertsRule(GradientBuilder &b, const GradientStep &s) {
     attributes["activation"] = std::get<std::string>(*act);
   std::vector<std::string> operands = s.node.inputs;
   operands.push_back(s.grad());
-  int wanted = 0;
-  for (size_t i = 0; i < out.size(); ++i)
+  int wanted = 0, readingGatedGrad = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
     wanted += i != 1 && s.wanted[i];
-  if (wanted >= 2 && b.dtype(s.input(0)) == plan::DType::F32)
+    readingGatedGrad += (i == 0 || i == 2 || i == 3) && s.wanted[i];
+  }
+  std::string gatedGrad;
+  if (wanted >= 2 && b.dtype(s.input(0)) == plan::DType::F32) {
     operands.push_back(
         b.op("moe_experts_hidden", {s.input(0), s.input(1), s.input(3)}));
+    if (readingGatedGrad >= 2)
+      gatedGrad =
+          b.op("moe_experts_gated_grad", {s.grad(), s.input(1), s.input(4)});
+  }
   for (size_t i = 0; i < out.size(); ++i) {
     if (i == 1 || !s.wanted[i])
       continue;
     json withWrt = attributes;
     withWrt["wrt"] = kOperands[i];
-    out[i] = b.op("moe_experts_backward", operands, withWrt);
+    // down's gradient does not read da' (so it does not hold it alive).
+    std::vector<std::string> these = operands;
+    if (!gatedGrad.empty() && i != 4)
+      these.push_back(gatedGrad);
+    out[i] = b.op("moe_experts_backward", these, withWrt);
   }
   return out;
 }

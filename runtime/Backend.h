@@ -105,7 +105,9 @@ struct Region {
 ///     batchNorm is eval mode (running statistics; weight and bias both or
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes,
 ///     moeExpertsBackward's moeExpertsBackwardWorkBytes (p.wrt), hidden
-///     optional, moeExpertsHidden's moeExpertsHiddenWorkBytes; index is
+///     and gatedGrad optional (gatedGrad only with hidden),
+///     moeExpertsHidden's moeExpertsHiddenWorkBytes, moeExpertsGatedGrad's
+///     moeExpertsGatedGradWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64); compare is
 ///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
 ///     the conv family's weight gradient (dw from x and conv's output
@@ -155,10 +157,13 @@ struct Region {
   VIRTUAL void moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,\
                                   const KTensor &weights, const KTensor &gateUp,             \
                                   const KTensor &down, const KTensor &grad,                  \
-                                  const KTensor *hidden, const KTensor &y,                   \
-                                  std::byte *workspace) SUFFIX;                              \
+                                  const KTensor *hidden, const KTensor *gatedGrad,           \
+                                  const KTensor &y, std::byte *workspace) SUFFIX;            \
   VIRTUAL void moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,\
                                 const KTensor &y, std::byte *workspace) SUFFIX;              \
+  VIRTUAL void moeExpertsGatedGrad(const KTensor &grad, const KTensor &index,                \
+                                   const KTensor &down, const KTensor &y,                    \
+                                   std::byte *workspace) SUFFIX;                             \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
                      const KTensor *index, const KTensor &y) SUFFIX;                         \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \

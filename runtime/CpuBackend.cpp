@@ -153,13 +153,18 @@ void CpuBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor 
 void CpuBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,
                                     const KTensor &weights, const KTensor &gateUp,
                                     const KTensor &down, const KTensor &grad, const KTensor *hidden,
-                                    const KTensor &y, std::byte *workspace) {
-  moeExpertsBackwardKernel(p, x, index, weights, gateUp, down, grad, hidden, y, workspace,
-                           threads_);
+                                    const KTensor *gatedGrad, const KTensor &y,
+                                    std::byte *workspace) {
+  moeExpertsBackwardKernel(p, x, index, weights, gateUp, down, grad, hidden, gatedGrad, y,
+                           workspace, threads_);
 }
 void CpuBackend::moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                                   const KTensor &y, std::byte *workspace) {
   moeExpertsHiddenKernel(x, index, gateUp, y, workspace, threads_);
+}
+void CpuBackend::moeExpertsGatedGrad(const KTensor &grad, const KTensor &index, const KTensor &down,
+                                     const KTensor &y, std::byte *workspace) {
+  moeExpertsGatedGradKernel(grad, index, down, y, workspace, threads_);
 }
 void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                        const KTensor *index, const KTensor &y) {

@@ -138,12 +138,16 @@ void Backend::moeExperts(const MoeParams &, const KTensor &, const KTensor &, co
 }
 void Backend::moeExpertsBackward(const MoeParams &, const KTensor &, const KTensor &,
                                  const KTensor &, const KTensor &, const KTensor &, const KTensor &,
-                                 const KTensor *, const KTensor &, std::byte *) {
+                                 const KTensor *, const KTensor *, const KTensor &, std::byte *) {
   noKernel(OpCode::MoeExpertsBackward);
 }
 void Backend::moeExpertsHidden(const KTensor &, const KTensor &, const KTensor &, const KTensor &,
                                std::byte *) {
   noKernel(OpCode::MoeExpertsHidden);
+}
+void Backend::moeExpertsGatedGrad(const KTensor &, const KTensor &, const KTensor &,
+                                  const KTensor &, std::byte *) {
+  noKernel(OpCode::MoeExpertsGatedGrad);
 }
 
 namespace {
@@ -533,9 +537,11 @@ private:
       DeviceBuffer work = workspace(inst, out);
       if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Hidden)
         return backend_.moeExpertsHidden(in[0], in[1], in[2], y, work.data());
+      if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::GatedGrad)
+        return backend_.moeExpertsGatedGrad(in[0], in[1], in[2], y, work.data());
       if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Backward)
         return backend_.moeExpertsBackward(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4],
-                                           in[5], optional(6), y, work.data());
+                                           in[5], optional(6), optional(7), y, work.data());
       return backend_.moeExperts(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4], y,
                                  work.data());
     }

@@ -381,9 +381,9 @@ namespace {
 /// other named operand of x's dtype, y of x's dtype with shape `expected`.
 void expertOperands(const char *op, const KTensor &x, const KTensor &index,
                     std::initializer_list<std::pair<const char *, const KTensor *>> others,
-                    const KTensor &y, const Shape &expected) {
+                    const KTensor &y, const Shape &expected, const char *xName = "x") {
   if (!isFloatStorage(x.dtype))
-    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
+    fail(op, std::string(xName) + " is " + plan::dtypeName(x.dtype) +
                  "; expects float32, bfloat16 or float16");
   expectDType(op, "index", index, DType::I64);
   for (const auto &[name, t] : others)
@@ -403,23 +403,31 @@ void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
 
 void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
                         const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                        const KTensor &grad, const KTensor *hidden, const KTensor &y) {
+                        const KTensor &grad, const KTensor *hidden, const KTensor *gatedGrad,
+                        const KTensor &y) {
   expertOperands("moe_experts_backward", x, index,
                  {{"weights", &weights},
                   {"gate_up", &gateUp},
                   {"down", &down},
                   {"grad", &grad},
-                  {"hidden", hidden}},
+                  {"hidden", hidden},
+                  {"gated_grad", gatedGrad}},
                  y,
                  moeExpertsBackwardShape(wrt, x.shape, index.shape, weights.shape, gateUp.shape,
-                                         down.shape, grad.shape,
-                                         hidden ? &hidden->shape : nullptr));
+                                         down.shape, grad.shape, hidden ? &hidden->shape : nullptr,
+                                         gatedGrad ? &gatedGrad->shape : nullptr));
 }
 
 void moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                       const KTensor &y) {
   expertOperands("moe_experts_hidden", x, index, {{"gate_up", &gateUp}}, y,
                  moeExpertsHiddenShape(x.shape, index.shape, gateUp.shape));
+}
+
+void moeExpertsGatedGrad(const KTensor &grad, const KTensor &index, const KTensor &down,
+                         const KTensor &y) {
+  expertOperands("moe_experts_gated_grad", grad, index, {{"down", &down}}, y,
+                 moeExpertsGatedGradShape(grad.shape, index.shape, down.shape), "grad");
 }
 
 void optimizerStep(const char *op, const KTensor &param, const KTensor &grad,

@@ -103,11 +103,16 @@ void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,
 /// and dtype, y with moeExpertsBackwardShape in x's dtype.
 void moeExpertsBackward(MoeOperand wrt, const KTensor &x, const KTensor &index,
                         const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                        const KTensor &grad, const KTensor *hidden, const KTensor &y);
+                        const KTensor &grad, const KTensor *hidden, const KTensor *gatedGrad,
+                        const KTensor &y);
 /// moe_experts_hidden: x in float storage, index int64, gate_up and y of
 /// x's dtype, y with moeExpertsHiddenShape.
 void moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                       const KTensor &y);
+/// moe_experts_gated_grad: grad in float storage, index int64, down and y of
+/// grad's dtype, y with moeExpertsGatedGradShape.
+void moeExpertsGatedGrad(const KTensor &grad, const KTensor &index, const KTensor &down,
+                         const KTensor &y);
 
 /// eq, ne, ...: a (and b) of one dtype, y int64 of compareShape.
 void compare(CompareOp op, const KTensor &a, const KTensor *b, const KTensor &y);

@@ -545,7 +545,7 @@ int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t i
 
 Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index,
                               const Shape &weights, const Shape &gateUp, const Shape &down,
-                              const Shape &grad, const Shape *hidden) {
+                              const Shape &grad, const Shape *hidden, const Shape *gatedGrad) {
   // The forward's rule first, its messages naming the forward's op.
   try {
     moeExpertsShape(x, index, weights, gateUp, down);
@@ -561,6 +561,13 @@ Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index
     fail("moe_experts_backward", "hidden " + shapeToString(*hidden) +
                                      " must be moe_experts_hidden's [T, k, 2I] = " +
                                      shapeToString({x[0], index[1], gateUp[1]}));
+  if (gatedGrad && !hidden)
+    fail("moe_experts_backward",
+         "gated_grad (operand 7) needs hidden (operand 6): moe_experts_hidden's [T, k, 2I]");
+  if (gatedGrad && *gatedGrad != Shape{x[0], index[1], gateUp[1] / 2})
+    fail("moe_experts_backward", "gated_grad " + shapeToString(*gatedGrad) +
+                                     " must be moe_experts_gated_grad's [T, k, I] = " +
+                                     shapeToString({x[0], index[1], gateUp[1] / 2}));
   switch (wrt) {
   case MoeOperand::X: return x;
   case MoeOperand::Weights: return weights;
@@ -584,11 +591,25 @@ int64_t moeExpertsHiddenWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int
   return std::min(kMoeBlockRows, tokens * k) * (hidden + 2 * inner) * 4;
 }
 
+Shape moeExpertsGatedGradShape(const Shape &grad, const Shape &index, const Shape &down) {
+  const char *op = "moe_experts_gated_grad";
+  if (grad.size() != 2) fail(op, "grad must be [T, H], got " + shapeToString(grad));
+  if (index.size() != 2 || index[0] != grad[0])
+    fail(op, "index must be [T, k] with T = " + str(grad[0]) + ", got " + shapeToString(index));
+  if (down.size() != 3 || down[1] != grad[1])
+    fail(op, "down must be [E, H, I] with H = " + str(grad[1]) + ", got " + shapeToString(down));
+  return {grad[0], index[1], down[2]};
+}
+
+int64_t moeExpertsGatedGradWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner) {
+  return std::min(kMoeBlockRows, tokens * k) * (hidden + inner) * 4;
+}
+
 int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, int64_t hidden,
                                     int64_t inner, plan::DType dtype) {
   const int64_t rows = std::min(kMoeBlockRows, tokens * k);
   // the rows, then one row's activation slopes and their scratch
-  const int64_t block = rows * (4 * hidden + 6 * inner) + 2 * inner;
+  const int64_t block = rows * (3 * hidden + 6 * inner) + 2 * inner;
   int64_t accumulator = 0;
   if (dtype != plan::DType::F32) switch (wrt) {
     case MoeOperand::X: accumulator = tokens * hidden; break;

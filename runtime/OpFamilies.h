@@ -256,7 +256,7 @@ Shape gridSampleShape(const Shape &x, const Shape &grid);
 enum class GateActivation { Silu, Gelu, GeluTanh, Relu };
 /// The experts family's ops (the op table's variant): moe_experts, and its
 /// gradient with respect to one operand (training, docs/training.md).
-enum class ExpertsKind { Forward, Backward, Hidden };
+enum class ExpertsKind { Forward, Backward, Hidden, GatedGrad };
 /// moe_experts_backward's `wrt`: the operand whose gradient it writes.
 enum class MoeOperand { X, Weights, GateUp, Down };
 struct MoeParams {
@@ -273,29 +273,37 @@ Shape moeExpertsShape(const Shape &x, const Shape &index, const Shape &weights,
 /// gradient of moe_experts(x, index, weights, gate_up, down) with respect
 /// to operand `wrt`, given grad [T, H], the gradient of its output: the
 /// forward's operands checked by moeExpertsShape, grad of x's shape; the
-/// result has the shape of operand `wrt`.
-///   weights: dw[t, s] = sum_j grad[t, j] o[j], o = down[e] (act(gate) * up)
-///   down:    d down[e] = sum over e's rows of (w grad[t]) (act(gate) * up)^T
+/// result has the shape of operand `wrt`. With a = act(gate) * up and
+/// da' = grad[t] down[e] (the gradient at a before the slot's weight w):
+///   weights: dw[t, s] = sum_i da'[i] a[i]
+///   down:    d down[e] = sum over e's rows of (w grad[t]) a^T
 ///   gate_up: d gate_up[e] = sum over e's rows of [dgate; dup] x[t]^T,
-///            da = down[e]^T (w grad[t]), dgate = da up act'(gate),
-///            dup = da act(gate)
+///            da = w da', dgate = da up act'(gate), dup = da act(gate)
 ///   x:       dx[t] = sum over t's slots, experts ascending, of
 ///            gate_up[e]^T [dgate; dup]
 /// The forward's GEMMs are recomputed per block of rows (nothing is saved
 /// between forward and backward); the sums over rows of a weight gradient
 /// are one fma chain per element in token order (runtime/cpu/Gemm.h), the
 /// same bits whatever the block size or thread count.
-/// `hidden` (optional: nullptr) is moe_experts_hidden's [T, k, 2I]: the
-/// backward then reads each routed row's [gate; up] instead of recomputing
-/// it (one GEMM of the backward's few saved, per operand).
+/// `hidden` (optional: nullptr) is moe_experts_hidden's [T, k, 2I] and
+/// `gatedGrad` (optional, only with hidden) moe_experts_gated_grad's
+/// [T, k, I]: the backward then reads each routed row's [gate; up] and da'
+/// instead of recomputing them (a GEMM each, per operand).
 Shape moeExpertsBackwardShape(MoeOperand wrt, const Shape &x, const Shape &index,
                               const Shape &weights, const Shape &gateUp, const Shape &down,
-                              const Shape &grad, const Shape *hidden = nullptr);
+                              const Shape &grad, const Shape *hidden = nullptr,
+                              const Shape *gatedGrad = nullptr);
 /// moe_experts_hidden(x, index, gate_up) -> [T, k, 2I]: row (t, s) is
 /// [gate; up] = gate_up[index[t, s]] x[t], the forward's first GEMM per
 /// routed row (the same bits), for the backward ops of one moe_experts to
 /// share.
 Shape moeExpertsHiddenShape(const Shape &x, const Shape &index, const Shape &gateUp);
+/// moe_experts_gated_grad(grad, index, down) -> [T, k, I]: row (t, s) is
+/// da' = grad[t] down[index[t, s]], the gradient at the routed row's gated
+/// activation act(gate) * up before the slot's weight (one GEMM per block of
+/// an expert's rows, the bits moe_experts_backward computes it with), for
+/// the backward ops of one moe_experts to share.
+Shape moeExpertsGatedGradShape(const Shape &grad, const Shape &index, const Shape &down);
 /// Rows of one expert's GEMM block: the kernel's working memory holds this
 /// many rows (fewer when the batch has fewer routed rows).
 inline constexpr int64_t kMoeBlockRows = 256;
@@ -304,17 +312,19 @@ inline constexpr int64_t kMoeBlockRows = 256;
 /// when y is not float32.
 int64_t moeExpertsWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner,
                             plan::DType dtype);
-/// moe_experts_backward's working memory: one block of rows' input, gate/up,
-/// activation, output gradient, recomputed output, activation gradient and
-/// gate/up gradient in float ((4 H + 6 I) floats a row, and 2 I for one
-/// row's activation slopes), plus a float
-/// accumulator of the result unless it is float32 (x: [T, H]; gate_up and
-/// down: one expert's [2I, H] or [H, I]; weights: none, each element is
-/// one dot product).
+/// moe_experts_backward's working memory: one block of rows' input, output
+/// gradient, x's gradient rows, gate/up, activation, da' and gate/up
+/// gradient in float ((3 H + 6 I) floats a row, and 2 I for one row's
+/// activation slopes), plus a float accumulator of the result unless it is
+/// float32 (x: [T, H]; gate_up and down: one expert's [2I, H] or [H, I];
+/// weights: none, each element is one dot product).
 int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, int64_t hidden,
                                     int64_t inner, plan::DType dtype);
 /// moe_experts_hidden's working memory: one block of rows' input and
 /// [gate; up] in float ((H + 2I) floats a row).
 int64_t moeExpertsHiddenWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner);
+/// moe_experts_gated_grad's working memory: one block of rows' output
+/// gradient and da' in float ((H + I) floats a row).
+int64_t moeExpertsGatedGradWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner);
 
 }  // namespace shardc::runtime

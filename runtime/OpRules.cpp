@@ -154,9 +154,11 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     const MoeParams p = moeParams(attrs);  // checks the names
     if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Hidden)
       return moeExpertsHiddenShape(in[0].shape, in[1].shape, in[2].shape);
+    if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::GatedGrad)
+      return moeExpertsGatedGradShape(in[0].shape, in[1].shape, in[2].shape);
     if (static_cast<ExpertsKind>(info.variant) == ExpertsKind::Backward)
       return moeExpertsBackwardShape(p.wrt, in[0].shape, in[1].shape, in[2].shape, in[3].shape,
-                                     in[4].shape, in[5].shape, optional(6));
+                                     in[4].shape, in[5].shape, optional(6), optional(7));
     return moeExpertsShape(in[0].shape, in[1].shape, in[2].shape, in[3].shape, in[4].shape);
   }
   case OpFamily::Compare:

@@ -46,6 +46,15 @@ Workspace moeExpertsHiddenWorkspace(const Buffer &output, std::span<const Buffer
           output.name + ".experts"};
 }
 
+Workspace moeExpertsGatedGradWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                                       int64_t) {
+  // grad [T, H], index [T, k], down [E, H, I] -> [T, k, I]
+  if (inputs.size() != 3 || inputs[0]->shape.size() != 2 || output.shape.size() != 3) return {};
+  return {runtime::moeExpertsGatedGradWorkBytes(output.shape[0], output.shape[1],
+                                                inputs[0]->shape[1], output.shape[2]),
+          output.name + ".experts"};
+}
+
 Workspace moeExpertsBackwardWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
                                       int64_t) {
   if (inputs.size() < 6 || inputs[0]->shape.size() != 2 || inputs[1]->shape.size() != 2 ||

@@ -57,12 +57,16 @@ void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index
 /// moeExpertsBackwardWorkBytes(p.wrt, T, k, H, I, y.dtype).
 void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
                               const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                              const KTensor &grad, const KTensor *hidden, const KTensor &y,
-                              std::byte *workspace, int threads);
+                              const KTensor &grad, const KTensor *hidden, const KTensor *gatedGrad,
+                              const KTensor &y, std::byte *workspace, int threads);
 /// moe_experts_hidden (MoeBackwardKernels.cpp); `workspace` holds
 /// moeExpertsHiddenWorkBytes(T, k, H, I).
 void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                             const KTensor &y, std::byte *workspace, int threads);
+/// moe_experts_gated_grad (MoeBackwardKernels.cpp); `workspace` holds
+/// moeExpertsGatedGradWorkBytes(T, k, H, I).
+void moeExpertsGatedGradKernel(const KTensor &grad, const KTensor &index, const KTensor &down,
+                               const KTensor &y, std::byte *workspace, int threads);
 
 /// eq, ne, ...: y int64 1/0 (b == nullptr: a against `value`).
 void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double value,

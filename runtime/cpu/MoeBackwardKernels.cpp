@@ -1,23 +1,27 @@
-// CPU kernels of moe_experts_backward and moe_experts_hidden
-// (runtime/OpFamilies.h): the gradient of a mixture of experts' experts with
-// respect to one operand, tokens grouped by expert as the forward groups
-// them (runtime/cpu/MoeKernels.cpp), and the routed rows' [gate; up] that
-// the backward ops of one layer share.
+// CPU kernels of moe_experts_backward, moe_experts_hidden and
+// moe_experts_gated_grad (runtime/OpFamilies.h): the gradient of a mixture
+// of experts' experts with respect to one operand, tokens grouped by expert
+// as the forward groups them (runtime/cpu/MoeKernels.cpp), and the routed
+// rows that the backward ops of one layer share: [gate; up] and da', the
+// gradient at act(gate) * up before the slot's weight.
 //
-// Why one op per operand and a recomputed [gate; up]: the graph's ops have
-// one result, and keeping each routed row's gate/up activations from
-// forward to backward would hold T * k * 2I floats per layer (k of the
-// experts' hidden width per token) for the whole step. moe_experts_hidden
-// recomputes them once, in the layer's backward, and lives only while its
-// backward ops run; without it (16-bit storage) each op recomputes its
-// block's [gate; up] in float. 7 GEMMs of a block's size where a fused
-// backward saving everything needs 6 (docs/training.md).
+// Why one op per operand and recomputed rows: the graph's ops have one
+// result, and keeping each routed row's gate/up activations from forward to
+// backward would hold T * k * 2I floats per layer (k of the experts' hidden
+// width per token) for the whole step. moe_experts_hidden recomputes them
+// once, in the layer's backward, and moe_experts_gated_grad computes da'
+// once; both live only while the layer's backward ops run. Without them
+// (16-bit storage) each op recomputes its block's rows in float. A block's
+// GEMMs, in units of rows x H x I: [gate; up] 2, da' 1, then weights 0 (a
+// dot product of da' and a), down 1, gate_up 2, x 2; 8 with the forward's
+// 3 where an eager backward saving everything needs 6 (docs/training.md).
 //
 // Bits: a weight gradient's element is one fma chain over the expert's
 // routed rows in token order (Gemm.h's `accumulate` continues it from block
 // to block), and x's gradient sums its slots in ascending expert order, as
-// the forward sums y; nothing depends on the thread count. The file is
-// compiled without contraction, as the forward's.
+// the forward sums y; nothing depends on the thread count, and the shared
+// rows are the bits each op would recompute. The file is compiled without
+// contraction, as the forward's.
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
@@ -75,24 +79,24 @@ void activationSlopes(GateActivation act, const float *gate, float *slope, float
 }
 
 /// One expert's block of routed rows and the float rows the backward
-/// computes for them (moeExpertsBackwardWorkBytes's (4 H + 6 I) per row, 2 I
+/// computes for them (moeExpertsBackwardWorkBytes's (3 H + 6 I) per row, 2 I
 /// once).
 struct Block {
   int64_t R, H, I;
-  float *x;   // [R, H] the rows' input
-  float *h;   // [R, 2I] [gate; up] = x gate_up[e]^T
-  float *a;   // [R, I] act(gate) * up
-  float *gw;  // [R, H] the output gradient (times the slot's weight)
-  float *o;   // [R, H] o, or do^T [H, R], or dx [R, H]
-  float *da;  // [R, I] down[e]^T (w g)
-  float *dh;  // [R, 2I] [dgate; dup], or transposed [2I, R]
+  float *x;      // [R, H] the rows' input
+  float *g;      // [R, H] the output gradient (down: times the slot's weight)
+  float *o;      // [R, H] x's gradient rows
+  float *h;      // [R, 2I] [gate; up] = x gate_up[e]^T
+  float *a;      // [R, I] act(gate) * up, or act(gate)
+  float *da;     // [R, I] da' = g down[e]
+  float *dh;     // [R, 2I] [dgate; dup]
   float *slope;  // [I] one row's act'(gate)
   float *work;   // [I] scratch of activationSlopes
 
   explicit Block(float *base, int64_t rows, int64_t hidden, int64_t inner)
       : R(rows), H(hidden), I(inner) {
-    x = base, h = x + R * H, a = h + R * 2 * I, gw = a + R * I, o = gw + R * H;
-    da = o + R * H, dh = da + R * I, slope = dh + R * 2 * I, work = slope + I;
+    x = base, g = x + R * H, o = g + R * H, h = o + R * H, a = h + R * 2 * I;
+    da = a + R * I, dh = da + R * I, slope = dh + R * 2 * I, work = slope + I;
   }
   float *end() const { return work + I; }
 };
@@ -109,9 +113,9 @@ cpu::GemmArgs gemmArgs(int64_t M, int64_t N, int64_t K, cpu::GemmOperand A, cpu:
 
 void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
                               const KTensor &weights, const KTensor &gateUp, const KTensor &down,
-                              const KTensor &grad, const KTensor *hidden, const KTensor &y,
-                              std::byte *workspace, int threads) {
-  checks::moeExpertsBackward(p.wrt, x, index, weights, gateUp, down, grad, hidden, y);
+                              const KTensor &grad, const KTensor *hidden, const KTensor *gatedGrad,
+                              const KTensor &y, std::byte *workspace, int threads) {
+  checks::moeExpertsBackward(p.wrt, x, index, weights, gateUp, down, grad, hidden, gatedGrad, y);
   const int64_t T = x.shape[0], H = x.shape[1], k = index.shape[1];
   const int64_t E = gateUp.shape[0], I = gateUp.shape[1] / 2;
   const MoeOperand wrt = p.wrt;
@@ -128,6 +132,9 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
     std::fill(accumulator, accumulator + E * expertElements, 0.0f);
   std::vector<float> w(static_cast<size_t>(T * k));
   cpu::loadFloats(weights.dtype, weights.data, 0, T * k, w.data());
+  auto slotWeight = [&](const std::pair<int64_t, int64_t> &row) {
+    return w[static_cast<size_t>(row.first * k + row.second)];
+  };
 
   for (int64_t e = 0; e < E; ++e) {
     const auto &rows = routed[static_cast<size_t>(e)];
@@ -140,84 +147,82 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
     }
     for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      // The forward's [gate; up] (moe_experts_hidden's rows, or the same
-      // GEMM here) and act(gate) * up, with its bits.
+      // The forward's [gate; up]: moe_experts_hidden's rows, or the same
+      // GEMM here (which reads the input rows too); gate_up's gradient
+      // needs the input rows either way.
       if (hidden) {
         for (int64_t r = 0; r < n; ++r) {
           const auto [t, s] = rows[first + r];
-          cpu::loadFloats(x.dtype, x.data, t * H, H, b.x + r * H);
+          if (wrt == MoeOperand::GateUp) cpu::loadFloats(x.dtype, x.data, t * H, H, b.x + r * H);
           cpu::loadFloats(hidden->dtype, hidden->data, (t * k + s) * 2 * I, 2 * I, b.h + r * 2 * I);
         }
       } else {
         cpu::gateUpBlock(x, rows, first, n, gateUp, e, b.x, b.h, threads);
       }
-      for (int64_t r = 0; r < n; ++r) {
-        float *a = b.a + r * I;
-        const float *up = b.h + r * 2 * I + I;
-        cpu::activateGate(p.activation, b.h + r * 2 * I, a, I);
-        for (int64_t i = 0; i < I; ++i) a[i] = a[i] * up[i];
+
+      if (wrt == MoeOperand::Down) {
+        // d down[e] [H, I] += (w g)^T [H, n] a [n, I], a = act(gate) * up.
+        for (int64_t r = 0; r < n; ++r) {
+          const float weight = slotWeight(rows[first + r]);
+          float *g = b.g + r * H;
+          cpu::loadFloats(grad.dtype, grad.data, rows[first + r].first * H, H, g);
+          for (int64_t j = 0; j < H; ++j) g[j] = g[j] * weight;
+          float *a = b.a + r * I;
+          const float *up = b.h + r * 2 * I + I;
+          cpu::activateGate(p.activation, b.h + r * 2 * I, a, I);
+          for (int64_t i = 0; i < I; ++i) a[i] = a[i] * up[i];
+        }
+        cpu::GemmArgs g = gemmArgs(H, I, n, {DType::F32, b.g, 0, H}, {DType::F32, b.a, 0, I}, false,
+                                   expertGrad, I);
+        g.transA = true;
+        g.accumulate = true;
+        cpu::gemm(g, threads);
+        continue;
       }
-      // The output gradient rows: g[t] (weights), or w g[t].
-      for (int64_t r = 0; r < n; ++r) {
-        const auto [t, s] = rows[first + r];
-        float *gw = b.gw + r * H;
-        cpu::loadFloats(grad.dtype, grad.data, t * H, H, gw);
-        if (wrt == MoeOperand::Weights) continue;
-        const float weight = w[static_cast<size_t>(t * k + s)];
-        for (int64_t j = 0; j < H; ++j) gw[j] = gw[j] * weight;
+
+      // da' = g down[e]: moe_experts_gated_grad's rows, or the same GEMM.
+      if (gatedGrad) {
+        for (int64_t r = 0; r < n; ++r) {
+          const auto [t, s] = rows[first + r];
+          cpu::loadFloats(gatedGrad->dtype, gatedGrad->data, (t * k + s) * I, I, b.da + r * I);
+        }
+      } else {
+        cpu::gatedGradBlock(grad, rows, first, n, down, e, b.g, b.da, threads);
       }
 
       if (wrt == MoeOperand::Weights) {
-        // dw[t, s] = <g[t], o>, o = a down[e]^T: the forward's output row.
-        cpu::gemm(gemmArgs(n, H, I, {DType::F32, b.a, 0, I}, {down.dtype, down.data, e * H * I, I},
-                           true, b.o, H),
-                  threads);
+        // dw[t, s] = <da', act(gate) * up>, a double dot product.
         for (int64_t r = 0; r < n; ++r) {
           const auto [t, s] = rows[first + r];
+          float *a = b.a + r * I;
+          const float *up = b.h + r * 2 * I + I, *da = b.da + r * I;
+          cpu::activateGate(p.activation, b.h + r * 2 * I, a, I);
           double dot = 0.0;
-          for (int64_t j = 0; j < H; ++j)
-            dot += static_cast<double>(b.gw[r * H + j]) * b.o[r * H + j];
+          for (int64_t i = 0; i < I; ++i) dot += static_cast<double>(da[i]) * (a[i] * up[i]);
           const float value = static_cast<float>(dot);
           cpu::storeFloats(y.dtype, &value, 1, y.data, t * k + s);
         }
         continue;
       }
-      if (wrt == MoeOperand::Down) {
-        // d down[e] [H, I] += (w g)^T [H, n] a [n, I].
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t j = 0; j < H; ++j) b.o[j * R + r] = b.gw[r * H + j];
-        cpu::GemmArgs g = gemmArgs(H, I, n, {DType::F32, b.o, 0, R}, {DType::F32, b.a, 0, I}, false,
-                                   expertGrad, I);
-        g.accumulate = true;
-        cpu::gemm(g, threads);
-        continue;
-      }
-      // da = (w g) down[e] [n, I]; dgate = da up act'(gate), dup = da act(gate).
-      cpu::gemm(gemmArgs(n, I, H, {DType::F32, b.gw, 0, H}, {down.dtype, down.data, e * H * I, I},
-                         false, b.da, I),
-                threads);
-      const bool transposed = wrt == MoeOperand::GateUp;  // dh^T [2I, R] for its GEMM
+
+      // da = w da'; dgate = da up act'(gate), dup = da act(gate).
       for (int64_t r = 0; r < n; ++r) {
+        const float weight = slotWeight(rows[first + r]);
         const float *gate = b.h + r * 2 * I, *up = gate + I, *da = b.da + r * I;
-        float *act = b.a + r * I;  // act(gate) again: a is not needed past here
+        float *act = b.a + r * I, *dgate = b.dh + r * 2 * I, *dup = dgate + I;
         cpu::activateGate(p.activation, gate, act, I);
         activationSlopes(p.activation, gate, b.slope, b.work, I);
         for (int64_t i = 0; i < I; ++i) {
-          const float dgate = da[i] * up[i] * b.slope[i];
-          const float dup = da[i] * act[i];
-          if (transposed) {
-            b.dh[i * R + r] = dgate;
-            b.dh[(I + i) * R + r] = dup;
-          } else {
-            b.dh[r * 2 * I + i] = dgate;
-            b.dh[r * 2 * I + I + i] = dup;
-          }
+          const float weighted = weight * da[i];
+          dgate[i] = weighted * up[i] * b.slope[i];
+          dup[i] = weighted * act[i];
         }
       }
       if (wrt == MoeOperand::GateUp) {
         // d gate_up[e] [2I, H] += dh^T [2I, n] x [n, H].
-        cpu::GemmArgs g = gemmArgs(2 * I, H, n, {DType::F32, b.dh, 0, R}, {DType::F32, b.x, 0, H},
-                                   false, expertGrad, H);
+        cpu::GemmArgs g = gemmArgs(2 * I, H, n, {DType::F32, b.dh, 0, 2 * I},
+                                   {DType::F32, b.x, 0, H}, false, expertGrad, H);
+        g.transA = true;
         g.accumulate = true;
         cpu::gemm(g, threads);
         continue;
@@ -258,6 +263,29 @@ void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTenso
       for (int64_t r = 0; r < n; ++r) {
         const auto [t, s] = rows[first + r];
         cpu::storeFloats(y.dtype, hBlock + r * 2 * I, 2 * I, y.data, (t * k + s) * 2 * I);
+      }
+    }
+  }
+}
+
+void moeExpertsGatedGradKernel(const KTensor &grad, const KTensor &index, const KTensor &down,
+                               const KTensor &y, std::byte *workspace, int threads) {
+  checks::moeExpertsGatedGrad(grad, index, down, y);
+  const int64_t T = grad.shape[0], H = grad.shape[1], k = index.shape[1];
+  const int64_t E = down.shape[0], I = down.shape[2];
+  const auto routed = cpu::routeByExpert("moe_experts_gated_grad", index, E);
+  // Working memory (moeExpertsGatedGradWorkBytes): a block's gradient rows
+  // [R, H] and their da' [R, I].
+  const int64_t R = std::min(kMoeBlockRows, T * k);
+  float *gBlock = reinterpret_cast<float *>(workspace), *daBlock = gBlock + R * H;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto &rows = routed[static_cast<size_t>(e)];
+    for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
+      const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
+      cpu::gatedGradBlock(grad, rows, first, n, down, e, gBlock, daBlock, threads);
+      for (int64_t r = 0; r < n; ++r) {
+        const auto [t, s] = rows[first + r];
+        cpu::storeFloats(y.dtype, daBlock + r * I, I, y.data, (t * k + s) * I);
       }
     }
   }

@@ -1,7 +1,7 @@
 // What moe_experts' kernels share (runtime/cpu/MoeKernels.cpp, forward;
-// MoeBackwardKernels.cpp, the gradient and the shared [gate; up]): the
-// tokens grouped by expert, and the gate's activation with the forward's
-// bits.
+// MoeBackwardKernels.cpp, the gradient and the rows its ops share): the
+// tokens grouped by expert, the gate's activation, and the blocks' GEMMs,
+// each with one set of bits.
 #pragma once
 
 #include "runtime/ForwardChecks.h"
@@ -65,6 +65,27 @@ inline void gateUpBlock(const KTensor &x, const std::vector<std::pair<int64_t, i
   up.transB = true;
   up.C = hBlock, up.cDtype = plan::DType::F32, up.cOffset = 0, up.ldc = 2 * I;
   gemm(up, threads);
+}
+
+/// A block of expert e's routed rows [first, first + n): their output
+/// gradient rows into gBlock [n, H] (float) and da' = g down[e] into daBlock
+/// [n, I], the gradient at each row's act(gate) * up before the slot's
+/// weight (every kernel of the family computes it this one way, so the
+/// bits agree).
+inline void gatedGradBlock(const KTensor &grad,
+                           const std::vector<std::pair<int64_t, int64_t>> &rows, size_t first,
+                           int64_t n, const KTensor &down, int64_t e, float *gBlock, float *daBlock,
+                           int threads) {
+  const int64_t H = grad.shape[1], I = down.shape[2];
+  for (int64_t r = 0; r < n; ++r)
+    loadFloats(grad.dtype, grad.data, rows[first + r].first * H, H, gBlock + r * H);
+  GemmArgs da{};
+  da.M = n, da.N = I, da.K = H;
+  da.A = {plan::DType::F32, gBlock, 0, H};
+  da.B = {down.dtype, down.data, e * H * I, I};
+  da.transB = false;
+  da.C = daBlock, da.cDtype = plan::DType::F32, da.cOffset = 0, da.ldc = I;
+  gemm(da, threads);
 }
 
 }  // namespace shardc::runtime::cpu

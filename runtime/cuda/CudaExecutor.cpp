@@ -225,10 +225,11 @@ void CudaBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor
 void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const KTensor &index,
                                      const KTensor &weights, const KTensor &gateUp,
                                      const KTensor &down, const KTensor &grad,
-                                     const KTensor *hidden, const KTensor &y,
-                                     std::byte *workspace) {
+                                     const KTensor *hidden, const KTensor *gatedGrad,
+                                     const KTensor &y, std::byte *workspace) {
   // no kernel: kCudaUnsupportedOps
-  Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, hidden, y, workspace);
+  Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, hidden, gatedGrad, y,
+                              workspace);
 }
 void CudaBackend::maxPoolBackward(const PoolParams &p, const KTensor &x, const KTensor &grad,
                                   const KTensor &dx) {
@@ -237,6 +238,10 @@ void CudaBackend::maxPoolBackward(const PoolParams &p, const KTensor &x, const K
 void CudaBackend::moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                                    const KTensor &y, std::byte *workspace) {
   Backend::moeExpertsHidden(x, index, gateUp, y, workspace);  // no kernel: kCudaUnsupportedOps
+}
+void CudaBackend::moeExpertsGatedGrad(const KTensor &grad, const KTensor &index,
+                                      const KTensor &down, const KTensor &y, std::byte *workspace) {
+  Backend::moeExpertsGatedGrad(grad, index, down, y, workspace);  // no kernel: kCudaUnsupportedOps
 }
 void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                         const KTensor *index, const KTensor &y) {

@@ -10,12 +10,12 @@
 // communicator needs those in device memory the plan's workspace does not
 // size yet (workspace rules receive the world size since all_reduce_sum,
 // so grad_norm can now get one). The steps' clipping itself has its CUDA
-// code. moe_experts_backward and moe_experts_hidden (mixture-of-experts
-// training, 2026-12-05) have CPU kernels only: a CUDA one would regroup the routed rows as
-// CudaMoe.cu does and run the backward's GEMMs through cuBLAS, and it is
-// not written until a GPU can run it. Nor is max_pool_backward's
-// (2026-12-05): a deterministic one would have each input element sum, in
-// output order, the gradients of the windows whose maximum it holds.
+// code. moe_experts_backward, moe_experts_hidden and moe_experts_gated_grad
+// (mixture-of-experts training, 2026-12-05/06) have CPU kernels only: a
+// CUDA one would regroup the routed rows as CudaMoe.cu does and run the backward's GEMMs through
+// cuBLAS, and it is not written until a GPU can run it. Nor is max_pool_backward's (2026-12-05): a
+// deterministic one would have each input element sum, in output order, the gradients of the
+// windows whose maximum it holds.
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -24,8 +24,8 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 4> kCudaUnsupportedOps{
+inline constexpr std::array<plan::OpCode, 5> kCudaUnsupportedOps{
     plan::OpCode::GradNorm, plan::OpCode::MoeExpertsBackward, plan::OpCode::MoeExpertsHidden,
-    plan::OpCode::MaxPoolBackward};
+    plan::OpCode::MoeExpertsGatedGrad, plan::OpCode::MaxPoolBackward};
 
 }  // namespace shardc::runtime::cuda

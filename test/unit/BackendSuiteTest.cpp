@@ -549,6 +549,10 @@ std::vector<SuiteCase> suiteCases() {
           in = {in[0], in[1], in[3]};
           break;
         }
+        if (info.code == OpCode::MoeExpertsGatedGrad) {  // grad, index, down
+          in = {input("g", dt, {5, 8}), in[1], in[4]};
+          break;
+        }
         if (info.code == OpCode::MoeExpertsBackward) {  // the other wrt below
           in.push_back(input("g", dt, {5, 8}));
           attrs = {{"wrt", std::string("gate_up")}, {"activation", std::string("gelu")}};
@@ -774,6 +778,14 @@ std::vector<SuiteCase> suiteCases() {
               input("gate_up", f, {3, 12, 8}), input("down", f, {3, 8, 6}), input("g", f, {6, 8}),
               input("hidden", f, {6, 2, 12})},
              {{"wrt", std::string("x")}});
+  // ... and moe_experts_gated_grad's too
+  for (const char *wrt : {"x", "weights", "gate_up"})
+    familyCase(std::string("moe_experts_backward wrt ") + wrt + " with hidden and gated_grad",
+               OpCode::MoeExpertsBackward,
+               {input("x", f, {6, 8}), input("i", DType::I64, {6, 2}, 3), input("w", f, {6, 2}),
+                input("gate_up", f, {3, 12, 8}), input("down", f, {3, 8, 6}), input("g", f, {6, 8}),
+                input("hidden", f, {6, 2, 12}), input("gated", f, {6, 2, 6})},
+               {{"wrt", std::string(wrt)}});
   familyCase("gather last dim", OpCode::Gather,
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});

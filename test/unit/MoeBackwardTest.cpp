@@ -1,4 +1,5 @@
 // moe_experts_backward's CPU kernel (runtime/cpu/MoeBackwardKernels.cpp)
+// and the rows its ops share (moe_experts_hidden, moe_experts_gated_grad)
 // against central differences of moe_experts' double definition
 // (MoeReference.h): the gradient of sum(g * y) with respect to each
 // operand, for every gate activation, float32 and bfloat16; its bits at any
@@ -61,7 +62,18 @@ TT runHidden(const MoeCase &c, int threads) {
   return h;
 }
 
-TT runBackward(const MoeCase &c, MoeOperand wrt, int threads, const TT *hidden = nullptr) {
+/// moe_experts_gated_grad of the case: each routed row's da' = g down[e].
+TT runGatedGrad(const MoeCase &c, int threads) {
+  const int64_t T = c.x.shape[0], H = c.x.shape[1], k = c.index.shape[1];
+  const int64_t I = c.down.shape[2];
+  TT da = random(c.x.dtype, {T, k, I}, 97);
+  std::vector<std::byte> work(size_t(moeExpertsGatedGradWorkBytes(T, k, H, I)));
+  moeExpertsGatedGradKernel(c.g.k(), c.index.k(), c.down.k(), da.k(), work.data(), threads);
+  return da;
+}
+
+TT runBackward(const MoeCase &c, MoeOperand wrt, int threads, const TT *hidden = nullptr,
+               const TT *gatedGrad = nullptr) {
   const TT *operand = wrt == MoeOperand::X         ? &c.x
                       : wrt == MoeOperand::Weights ? &c.w
                       : wrt == MoeOperand::GateUp  ? &c.gateUp
@@ -71,8 +83,10 @@ TT runBackward(const MoeCase &c, MoeOperand wrt, int threads, const TT *hidden =
   std::vector<std::byte> work(
       size_t(moeExpertsBackwardWorkBytes(wrt, T, c.index.shape[1], H, I, y.dtype)));
   const KTensor shared = hidden ? hidden->k() : KTensor{};
+  const KTensor sharedGrad = gatedGrad ? gatedGrad->k() : KTensor{};
   moeExpertsBackwardKernel({c.act, wrt}, c.x.k(), c.index.k(), c.w.k(), c.gateUp.k(), c.down.k(),
-                           c.g.k(), hidden ? &shared : nullptr, y.k(), work.data(), threads);
+                           c.g.k(), hidden ? &shared : nullptr, gatedGrad ? &sharedGrad : nullptr,
+                           y.k(), work.data(), threads);
   return y;
 }
 
@@ -173,31 +187,43 @@ TEST_CASE("moe_experts_backward: blocks of rows, threads and batch splits keep t
     CHECK(runBackward(part, wrt, 2).bytes == rows(runBackward(c, wrt, 2), 100, 10).bytes);
 }
 
-TEST_CASE("moe_experts_backward: moe_experts_hidden's rows give the recomputed bits",
-          "[family-kernels]") {
-  // The shared [gate; up] is the forward's GEMM row for row: each
-  // backward reading it writes the bytes it writes recomputing them
+TEST_CASE("moe_experts_backward: the shared rows give the recomputed bits", "[family-kernels]") {
+  // The shared [gate; up] (moe_experts_hidden) is the forward's GEMM row
+  // for row, and the shared da' (moe_experts_gated_grad) the backward's:
+  // each backward reading them writes the bytes it writes recomputing them
   // (float32; 400 tokens: two blocks for the busiest expert).
   for (GateActivation act : {GateActivation::Silu, GateActivation::Gelu}) {
     const MoeCase c = makeCase(DType::F32, 400, 2, 6, 16, 24, act);
-    const TT hidden = runHidden(c, 2);
+    const TT hidden = runHidden(c, 2), gated = runGatedGrad(c, 2);
     CHECK(runHidden(c, 1).bytes == hidden.bytes);
-    // Row (t, s) against the double definition.
+    CHECK(runGatedGrad(c, 1).bytes == gated.bytes);
+    // Row (t, s) of each against the double definition.
     const MoeValues m = valuesOf(c);
-    double worst = 0;
+    double worstHidden = 0, worstGated = 0;
     for (int64_t t = 0; t < m.T; ++t)
-      for (int64_t s = 0; s < m.k; ++s)
+      for (int64_t s = 0; s < m.k; ++s) {
+        const int64_t e = m.index[size_t(t * m.k + s)];
         for (int64_t i = 0; i < 2 * m.I; ++i) {
-          const int64_t e = m.index[size_t(t * m.k + s)];
           double want = 0;
           for (int64_t j = 0; j < m.H; ++j)
             want += m.gateUp[size_t((e * 2 * m.I + i) * m.H + j)] * m.x[size_t(t * m.H + j)];
-          worst = std::max(worst, std::abs(hidden.at((t * m.k + s) * 2 * m.I + i) - want));
+          worstHidden =
+              std::max(worstHidden, std::abs(hidden.at((t * m.k + s) * 2 * m.I + i) - want));
         }
-    CHECK(worst < 1e-5);
+        for (int64_t i = 0; i < m.I; ++i) {  // da'[i] = sum_j g[t, j] down[e, j, i]
+          double want = 0;
+          for (int64_t j = 0; j < m.H; ++j)
+            want += c.g.at(t * m.H + j) * m.down[size_t((e * m.H + j) * m.I + i)];
+          worstGated = std::max(worstGated, std::abs(gated.at((t * m.k + s) * m.I + i) - want));
+        }
+      }
+    CHECK(worstHidden < 1e-5);
+    CHECK(worstGated < 1e-5);
     for (MoeOperand wrt : kOperands) {
       INFO(operandName(wrt));
-      CHECK(runBackward(c, wrt, 2, &hidden).bytes == runBackward(c, wrt, 2).bytes);
+      const TT recomputed = runBackward(c, wrt, 2);
+      CHECK(runBackward(c, wrt, 2, &hidden).bytes == recomputed.bytes);
+      CHECK(runBackward(c, wrt, 2, &hidden, &gated).bytes == recomputed.bytes);
     }
   }
 }
@@ -241,6 +267,20 @@ TEST_CASE("moe_experts_backward rejects bad operands with the reason", "[family-
                                             {4, 4, 2}, {4, 4}, &wrong),
                     "moe_experts_backward: hidden [4, 1, 6] must be moe_experts_hidden's "
                     "[T, k, 2I] = [4, 1, 4]");
+  const Shape hidden{4, 1, 4}, gated{4, 1, 3};
+  CHECK_THROWS_WITH(moeExpertsBackwardShape(MoeOperand::X, {4, 4}, {4, 1}, {4, 1}, {4, 4, 4},
+                                            {4, 4, 2}, {4, 4}, nullptr, &gated),
+                    "moe_experts_backward: gated_grad (operand 7) needs hidden (operand 6): "
+                    "moe_experts_hidden's [T, k, 2I]");
+  CHECK_THROWS_WITH(moeExpertsBackwardShape(MoeOperand::X, {4, 4}, {4, 1}, {4, 1}, {4, 4, 4},
+                                            {4, 4, 2}, {4, 4}, &hidden, &gated),
+                    "moe_experts_backward: gated_grad [4, 1, 3] must be moe_experts_gated_grad's "
+                    "[T, k, I] = [4, 1, 2]");
+  CHECK(moeExpertsGatedGradShape({4, 4}, {4, 1}, {4, 4, 2}) == Shape{4, 1, 2});
+  CHECK_THROWS_WITH(moeExpertsGatedGradShape({4, 4}, {4, 1}, {4, 3, 2}),
+                    "moe_experts_gated_grad: down must be [E, H, I] with H = 4, got [4, 3, 2]");
+  CHECK_THROWS_WITH(runGatedGrad(c, 1), "moe_experts_gated_grad: expert index 4 of token 3 "
+                                        "(slot 0) is out of range for 4 experts");
   CHECK_THROWS_WITH(moeExpertsHiddenShape({4, 4}, {3, 1}, {4, 4, 4}),
                     "moe_experts_hidden: index must be [T, k] with T = 4, got [3, 1]");
   CHECK_THROWS_WITH(runHidden(c, 1), "moe_experts_hidden: expert index 4 of token 3 (slot 0) is "

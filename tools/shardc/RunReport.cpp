@@ -169,17 +169,20 @@ std::string formatProfile(const runtime::RankReport &rank) {
   out << "\nforward op times on rank " << rank.rank << " (per forward, over "
       << profile.functions << (profile.functions == 1 ? " forward" : " forwards")
       << "; each op timed to its end):\n";
-  char line[160];
-  std::snprintf(line, sizeof line, "  %-20s %8s %10s %6s\n", "op", "calls", "seconds", "%");
+  // The name column as wide as the longest op name (moe_experts_gated_grad).
+  int width = 20;
+  for (const auto &entry : ops) width = std::max(width, static_cast<int>(entry.first.size()));
+  char line[200];
+  std::snprintf(line, sizeof line, "  %-*s %8s %10s %6s\n", width, "op", "calls", "seconds", "%");
   out << line;
   for (const auto &[op, time] : ops) {
     const double seconds = time.seconds / forwards;
-    std::snprintf(line, sizeof line, "  %-20s %8.0f %10.4f %6.1f\n", op.c_str(),
+    std::snprintf(line, sizeof line, "  %-*.*s %8.0f %10.4f %6.1f\n", width, 120, op.c_str(),
                   static_cast<double>(time.calls) / forwards, seconds,
                   total > 0 ? 100.0 * seconds / total : 0.0);
     out << line;
   }
-  std::snprintf(line, sizeof line, "  %-20s %8s %10.4f\n", "total", "", total);
+  std::snprintf(line, sizeof line, "  %-*s %8s %10.4f\n", width, "total", "", total);
   out << line;
   return out.str();
 }
