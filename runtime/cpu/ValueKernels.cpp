@@ -138,6 +138,27 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
     // (its own elements are exact as doubles already).
     const bool intAsFloat = a.dtype == DType::I64;
     const double v = valueInDType(intAsFloat ? DType::F32 : a.dtype, value);
+    if (a.dtype == DType::F32) {
+      // The same comparison in float (both sides widen to double exactly),
+      // the op chosen once: the masks of activation gradients (hardswish's
+      // three per layer) spent their time in the per-element dispatch.
+      const float *x = static_cast<const float *>(a.data);
+      const float bound = static_cast<float>(v);
+      auto each = [&](auto holds) {
+        cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+          for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
+            out[i] = holds(x[i], bound) ? 1 : 0;
+        });
+      };
+      switch (op) {
+      case CompareOp::Eq: return each([](float p, float q) { return p == q; });
+      case CompareOp::Ne: return each([](float p, float q) { return p != q; });
+      case CompareOp::Lt: return each([](float p, float q) { return p < q; });
+      case CompareOp::Le: return each([](float p, float q) { return p <= q; });
+      case CompareOp::Gt: return each([](float p, float q) { return p > q; });
+      case CompareOp::Ge: return each([](float p, float q) { return p >= q; });
+      }
+    }
     cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
       for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i) {
         const double x = loadAsDouble(a.dtype, a.data, i);
@@ -189,6 +210,17 @@ void castKernel(const KTensor &x, const KTensor &y, int threads) {
   const int64_t total = x.numel();
   if (x.dtype == y.dtype) {
     if (total > 0) std::memcpy(y.data, x.data, static_cast<size_t>(total * plan::dtypeSize(x.dtype)));
+    return;
+  }
+  if (x.dtype == DType::I64 && y.dtype == DType::F32) {
+    // castElement's int64 -> float (one rounding) without its per-element
+    // dispatch: comparison masks cast for the arithmetic of a gradient.
+    const int64_t *from = static_cast<const int64_t *>(x.data);
+    float *to = static_cast<float *>(y.data);
+    cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+      for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
+        to[i] = static_cast<float>(from[i]);
+    });
     return;
   }
   cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {

@@ -303,7 +303,8 @@ TEST_CASE("unary: thread count does not change bytes, bad operands rejected", "[
 
 TEST_CASE("batch_norm (eval) normalizes per channel with running stats", "[family-kernels]") {
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
-    for (const Shape &shape : {Shape{2, 3, 4, 5}, Shape{4, 3}, Shape{2, 3, 17}})
+    // [3000, 3]: a token layout's planes of one element, several to a task
+    for (const Shape &shape : {Shape{2, 3, 4, 5}, Shape{4, 3}, Shape{2, 3, 17}, Shape{3000, 3}})
       for (bool affine : {true, false}) {
         INFO(shardc::plan::dtypeName(dtype) << " " << shapeToString(shape) << " affine " << affine);
         const int64_t C = 3;

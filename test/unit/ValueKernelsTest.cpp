@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include <cstring>
 #include <limits>
 
@@ -81,6 +83,50 @@ TEST_CASE("comparisons: int64 ids, torch's scalar rounding, NaN, broadcasting", 
   const TT col = fromInts({2, 1}, {1, 5}), row = fromInts({3}, {0, 5, 9});
   CHECK(compare(CompareOp::Ge, col, &row) == V{1, 0, 0, 1, 1, 0});
   CHECK(compare(CompareOp::Lt, row, &col) == V{1, 0, 0, 1, 0, 0});
+}
+
+TEST_CASE("float32 against a value: every op on 40,000 elements as the double definition",
+          "[values]") {
+  // The float32 path compares in float with the op chosen once; the
+  // definition compares the elements widened to double with the value
+  // rounded to float32 first. Elements: the value itself and its float
+  // neighbours, NaN, infinities, signed zeros and random ones, past two
+  // task chunks (16384 elements).
+  for (double value : {3.0, -3.0, 1.001, 0.0, std::numeric_limits<double>::infinity()}) {
+    const float bound = static_cast<float>(value);
+    std::vector<double> xs;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> uniform(-5, 5);
+    for (int i = 0; i < 40000; ++i) {
+      switch (i % 8) {
+      case 0: xs.push_back(bound); break;
+      case 1: xs.push_back(std::nextafter(bound, 1e30f)); break;
+      case 2: xs.push_back(std::nextafter(bound, -1e30f)); break;
+      case 3: xs.push_back(i % 16 == 3 ? kNaN : -0.0); break;
+      case 4:
+        xs.push_back(i % 16 == 4 ? std::numeric_limits<double>::infinity()
+                                 : -std::numeric_limits<double>::infinity());
+        break;
+      default: xs.push_back(uniform(rng));
+      }
+    }
+    const TT x = fromValues(DType::F32, {int64_t(xs.size())}, xs);
+    for (CompareOp op : {CompareOp::Eq, CompareOp::Ne, CompareOp::Lt, CompareOp::Le, CompareOp::Gt,
+                         CompareOp::Ge}) {
+      const std::vector<int64_t> got = compare(op, x, nullptr, value);
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const double a = x.at(int64_t(i)), v = bound;
+        const bool want = op == CompareOp::Eq   ? a == v
+                          : op == CompareOp::Ne ? a != v
+                          : op == CompareOp::Lt ? a < v
+                          : op == CompareOp::Le ? a <= v
+                          : op == CompareOp::Gt ? a > v
+                                                : a >= v;
+        INFO("value " << value << " op " << int(op) << " element " << i << " = " << a);
+        REQUIRE(got[i] == int64_t(want));
+      }
+    }
+  }
 }
 
 TEST_CASE("where: picks a or b by a nonzero condition, broadcast, exact bits", "[values]") {
@@ -157,6 +203,18 @@ TEST_CASE("cast: torch's truncation, rounding and NaN rules", "[values]") {
   // The same dtype is a copy; bool as int64 casts to 1.0 / 0.0.
   CHECK(ints(cast(i, DType::I64)) == ints(i));
   CHECK(cast(fromInts({2}, {1, 0}), DType::F32).at(0) == 1.0);
+  // int64 to float32 over two task chunks: each element rounded once, in place.
+  std::vector<int64_t> many(40000);
+  for (size_t k = 0; k < many.size(); ++k)
+    many[k] = k % 4 == 0   ? kMax - int64_t(k)
+              : k % 4 == 1 ? kMin + int64_t(k)
+              : k % 4 == 2 ? (int64_t(1) << 24) + int64_t(k)
+                           : -int64_t(k * k);
+  const TT manyF32 = cast(fromInts({int64_t(many.size())}, many), DType::F32);
+  for (size_t k = 0; k < many.size(); ++k) {
+    INFO("element " << k << " = " << many[k]);
+    REQUIRE(manyF32.at(int64_t(k)) == double(static_cast<float>(many[k])));
+  }
 }
 
 TEST_CASE("cumsum: int64 wraps, float32 accumulates in double, 16-bit in float", "[values]") {
