@@ -245,6 +245,31 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
     cpu::storeFloats(y.dtype, accumulator, T * H, y.data, 0);
 }
 
+namespace {
+
+/// The routed rows that the backward ops of one moe_experts share, y
+/// [T, k, width]: per block of up to R of an expert's rows (experts
+/// ascending), compute(e, first, n) fills `block` [n, width] and each row is
+/// stored at its slot (t, s).
+template <typename Compute>
+void storeSharedRows(const std::vector<std::vector<std::pair<int64_t, int64_t>>> &routed, int64_t k,
+                     int64_t R, int64_t width, const float *block, const KTensor &y,
+                     const Compute &compute) {
+  for (size_t e = 0; e < routed.size(); ++e) {
+    const auto &rows = routed[e];
+    for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
+      const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
+      compute(static_cast<int64_t>(e), first, n);
+      for (int64_t r = 0; r < n; ++r) {
+        const auto [t, s] = rows[first + r];
+        cpu::storeFloats(y.dtype, block + r * width, width, y.data, (t * k + s) * width);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                             const KTensor &y, std::byte *workspace, int threads) {
   checks::moeExpertsHidden(x, index, gateUp, y);
@@ -255,17 +280,10 @@ void moeExpertsHiddenKernel(const KTensor &x, const KTensor &index, const KTenso
   // [R, H] and their [gate; up] [R, 2I], the forward's GEMM.
   const int64_t R = std::min(kMoeBlockRows, T * k);
   float *xBlock = reinterpret_cast<float *>(workspace), *hBlock = xBlock + R * H;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto &rows = routed[static_cast<size_t>(e)];
-    for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
-      const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      cpu::gateUpBlock(x, rows, first, n, gateUp, e, xBlock, hBlock, threads);
-      for (int64_t r = 0; r < n; ++r) {
-        const auto [t, s] = rows[first + r];
-        cpu::storeFloats(y.dtype, hBlock + r * 2 * I, 2 * I, y.data, (t * k + s) * 2 * I);
-      }
-    }
-  }
+  storeSharedRows(routed, k, R, 2 * I, hBlock, y, [&](int64_t e, size_t first, int64_t n) {
+    cpu::gateUpBlock(x, routed[static_cast<size_t>(e)], first, n, gateUp, e, xBlock, hBlock,
+                     threads);
+  });
 }
 
 void moeExpertsGatedGradKernel(const KTensor &grad, const KTensor &index, const KTensor &down,
@@ -278,17 +296,10 @@ void moeExpertsGatedGradKernel(const KTensor &grad, const KTensor &index, const 
   // [R, H] and their da' [R, I].
   const int64_t R = std::min(kMoeBlockRows, T * k);
   float *gBlock = reinterpret_cast<float *>(workspace), *daBlock = gBlock + R * H;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto &rows = routed[static_cast<size_t>(e)];
-    for (size_t first = 0; first < rows.size(); first += static_cast<size_t>(R)) {
-      const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
-      cpu::gatedGradBlock(grad, rows, first, n, down, e, gBlock, daBlock, threads);
-      for (int64_t r = 0; r < n; ++r) {
-        const auto [t, s] = rows[first + r];
-        cpu::storeFloats(y.dtype, daBlock + r * I, I, y.data, (t * k + s) * I);
-      }
-    }
-  }
+  storeSharedRows(routed, k, R, I, daBlock, y, [&](int64_t e, size_t first, int64_t n) {
+    cpu::gatedGradBlock(grad, routed[static_cast<size_t>(e)], first, n, down, e, gBlock, daBlock,
+                        threads);
+  });
 }
 
 }  // namespace shardc::runtime
