@@ -79,7 +79,12 @@ template <typename Run> void walkRuns(const Layout &l, int64_t o, const Run &run
     return;
   }
   const int64_t inner = l.redSize[r - 1], innerStride = l.redStride[r - 1];
-  std::vector<int64_t> index(r, 0);
+  // The odometer on the stack up to 8 reduced dims: a heap vector per
+  // output cost more than the sum itself where the runs are short (a batch
+  // norm's gradient over 4 x 4 planes).
+  int64_t onStack[8] = {};
+  std::vector<int64_t> onHeap(r > 8 ? r : 0, 0);
+  int64_t *index = r > 8 ? onHeap.data() : onStack;
   int64_t at = base, flat = 0;
   for (;;) {
     run(at, inner, innerStride, flat);

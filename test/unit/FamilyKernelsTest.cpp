@@ -685,6 +685,25 @@ TEST_CASE("reductions match a double reference over any dims", "[family-kernels]
             return rel * std::abs(r.value[size_t(i)]) + 1e-15 * r.absSum[size_t(i)];
           });
         }
+  // Many reduced dims: the walk's odometer on the stack (8 dims) and on the
+  // heap (9), every reduced dim of size 2 or 3 so each one carries.
+  const Shape many{2, 3, 2, 2, 3, 2, 2, 3, 2, 5};
+  for (const std::vector<int64_t> &dims : {std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 8},
+                                           std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}})
+    for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Amax, ReduceKind::Var}) {
+      INFO("dims " << shapeToString(dims) << " kind " << int(kind));
+      TT x = random(DType::F32, many, 10, -2, 3);
+      TT y = zeros(DType::F32, reduceShape(kind, x.shape, dims, false));
+      reduceKernel(kind, x.k(), dims, 1, y.k(), 2);
+      const ReduceRef r = reduceReference(kind, x, dims, 1);
+      if (kind == ReduceKind::Amax) {
+        checkExact(y, r.value);
+        continue;
+      }
+      checkWithin(y, r.value, [&](int64_t i) {
+        return std::ldexp(1.0, -23) * std::abs(r.value[size_t(i)]) + 1e-15 * r.absSum[size_t(i)];
+      });
+    }
 }
 
 TEST_CASE("reductions: torch's NaN, tie, correction and empty rules", "[family-kernels]") {
