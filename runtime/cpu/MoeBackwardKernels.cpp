@@ -167,10 +167,7 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
           float *g = b.g + r * H;
           cpu::loadFloats(grad.dtype, grad.data, rows[first + r].first * H, H, g);
           for (int64_t j = 0; j < H; ++j) g[j] = g[j] * weight;
-          float *a = b.a + r * I;
-          const float *up = b.h + r * 2 * I + I;
-          cpu::activateGate(p.activation, b.h + r * 2 * I, a, I);
-          for (int64_t i = 0; i < I; ++i) a[i] = a[i] * up[i];
+          cpu::gatedProduct(p.activation, b.h + r * 2 * I, b.a + r * I, I);
         }
         cpu::GemmArgs g = gemmArgs(H, I, n, {DType::F32, b.g, 0, H}, {DType::F32, b.a, 0, I}, false,
                                    expertGrad, I);
@@ -194,11 +191,10 @@ void moeExpertsBackwardKernel(const MoeParams &p, const KTensor &x, const KTenso
         // dw[t, s] = <da', act(gate) * up>, a double dot product.
         for (int64_t r = 0; r < n; ++r) {
           const auto [t, s] = rows[first + r];
-          float *a = b.a + r * I;
-          const float *up = b.h + r * 2 * I + I, *da = b.da + r * I;
-          cpu::activateGate(p.activation, b.h + r * 2 * I, a, I);
+          const float *a = b.a + r * I, *da = b.da + r * I;
+          cpu::gatedProduct(p.activation, b.h + r * 2 * I, b.a + r * I, I);
           double dot = 0.0;
-          for (int64_t i = 0; i < I; ++i) dot += static_cast<double>(da[i]) * (a[i] * up[i]);
+          for (int64_t i = 0; i < I; ++i) dot += static_cast<double>(da[i]) * a[i];
           const float value = static_cast<float>(dot);
           cpu::storeFloats(y.dtype, &value, 1, y.data, t * k + s);
         }

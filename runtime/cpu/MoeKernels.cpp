@@ -33,16 +33,6 @@
 namespace shardc::runtime {
 using plan::DType;
 
-namespace {
-
-/// gate[i] = act(gate[i]) * up[i] for one row of I values.
-void applyGate(GateActivation act, float *gate, const float *up, int64_t inner) {
-  cpu::activateGate(act, gate, gate, inner);
-  for (int64_t i = 0; i < inner; ++i) gate[i] = gate[i] * up[i];
-}
-
-}  // namespace
-
 void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
                       const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                       const KTensor &y, std::byte *workspace, int threads) {
@@ -72,8 +62,8 @@ void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index
       const int64_t n = std::min<int64_t>(R, static_cast<int64_t>(rows.size() - first));
       // [gate; up] = x gateUp[e]^T: 2I rows of H.
       cpu::gateUpBlock(x, rows, first, n, gateUp, e, xBlock, hBlock, threads);
-      for (int64_t r = 0; r < n; ++r) applyGate(p.activation, hBlock + r * 2 * I,
-                                                hBlock + r * 2 * I + I, I);
+      for (int64_t r = 0; r < n; ++r)
+        cpu::gatedProduct(p.activation, hBlock + r * 2 * I, hBlock + r * 2 * I, I);
       // y = gated down[e]^T: H rows of I, reading the gate half of each row.
       cpu::GemmArgs dn{};
       dn.M = n, dn.N = H, dn.K = I;

@@ -48,44 +48,53 @@ inline void activateGate(GateActivation act, const float *gate, float *out, int6
   }
 }
 
-/// A block of expert e's routed rows [first, first + n): their input rows
-/// into xBlock [n, H] (float) and [gate; up] = x gate_up[e]^T into hBlock
-/// [n, 2I], the forward's first GEMM (every kernel of the family computes
-/// it this one way, so the bits agree).
+/// act(gate) * up of one routed row's [gate; up] (2I values) into out (I
+/// values; out may be the row itself: the gate half is overwritten), the
+/// forward's hidden row with its bits.
+inline void gatedProduct(GateActivation act, const float *gateUp, float *out, int64_t inner) {
+  activateGate(act, gateUp, out, inner);
+  const float *up = gateUp + inner;
+  for (int64_t i = 0; i < inner; ++i) out[i] = out[i] * up[i];
+}
+
+/// Routed rows [first, first + n) of src [T, H] (tokens as `rows` name them)
+/// gathered into srcBlock [n, H] (float), times expert e's matrix of
+/// `weight`: [E, N, H] read transposed (transposed) or [E, H, N], into
+/// outBlock [n, N]. Every kernel of the family computes a block's GEMM this
+/// one way, so the bits agree.
+inline void routedRowsTimes(const KTensor &src,
+                            const std::vector<std::pair<int64_t, int64_t>> &rows, size_t first,
+                            int64_t n, const KTensor &weight, int64_t e, bool transposed,
+                            float *srcBlock, float *outBlock, int threads) {
+  const int64_t H = src.shape[1], N = transposed ? weight.shape[1] : weight.shape[2];
+  for (int64_t r = 0; r < n; ++r)
+    loadFloats(src.dtype, src.data, rows[first + r].first * H, H, srcBlock + r * H);
+  GemmArgs g{};
+  g.M = n, g.N = N, g.K = H;
+  g.A = {plan::DType::F32, srcBlock, 0, H};
+  g.B = {weight.dtype, weight.data, e * N * H, transposed ? H : N};
+  g.transB = transposed;
+  g.C = outBlock, g.cDtype = plan::DType::F32, g.cOffset = 0, g.ldc = N;
+  gemm(g, threads);
+}
+
+/// [gate; up] = x gate_up[e]^T for a block of expert e's routed rows: the
+/// input rows into xBlock [n, H], the forward's first GEMM into hBlock
+/// [n, 2I].
 inline void gateUpBlock(const KTensor &x, const std::vector<std::pair<int64_t, int64_t>> &rows,
                         size_t first, int64_t n, const KTensor &gateUp, int64_t e, float *xBlock,
                         float *hBlock, int threads) {
-  const int64_t H = x.shape[1], I = gateUp.shape[1] / 2;
-  for (int64_t r = 0; r < n; ++r)
-    loadFloats(x.dtype, x.data, rows[first + r].first * H, H, xBlock + r * H);
-  GemmArgs up{};
-  up.M = n, up.N = 2 * I, up.K = H;
-  up.A = {plan::DType::F32, xBlock, 0, H};
-  up.B = {gateUp.dtype, gateUp.data, e * 2 * I * H, H};
-  up.transB = true;
-  up.C = hBlock, up.cDtype = plan::DType::F32, up.cOffset = 0, up.ldc = 2 * I;
-  gemm(up, threads);
+  routedRowsTimes(x, rows, first, n, gateUp, e, true, xBlock, hBlock, threads);
 }
 
-/// A block of expert e's routed rows [first, first + n): their output
-/// gradient rows into gBlock [n, H] (float) and da' = g down[e] into daBlock
-/// [n, I], the gradient at each row's act(gate) * up before the slot's
-/// weight (every kernel of the family computes it this one way, so the
-/// bits agree).
+/// da' = g down[e] for a block of expert e's routed rows, the gradient at
+/// each row's act(gate) * up before the slot's weight: the output gradient
+/// rows into gBlock [n, H], da' into daBlock [n, I].
 inline void gatedGradBlock(const KTensor &grad,
                            const std::vector<std::pair<int64_t, int64_t>> &rows, size_t first,
                            int64_t n, const KTensor &down, int64_t e, float *gBlock, float *daBlock,
                            int threads) {
-  const int64_t H = grad.shape[1], I = down.shape[2];
-  for (int64_t r = 0; r < n; ++r)
-    loadFloats(grad.dtype, grad.data, rows[first + r].first * H, H, gBlock + r * H);
-  GemmArgs da{};
-  da.M = n, da.N = I, da.K = H;
-  da.A = {plan::DType::F32, gBlock, 0, H};
-  da.B = {down.dtype, down.data, e * H * I, I};
-  da.transB = false;
-  da.C = daBlock, da.cDtype = plan::DType::F32, da.cOffset = 0, da.ldc = I;
-  gemm(da, threads);
+  routedRowsTimes(grad, rows, first, n, down, e, false, gBlock, daBlock, threads);
 }
 
 }  // namespace shardc::runtime::cpu

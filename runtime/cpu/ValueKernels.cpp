@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace shardc::runtime {
@@ -144,19 +145,20 @@ void compareKernel(CompareOp op, const KTensor &a, const KTensor *b, double valu
       // three per layer) spent their time in the per-element dispatch.
       const float *x = static_cast<const float *>(a.data);
       const float bound = static_cast<float>(v);
-      auto each = [&](auto holds) {
+      auto each = [&](auto constantOp) {
         cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
           for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
-            out[i] = holds(x[i], bound) ? 1 : 0;
+            out[i] = values::compare(decltype(constantOp)::value, x[i], bound);
         });
       };
+      using C = CompareOp;
       switch (op) {
-      case CompareOp::Eq: return each([](float p, float q) { return p == q; });
-      case CompareOp::Ne: return each([](float p, float q) { return p != q; });
-      case CompareOp::Lt: return each([](float p, float q) { return p < q; });
-      case CompareOp::Le: return each([](float p, float q) { return p <= q; });
-      case CompareOp::Gt: return each([](float p, float q) { return p > q; });
-      case CompareOp::Ge: return each([](float p, float q) { return p >= q; });
+      case C::Eq: return each(std::integral_constant<C, C::Eq>{});
+      case C::Ne: return each(std::integral_constant<C, C::Ne>{});
+      case C::Lt: return each(std::integral_constant<C, C::Lt>{});
+      case C::Le: return each(std::integral_constant<C, C::Le>{});
+      case C::Gt: return each(std::integral_constant<C, C::Gt>{});
+      case C::Ge: return each(std::integral_constant<C, C::Ge>{});
       }
     }
     cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
