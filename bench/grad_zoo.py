@@ -25,12 +25,15 @@ float64 and shardc's passes within twice torch's error. With
 --keep-dropout: the models' own dropout kept, two SGD steps at N = 1 and 2
 compared byte for byte.
 
-With --timing: per model, one kernel thread, N = 1: the median of 3 warm
-runs (`--repeat 3`) of shardc's forward alone and of its forward and
+With --timing: per model, one kernel thread, N = 1: the median of 5 warm
+runs (`--repeat 5`) of shardc's forward alone and of its forward and
 backward (`--grad`), against torch eager's forward and backward
 (loss.backward(), torch.set_num_threads(1), median of 3 after a warm-up) on
 the same weights and inputs; and shardc's ledger peak with and without
-the backward.
+the backward. Five, not three: where the host allocator's best fit leaves
+the first warm run short of blocks, the second makes an arena planned from
+it and the runs after that first-touch nothing (docs/plan.md), so the
+median of five is a steady step, as torch's median after its warm-up is.
 """
 
 import argparse
@@ -306,7 +309,7 @@ print(statistics.median(times[1:]))
 def shardc_timed(shardc, g, w, inp, extra):
     """(median warm seconds, forward peak bytes) of N = 1, one thread."""
     p = subprocess.run([shardc, "run", g, "--load", w, "--inputs", inp, "--threads", "1",
-                        "--repeat", "3"] + extra, capture_output=True, text=True, env=ENV)
+                        "--repeat", "5"] + extra, capture_output=True, text=True, env=ENV)
     if p.returncode:
         raise RuntimeError((p.stderr.strip().splitlines() or [""])[-1])
     median = float(re.search(r"outputs identical: median ([0-9.]+) s", p.stdout).group(1))

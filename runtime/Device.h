@@ -76,6 +76,10 @@ public:
   CategoryBytes peakByCategory() const { return ledger_.peakByCategory(); }
   std::vector<LiveAllocation> live() const { return ledger_.live(); }
   void resetPeak() { ledger_.resetPeak(); }
+  /// A function (identified by `key`, e.g. its plan::Function) starts on
+  /// this device: an allocator that plans a function's buffers from its
+  /// earlier runs (HostMemory) hears of it; others ignore it.
+  virtual void beginFunction(const void *key) { (void)key; }
 
 protected:
   /// "CpuDevice", "CudaDevice": the prefix of allocation errors.
@@ -103,6 +107,7 @@ public:
   /// Returns freed large blocks kept for reuse to the system (HostMemory):
   /// afterwards the process holds only the accounted bytes.
   void trimReuseCache() { memory_.trim(); }
+  void beginFunction(const void *key) override { memory_.beginFunction(key); }
   /// Large requests served from kept vs fresh memory since the last trim.
   const HostMemory::Stats &largeBlockStats() const { return memory_.stats(); }
 

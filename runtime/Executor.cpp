@@ -1215,6 +1215,7 @@ std::vector<TensorView> runFunction(const Plan &plan, const std::string &name, B
                        std::to_string(comm.rank()) + " != rank state " +
                        std::to_string(state.rank()));
   checkPlan(plan);  // ids in range etc.: a bad plan must not crash the executor
+  backend.device().beginFunction(function);
   FunctionRun run(plan, *function, backend, comm, state, seed);
   run.bindInputs(inputs);
   run.run();

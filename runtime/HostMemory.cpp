@@ -25,6 +25,9 @@ constexpr bool kReuse = true;
 
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kPage = 4096;
+/// Functions whose runs are recorded and planned; later ones are served as
+/// kept blocks only (a JIT session with this many functions is unusual).
+constexpr size_t kMaxPlans = 64;
 
 size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
@@ -39,8 +42,13 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     return {memory, bytes, bytes, bytes};
   }
 
+  if (replaying_) {
+    Block block = allocateFromArena(bytes);
+    if (block.data) return block;
+  }
   liveBytes_ += bytes;
   highWater_ = std::max(highWater_, liveBytes_);
+  const int32_t traceId = recording_ ? recording_->allocate(bytes) : -1;
 
   // Best fit: the smallest kept block that holds the request.
   size_t best = kept_.size();
@@ -52,6 +60,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     Block block = kept_[best];
     kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
     block.used = bytes;
+    block.traceId = traceId;
     ++stats_.reusedBlocks;
     const size_t residentBefore = block.resident;
     if (bytes > block.resident) {
@@ -86,7 +95,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     madvise(memory, bytes / kHugePage * kHugePage,
             policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
-  Block block{memory, bytes, bytes, bytes};
+  Block block{memory, bytes, bytes, bytes, traceId};
   ++stats_.freshBlocks;
   stats_.freshBytes += bytes;
   prefault(block, 0, bytes);
@@ -97,6 +106,12 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
 
 void HostMemory::release(const Block &block) {
   if (!block.data) return;
+  if (arena_.holds(block.data)) {
+    liveBytes_ -= block.used;
+    replay_->release(block.traceId);
+    if (--arena_.liveBlocks == 0 && arena_.draining) freeArena();
+    return;
+  }
   auto found = live_.find(block.data);
   if (found == live_.end()) {  // a small block
     smallBytes_ -= block.capacity;
@@ -106,6 +121,7 @@ void HostMemory::release(const Block &block) {
   Block large = found->second;  // its resident is tracked here, not in `block`
   live_.erase(found);
   liveBytes_ -= large.used;
+  if (large.traceId >= 0 && recording_) recording_->release(large.traceId);
   if (kReuse) {
     kept_.push_back(large);
   } else {
@@ -154,6 +170,7 @@ void HostMemory::shrinkToBound() {
       if (kept_[i].resident > kept_[largest].resident) largest = i;
     freeKept(largest);
   }
+  if (residentBytes_ > bound && arena_.data && arena_.liveBlocks == 0 && !replaying_) freeArena();
   if (residentBytes_ <= bound) return;
   for (auto &[address, block] : live_) {
     trimTail(block);
@@ -168,6 +185,14 @@ void HostMemory::freeKept(size_t index) {
 }
 
 void HostMemory::trim() {
+  finishRecording();
+  replaying_ = false;
+  for (auto &[key, plan] : plans_) plan.runsSinceTrim = 0;
+  if (arena_.liveBlocks == 0) {
+    if (arena_.data) freeArena();
+  } else {
+    arena_.draining = true;
+  }
   while (!kept_.empty()) freeKept(kept_.size() - 1);
   highWater_ = liveBytes_;
   stats_ = {};
@@ -175,6 +200,133 @@ void HostMemory::trim() {
 }
 
 bool HostMemory::reusesBlocks() { return kReuse; }
+
+void HostMemory::beginFunction(const void *key) {
+  finishRecording();
+  replaying_ = false;
+  // An arena block still live (a buffer that outlived its run) pins the
+  // replay whose entries it belongs to: no new recording or replay until
+  // it is released.
+  if (!kReuse || arena_.liveBlocks > 0) return;
+  replay_.reset();
+  auto found = plans_.find(key);
+  if (found != plans_.end() && found->second.useArena) {
+    replayPlan_ = &found->second;
+    replay_.emplace(replayPlan_->trace);
+    replaying_ = true;
+    return;
+  }
+  if (found == plans_.end() && plans_.size() >= kMaxPlans) return;
+  recording_.emplace();
+  recordingKey_ = key;
+  freshBytesAtRecordingStart_ = stats_.freshBytes;
+}
+
+void HostMemory::finishRecording() {
+  if (!recording_) return;
+  AllocationTrace trace = std::move(*recording_);
+  recording_.reset();
+  if (!trace.complete()) {
+    // Its blocks still live must not be taken for a later recording's.
+    for (auto &[address, block] : live_) block.traceId = -1;
+    return;
+  }
+  if (trace.entries().empty()) return;
+  FunctionPlan &plan = plans_[recordingKey_];
+  ++plan.runsSinceTrim;
+  // The first run after a trim first-touches everything; a later one that
+  // still does churns the kept blocks and is what the arena is for.
+  const bool firstTouched = stats_.freshBytes > freshBytesAtRecordingStart_;
+  if (plan.runsSinceTrim < 2 || !firstTouched || plan.rejected) return;
+  plan.layout = layoutArena(trace, kPage);
+  plan.trace = std::move(trace);
+  plan.useArena = true;
+}
+
+HostMemory::Block HostMemory::allocateFromArena(size_t bytes) {
+  const ArenaLayout &layout = replayPlan_->layout;
+  if (arena_.liveBlocks == 0 && (!arena_.data || arena_.bytes < layout.bytes) &&
+      !makeArena(layout.bytes)) {
+    replayPlan_->useArena = false;
+    replayPlan_->rejected = true;
+    replaying_ = false;
+    return {};
+  }
+  const int32_t id = replay_->next(bytes);
+  if (id < 0) {
+    stopReplay();
+    return {};
+  }
+  liveBytes_ += bytes;
+  highWater_ = std::max(highWater_, liveBytes_);
+  ++arena_.liveBlocks;
+  ++stats_.reusedBlocks;
+  noteHeld();
+  return {arena_.data + layout.offsets[static_cast<size_t>(id)], bytes, bytes, bytes, id};
+}
+
+bool HostMemory::makeArena(size_t bytes) {
+  size_t keptResident = 0;
+  for (const Block &block : kept_) keptResident += block.resident;
+  const size_t without = residentBytes_ - keptResident - arena_.resident;
+  if (without + bytes > residentBound()) return false;
+  // What it replaces goes back before its pages are touched (as in
+  // allocate()): the kept blocks serve nothing while the arena serves all.
+  while (!kept_.empty()) freeKept(kept_.size() - 1);
+  if (arena_.data) freeArena();
+  void *memory = nullptr;
+  if (posix_memalign(&memory, kHugePage, bytes) != 0) return false;
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+  madvise(memory, bytes / kHugePage * kHugePage,
+          policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#endif
+  arena_ = Arena{static_cast<std::byte *>(memory), bytes, bytes, 0, false};
+  residentBytes_ += bytes;
+  ++stats_.freshBlocks;
+  stats_.freshBytes += bytes;
+  prefault(Block{memory, bytes, bytes, bytes}, 0, bytes);
+  noteHeld();
+  return true;
+}
+
+void HostMemory::freeArena() {
+  residentBytes_ -= arena_.resident;
+  std::free(arena_.data);
+  arena_ = Arena{};
+  replay_.reset();
+}
+
+void HostMemory::stopReplay() {
+  replaying_ = false;
+  replayPlan_->useArena = false;
+  replayPlan_->rejected = true;
+  if (arena_.liveBlocks == 0) {
+    freeArena();
+    return;
+  }
+  arena_.draining = true;
+  // Give back the whole pages that no live block touches: the run goes on
+  // with fresh and kept blocks, and the bound counts the arena's resident.
+  const ArenaLayout &layout = replayPlan_->layout;
+  const std::vector<AllocationTrace::Entry> &entries = replayPlan_->trace.entries();
+  std::vector<std::pair<size_t, size_t>> used;  // live blocks' [begin, end)
+  for (size_t id = 0; id < entries.size(); ++id)
+    if (replay_->isLive(static_cast<int32_t>(id)))
+      used.emplace_back(layout.offsets[id], layout.offsets[id] + entries[id].bytes);
+  std::sort(used.begin(), used.end());
+  used.emplace_back(arena_.bytes, arena_.bytes);  // the end closes the last gap
+  size_t from = 0, released = 0;
+  for (const auto &[begin, end] : used) {
+    const size_t gapBegin = roundUp(from, kPage), gapEnd = begin / kPage * kPage;
+    if (gapEnd > gapBegin) {
+      madvise(arena_.data + gapBegin, gapEnd - gapBegin, MADV_DONTNEED);
+      released += gapEnd - gapBegin;
+    }
+    from = std::max(from, end);
+  }
+  arena_.resident -= released;
+  residentBytes_ -= released;
+}
 
 size_t HostMemory::keptBytes() const {
   size_t total = 0;

@@ -26,6 +26,19 @@
 // measurement can be held to; the accounted peak alone misses the kept
 // blocks (7 MiB on GPT-2 at N = 2), and a bound on it alone was flaky.
 //
+// Functions that run again (a training loop's step, a serving loop's
+// forward) can have their large requests served from one arena
+// (runtime/AllocationReplay.h): runners say when a function starts
+// (beginFunction), each complete run is recorded, and when a warm run still
+// first-touched memory (best fit left some request without a kept block),
+// the next runs of that function take their blocks at offsets planned from
+// that run, in one arena that stays resident between runs. The arena counts
+// in the resident bytes and is only made when it fits the bound (with the
+// kept blocks, which it replaces, given back first). A run that departs from
+// the recording (another size, another order of releases) is served as
+// before from then on; the arena's unused pages go back at once and the
+// arena itself when its last block is released.
+//
 // Why the slack: a forward's buffers come in a few sizes, and a freed block
 // serves a smaller request whole, so with the bound at the mark exactly the
 // pool was always a little short and freed blocks that the same forward
@@ -37,10 +50,12 @@
 // with a sixteenth alone).
 #pragma once
 
+#include "runtime/AllocationReplay.h"
 #include "runtime/PagePolicy.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -79,6 +94,9 @@ public:
     size_t capacity = 0;  // what free() needs back
     size_t used = 0;      // bytes of the request it serves
     size_t resident = 0;  // bytes of it that may be resident (touched)
+    /// Its entry in the function's recording or (arena blocks) replay; -1
+    /// when neither.
+    int32_t traceId = -1;
   };
 
   /// `bytes` (already a multiple of `alignment`, > 0) of uninitialized
@@ -87,9 +105,19 @@ public:
   /// Keeps blocks of kKeptBlock and more for reuse; frees smaller ones. Takes back the Block
   /// that allocate() returned.
   void release(const Block &block);
-  /// Returns every kept block to the system, restarts the high-water mark
-  /// at the bytes live now and the stats at zero.
+  /// Returns every kept block (and the arena, unless some of its blocks are
+  /// live: then when the last is released) to the system, restarts the
+  /// high-water mark at the bytes live now and the stats at zero.
   void trim();
+  /// A function identified by `key` starts (the previous one ended and its
+  /// buffers were released, or they outlive it): its requests are recorded,
+  /// or served from its arena when an earlier run planned one (see the top
+  /// of this file). Keys are compared, never dereferenced.
+  void beginFunction(const void *key);
+  /// The arena's size (0 when there is none) and whether the running
+  /// function's requests are served from it.
+  size_t arenaBytes() const { return arena_.bytes; }
+  bool replaying() const { return replaying_; }
   size_t keptBytes() const;
   /// What the bound is about (see the top of this file).
   size_t residentBytes() const { return residentBytes_; }
@@ -128,6 +156,44 @@ private:
   /// Faults in bytes [from, to) of `block` (page-rounded) if the policy says so.
   void prefault(const Block &block, size_t from, size_t to) const;
   void noteHeld() { stats_.heldPeakBytes = std::max(stats_.heldPeakBytes, heldBytes()); }
+  /// The next arena block of the function being replayed, or data ==
+  /// nullptr when the run departs from its recording (or no arena fits).
+  Block allocateFromArena(size_t bytes);
+  /// Makes an arena of `bytes` (the kept blocks and an idle arena go
+  /// first); false when it would cross the bound.
+  bool makeArena(size_t bytes);
+  void freeArena();
+  /// The run departed from its recording: no more arena blocks for it, the
+  /// pages no live block covers go back now, the arena when it is idle.
+  void stopReplay();
+  /// Stores the recording of the run that just ended as its function's
+  /// plan when complete (see the top of this file); forgets it otherwise.
+  void finishRecording();
+
+  /// A function's last complete run, and what it is used for.
+  struct FunctionPlan {
+    AllocationTrace trace;
+    ArenaLayout layout;
+    /// Complete runs recorded since the last trim().
+    int runsSinceTrim = 0;
+    bool useArena = false;
+    /// The arena did not fit the bound, or a run departed from the
+    /// recording: served as kept blocks from now on.
+    bool rejected = false;
+  };
+  struct Arena {
+    std::byte *data = nullptr;
+    size_t bytes = 0;
+    size_t resident = 0;
+    size_t liveBlocks = 0;
+    /// Freed when its last live block is released (a departed run, a trim
+    /// while blocks were live).
+    bool draining = false;
+    bool holds(const void *address) const {
+      const auto *byte = static_cast<const std::byte *>(address);
+      return data && byte >= data && byte < data + bytes;
+    }
+  };
 
   PagePolicy policy_;
   Stats stats_;
@@ -137,6 +203,18 @@ private:
   size_t highWater_ = 0;      // max liveBytes_ since the last trim()
   size_t residentBytes_ = 0;  // resident of live and kept large blocks
   size_t smallBytes_ = 0;     // requested bytes of live small blocks
+
+  std::unordered_map<const void *, FunctionPlan> plans_;  // by function key
+  const void *recordingKey_ = nullptr;
+  std::optional<AllocationTrace> recording_;
+  size_t freshBytesAtRecordingStart_ = 0;
+  Arena arena_;
+  /// The arena's blocks' entries: from the plan being replayed (kept while
+  /// blocks it handed out are live, after the replay stopped too).
+  std::optional<ArenaReplay> replay_;
+  const ArenaLayout *replayLayout_ = nullptr;
+  FunctionPlan *replayPlan_ = nullptr;
+  bool replaying_ = false;
 };
 
 }  // namespace shardc::runtime
