@@ -19,11 +19,20 @@ using namespace shardc::runtime;
 using namespace std::chrono_literals;
 
 namespace {
+/// This process's scratch directory, removed with everything in it when
+/// the process ends (each test case runs in its own process under ctest).
 std::string tempDir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("shardc-ckpt-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir.string();
+  struct Owned {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("shardc-ckpt-" + std::to_string(::getpid()));
+    Owned() { std::filesystem::create_directories(dir); }
+    ~Owned() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  };
+  static const Owned owned;
+  return owned.dir.string();
 }
 }  // namespace
 
