@@ -42,7 +42,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     return {memory, bytes, bytes, bytes};
   }
 
-  if (replaying_) {
+  if (replaying_ && alignment <= kPage) {  // arena offsets are page aligned
     Block block = allocateFromArena(bytes);
     if (block.data) return block;
   }
@@ -212,6 +212,7 @@ void HostMemory::beginFunction(const void *key) {
   auto found = plans_.find(key);
   if (found != plans_.end() && found->second.useArena) {
     replayPlan_ = &found->second;
+    replayKey_ = key;
     replay_.emplace(replayPlan_->trace);
     replaying_ = true;
     return;
@@ -247,9 +248,16 @@ HostMemory::Block HostMemory::allocateFromArena(size_t bytes) {
   const ArenaLayout &layout = replayPlan_->layout;
   if (arena_.liveBlocks == 0 && (!arena_.data || arena_.bytes < layout.bytes) &&
       !makeArena(layout.bytes)) {
+    // Not within the bound now (right after a trim the high-water mark is
+    // only what outlives the runs): this run, whose first large request
+    // this is, is served by best fit and recorded, so that a later run
+    // that fits plans again.
     replayPlan_->useArena = false;
-    replayPlan_->rejected = true;
     replaying_ = false;
+    replay_.reset();
+    recording_.emplace();
+    recordingKey_ = replayKey_;
+    freshBytesAtRecordingStart_ = stats_.freshBytes;
     return {};
   }
   const int32_t id = replay_->next(bytes);

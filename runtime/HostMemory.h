@@ -34,7 +34,9 @@
 // the next runs of that function take their blocks at offsets planned from
 // that run, in one arena that stays resident between runs. The arena counts
 // in the resident bytes and is only made when it fits the bound (with the
-// kept blocks, which it replaces, given back first). A run that departs from
+// kept blocks, which it replaces, given back first); a run it does not fit
+// yet (right after a trim) is served by best fit and recorded again. A run
+// that departs from
 // the recording (another size, another order of releases) is served as
 // before from then on; the arena's unused pages go back at once and the
 // arena itself when its last block is released.
@@ -177,8 +179,7 @@ private:
     /// Complete runs recorded since the last trim().
     int runsSinceTrim = 0;
     bool useArena = false;
-    /// The arena did not fit the bound, or a run departed from the
-    /// recording: served as kept blocks from now on.
+    /// A run departed from the recording: served by best fit from now on.
     bool rejected = false;
   };
   struct Arena {
@@ -214,6 +215,7 @@ private:
   std::optional<ArenaReplay> replay_;
   const ArenaLayout *replayLayout_ = nullptr;
   FunctionPlan *replayPlan_ = nullptr;
+  const void *replayKey_ = nullptr;
   bool replaying_ = false;
 };
 

@@ -517,3 +517,31 @@ TEST_CASE("a trim while arena blocks are live returns the arena with the last of
   CHECK(memory.arenaBytes() == 0);
   CHECK(memory.residentBytes() == 0);
 }
+
+TEST_CASE("after a trim a planned function is recorded again until its arena fits the bound",
+          "[hostmemory][replay]") {
+  if (!HostMemory::reusesBlocks()) {
+    WARN("AddressSanitizer build: blocks are freed, not reused or planned");
+    return;
+  }
+  HostMemory memory(PagePolicy{false, false, "test"});
+  int key = 0;
+  for (int run = 0; run < 4; ++run) churningRun(memory, &key);
+  const size_t arena = memory.arenaBytes();
+  REQUIRE(arena > 0);
+  memory.trim();  // the high-water mark restarts at 0: no arena fits
+  CHECK(memory.arenaBytes() == 0);
+  std::vector<size_t> touched;
+  for (int run = 0; run < 4; ++run) {
+    touched.push_back(churningRun(memory, &key));
+    if (run == 0) CHECK(memory.arenaBytes() == 0);  // best fit, recorded
+  }
+  INFO("first-touched per run after the trim: " << touched[0] << " " << touched[1] << " "
+                                                << touched[2] << " " << touched[3]);
+  CHECK(touched[0] > 0);
+  CHECK(touched[2] == arena);
+  CHECK(memory.arenaBytes() == arena);
+  CHECK(touched[3] == 0);
+  memory.trim();
+  CHECK(memory.residentBytes() == 0);
+}
