@@ -390,14 +390,33 @@ size_t churningRun(HostMemory &memory, const void *key) {
   return memory.stats().freshBytes - freshBefore;
 }
 
+/// False, with a warning that says why, where nothing can be planned.
+bool runsArePlanned() {
+  if (HostMemory::reusesBlocks()) return true;
+  WARN("AddressSanitizer build: blocks are freed, not reused or planned");
+  return false;
+}
+
+/// Runs `key`'s churning function until it has an arena, starts it again
+/// and returns its first request's block (from the arena), filled with
+/// `value`.
+HostMemory::Block firstBlockFromArena(HostMemory &memory, const void *key, unsigned char value) {
+  for (int run = 0; run < 3; ++run) churningRun(memory, key);
+  REQUIRE(memory.arenaBytes() > 0);
+  memory.beginFunction(key);
+  REQUIRE(memory.replaying());
+  std::mt19937 random(3);  // churningRun's first request
+  HostMemory::Block first = memory.allocate(churnSize(random), 64);
+  REQUIRE(first.data);
+  fill(first, value);
+  return first;
+}
+
 }  // namespace
 
 TEST_CASE("a function whose warm runs churn gets an arena and then first-touches nothing",
           "[hostmemory][replay]") {
-  if (!HostMemory::reusesBlocks()) {
-    WARN("AddressSanitizer build: blocks are freed, not reused or planned");
-    return;
-  }
+  if (!runsArePlanned()) return;
   HostMemory memory(PagePolicy{false, false, "test"});
   HostMemory::Block param = memory.allocate(4 * MiB, 64);  // outlives every run
   fill(param, 9);
@@ -444,10 +463,7 @@ TEST_CASE("a function whose warm runs churn gets an arena and then first-touches
 
 TEST_CASE("a run that departs from its recording is served as before, within the bound",
           "[hostmemory][replay]") {
-  if (!HostMemory::reusesBlocks()) {
-    WARN("AddressSanitizer build: blocks are freed, not reused or planned");
-    return;
-  }
+  if (!runsArePlanned()) return;
   HostMemory memory(PagePolicy{false, false, "test"});
   int key = 0;
   for (int run = 0; run < 3; ++run) churningRun(memory, &key);
@@ -469,13 +485,7 @@ TEST_CASE("a run that departs from its recording is served as before, within the
   for (int run = 0; run < 3; ++run) churningRun(memory, &key);  // rejected: no arena
   CHECK(memory.arenaBytes() == 0);
   int other = 0;
-  for (int run = 0; run < 3; ++run) churningRun(memory, &other);
-  REQUIRE(memory.arenaBytes() > 0);
-  memory.beginFunction(&other);
-  std::mt19937 random(3);  // churningRun's first request
-  HostMemory::Block first = memory.allocate(churnSize(random), 64);
-  REQUIRE(first.data);
-  fill(first, 7);
+  HostMemory::Block first = firstBlockFromArena(memory, &other, 7);
   const size_t arenaResident = memory.residentBytes();
   HostMemory::Block odd = memory.allocate(5 * MiB + 128, 64);  // departs
   REQUIRE(odd.data);
@@ -494,19 +504,10 @@ TEST_CASE("a run that departs from its recording is served as before, within the
 
 TEST_CASE("a trim while arena blocks are live returns the arena with the last of them",
           "[hostmemory][replay]") {
-  if (!HostMemory::reusesBlocks()) {
-    WARN("AddressSanitizer build: blocks are freed, not reused or planned");
-    return;
-  }
+  if (!runsArePlanned()) return;
   HostMemory memory(PagePolicy{false, false, "test"});
   int key = 0;
-  for (int run = 0; run < 3; ++run) churningRun(memory, &key);
-  REQUIRE(memory.arenaBytes() > 0);
-  memory.beginFunction(&key);
-  std::mt19937 random(3);  // churningRun's first request
-  HostMemory::Block first = memory.allocate(churnSize(random), 64);
-  REQUIRE(first.data);
-  fill(first, 4);
+  HostMemory::Block first = firstBlockFromArena(memory, &key, 4);
   memory.trim();
   CHECK(memory.arenaBytes() > 0);
   CHECK(holds(first, 4));
@@ -520,10 +521,7 @@ TEST_CASE("a trim while arena blocks are live returns the arena with the last of
 
 TEST_CASE("after a trim a planned function is recorded again until its arena fits the bound",
           "[hostmemory][replay]") {
-  if (!HostMemory::reusesBlocks()) {
-    WARN("AddressSanitizer build: blocks are freed, not reused or planned");
-    return;
-  }
+  if (!runsArePlanned()) return;
   HostMemory memory(PagePolicy{false, false, "test"});
   int key = 0;
   for (int run = 0; run < 4; ++run) churningRun(memory, &key);
