@@ -36,10 +36,9 @@
 // in the resident bytes and is only made when it fits the bound (with the
 // kept blocks, which it replaces, given back first); a run it does not fit
 // yet (right after a trim) is served by best fit and recorded again. A run
-// that departs from
-// the recording (another size, another order of releases) is served as
-// before from then on; the arena's unused pages go back at once and the
-// arena itself when its last block is released.
+// that departs from the recording (another size, another order of
+// releases) is served by best fit from then on; the arena's unused pages go
+// back at once and the arena itself when its last block is released.
 //
 // Why the slack: a forward's buffers come in a few sizes, and a freed block
 // serves a smaller request whole, so with the bound at the mark exactly the
@@ -202,7 +201,7 @@ private:
   std::unordered_map<void *, Block> live_;  // large blocks in use, by address
   size_t liveBytes_ = 0;      // requested bytes of live large blocks
   size_t highWater_ = 0;      // max liveBytes_ since the last trim()
-  size_t residentBytes_ = 0;  // resident of live and kept large blocks
+  size_t residentBytes_ = 0;  // resident of live and kept large blocks and the arena
   size_t smallBytes_ = 0;     // requested bytes of live small blocks
 
   std::unordered_map<const void *, FunctionPlan> plans_;  // by function key
@@ -213,7 +212,6 @@ private:
   /// The arena's blocks' entries: from the plan being replayed (kept while
   /// blocks it handed out are live, after the replay stopped too).
   std::optional<ArenaReplay> replay_;
-  const ArenaLayout *replayLayout_ = nullptr;
   FunctionPlan *replayPlan_ = nullptr;
   const void *replayKey_ = nullptr;
   bool replaying_ = false;
