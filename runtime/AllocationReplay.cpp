@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <functional>
 #include <numeric>
 
 namespace shardc::runtime {
@@ -74,7 +73,8 @@ ArenaLayout layoutArena(const AllocationTrace &trace, size_t granule) {
   // latest release; timm's vit_tiny 1.05x and 1.00x; nn.Transformer the
   // other way round), so each is tried and the smallest arena kept, as
   // XLA's heap simulator picks among its orders.
-  const std::function<bool(const Entry &, const Entry &)> tieBreaks[] = {
+  using TieBreak = bool (*)(const Entry &, const Entry &);
+  const TieBreak tieBreaks[] = {
       [](const Entry &a, const Entry &b) { return a.allocatedAt < b.allocatedAt; },
       [](const Entry &a, const Entry &b) {
         return a.releasedAt - a.allocatedAt > b.releasedAt - b.allocatedAt;
@@ -83,7 +83,7 @@ ArenaLayout layoutArena(const AllocationTrace &trace, size_t granule) {
       [](const Entry &a, const Entry &b) { return a.releasedAt < b.releasedAt; },
   };
   ArenaLayout smallest;
-  for (const auto &tieBreak : tieBreaks) {
+  for (TieBreak tieBreak : tieBreaks) {
     std::vector<int32_t> order(entries.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {

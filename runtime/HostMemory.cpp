@@ -80,13 +80,25 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
 
   residentBytes_ += bytes;
   shrinkToBound();  // before the new block is touched (as above)
-  const bool large = bytes >= kLargeBlock;
-  void *memory = nullptr;
-  if (posix_memalign(&memory, large ? kHugePage : kPage, bytes) != 0) {
+  void *memory = freshMemory(bytes);
+  if (!memory) {
     liveBytes_ -= bytes;
     residentBytes_ -= bytes;
     return {nullptr, 0, 0, 0};
   }
+  Block block{memory, bytes, bytes, bytes, traceId};
+  ++stats_.freshBlocks;
+  stats_.freshBytes += bytes;
+  prefault(block, 0, bytes);
+  live_[memory] = block;
+  noteHeld();
+  return block;
+}
+
+void *HostMemory::freshMemory(size_t bytes) const {
+  const bool large = bytes >= kLargeBlock;
+  void *memory = nullptr;
+  if (posix_memalign(&memory, large ? kHugePage : kPage, bytes) != 0) return nullptr;
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
   // Only whole 2 MiB pages inside the block become huge; the tail stays on
   // 4 KiB pages, so nothing beyond `bytes` is ever touched. A hint: failure
@@ -95,13 +107,7 @@ HostMemory::Block HostMemory::allocate(size_t bytes, size_t alignment) {
     madvise(memory, bytes / kHugePage * kHugePage,
             policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
-  Block block{memory, bytes, bytes, bytes, traceId};
-  ++stats_.freshBlocks;
-  stats_.freshBytes += bytes;
-  prefault(block, 0, bytes);
-  live_[memory] = block;
-  noteHeld();
-  return block;
+  return memory;
 }
 
 void HostMemory::release(const Block &block) {
@@ -282,12 +288,8 @@ bool HostMemory::makeArena(size_t bytes) {
   // allocate()): the kept blocks serve nothing while the arena serves all.
   while (!kept_.empty()) freeKept(kept_.size() - 1);
   if (arena_.data) freeArena();
-  void *memory = nullptr;
-  if (posix_memalign(&memory, kHugePage, bytes) != 0) return false;
-#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-  madvise(memory, bytes / kHugePage * kHugePage,
-          policy_.adviseHugePages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-#endif
+  void *memory = freshMemory(bytes);
+  if (!memory) return false;
   arena_ = Arena{static_cast<std::byte *>(memory), bytes, bytes, 0, false};
   residentBytes_ += bytes;
   ++stats_.freshBlocks;

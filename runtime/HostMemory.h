@@ -154,6 +154,10 @@ private:
   void freeKept(size_t index);
   /// Gives back the pages of `block` beyond its request, rounded to 2 MiB.
   void trimTail(Block &block);
+  /// `bytes` of memory not touched yet, page aligned (2 MiB aligned and
+  /// advised as the policy says from kLargeBlock up); nullptr when the
+  /// system has none.
+  void *freshMemory(size_t bytes) const;
   /// Faults in bytes [from, to) of `block` (page-rounded) if the policy says so.
   void prefault(const Block &block, size_t from, size_t to) const;
   void noteHeld() { stats_.heldPeakBytes = std::max(stats_.heldPeakBytes, heldBytes()); }
