@@ -7,6 +7,7 @@
 #include "compiler/Graph.h"
 #include "compiler/GraphNodes.h"
 #include "compiler/GraphReader.h"
+#include "compiler/MasterWeights.h"
 #include "dialects/tc/Device.h"
 
 #include <nlohmann/json.hpp>
@@ -505,6 +506,7 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
     reader.fail("", std::string("not valid JSON: ") + error.what());
   }
   reader.requireObject(root, "");
+  expandMasterWeights(root, reader);
   std::string format = reader.string(reader.member(root, "", "format"), "format");
   if (format != "shardc-graph")
     reader.fail("format", "expected \"shardc-graph\", got \"" + format + "\"");
@@ -619,7 +621,7 @@ std::string readGraphText(const std::string &path, int64_t maxBytes) {
   text << file.rdbuf();
   if (file.bad())
     throw GraphError(path + ": read error");
-  return text.str();
+  return expandMasterWeights(text.str(), path);
 }
 
 } // namespace shardc::compiler

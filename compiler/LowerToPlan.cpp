@@ -401,10 +401,8 @@ private:
            /*collective=*/true);
       return success();
     }
-    if (auto use = dyn_cast<tc::UseOp>(op)) {
-      buffers_[use.getResult()] = paramBuffer(use.getParam());
-      return success();
-    }
+    if (auto use = dyn_cast<tc::UseOp>(op))
+      return lowerUse(use);
     if (auto update = dyn_cast<tc::UpdateBufferOp>(op))
       return lowerUpdateBuffer(update);
     if (auto gather = dyn_cast<tc::AllGatherOp>(op))
@@ -686,17 +684,50 @@ private:
     return success();
   }
 
+  /// A read of a parameter is its buffer; a read in another float dtype
+  /// (master weights, tc-fold-param-casts) is a cast of it into a fresh
+  /// buffer, which lives until that read's last user.
+  LogicalResult lowerUse(tc::UseOp use) {
+    int32_t param = paramBuffer(use.getParam());
+    auto type = cast<RankedTensorType>(use.getType());
+    FailureOr<plan::DType> dtype = dtypeOf(type.getElementType(), use.getLoc());
+    if (failed(dtype))
+      return failure();
+    if (*dtype == function_.buffers[param].dtype) {
+      buffers_[use.getResult()] = param;
+      return success();
+    }
+    FailureOr<int32_t> out = allocResult(use, plan::Category::Activation);
+    if (failed(out))
+      return failure();
+    emit(plan::OpCode::Cast, {param}, {*out}, use,
+         {{"dtype", std::string(plan::dtypeName(*dtype))}});
+    return success();
+  }
+
   /// One unit buffer holds every gathered parameter's padded rows, one
-  /// after the other; each parameter's full value is an alias into it.
+  /// after the other, in the results' dtype (a parameter stored in another
+  /// is converted as it is gathered); each parameter's full value is an
+  /// alias into it.
   LogicalResult lowerAllGather(tc::AllGatherOp gather) {
     SmallVector<int32_t> params;
     std::vector<int64_t> offsets;
     int64_t bytes = 0;
-    for (Attribute name : gather.getParams()) {
+    FailureOr<plan::DType> gatheredDtype = dtypeOf(
+        getElementTypeOrSelf(gather.getResult(0).getType()), gather.getLoc());
+    if (failed(gatheredDtype))
+      return failure();
+    for (auto [name, result] :
+         llvm::zip(gather.getParams(), gather.getResults())) {
       StringRef param = cast<FlatSymbolRefAttr>(name).getValue();
       params.push_back(paramIndex_.lookup(param));
       offsets.push_back(bytes);
-      bytes += plan_.params[params.back()].gatheredBytes(plan_.worldSize);
+      FailureOr<plan::DType> dtype =
+          dtypeOf(getElementTypeOrSelf(result.getType()), gather.getLoc());
+      if (failed(dtype))
+        return failure();
+      bytes +=
+          plan_.params[params.back()].gatheredBytes(plan_.worldSize, *dtype);
     }
     std::string label = gather.getNumResults() == 1
                             ? plan_.params[params[0]].name + ".gathered"
@@ -705,7 +736,7 @@ private:
     plan::Buffer unit;
     unit.id = static_cast<int32_t>(function_.buffers.size());
     unit.name = label;
-    unit.dtype = plan_.params[params[0]].dtype;
+    unit.dtype = *gatheredDtype;
     unit.shape = {bytes / plan::dtypeSize(unit.dtype)};
     unit.bytes = bytes;
     unit.category = plan::Category::Gathered;

@@ -26,6 +26,7 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
   tc::TcAssignUnitsOptions unitOptions;
   unitOptions.patterns = shardOptions.unitPatterns;
   passes.addPass(tc::createTcAssignUnits(unitOptions));
+  passes.addPass(tc::createTcFoldParamCasts());
   if (optimizer) {
     tc::TcOptimizerOptions step;
     step.optimizer = optimizer->optimizer;

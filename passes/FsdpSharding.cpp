@@ -115,8 +115,7 @@ void eraseDeadInitOps(func::FuncOp init) {
 /// so at most one unit (two with prefetch) is ever gathered.
 struct UnitRun {
   std::string unit;
-  SmallVector<std::string> params;        // in order of first use
-  SmallVector<OpOperand *> operands;      // uses of those params in the run
+  SmallVector<OpOperand *> operands; // its reads of the unit's params
   Operation *first = nullptr, *last = nullptr;
   bool returned = false;                  // the function returns a param
 };
@@ -142,8 +141,6 @@ SmallVector<UnitRun> collectUnitRuns(Block &block,
         runs.back().first = &op;
       }
       UnitRun &run = runs[openRun[unit]];
-      if (!llvm::is_contained(run.params, use.getParam()))
-        run.params.push_back(use.getParam().str());
       run.operands.push_back(&operand);
       run.last = &op;
       run.returned |= op.hasTrait<OpTrait::IsTerminator>();
@@ -153,33 +150,60 @@ SmallVector<UnitRun> collectUnitRuns(Block &block,
   return runs;
 }
 
-/// Gathers a run's parameters before `insertionPoint` and releases them
-/// after the run's last op (unless the function returns one of them).
-void gatherRun(UnitRun &run, Operation *insertionPoint) {
+/// Gathers `reads` (some of a run's parameters, each with the type it is
+/// read as) before `insertionPoint` and releases them after `releaseAfter`
+/// (unless the function returns one of them); returns the release.
+Operation *gatherParams(UnitRun &run,
+                        ArrayRef<std::pair<std::string, Type>> reads,
+                        Operation *insertionPoint, Operation *releaseAfter) {
   OpBuilder builder(insertionPoint);
-  SmallVector<Attribute> names;
+  SmallVector<Attribute> symbols;
   SmallVector<Type> types;
-  llvm::StringMap<size_t> resultOf;
-  for (const std::string &name : run.params) {
-    resultOf[name] = names.size();
-    names.push_back(FlatSymbolRefAttr::get(builder.getContext(), name));
-  }
-  types.resize(names.size());
-  for (OpOperand *operand : run.operands) {
-    auto use = operand->get().getDefiningOp<UseOp>();
-    types[resultOf[use.getParam()]] = use.getType();
+  for (const auto &[name, type] : reads) {
+    symbols.push_back(FlatSymbolRefAttr::get(builder.getContext(), name));
+    types.push_back(type);
   }
   auto gather = builder.create<AllGatherOp>(run.first->getLoc(), types,
-                                            builder.getArrayAttr(names),
+                                            builder.getArrayAttr(symbols),
                                             builder.getStringAttr(run.unit));
   for (OpOperand *operand : run.operands) {
     auto use = operand->get().getDefiningOp<UseOp>();
-    operand->set(gather.getResult(resultOf[use.getParam()]));
+    if (!use) // an earlier group's gather reads it now
+      continue;
+    for (auto [i, read] : llvm::enumerate(reads))
+      if (read.first == use.getParam() && read.second == use.getType())
+        operand->set(gather.getResult(i));
   }
   if (run.returned)
-    return;
-  builder.setInsertionPointAfter(run.last);
-  builder.create<ReleaseOp>(run.first->getLoc(), gather.getResults());
+    return releaseAfter;
+  builder.setInsertionPointAfter(releaseAfter);
+  return builder.create<ReleaseOp>(run.first->getLoc(), gather.getResults());
+}
+
+/// Gathers a run's parameters before `insertionPoint`: one tc.all_gather per
+/// element type they are read in (one for most units), so that a gathered
+/// buffer holds one dtype. A parameter read in another float type than its
+/// own (master weights, tc-fold-param-casts) is converted as it is gathered.
+void gatherRun(UnitRun &run, Operation *insertionPoint) {
+  SmallVector<std::pair<std::string, Type>> reads; // in order of first use
+  for (OpOperand *operand : run.operands) {
+    auto use = operand->get().getDefiningOp<UseOp>();
+    std::pair<std::string, Type> read{use.getParam().str(), use.getType()};
+    if (!llvm::is_contained(reads, read))
+      reads.push_back(read);
+  }
+  SmallVector<Type> elementTypes; // in order of first use
+  for (const auto &read : reads)
+    if (!llvm::is_contained(elementTypes, getElementTypeOrSelf(read.second)))
+      elementTypes.push_back(getElementTypeOrSelf(read.second));
+  Operation *releaseAfter = run.last; // releases in the gathers' order
+  for (Type element : elementTypes) {
+    SmallVector<std::pair<std::string, Type>> group;
+    for (const auto &read : reads)
+      if (getElementTypeOrSelf(read.second) == element)
+        group.push_back(read);
+    releaseAfter = gatherParams(run, group, insertionPoint, releaseAfter);
+  }
 }
 
 /// Gathers every unit run of `func`. With `prefetch`, run k+1's gather is

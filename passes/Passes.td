@@ -66,6 +66,33 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }
 
+def TcFoldParamCasts : Pass<"tc-fold-param-casts", "::mlir::ModuleOp"> {
+  let summary = "Read a parameter in the dtype a cast of it gives";
+  let description = [{
+    Master weights (docs/graph-format.md): a parameter stored in float32
+    that forward reads through `tc.op "cast"` to bfloat16. Each user of such
+    a cast of a `tc.use` reads its own `tc.use` of the parameter in the
+    cast's dtype, placed right before it, and the cast goes:
+
+      %w = tc.use @p : tensor<4x8xf32>
+      %c = tc.op "cast"(%w) {dtype = "bfloat16"} : ... -> tensor<4x8xbf16>
+      %y = tc.linear %x, %c ...          // forward
+      %g = tc.matmul %dy, %c ...         // backward
+    becomes
+      %c0 = tc.use @p : tensor<4x8xbf16>
+      %y = tc.linear %x, %c0 ...
+      %c1 = tc.use @p : tensor<4x8xbf16>
+      %g = tc.matmul %dy, %c1 ...
+
+    so the converted copy lives only around each read (one rank: the
+    lowering casts there), and `tc-fsdp`, which gathers a parameter around
+    its reads, gathers it in the compute dtype: every rank converts its own
+    shard and the unit's full values exist only in bfloat16, as FSDP2's
+    `param_dtype`. Float types only; other casts are left alone.
+  }];
+  let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
 def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
   let summary = "Turn @forward's gradients into an optimizer step";
   let description = [{

@@ -30,13 +30,17 @@ public:
   virtual int64_t worldSize() const = 0;
 
   /// Every rank contributes `bytesPerRank` bytes from `send`; `recv` receives
-  /// worldSize * bytesPerRank bytes, rank 0's first. `send` and `recv` must
-  /// not overlap. All ranks must pass the same bytesPerRank.
+  /// worldSize * bytesPerRank bytes, rank 0's first. `send` either does not
+  /// overlap `recv` or is this rank's own block of it, recv + rank *
+  /// bytesPerRank (in place, as NCCL and MPI_IN_PLACE allow: the executor
+  /// converts master weights into that block before gathering them). All
+  /// ranks must pass the same bytesPerRank.
   virtual void allGather(const void *send, size_t bytesPerRank, void *recv) = 0;
   /// One collective for several tensors (an FSDP unit): for every part i,
   /// recv_i receives worldSize * bytesPerRank_i bytes, rank 0's first. All
   /// ranks must pass the same number of parts and the same sizes, in the same
-  /// order. No part's send may overlap any part's recv. Backends override it
+  /// order. A part's send is in place (its own block of its recv) or
+  /// overlaps no part's recv. Backends override it
   /// with one collective; this default runs one allGather per part.
   virtual void allGatherMany(const std::vector<AllGatherPart> &parts) {
     for (const AllGatherPart &part : parts) allGather(part.send, part.bytesPerRank, part.recv);

@@ -1023,7 +1023,11 @@ private:
 
   /// all_gather, single form: inputs=[param buf], outputs=[full]; FSDP-unit
   /// form (attr `offsets`): inputs=[p1..pk], outputs=[unit], param i's
-  /// gathered block (Param::gatheredBytes) at byte offsets[i] of the unit.
+  /// gathered block (Param::gatheredBytes in the output's dtype) at byte
+  /// offsets[i] of the unit. A param stored in another float dtype than the
+  /// output's (master weights) is cast into this rank's block of its own
+  /// gathered block, which is then gathered in place: the other ranks
+  /// receive the converted rows, and no buffer beyond the output is needed.
   void allGather(const Instruction &inst) {
     const std::vector<int64_t> *offsets = attrList(inst, "offsets");
     if (!offsets && inst.inputs.size() != 1)
@@ -1043,17 +1047,28 @@ private:
       if (!shard.param) fail("input '" + shard.name + "' is not a param buffer");
       const Param &p = plan_.params[*shard.param];
       if (!p.sharded()) fail("param '" + p.name + "' is replicated, there is nothing to gather");
-      const int64_t needed = p.gatheredBytes(comm_.worldSize());
+      const int64_t needed = p.gatheredBytes(comm_.worldSize(), full.dtype);
       const int64_t offset = offsets ? (*offsets)[i] : 0;
-      if (!offsets && full.dtype != p.dtype)
+      const bool converts = full.dtype != p.dtype;
+      if (converts && (full.dtype == DType::I64 || p.dtype == DType::I64))
         fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
-             "' is " + dtypeName(p.dtype));
+             "' is " + dtypeName(p.dtype) + " (only floats are converted as gathered)");
       if (offset < 0 || offset > full.bytes || full.bytes - offset < needed)
         fail("output '" + full.name + "' has " + std::to_string(full.bytes) +
              " bytes, the gather of '" + p.name + "' at byte offset " + std::to_string(offset) +
              " needs " + std::to_string(needed));
       ranges.push_back({offset, offset + needed});
-      parts.push_back({data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id) + offset});
+      if (!converts) {
+        parts.push_back(
+            {data(shard.id), static_cast<size_t>(p.localBytes()), data(full.id) + offset});
+        continue;
+      }
+      const int64_t elements = numElements(p.localShape());
+      const int64_t blockBytes = elements * dtypeSize(full.dtype);
+      std::byte *own = data(full.id) + offset + comm_.rank() * blockBytes;
+      backend_.cast(KTensor{p.dtype, {elements}, data(shard.id)},
+                    KTensor{full.dtype, {elements}, own});
+      parts.push_back({own, static_cast<size_t>(blockBytes), data(full.id) + offset});
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 1; i < ranges.size(); ++i)

@@ -173,9 +173,11 @@ void LocalGroup::allGather(int64_t rank, const void *send, size_t bytesPerRank, 
       throwAborted(rank, "all_gather");
     }
   copyPhase(lock, rank, "all_gather", copier, [&] {
-    for (int64_t r = 0; r < worldSize_; ++r)
-      if (bytesPerRank)
-        copier.copy(static_cast<std::byte *>(recv) + r * bytesPerRank, send_[r], bytesPerRank);
+    for (int64_t r = 0; r < worldSize_; ++r) {
+      std::byte *block = static_cast<std::byte *>(recv) + r * bytesPerRank;
+      if (bytesPerRank && block != send_[r])  // not in place
+        copier.copy(block, send_[r], bytesPerRank);
+    }
   });
   // Nobody may return (and free its send buffer) before everyone has copied.
   completion(lock, rank, "all_gather (completion)");
@@ -212,9 +214,11 @@ void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &p
     for (size_t i = 0; i < parts.size(); ++i) {
       const size_t bytes = parts[i].bytesPerRank;
       if (!bytes) continue;
-      for (int64_t r = 0; r < worldSize_; ++r)
-        copier.copy(static_cast<std::byte *>(parts[i].recv) + r * bytes, (*parts_[r])[i].send,
-                    bytes);
+      for (int64_t r = 0; r < worldSize_; ++r) {
+        std::byte *block = static_cast<std::byte *>(parts[i].recv) + r * bytes;
+        if (block != (*parts_[r])[i].send)  // not in place
+          copier.copy(block, (*parts_[r])[i].send, bytes);
+      }
     }
   });
   // Nobody may return (and free its send buffers) before everyone has copied.

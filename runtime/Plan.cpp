@@ -81,9 +81,11 @@ int64_t Param::rowElements() const {
   return n;
 }
 
-int64_t Param::gatheredBytes(int64_t worldSize) const {
-  if (!sharded()) return fullBytes();
-  return worldSize * chunkRows * rowElements() * dtypeSize(dtype);
+int64_t Param::gatheredBytes(int64_t worldSize) const { return gatheredBytes(worldSize, dtype); }
+
+int64_t Param::gatheredBytes(int64_t worldSize, DType as) const {
+  if (!sharded()) return numElements(shape) * dtypeSize(as);
+  return worldSize * chunkRows * rowElements() * dtypeSize(as);
 }
 
 const Function *Plan::function(const std::string &name) const {

@@ -89,6 +89,9 @@ struct Param {
   /// Bytes of the buffer an all-gather of this param fills on `worldSize`
   /// ranks: worldSize * chunkRows padded rows (fullBytes when replicated).
   int64_t gatheredBytes(int64_t worldSize) const;
+  /// The same rows gathered as `as` (master weights gathered in their
+  /// compute dtype: docs/graph-format.md).
+  int64_t gatheredBytes(int64_t worldSize, DType as) const;
 };
 
 /// A buffer of one function. `bytes` is the allocation size, which can exceed

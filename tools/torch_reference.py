@@ -301,6 +301,12 @@ class Interpreter:
 
     def __init__(self, graph):
         self.graph = graph
+        # Master weights (docs/graph-format.md): such a parameter is held in
+        # its "master_dtype" and every forward reads it converted to its
+        # "dtype" (FSDP2's param_dtype); autograd returns the gradient in
+        # the master dtype through the conversion.
+        self.compute = {d["name"]: _GRAPH_DTYPES[d["dtype"]]
+                        for d in graph.get("parameters", []) if "master_dtype" in d}
         self.nodes = graph.get("nodes", [])
         self.outputs = graph.get("outputs", [])
         self._rope = {}
@@ -422,6 +428,8 @@ class Interpreter:
     def run(self, env):
         """env: {name: tensor} with every parameter, buffer and input."""
         env = dict(env)
+        for name, dtype in self.compute.items():
+            env[name] = env[name].to(dtype)
         for i, n in enumerate(self.nodes):
             try:
                 args = [env[x] for x in n["inputs"]]
@@ -454,13 +462,19 @@ def load_graph(path):
     return g
 
 
+def stored_dtype(d):
+    """The dtype a parameter is stored in: its master dtype when it has
+    master weights (docs/graph-format.md), else its dtype."""
+    return _GRAPH_DTYPES[d.get("master_dtype", d["dtype"])]
+
+
 def check_tensors(kind, decls, tensors, path):
     for d in decls:
         name = d["name"]
         if name not in tensors:
             raise ValueError("%s: %s %r missing" % (path, kind, name))
         t = tensors[name]
-        want_dt = _GRAPH_DTYPES[d["dtype"]]
+        want_dt = stored_dtype(d)
         if list(t.shape) != list(d["shape"]) or t.dtype != want_dt:
             raise ValueError("%s: %s %r is %s %s, the graph says %s %s" % (
                 path, kind, name, t.dtype, list(t.shape), want_dt, d["shape"]))
@@ -599,7 +613,7 @@ def make_params(graph, seed):
     for d in graph.get("parameters", []) + graph.get("buffers", []):
         gen = torch.Generator().manual_seed(_seed_for(seed, d["name"]))
         t = _init_chain(d["init"], d["shape"], gen)
-        out[d["name"]] = t.reshape(d["shape"]).to(_GRAPH_DTYPES[d["dtype"]])
+        out[d["name"]] = t.reshape(d["shape"]).to(stored_dtype(d))
     return out
 
 

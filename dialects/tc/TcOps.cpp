@@ -74,15 +74,26 @@ LogicalResult ParamOp::verify() {
 // UseOp, MaterializeOp, AllGatherOp, ReleaseOp
 //===----------------------------------------------------------------------===//
 
+/// A read of a parameter of type `param` may have `result`'s type: the same,
+/// or (tc-fold-param-casts) the same shape in another float type, the
+/// parameter rounded to it as a cast would.
+static bool isReadType(Type result, RankedTensorType param) {
+  auto read = dyn_cast<RankedTensorType>(result);
+  if (!read || read.getShape() != param.getShape())
+    return false;
+  return read == param || (isa<FloatType>(read.getElementType()) &&
+                           isa<FloatType>(param.getElementType()));
+}
+
 LogicalResult UseOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<ParamOp> param = lookupParam(*this, getParamAttr(), symbolTable);
   if (failed(param))
     return failure();
-  if (getType() != param->getTensorType())
+  if (!isReadType(getType(), param->getTensorType()))
     return emitOpError() << "result type " << getType()
-                         << " differs from the type of parameter "
+                         << " is neither the type of parameter "
                          << getParamAttr() << " (" << param->getTensorType()
-                         << ")";
+                         << ") nor its shape in another float type";
   if (auto shard = param->getShardAttr(); shard && shard.getWorldSize() > 1)
     return emitOpError() << "parameter " << getParamAttr()
                          << " is sharded over " << shard.getWorldSize()
@@ -137,6 +148,24 @@ MaterializeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  for (auto [name, result] : llvm::zip(getParams(), getResults())) {
+    auto symbol = cast<FlatSymbolRefAttr>(name);
+    FailureOr<ParamOp> param = lookupParam(*this, symbol, symbolTable);
+    if (failed(param))
+      return failure();
+    if (!param->getShard())
+      return emitOpError() << "parameter " << symbol
+                           << " is not sharded; read it with tc.use";
+    if (!isReadType(result.getType(), param->getTensorType()))
+      return emitOpError() << "result type " << result.getType()
+                           << " is neither the type of parameter " << symbol
+                           << " (" << param->getTensorType()
+                           << ") nor its shape in another float type";
+  }
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
   if (getParams().size() != getNumResults())
     return emitOpError() << "gathers " << getParams().size()
@@ -148,23 +177,14 @@ LogicalResult AllGatherOp::verify() {
   for (Attribute param : getParams())
     if (!seen.insert(param).second)
       return emitOpError() << "gathers " << param << " twice";
-  return success();
-}
-
-LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  for (auto [name, result] : llvm::zip(getParams(), getResults())) {
-    auto symbol = cast<FlatSymbolRefAttr>(name);
-    FailureOr<ParamOp> param = lookupParam(*this, symbol, symbolTable);
-    if (failed(param))
-      return failure();
-    if (!param->getShard())
-      return emitOpError() << "parameter " << symbol
-                           << " is not sharded; read it with tc.use";
-    if (result.getType() != param->getTensorType())
-      return emitOpError() << "result type " << result.getType()
-                           << " differs from the type of parameter " << symbol
-                           << " (" << param->getTensorType() << ")";
-  }
+  // One gathered buffer of one dtype: a parameter stored in another is
+  // converted into it (tc-fsdp gathers each dtype of a unit separately).
+  for (Value result : getResults())
+    if (getElementTypeOrSelf(result.getType()) !=
+        getElementTypeOrSelf(getResult(0).getType()))
+      return emitOpError() << "results must share one element type, got "
+                           << getResult(0).getType() << " and "
+                           << result.getType();
   return success();
 }
 

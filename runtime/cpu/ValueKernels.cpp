@@ -6,6 +6,7 @@
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/HalfFloat.h"
 #include "runtime/InitOps.h"
 #include "runtime/ValueRules.h"
 #include "runtime/cpu/KernelSupport.h"
@@ -207,6 +208,41 @@ void whereKernel(const KTensor &cond, const KTensor &a, const KTensor &b, const 
   }
 }
 
+/// float32 <-> bfloat16 / float16 in plain loops the compiler vectorizes
+/// (master weights convert every parameter read this way): the same bits as
+/// castElement, whose double in between is exact for these. False for
+/// other pairs.
+static bool castBetweenFloat32And16(const KTensor &x, const KTensor &y, int64_t total,
+                                    int threads) {
+  auto run = [&](auto convert) {
+    cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
+      convert(task * kChunk, std::min(total, task * kChunk + kChunk));
+    });
+    return true;
+  };
+  const float *f32In = static_cast<const float *>(x.data);
+  const uint16_t *u16In = static_cast<const uint16_t *>(x.data);
+  float *f32Out = static_cast<float *>(y.data);
+  uint16_t *u16Out = static_cast<uint16_t *>(y.data);
+  if (x.dtype == DType::F32 && y.dtype == DType::BF16)
+    return run([&](int64_t i, int64_t end) {
+      for (; i < end; ++i) u16Out[i] = floatToBFloat16Bits(f32In[i]);
+    });
+  if (x.dtype == DType::BF16 && y.dtype == DType::F32)
+    return run([&](int64_t i, int64_t end) {
+      for (; i < end; ++i) f32Out[i] = bfloat16BitsToFloat(u16In[i]);
+    });
+  if (x.dtype == DType::F32 && y.dtype == DType::F16)
+    return run([&](int64_t i, int64_t end) {
+      for (; i < end; ++i) u16Out[i] = floatToHalfBits(f32In[i]);
+    });
+  if (x.dtype == DType::F16 && y.dtype == DType::F32)
+    return run([&](int64_t i, int64_t end) {
+      for (; i < end; ++i) f32Out[i] = halfBitsToFloat(u16In[i]);
+    });
+  return false;
+}
+
 void castKernel(const KTensor &x, const KTensor &y, int threads) {
   checks::cast(x, y);
   const int64_t total = x.numel();
@@ -225,6 +261,7 @@ void castKernel(const KTensor &x, const KTensor &y, int threads) {
     });
     return;
   }
+  if (castBetweenFloat32And16(x, y, total, threads)) return;
   cpu::parallelTasks((total + kChunk - 1) / kChunk, threads, total, [&](int64_t task) {
     for (int64_t i = task * kChunk, end = std::min(total, i + kChunk); i < end; ++i)
       castElement(x.dtype, x.data, i, y.dtype, y.data);

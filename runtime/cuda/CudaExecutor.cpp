@@ -17,7 +17,7 @@ namespace shardc::runtime::cuda {
 using namespace shardc::plan;
 
 void SingleGpuCommunicator::allGather(const void *send, size_t bytesPerRank, void *recv) {
-  if (bytesPerRank == 0) return;
+  if (bytesPerRank == 0 || send == recv) return;  // in place: nothing to move
   device_.makeCurrent();
   checkCuda(cudaMemcpyAsync(recv, send, bytesPerRank, cudaMemcpyDeviceToDevice, device_.stream()),
             "all_gather (one GPU): cudaMemcpyAsync");

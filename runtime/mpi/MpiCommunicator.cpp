@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -240,9 +241,13 @@ void MpiCommunicator::allGather(const void *send, size_t bytesPerRank, void *rec
   agree(what, kAllGather, 0, 1, bytesPerRank);
   if (!bytesPerRank) return;
   Type block = contiguousBytes(bytesPerRank);
+  // In place (send is this rank's own block of recv): MPI forbids aliased
+  // buffers and spells it MPI_IN_PLACE.
+  const bool inPlace = send == static_cast<const std::byte *>(recv) + rank_ * bytesPerRank;
   MPI_Request request;
-  check(MPI_Iallgather(send, 1, block.get(), recv, 1, block.get(), comm_, &request), what,
-        "MPI_Iallgather");
+  check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : send, 1, block.get(), recv, 1, block.get(), comm_,
+                       &request),
+        what, "MPI_Iallgather");
   wait(request, what);
 }
 
@@ -255,6 +260,13 @@ void MpiCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
   for (const AllGatherPart &part : parts)
     if (part.bytesPerRank) sendRanges.push_back({addressOf(part.send), part.bytesPerRank});
   if (sendRanges.empty()) return;
+  // This rank's own blocks are copied here, not exchanged with itself: a
+  // part may be in place (send is its own block of recv), and MPI forbids
+  // a send buffer that aliases a receive buffer.
+  for (const AllGatherPart &part : parts) {
+    std::byte *own = static_cast<std::byte *>(part.recv) + rank_ * part.bytesPerRank;
+    if (part.bytesPerRank && part.send != own) std::memcpy(own, part.send, part.bytesPerRank);
+  }
   // Absolute addresses with MPI_BOTTOM: no packing, no staging buffer.
   Type sendType = byteRanges(sendRanges);
   std::vector<Type> recvTypes;
@@ -270,6 +282,7 @@ void MpiCommunicator::allGatherMany(const std::vector<AllGatherPart> &parts) {
     recvTypeHandles.push_back(recvTypes.back().get());
   }
   std::vector<int> ones(size_, 1), zeros(size_, 0);
+  ones[rank_] = 0;  // copied above
   MPI_Request request;
   check(MPI_Ialltoallw(MPI_BOTTOM, ones.data(), zeros.data(), sendTypes.data(), MPI_BOTTOM,
                        ones.data(), zeros.data(), recvTypeHandles.data(), comm_, &request),

@@ -73,6 +73,31 @@ void checkCollectives(MpiCommunicator &comm, const std::string &label) {
     comm.allGatherMany({});  // no parts: a no-op that still synchronizes
   }
 
+  // In place (docs/mpi.md): a send that is this rank's own block of recv,
+  // as the executor gathers master weights it converted into that block;
+  // in allGatherMany beside a part that is not in place.
+  {
+    const size_t bytes = 4099, other = 17;
+    std::vector<uint8_t> recv(bytes * n, 0xEE), second(other * n, 0xEE), send(other);
+    for (size_t i = 0; i < bytes; ++i) recv[rank * bytes + i] = byteOf(rank, 0, i);
+    comm.allGather(recv.data() + rank * bytes, bytes, recv.data());
+    bool ok = true;
+    for (int64_t r = 0; r < n; ++r)
+      for (size_t i = 0; i < bytes; ++i) ok = ok && recv[r * bytes + i] == byteOf(r, 0, i);
+    expect(ok, label + "allGather in place");
+    std::fill(recv.begin(), recv.end(), 0xEE);
+    for (size_t i = 0; i < bytes; ++i) recv[rank * bytes + i] = byteOf(rank, 1, i);
+    for (size_t i = 0; i < other; ++i) send[i] = byteOf(rank, 2, i);
+    comm.allGatherMany(
+        {{recv.data() + rank * bytes, bytes, recv.data()}, {send.data(), other, second.data()}});
+    ok = true;
+    for (int64_t r = 0; r < n; ++r) {
+      for (size_t i = 0; i < bytes; ++i) ok = ok && recv[r * bytes + i] == byteOf(r, 1, i);
+      for (size_t i = 0; i < other; ++i) ok = ok && second[r * other + i] == byteOf(r, 2, i);
+    }
+    expect(ok, label + "allGatherMany with a part in place");
+  }
+
   // scatter from the last rank; gather to rank 0.
   {
     const int64_t root = n - 1;

@@ -65,6 +65,10 @@ same_as_local "$SRC/examples/seed.json" seed
 # (scatter_rows), then AdamW on them (docs/training.md); three steps.
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad loss \
   --optimizer adamw --lr 0.01 --steps 3
+# Master weights (docs/graph-format.md): float32 shards, each converted to
+# bfloat16 into its own block of the gathered unit and gathered in place.
+same_as_local "$SRC/test/lit/shardc/Inputs/master-mlp.json" train-master --grad loss \
+  --optimizer adamw --lr 0.01 --steps 3
 # Gradient clipping: the norm's exact sums gathered over MPI, a replicated
 # 0-d parameter's gradient counted once (docs/training.md).
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-scalar.json" train-clipped --grad loss \

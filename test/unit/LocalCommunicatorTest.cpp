@@ -175,6 +175,37 @@ TEST_CASE("collectives move their bytes through the rank's copier and flush it b
   }
 }
 
+TEST_CASE("all_gather in place: a rank's send is its own block of recv, never copied onto itself",
+          "[comm]") {
+  // The executor converts master weights into this rank's block of the
+  // gathered buffer and gathers them in place (docs/plan.md, all_gather).
+  constexpr int n = 3;
+  LocalGroup group(n, 10s);
+  std::vector<DeferredCopier> copiers(n);
+  auto errors = onRanks(n, [&](int r) {
+    LocalCommunicator comm(group, r, copiers[r]);
+    std::vector<int> recv(2 * n, -1);
+    recv[2 * r] = 10 * r;
+    recv[2 * r + 1] = 10 * r + 1;
+    comm.allGather(recv.data() + 2 * r, 2 * sizeof(int), recv.data());
+    for (int s = 0; s < n; ++s)
+      if (recv[2 * s] != 10 * s || recv[2 * s + 1] != 10 * s + 1) throw RuntimeError("all_gather");
+    std::vector<int> unit(n, -1), other(n, -1);
+    unit[r] = 100 + r;
+    int mine = 200 + r;
+    comm.allGatherMany(
+        {{unit.data() + r, sizeof(int), unit.data()}, {&mine, sizeof mine, other.data()}});
+    for (int s = 0; s < n; ++s)
+      if (unit[s] != 100 + s || other[s] != 200 + s) throw RuntimeError("all_gather_many");
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == "");
+    // Only the peers' blocks move: 2 x 8 B, then 2 x 4 B in place and 3 x 4 B.
+    CHECK(copiers[r].bytes() == 16u + 8u + 12u);
+  }
+}
+
 TEST_CASE("a rank whose copy fails aborts the group instead of leaving peers waiting", "[comm]") {
   LocalGroup group(3, 20s);
   FailingCopier failing;

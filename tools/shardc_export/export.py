@@ -257,6 +257,21 @@ def resolve_derived(init, name, names):
         op["of"] = names[key]
 
 
+def master_weights(model, param_decls, param_dtype):
+    """--param-dtype (docs/exporter.md): forward is traced with the floating
+    parameters in `param_dtype` and buffers as they are, as FSDP2's
+    MixedPrecisionPolicy(param_dtype=...) runs a module; each parameter keeps
+    its own dtype as "master_dtype" (docs/graph-format.md), in which shardc
+    initializes, shards, updates and saves it."""
+    dtype = _DTYPE_NAMES[param_dtype]
+    for p in model.parameters():
+        if p.is_floating_point():
+            p.data = p.data.to(dtype)
+    for d in param_decls:
+        if d["dtype"] != param_dtype and d["dtype"] != "int64":
+            d["master_dtype"], d["dtype"] = d["dtype"], param_dtype
+
+
 def export(args):
     factory = load_factory(args.model)
     kwargs, device = build_kwargs(args)
@@ -320,8 +335,15 @@ def export(args):
         byname = {n: unit_of.get(id(p), "root") for n, p in model.named_parameters()}
         for d in param_decls:
             d["unit"] = byname[d["name"]]
+    if args.param_dtype:
+        master_weights(model, param_decls, args.param_dtype)
     # forward
     inputs, concrete = input_specs(model, args)
+    if args.param_dtype:
+        # FSDP2's cast_forward_inputs: floating inputs arrive in param_dtype
+        for d in inputs:
+            if d["dtype"] in ("float32", "float64", "float16"):
+                d["dtype"] = args.param_dtype
     metas = {d["name"]: torch.empty(d["shape"], dtype=_DTYPE_NAMES[d["dtype"]], device="meta")
              for d in inputs}
     output_names = args.output_names.split(",") if args.output_names else None
@@ -399,6 +421,8 @@ def export(args):
     ordered = []
     for d in param_decls:
         e = {k: d[k] for k in ("name", "shape", "dtype", "device")}
+        if "master_dtype" in d:
+            e["master_dtype"] = d["master_dtype"]
         if "unit" in d:
             e["unit"] = d["unit"]
         if d["name"] in tied:
@@ -509,6 +533,15 @@ def run_eager(args, factory, kwargs):
         for d in graph.get("buffers", []):  # running statistics, as the run loads them
             if d["name"] in params and d["name"] in by_name:
                 by_name[d["name"]].copy_(params[d["name"]])
+    # Master weights (--param-dtype): the module runs in each parameter's
+    # graph dtype, as FSDP2 runs its unsharded parameters; gradients come
+    # back in the master dtype (below), as FSDP2's reduce_dtype.
+    master = {d["name"]: _DTYPE_NAMES[d["master_dtype"]] for d in graph["parameters"]
+              if "master_dtype" in d}
+    with torch.no_grad():
+        for d in graph["parameters"]:
+            if d["name"] in master:
+                by_name[d["name"]].data = by_name[d["name"]].data.to(_DTYPE_NAMES[d["dtype"]])
     inputs = tr.read_safetensors(args.inputs)
     sig = inspect.signature(model.forward)
     call = {}
@@ -549,7 +582,7 @@ def run_eager(args, factory, kwargs):
         grads = torch.autograd.grad(loss, [by_name[n] for n in names], allow_unused=True)
         for name, g in zip(names, grads):
             if g is not None:
-                out["grad." + name] = g.contiguous()
+                out["grad." + name] = g.to(master.get(name, g.dtype)).contiguous()
     tr.write_safetensors(args.outputs, out)
     if args.state_after:
         write_weights(args.state_after, model, graph)
@@ -590,6 +623,11 @@ def parser():
     ap.add_argument("--state-after", metavar="FILE.safetensors",
                     help="with --eager: the module's parameters and buffers after forward, "
                          "named as the graph's (shardc run --save)")
+    ap.add_argument("--param-dtype", choices=["bfloat16", "float16"],
+                    help="master weights (docs/graph-format.md): trace forward with the "
+                    "parameters in this dtype and floating inputs cast to it, as FSDP2's "
+                    "MixedPrecisionPolicy(param_dtype=...); shardc keeps each parameter in "
+                    "its own dtype (init, shards, optimizer, checkpoints)")
     ap.add_argument("--name", help="the graph's name (default: the class name)")
     ap.add_argument("--output-names", help="comma-separated names of forward's outputs "
                     "(default output, output.N)")

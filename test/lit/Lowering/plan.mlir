@@ -95,3 +95,42 @@ module attributes {tc.world_size = 2 : i64} {
     return %3 : tensor<10xf32>
   }
 }
+
+// -----
+
+// Master weights (docs/graph-format.md): @w is stored in float32 and read
+// in bfloat16. At N = 2 its gathered buffer holds bfloat16 rows (half the
+// bytes of a float32 gather): the all_gather converts each rank's shard as
+// it gathers it. The replicated @s (0-d) read in bfloat16 is a cast into a
+// fresh buffer, freed after its last use.
+
+// CHECK-LABEL: plan world_size=2
+// CHECK-NEXT:  param @w float32 [4, 8] chunk_rows=2
+// CHECK-LABEL: function @forward(
+// CHECK-DAG:     %[[G:[0-9]+]] = buffer "w.gathered" bfloat16 [32] 64 bytes gathered
+// CHECK-DAG:     %[[FULL:[0-9]+]] = alias "w" bfloat16 [4, 8] of %[[G]] + 0
+// CHECK-DAG:     %[[SHARD:[0-9]+]] = param @w float32 [2, 8] 64 bytes parameters
+// CHECK-DAG:     %[[S:[0-9]+]] = param @s float32 [] 4 bytes parameters
+// CHECK:         alloc %[[G]]
+// CHECK-NEXT:    all_gather %[[SHARD]] -> %[[G]] {offsets = [0]}
+// CHECK:         cast %[[S]] -> %[[SB:[0-9]+]] {dtype = "bfloat16"}
+// CHECK:         free %[[SB]]
+module attributes {tc.world_size = 2 : i64} {
+  tc.param @w : tensor<4x8xf32> device "cpu" sharded <world_size = 2, chunk_rows = 2>
+  tc.param @s : tensor<f32> device "cpu"
+  func.func @init() {
+    %0 = tc.ones : tensor<2x8xf32> shard of tensor<4x8xf32>
+    tc.materialize %0 into @w : tensor<2x8xf32>
+    %1 = tc.ones : tensor<f32>
+    tc.materialize %1 into @s : tensor<f32>
+    return
+  }
+  func.func @forward(%x: tensor<3x8xbf16> {tc.name = "x"}) -> (tensor<3x4xbf16> {tc.name = "y"}) {
+    %w = tc.all_gather [@w] unit "root" : tensor<4x8xbf16>
+    %y = tc.linear %x, %w : tensor<3x8xbf16>, tensor<4x8xbf16> -> tensor<3x4xbf16>
+    tc.release %w : tensor<4x8xbf16>
+    %s = tc.use @s : tensor<bf16>
+    %z = tc.mul %y, %s : tensor<3x4xbf16>, tensor<bf16> -> tensor<3x4xbf16>
+    return %z : tensor<3x4xbf16>
+  }
+}

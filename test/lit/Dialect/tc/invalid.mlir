@@ -82,7 +82,7 @@ func.func @init() {
   return
 }
 func.func @forward() -> tensor<2xf32> {
-  // expected-error @+1 {{result type 'tensor<2xf32>' differs from the type of parameter @p ('tensor<4xf32>')}}
+  // expected-error @+1 {{result type 'tensor<2xf32>' is neither the type of parameter @p ('tensor<4xf32>') nor its shape in another float type}}
   %0 = tc.use @p : tensor<2xf32>
   return %0 : tensor<2xf32>
 }
@@ -172,9 +172,43 @@ func.func @init() {
   return
 }
 func.func @forward() -> tensor<2x4xf32> {
-  // expected-error @+1 {{result type 'tensor<2x4xf32>' differs from the type of parameter @p ('tensor<4x4xf32>')}}
+  // expected-error @+1 {{result type 'tensor<2x4xf32>' is neither the type of parameter @p ('tensor<4x4xf32>') nor its shape in another float type}}
   %0 = tc.all_gather [@p] : tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+// A read in another dtype (master weights, tc-fold-param-casts) converts
+// floats only.
+tc.param @p : tensor<4xf32> device "cpu"
+func.func @init() {
+  %0 = tc.ones : tensor<4xf32>
+  tc.materialize %0 into @p : tensor<4xf32>
+  return
+}
+func.func @forward() -> tensor<4xi64> {
+  // expected-error @+1 {{result type 'tensor<4xi64>' is neither the type of parameter @p ('tensor<4xf32>') nor its shape in another float type}}
+  %0 = tc.use @p : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+// One gathered buffer holds one dtype: a unit read in two is two gathers.
+tc.param @p : tensor<4x4xf32> device "cpu" sharded <world_size = 2, chunk_rows = 2>
+tc.param @q : tensor<4xf32> device "cpu" sharded <world_size = 2, chunk_rows = 2>
+func.func @init() {
+  %0 = tc.ones : tensor<2x4xf32> shard of tensor<4x4xf32>
+  tc.materialize %0 into @p : tensor<2x4xf32>
+  %1 = tc.ones : tensor<2xf32> shard of tensor<4xf32>
+  tc.materialize %1 into @q : tensor<2xf32>
+  return
+}
+func.func @forward() -> tensor<4x4xbf16> {
+  // expected-error @+1 {{results must share one element type, got 'tensor<4x4xbf16>' and 'tensor<4xf32>'}}
+  %0:2 = tc.all_gather [@p, @q] : tensor<4x4xbf16>, tensor<4xf32>
+  return %0#0 : tensor<4x4xbf16>
 }
 
 // -----

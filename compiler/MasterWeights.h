@@ -1,0 +1,38 @@
+//===- MasterWeights.h - parameters stored wider than forward reads them -*- C++ -*-===//
+//
+// A graph parameter with "master_dtype" (docs/graph-format.md, "Master
+// weights") is stored, initialized, sharded, updated and saved in that dtype
+// and read by forward in its "dtype", as FSDP2's MixedPrecisionPolicy keeps
+// float32 shards and computes in param_dtype. The graph file is expanded
+// before anything reads it: the parameter's dtype becomes the master dtype
+// and one `cast` node, first among the nodes, gives every reader the file's
+// dtype. Autodiff's cast rule then returns the gradient in the master dtype
+// (reduce-scatter and optimizer step run there, FSDP2's reduce_dtype
+// float32), and tc-fold-param-casts turns each read of the cast into a read
+// of the parameter in the compute dtype, which tc-fsdp gathers in that
+// dtype.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "compiler/GraphReader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace shardc::compiler {
+
+/// Expands every "master_dtype" of `document` in place (nothing when it has
+/// none); a bad one fails through `reader` with its JSON path. Idempotent:
+/// the expanded document has no "master_dtype" left.
+void expandMasterWeights(nlohmann::json &document, const GraphReader &reader);
+
+/// The same on a graph file's text: `text` itself when it names no
+/// "master_dtype" or is not JSON (parseGraph reports that), else the
+/// expanded document. Every reader of a graph file's text sees the expanded
+/// graph (readGraphText calls it), so autodiff's joint graph, which
+/// re-reads the text, and the graph it was built from agree.
+std::string expandMasterWeights(const std::string &text, const std::string &sourceName);
+
+} // namespace shardc::compiler
