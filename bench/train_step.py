@@ -20,7 +20,13 @@ under a next-token cross-entropy loss, trained with AdamW:
   parameters against torch's).
 
     /opt/shardc-venv/bin/python bench/train_step.py [--batch 2] [--seq 64]
-        [--ranks 1 2 4 8] [--steps 4]
+        [--ranks 1 2 4 8] [--steps 4] [--param-dtype bfloat16]
+
+With --param-dtype bfloat16 the parameters are master weights
+(docs/graph-format.md): float32 shards, moments and checkpoints, forward and
+backward in bfloat16, as FSDP2's MixedPrecisionPolicy; the torch side runs
+the same (tools/torch_reference.py: the float32 parameters converted to
+bfloat16 at every read, torch.optim on the float32 ones).
 """
 
 import argparse
@@ -57,13 +63,23 @@ def gpt2_with_loss(batch, seq):
     return graph
 
 
-def prepare_gpt2(tmp, shardc, batch, seq):
-    """In `tmp`: the graph (gpt2_with_loss), its inputs (seed 1) and
-    shardc's initial parameters (the torch side starts from them). Returns
-    the three paths."""
+def with_master_weights(graph, param_dtype):
+    """Every parameter read in `param_dtype`, stored in its own dtype."""
+    for p in graph["parameters"]:
+        p["master_dtype"], p["dtype"] = p["dtype"], param_dtype
+    return graph
+
+
+def prepare_gpt2(tmp, shardc, batch, seq, param_dtype=None):
+    """In `tmp`: the graph (gpt2_with_loss; master weights read in
+    `param_dtype` if given), its inputs (seed 1) and shardc's initial
+    parameters (the torch side starts from them). Returns the three paths."""
     graph = os.path.join(tmp, "gpt2-loss.json")
+    model = gpt2_with_loss(batch, seq)
+    if param_dtype:
+        model = with_master_weights(model, param_dtype)
     with open(graph, "w") as f:
-        json.dump(gpt2_with_loss(batch, seq), f)
+        json.dump(model, f)
     inputs, init = os.path.join(tmp, "in.st"), os.path.join(tmp, "init.st")
     subprocess.run([sys.executable, REFERENCE, "--make-inputs", graph, "--seed", "1",
                     "--out", inputs], check=True, env=ENV)
@@ -99,14 +115,19 @@ def main():
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--param-dtype", choices=["bfloat16", "float16"],
+                    help="master weights: parameters read in this dtype, stored float32")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        graph, inputs, init = prepare_gpt2(tmp, args.shardc, args.batch, args.seq)
+        graph, inputs, init = prepare_gpt2(tmp, args.shardc, args.batch, args.seq,
+                                           args.param_dtype)
         train = ["--grad", "loss", "--optimizer", "adamw", "--lr", "1e-4", "--inputs", inputs]
 
-        print("GPT-2 124M, batch %d x %d tokens, AdamW; per-rank ledger peaks in MiB "
-              "(predicted == measured on every run)\n" % (args.batch, args.seq))
+        print("GPT-2 124M, batch %d x %d tokens, AdamW%s; per-rank ledger peaks in MiB "
+              "(predicted == measured on every run)\n"
+              % (args.batch, args.seq, ", float32 master weights read in " + args.param_dtype
+                 if args.param_dtype else ""))
         print("| ranks | after init (params + moments) | training step | `--grad` only "
               "(full gradients out) | N = 1's step / N |")
         print("|---|---|---|---|---|")

@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - a graph's backward pass, as more graph nodes --------===//
 #include "compiler/Autodiff.h"
 #include "compiler/GradientRules.h"
+#include "compiler/MasterWeights.h"
 
 #include <map>
 #include <set>
@@ -50,9 +51,12 @@ std::set<std::string> feedLoss(const Graph &graph, const std::string &loss) {
 
 } // namespace
 
-JointGraph withGradients(const std::string &graphText,
+JointGraph withGradients(const std::string &fileText,
                          const std::string &sourceName,
                          const std::string &loss) {
+  // The joint graph extends the file's own JSON, which must be the graph
+  // parseGraph reads: master weights expanded (a no-op when already done).
+  const std::string graphText = expandMasterWeights(fileText, sourceName);
   Graph graph = parseGraph(graphText, sourceName);
   GraphReader reader(sourceName);
   const std::string where = sourceName + ": --grad " + loss + ": ";

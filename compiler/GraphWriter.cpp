@@ -1,5 +1,6 @@
 //===- GraphWriter.cpp - a rewritten graph back to the file format --------===//
 #include "compiler/GraphWriter.h"
+#include "compiler/MasterWeights.h"
 
 #include <cmath>
 #include <set>
@@ -113,6 +114,8 @@ std::string rewrittenGraphText(const std::string &originalText,
       json::parse(originalText, nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded() || !document.is_object())
     throw GraphError(graph.sourceName + ": not a graph file's JSON object");
+  // As parseGraph read it: master weights expanded (docs/graph-format.md).
+  expandMasterWeights(document, GraphReader(graph.sourceName));
   std::set<std::string> known;
   for (const char *key : {"parameters", "buffers"})
     if (auto list = document.find(key);

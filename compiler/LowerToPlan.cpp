@@ -717,6 +717,7 @@ private:
         getElementTypeOrSelf(gather.getResult(0).getType()), gather.getLoc());
     if (failed(gatheredDtype))
       return failure();
+    bool converts = false;
     for (auto [name, result] :
          llvm::zip(gather.getParams(), gather.getResults())) {
       StringRef param = cast<FlatSymbolRefAttr>(name).getValue();
@@ -726,6 +727,7 @@ private:
           dtypeOf(getElementTypeOrSelf(result.getType()), gather.getLoc());
       if (failed(dtype))
         return failure();
+      converts |= *dtype != plan_.params[params.back()].dtype;
       bytes +=
           plan_.params[params.back()].gatheredBytes(plan_.worldSize, *dtype);
     }
@@ -754,7 +756,10 @@ private:
       inputs.push_back(paramBuffer(param.name));
     }
     emit(plan::OpCode::Alloc, {}, {unit.id}, gather);
-    emit(plan::OpCode::AllGather, inputs, {unit.id}, gather, {{"offsets", offsets}},
+    std::map<std::string, plan::AttrValue> attrs{{"offsets", offsets}};
+    if (converts) // master weights: each param converted into the unit's dtype
+      attrs["convert"] = int64_t{1};
+    emit(plan::OpCode::AllGather, inputs, {unit.id}, gather, std::move(attrs),
          /*collective=*/true);
     return success();
   }

@@ -1024,10 +1024,11 @@ private:
   /// all_gather, single form: inputs=[param buf], outputs=[full]; FSDP-unit
   /// form (attr `offsets`): inputs=[p1..pk], outputs=[unit], param i's
   /// gathered block (Param::gatheredBytes in the output's dtype) at byte
-  /// offsets[i] of the unit. A param stored in another float dtype than the
-  /// output's (master weights) is cast into this rank's block of its own
-  /// gathered block, which is then gathered in place: the other ranks
-  /// receive the converted rows, and no buffer beyond the output is needed.
+  /// offsets[i] of the unit. With `convert` = 1 a param stored in another
+  /// float dtype than the output's (master weights) is cast into this rank's
+  /// part of its gathered block, which is then gathered in place: the other
+  /// ranks receive the converted rows, and no buffer beyond the output is
+  /// needed. Without it blocks hold the params' own bytes.
   void allGather(const Instruction &inst) {
     const std::vector<int64_t> *offsets = attrList(inst, "offsets");
     if (!offsets && inst.inputs.size() != 1)
@@ -1040,6 +1041,7 @@ private:
            std::to_string(offsets->size()) + " offsets");
     const Buffer &full = buffer(inst.outputs[0]);
     if (full.param) fail("output '" + full.name + "' must not be a param buffer");
+    const bool convert = attrIntOr(inst, "convert", 0) != 0;
     std::vector<AllGatherPart> parts;
     std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in full
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
@@ -1047,9 +1049,12 @@ private:
       if (!shard.param) fail("input '" + shard.name + "' is not a param buffer");
       const Param &p = plan_.params[*shard.param];
       if (!p.sharded()) fail("param '" + p.name + "' is replicated, there is nothing to gather");
-      const int64_t needed = p.gatheredBytes(comm_.worldSize(), full.dtype);
+      const int64_t needed = p.gatheredBytes(comm_.worldSize(), convert ? full.dtype : p.dtype);
       const int64_t offset = offsets ? (*offsets)[i] : 0;
-      const bool converts = full.dtype != p.dtype;
+      const bool converts = convert && full.dtype != p.dtype;
+      if (!convert && !offsets && full.dtype != p.dtype)
+        fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
+             "' is " + dtypeName(p.dtype) + " (set convert = 1 to convert it)");
       if (converts && (full.dtype == DType::I64 || p.dtype == DType::I64))
         fail("output '" + full.name + "' is " + dtypeName(full.dtype) + " but param '" + p.name +
              "' is " + dtypeName(p.dtype) + " (only floats are converted as gathered)");

@@ -112,7 +112,7 @@ module attributes {tc.world_size = 2 : i64} {
 // CHECK-DAG:     %[[SHARD:[0-9]+]] = param @w float32 [2, 8] 64 bytes parameters
 // CHECK-DAG:     %[[S:[0-9]+]] = param @s float32 [] 4 bytes parameters
 // CHECK:         alloc %[[G]]
-// CHECK-NEXT:    all_gather %[[SHARD]] -> %[[G]] {offsets = [0]}
+// CHECK-NEXT:    all_gather %[[SHARD]] -> %[[G]] {convert = 1, offsets = [0]}
 // CHECK:         cast %[[S]] -> %[[SB:[0-9]+]] {dtype = "bfloat16"}
 // CHECK:         free %[[SB]]
 module attributes {tc.world_size = 2 : i64} {
