@@ -73,20 +73,29 @@ void expandMasterWeights(json &document, const GraphReader &reader) {
                      {"dtype", plan::dtypeName(compute)}});
     param["dtype"] = plan::dtypeName(storage);
   }
-  if (castOf.empty()) return;
   // Nodes read the cast; an output naming a parameter stays its stored
-  // value.
-  json &nodes = document["nodes"];
-  if (!nodes.is_array()) return;  // parseGraph says what is wrong
-  for (json &node : nodes) {
+  // value. A parameter no node reads gets no cast.
+  auto nodes = document.find("nodes");
+  if (castOf.empty() || nodes == document.end() || !nodes->is_array())
+    return; // nothing reads them (parseGraph says what else is wrong)
+  std::set<std::string> read;
+  for (json &node : *nodes) {
     if (!node.is_object()) continue;
     auto inputs = node.find("inputs");
     if (inputs == node.end() || !inputs->is_array()) continue;
     for (json &input : *inputs)
       if (input.is_string())
-        if (auto it = castOf.find(input.get<std::string>()); it != castOf.end()) input = it->second;
+        if (auto it = castOf.find(input.get<std::string>());
+            it != castOf.end()) {
+          read.insert(it->second);
+          input = it->second;
+        }
   }
-  nodes.insert(nodes.begin(), casts.begin(), casts.end());
+  json used = json::array();
+  for (json &cast : casts)
+    if (read.count(cast["name"].get<std::string>()))
+      used.push_back(std::move(cast));
+  nodes->insert(nodes->begin(), used.begin(), used.end());
 }
 
 std::string expandMasterWeights(const std::string &text, const std::string &sourceName) {

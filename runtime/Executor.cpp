@@ -1043,6 +1043,7 @@ private:
     if (full.param) fail("output '" + full.name + "' must not be a param buffer");
     const bool convert = attrIntOr(inst, "convert", 0) != 0;
     std::vector<AllGatherPart> parts;
+    std::vector<std::pair<KTensor, KTensor>> conversions;  // shard -> its own block
     std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in full
     for (size_t i = 0; i < inst.inputs.size(); ++i) {
       const Buffer &shard = buffer(inst.inputs[i]);
@@ -1071,8 +1072,8 @@ private:
       const int64_t elements = numElements(p.localShape());
       const int64_t blockBytes = elements * dtypeSize(full.dtype);
       std::byte *own = data(full.id) + offset + comm_.rank() * blockBytes;
-      backend_.cast(KTensor{p.dtype, {elements}, data(shard.id)},
-                    KTensor{full.dtype, {elements}, own});
+      conversions.push_back(
+          {KTensor{p.dtype, {elements}, data(shard.id)}, KTensor{full.dtype, {elements}, own}});
       parts.push_back({own, static_cast<size_t>(blockBytes), data(full.id) + offset});
     }
     std::sort(ranges.begin(), ranges.end());
@@ -1080,6 +1081,8 @@ private:
       if (ranges[i].first < ranges[i - 1].second)
         fail("the gathered blocks at byte offsets " + std::to_string(ranges[i - 1].first) +
              " and " + std::to_string(ranges[i].first) + " of '" + full.name + "' overlap");
+    // Written only once every block is known to fit without overlap.
+    for (const auto &[shardRows, ownBlock] : conversions) backend_.cast(shardRows, ownBlock);
     backend_.beforeCollective(comm_);
     if (comm_.defersGathers()) {
       // In flight until an instruction touches its buffers (or the end).
