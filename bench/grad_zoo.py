@@ -25,6 +25,12 @@ float64 and shardc's passes within twice torch's error. With
 --keep-dropout: the models' own dropout kept, two SGD steps at N = 1 and 2
 compared byte for byte.
 
+With --param-dtype bfloat16: exported with master weights (float32
+parameters read in bfloat16, docs/graph-format.md); shardc's and torch's
+bfloat16 gradients (the module run with its parameters in bfloat16) are each
+measured against the float32 module, and shardc's passes within twice
+torch's error.
+
 With --timing: per model, one kernel thread, N = 1: the median of 5 warm
 runs (`--repeat 5`) of shardc's forward alone and of its forward and
 backward (`--grad`), against torch eager's forward and backward
@@ -173,7 +179,32 @@ def probe_dropout(name, shardc, tmp):
         dropouts, "byte-identical" if same else "DIFFER"), "%.1f" % (time.perf_counter() - start)
 
 
-def probe(name, shardc, tmp, rtol, train=False):
+def float32_twin(graph_path, inputs_path, tmp):
+    """The master-weights graph as the float32 model it was exported from
+    (every parameter in its master dtype, floating inputs float32) and its
+    inputs converted (exactly): what the module computes without mixed
+    precision, the reference both bfloat16 runs are measured against."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import torch
+    import torch_reference as tr
+    with open(graph_path) as f:
+        graph = json.load(f)
+    for p in graph["parameters"]:
+        if "master_dtype" in p:
+            p["dtype"] = p.pop("master_dtype")
+    for d in graph["inputs"]:
+        if d["dtype"] in ("bfloat16", "float16"):
+            d["dtype"] = "float32"
+    g32, in32 = os.path.join(tmp, "g32.json"), os.path.join(tmp, "in32.st")
+    with open(g32, "w") as f:
+        json.dump(graph, f)
+    tensors = tr.read_safetensors(inputs_path)
+    tr.write_safetensors(in32, {k: (v.float() if v.dtype in (torch.bfloat16, torch.float16) else v)
+                                for k, v in tensors.items()})
+    return g32, in32
+
+
+def probe(name, shardc, tmp, rtol, train=False, param_dtype=None):
     spec, kwargs, shapes = zoo_models.ZOO[name]
     if train:  # batch statistics of one image are noise: 8 images instead
         shapes = {k: ([8] + list(v[1:]) if isinstance(v, list) and len(v) == 4 and v[0] == 1
@@ -187,7 +218,8 @@ def probe(name, shardc, tmp, rtol, train=False):
     steps = (
         ("export", [py, export] + common + ["--capture", "aten", "--input-shapes",
                                             json.dumps(shapes), "-o", g, "--weights", w]
-         + (["--train"] if train else [])),
+         + (["--train"] if train else [])
+         + (["--param-dtype", param_dtype] if param_dtype else [])),
         ("inputs", [py, os.path.join(ROOT, "tools", "torch_reference.py"),
                     "--make-inputs", g, "--seed", "4", "--out", inp]),
         ("shardc", [shardc, "run", g, "--grad", "output", "--world-size", "2", "--load", w,
@@ -208,6 +240,21 @@ def probe(name, shardc, tmp, rtol, train=False):
     if why:
         return "differs", why, "%.1f" % seconds["shardc"]
     detail = "%d gradients, worst %s %.1e" % (count, name, worst)
+    if param_dtype:
+        # Master weights: both runs compute in bfloat16; each is measured
+        # against the module in float32 and shardc's passes within twice
+        # torch's own error (or rtol).
+        g32, in32 = float32_twin(g, inp, tmp)
+        exact = os.path.join(tmp, "f32.st")
+        rc, msg, _ = run([py, export] + common + ["--eager", g32, "--params", w, "--inputs",
+                                                  in32, "--outputs", exact, "--grad", "output"])
+        if rc:
+            return "failed", "float32 eager: " + msg, "%.1f" % seconds["shardc"]
+        ours, _, _, _ = compare_gradients(out, exact)
+        theirs, _, _, _ = compare_gradients(ref, exact)
+        detail += "; against float32: shardc %.1e, torch %.1e" % (ours, theirs)
+        return ("ok" if ours <= max(rtol, 2 * theirs) else "differs"), detail, \
+            "%.1f" % seconds["shardc"]
     if train and worst > rtol:
         # Batch norm by batch statistics cancels heavily in backward, so
         # float32 itself may not reach rtol: measure both float32 results
@@ -366,6 +413,10 @@ def main():
     ap.add_argument("--keep-dropout", action="store_true",
                     help="with --train: keep the models' dropout (the graph's own masks); "
                          "check two SGD steps byte-identical at N = 1 and 2 instead")
+    ap.add_argument("--param-dtype", choices=["bfloat16", "float16"],
+                    help="master weights (export_torch.py --param-dtype): shardc's and "
+                         "torch's bfloat16 gradients each measured against the float32 "
+                         "module; ok when shardc's error is within twice torch's")
     ap.add_argument("--timing", action="store_true",
                     help="time shardc's forward and backward against torch's instead")
     args = ap.parse_args()
@@ -377,7 +428,8 @@ def main():
         print_rows(args.only or DEFAULT, lambda name, tmp: probe_dropout(name, args.shardc, tmp))
         return
     print_rows(args.only or DEFAULT,
-               lambda name, tmp: probe(name, args.shardc, tmp, args.rtol, args.train))
+               lambda name, tmp: probe(name, args.shardc, tmp, args.rtol, args.train,
+                                       args.param_dtype))
 
 
 def print_rows(names, probe_one):

@@ -332,6 +332,11 @@ def _rotary_theta(cos, sin, T, D):
     c, s = c.reshape(-1, T, D), s.reshape(-1, T, D)
     if not (bool((c == c[:1]).all()) and bool((s == s[:1]).all())) or D % 2 or T < 2:
         return None
+    # Tables rounded to bfloat16 / float16 (a model traced with 16-bit
+    # parameters, --param-dtype: HF converts them to q's dtype) match within
+    # one unit in the last place of that dtype; the graph's rotary_embedding
+    # then computes with exact tables and rounds once (docs/exporter.md).
+    rounding = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}.get(cos.dtype, 0.0)
     c, s = c[0].double(), s[0].double()
     half = D // 2
     candidates = [10000.0]
@@ -345,7 +350,7 @@ def _rotary_theta(cos, sin, T, D):
         ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
         emb = torch.cat([ang, ang], -1)
         # torch's float32 angles t * inv_freq are off by up to ~t ulps
-        tol = 1e-5 * max(1.0, T / 64.0)
+        tol = 1e-5 * max(1.0, T / 64.0) + rounding
         if (emb.cos() - c).abs().max() <= tol and (emb.sin() - s).abs().max() <= tol:
             return theta
     return None
@@ -738,6 +743,12 @@ def rms_norm_groups(ep, param_of):
         if list(means[0].args[1]) not in ([-1], [len(means[0].args[0].meta["val"].shape) - 1]):
             continue
         x = pows[0].args[0]
+        if x in nodes:
+            # The norm computes in another dtype than its input (bfloat16
+            # parameters, --param-dtype: HF upcasts to float32, rounds the
+            # normalized value back, then multiplies by the weight): the
+            # graph's rms_norm rounds once, so these go op by op, exactly.
+            continue
         adds = [n for n in ops if n.target is aten.add.Tensor]
         eps_add = [n for n in adds if n.args[0] is means[0] and
                    isinstance(n.args[1], (int, float))]
