@@ -538,6 +538,7 @@ def run_eager(args, factory, kwargs):
     # back in the master dtype (below), as FSDP2's reduce_dtype.
     master = {d["name"]: _DTYPE_NAMES[d["master_dtype"]] for d in graph["parameters"]
               if "master_dtype" in d}
+    stored = {name: by_name[name].data for name in master}  # --state-after writes these
     with torch.no_grad():
         for d in graph["parameters"]:
             if d["name"] in master:
@@ -585,6 +586,8 @@ def run_eager(args, factory, kwargs):
                 out["grad." + name] = g.to(master.get(name, g.dtype)).contiguous()
     tr.write_safetensors(args.outputs, out)
     if args.state_after:
+        for name, data in stored.items():  # master weights: their stored values
+            by_name[name].data = data
         write_weights(args.state_after, model, graph)
 
 
