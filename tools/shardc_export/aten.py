@@ -1086,6 +1086,16 @@ def batch_norm_node(self, node, x, weight, bias, mean, var, eps, val):
     ins = [x, self.tensor(node, mean, "running_mean"), self.tensor(node, var, "running_var")]
     if weight is not None:
         ins += [self.tensor(node, weight, "weight"), self.tensor(node, bias, "bias")]
+    stats = ins[1].val.dtype
+    if x.val.dtype != stats:
+        # torch's mixed-type batch norm (a 16-bit input, float32 running
+        # statistics: a model traced with --param-dtype keeps its buffers):
+        # computed in the statistics' dtype, the result rounded back once.
+        from .aten_values import cast_to
+        wide = [cast_to(self, node, t, stats) for t in ins]
+        g = self.emit(node, "batch_norm", wide,
+                      torch.empty(val.shape, dtype=stats, device="meta"), eps=float(eps))
+        return Multi([cast_to(self, node, g, val.dtype), None, None])
     g = self.emit(node, "batch_norm", ins, val, eps=float(eps))
     return Multi([g, None, None])
 

@@ -264,11 +264,18 @@ def master_weights(model, param_decls, param_dtype):
     its own dtype as "master_dtype" (docs/graph-format.md), in which shardc
     initializes, shards, updates and saves it."""
     dtype = _DTYPE_NAMES[param_dtype]
+    # Batch norm keeps its parameters (FSDP's MixedPrecision default,
+    # _module_classes_to_ignore=(_BatchNorm,)): torch's batch norm takes a
+    # 16-bit input with float32 weight, bias and running statistics, not a
+    # 16-bit weight beside float32 statistics.
+    kept = {id(p) for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+            for p in m.parameters(recurse=False)}
+    kept_names = {n for n, p in model.named_parameters() if id(p) in kept}
     for p in model.parameters():
-        if p.is_floating_point():
+        if p.is_floating_point() and id(p) not in kept:
             p.data = p.data.to(dtype)
     for d in param_decls:
-        if d["dtype"] != param_dtype and d["dtype"] != "int64":
+        if d["dtype"] != param_dtype and d["dtype"] != "int64" and d["name"] not in kept_names:
             d["master_dtype"], d["dtype"] = d["dtype"], param_dtype
 
 
