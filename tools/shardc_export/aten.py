@@ -1119,7 +1119,7 @@ def batch_norm_functional(self, node, x, weight, bias, mean, var, training, mome
         return Multi(batch_norm_batch_stats(self, node, x, weight, bias, True, momentum,
                                             eps).items + [None, None])
     out = batch_norm_batch_stats(self, node, x, weight, bias, True, momentum, eps)
-    x = self.tensor(node, x)
+    x = mixed_batch_norm_input(self, node, self.tensor(node, x), mean)
     mean, var = self.tensor(node, mean, "running_mean"), self.tensor(node, var, "running_var")
     c = x.shape[1]
     dims = [0] + list(range(2, len(x.shape)))
@@ -1243,6 +1243,8 @@ def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps)
     x = self.tensor(node, x)
     if len(x.shape) < 2:
         self.fail(node, "batch_norm on a %d-d tensor" % len(x.shape))
+    out_dtype = x.val.dtype
+    x = mixed_batch_norm_input(self, node, x, weight)
     n, c = x.shape[0], x.shape[1]
     weight, bias = complete_affine(self, weight, bias, c, x.val.dtype)
     rest = 1
@@ -1264,8 +1266,26 @@ def batch_norm_batch_stats(self, node, x, weight, bias, training, momentum, eps)
         g = self.emit(node, "reshape", [g], torch.empty(x.shape, dtype=dtype, device="meta"),
                       shape=list(x.shape))
     if n > 1:
-        g = self.emit(node, "permute", [g], node.meta["val"][0], dims=perm)
+        g = self.emit(node, "permute", [g], torch.empty(
+            list(node.meta["val"][0].shape), dtype=dtype, device="meta"), dims=perm)
+    if dtype != out_dtype:  # torch's mixed-type batch norm: rounded back once
+        from .aten_values import cast_to
+        g = cast_to(self, node, g, out_dtype)
     return Multi([g, None, None])
+
+
+def mixed_batch_norm_input(self, node, x, *params):
+    """torch's mixed-type batch norm: a 16-bit input beside float32 weight or
+    running statistics (a model traced with --param-dtype keeps batch norm's)
+    is computed in float32: x converted (exactly) to the parameters' dtype."""
+    for t in params:
+        val = getattr(t, "val", None)
+        if isinstance(t, torch.fx.Node):
+            val = t.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.is_floating_point() and val.dtype != x.val.dtype:
+            from .aten_values import cast_to
+            return cast_to(self, node, x, val.dtype)
+    return x
 
 
 def group_norm(self, node, x, weight, bias, n, c, hw, groups, eps):
