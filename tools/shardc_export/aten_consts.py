@@ -345,6 +345,18 @@ def _rotary_theta(cos, sin, T, D):
         if inv1 > 0:
             est = inv1 ** (-D / 2.0)
             candidates = [float(round(est)), est, 10000.0]
+    if rounding and half > 1:
+        # 16-bit tables: the angle of the slowest frequency at the last
+        # position estimates theta far better than position 1 does, and
+        # thetas a few digits apart give the same rounded tables, so round
+        # numbers come first (Mixtral's 1e6, Llama 3's 500000).
+        last = half - 1
+        angle = math.atan2(float(s[T - 1, last]), float(c[T - 1, last])) / (T - 1)
+        if angle > 0:
+            est = angle ** (-D / (2.0 * last))
+            digits = math.floor(math.log10(est))
+            candidates += [round(est, -(digits - k)) for k in range(4)]
+        candidates += [500000.0, 1000000.0]
     for theta in candidates:
         inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
         ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None]
