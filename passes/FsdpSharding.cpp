@@ -240,6 +240,27 @@ Value beforeRenames(Value value, SmallVectorImpl<Operation *> &renames) {
   return value;
 }
 
+/// The gradient a reduce_scatter reads in place of `full`: the input of a
+/// cast that widens it exactly (master weights' bfloat16 gradient converted
+/// to its float32 parameter's dtype: autodiff's rule for the parameter's
+/// cast) when nothing else reads the cast; the cast is appended to
+/// `replaced`. The reduce_scatter widens each value itself, with the same
+/// bytes, so the full-size float32 copy is never made. Otherwise `full`.
+Value narrowGradient(Value full, SmallVectorImpl<Operation *> &replaced) {
+  auto widen = full.getDefiningOp<TableOp>();
+  if (!widen || widen.getOpName() != "cast" || widen.getInputs().size() != 1 ||
+      !widen->hasOneUse())
+    return full;
+  Value input = widen.getInputs()[0];
+  auto from = cast<RankedTensorType>(input.getType());
+  auto to = cast<RankedTensorType>(full.getType());
+  if (from.getShape() != to.getShape() ||
+      !widensExactly(from.getElementType(), to.getElementType()))
+    return full;
+  replaced.push_back(widen);
+  return input;
+}
+
 /// The full gradient `named` reduced into the shard of `param`: a
 /// reduce_scatter right after the gradient is computed, so the full
 /// gradient is freed there. A sum of two full gradients read nowhere else
@@ -268,6 +289,7 @@ Value reduceIntoShard(Value named, ParamOp param, bool sum, bool split,
     builder.setInsertionPointAfter(later);
     return builder.create<AddOp>(add.getLoc(), param.getLocalType(), lhs, rhs);
   }
+  full = narrowGradient(full, replaced);
   OpBuilder builder(param.getContext());
   builder.setInsertionPointAfterValue(full);
   return builder.create<ReduceScatterOp>(

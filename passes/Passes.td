@@ -46,7 +46,11 @@ def TcFsdp : Pass<"tc-fsdp", "::mlir::ModuleOp"> {
     accumulation), a gradient that is a `tc.add` of two full gradients read
     nowhere else is reduced as the `tc.add` of their shards, each reduced
     right after it is computed: a micro-step's full gradient lives only
-    within its micro-step.
+    within its micro-step. A gradient that is a float cast widening another
+    exactly (master weights: bfloat16 converted to the float32 parameter's
+    dtype), read by nothing else, is reduced from the cast's input, and the
+    cast goes: the reduce_scatter widens each value itself (the same bytes),
+    so no full-size float32 copy of the gradient is made.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",

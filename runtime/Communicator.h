@@ -71,14 +71,16 @@ public:
   /// allGather.
   virtual void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) = 0;
   /// scatter() from a root whose `send` holds only `sendBytes` bytes (a
-  /// full gradient, not padded to worldSize * bytesPerRank): every rank
-  /// receives the part of bytes [rank * bytesPerRank, (rank + 1) *
-  /// bytesPerRank) of root's send that lies below sendBytes into `recv`;
+  /// full gradient, not padded to worldSize * bytesPerRank), one window of
+  /// each rank's part at a time: every rank receives the part of bytes
+  /// [rank * bytesPerRank + offset, rank * bytesPerRank + offset +
+  /// windowBytes) of root's send that lies below sendBytes into `recv`;
   /// bytes of `recv` past it are left as they are (the caller zeroes them).
-  /// reduce_scatter runs one per root (docs/training.md). All ranks pass the
-  /// same root, sendBytes and bytesPerRank. The default fails: this
-  /// communicator cannot reduce-scatter.
-  virtual void scatterRows(int64_t, const void *, size_t, size_t, void *) {
+  /// offset + windowBytes <= bytesPerRank. reduce_scatter runs one per root
+  /// and window (docs/training.md): its workspace holds one window, not the
+  /// whole part. All ranks pass the same root, sendBytes, bytesPerRank and
+  /// window. The default fails: this communicator cannot reduce-scatter.
+  virtual void scatterRows(int64_t, const void *, size_t, size_t, size_t, size_t, void *) {
     throw RuntimeError("this communicator has no reduce-scatter (scatterRows); "
                        "sharded gradients run on the local and MPI communicators");
   }

@@ -4,6 +4,7 @@
 #include "runtime/InitOps.h"
 #include "runtime/Kernels.h"
 #include "runtime/OpRules.h"
+#include "runtime/Optimizers.h"
 #include "runtime/Philox.h"
 #include "runtime/PlanCheck.h"
 #include "runtime/RuntimeError.h"
@@ -1163,7 +1164,8 @@ private:
     const Buffer &full = buffer(inst.inputs[0]), &shard = buffer(inst.outputs[0]);
     if (full.param || shard.param)
       fail("reduces a computed gradient into a fresh buffer, not a param's storage");
-    if (full.dtype != shard.dtype || full.shape.empty() || shard.shape.size() != full.shape.size() ||
+    if (!widensExactly(full.dtype, shard.dtype) || full.shape.empty() ||
+        shard.shape.size() != full.shape.size() ||
         !std::equal(full.shape.begin() + 1, full.shape.end(), shard.shape.begin() + 1) ||
         shard.shape[0] * comm_.worldSize() < full.shape[0])
       fail("output '" + shard.name + "' (" + dtypeName(shard.dtype) + " " +

@@ -31,6 +31,7 @@ LocalGroup::LocalGroup(int64_t worldSize, std::chrono::duration<double> timeout)
   sendBytes_.assign(worldSize, 0);
   root_.assign(worldSize, 0);
   rootBytes_.assign(worldSize, 0);
+  window_.assign(worldSize, {0, 0});
   parts_.assign(worldSize, nullptr);
 }
 
@@ -227,25 +228,27 @@ void LocalGroup::allGatherMany(int64_t rank, const std::vector<AllGatherPart> &p
 
 void LocalGroup::scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank,
                          void *recv, PeerCopier &copier) {
-  scatterFrom(rank, root, send, static_cast<size_t>(worldSize_) * bytesPerRank, bytesPerRank,
-              recv, copier, "scatter", "scatter (completion)");
+  scatterFrom(rank, root, send, static_cast<size_t>(worldSize_) * bytesPerRank, bytesPerRank, 0,
+              bytesPerRank, recv, copier, "scatter", "scatter (completion)");
 }
 
 void LocalGroup::scatterRows(int64_t rank, int64_t root, const void *send, size_t sendBytes,
-                             size_t bytesPerRank, void *recv, PeerCopier &copier) {
-  scatterFrom(rank, root, send, sendBytes, bytesPerRank, recv, copier, "scatter_rows",
-              "scatter_rows (completion)");
+                             size_t bytesPerRank, size_t offset, size_t windowBytes, void *recv,
+                             PeerCopier &copier) {
+  scatterFrom(rank, root, send, sendBytes, bytesPerRank, offset, windowBytes, recv, copier,
+              "scatter_rows", "scatter_rows (completion)");
 }
 
 void LocalGroup::scatterFrom(int64_t rank, int64_t root, const void *send, size_t sendBytes,
-                             size_t bytesPerRank, void *recv, PeerCopier &copier,
-                             const char *what, const char *whatCompleted) {
+                             size_t bytesPerRank, size_t offset, size_t windowBytes, void *recv,
+                             PeerCopier &copier, const char *what, const char *whatCompleted) {
   std::unique_lock lock(mutex_);
   if (rank >= 0 && rank < worldSize_) {
     send_[rank] = send;
     sendBytes_[rank] = bytesPerRank;
     rootBytes_[rank] = sendBytes;
     root_[rank] = root;
+    window_[rank] = {offset, windowBytes};
   }
   rendezvous(lock, rank, what);
   // Between the two rendezvous root's send pointer is valid and fixed.
@@ -260,6 +263,15 @@ void LocalGroup::scatterFrom(int64_t rank, int64_t root, const void *send, size_
                std::to_string(sendBytes_[r]) + " of " + std::to_string(rootBytes_[r]) +
                " bytes, rank " + std::to_string(rank) + " expects " +
                std::to_string(bytesPerRank) + " of " + std::to_string(sendBytes);
+    else if (window_[r] != std::pair(offset, windowBytes))
+      reason = std::string(what) + " window mismatch: rank " + std::to_string(r) +
+               " expects bytes " + std::to_string(window_[r].first) + " + " +
+               std::to_string(window_[r].second) + " of its part, rank " + std::to_string(rank) +
+               " expects " + std::to_string(offset) + " + " + std::to_string(windowBytes);
+  if (reason.empty() && offset + windowBytes > bytesPerRank)
+    reason = std::string(what) + " window " + std::to_string(offset) + " + " +
+             std::to_string(windowBytes) + " lies outside a part of " +
+             std::to_string(bytesPerRank) + " bytes";
   if (reason.empty() && (root < 0 || root >= worldSize_))
     reason = std::string(what) + " root " + std::to_string(root) +
              " out of range for world size " + std::to_string(worldSize_);
@@ -271,8 +283,8 @@ void LocalGroup::scatterFrom(int64_t rank, int64_t root, const void *send, size_
     throwAborted(rank, what);
   }
   const std::byte *source = static_cast<const std::byte *>(send_[root]);
-  const size_t begin = static_cast<size_t>(rank) * bytesPerRank;
-  const size_t bytes = begin >= sendBytes ? 0 : std::min(bytesPerRank, sendBytes - begin);
+  const size_t begin = static_cast<size_t>(rank) * bytesPerRank + offset;
+  const size_t bytes = begin >= sendBytes ? 0 : std::min(windowBytes, sendBytes - begin);
   copyPhase(lock, rank, what, copier, [&] {
     if (bytes) copier.copy(recv, source + begin, bytes);
   });
@@ -306,8 +318,10 @@ void LocalCommunicator::scatter(int64_t root, const void *send, size_t bytesPerR
 }
 
 void LocalCommunicator::scatterRows(int64_t root, const void *send, size_t sendBytes,
-                                    size_t bytesPerRank, void *recv) {
-  group_.scatterRows(rank_, root, send, sendBytes, bytesPerRank, recv, copier_);
+                                    size_t bytesPerRank, size_t offset, size_t windowBytes,
+                                    void *recv) {
+  group_.scatterRows(rank_, root, send, sendBytes, bytesPerRank, offset, windowBytes, recv,
+                     copier_);
 }
 
 void LocalCommunicator::barrier() { group_.barrier(rank_); }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardc::runtime {
@@ -57,18 +58,21 @@ public:
   /// between two rendezvous, so root's buffer is read in place.
   void scatter(int64_t rank, int64_t root, const void *send, size_t bytesPerRank, void *recv,
                PeerCopier &copier = hostCopier());
-  /// scatter() from a root holding only `sendBytes` bytes
-  /// (Communicator::scatterRows); all ranks must pass the same sendBytes.
+  /// scatter() from a root holding only `sendBytes` bytes, one window of
+  /// each part (Communicator::scatterRows); all ranks must pass the same
+  /// sendBytes and window.
   void scatterRows(int64_t rank, int64_t root, const void *send, size_t sendBytes,
-                   size_t bytesPerRank, void *recv, PeerCopier &copier = hostCopier());
+                   size_t bytesPerRank, size_t offset, size_t windowBytes, void *recv,
+                   PeerCopier &copier = hostCopier());
   void barrier(int64_t rank);
 
 private:
-  /// scatter and scatterRows: root's send holds sendBytes bytes. `what`
-  /// and `whatCompleted` are string literals (peers read them in errors).
+  /// scatter and scatterRows: root's send holds sendBytes bytes; each rank
+  /// receives [offset, offset + windowBytes) of its part. `what` and
+  /// `whatCompleted` are string literals (peers read them in errors).
   void scatterFrom(int64_t rank, int64_t root, const void *send, size_t sendBytes,
-                   size_t bytesPerRank, void *recv, PeerCopier &copier, const char *what,
-                   const char *whatCompleted);
+                   size_t bytesPerRank, size_t offset, size_t windowBytes, void *recv,
+                   PeerCopier &copier, const char *what, const char *whatCompleted);
   /// Waits until all ranks arrived at the same collective `what`.
   void rendezvous(std::unique_lock<std::mutex> &lock, int64_t rank, const char *what);
   [[noreturn]] void throwAborted(int64_t rank, const char *what) const;
@@ -97,6 +101,7 @@ private:
   std::vector<size_t> sendBytes_;
   std::vector<int64_t> root_;  // the root each rank named (scatter)
   std::vector<size_t> rootBytes_;  // the root's valid bytes each rank named (scatterRows)
+  std::vector<std::pair<size_t, size_t>> window_;          // offset and bytes each rank named
   std::vector<const std::vector<AllGatherPart> *> parts_;  // allGatherMany
   std::optional<std::string> abortReason_;
 };
@@ -112,7 +117,7 @@ public:
   void allGatherMany(const std::vector<AllGatherPart> &parts) override;
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
   void scatterRows(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
-                   void *recv) override;
+                   size_t offset, size_t windowBytes, void *recv) override;
   void barrier() override;
   std::chrono::duration<double> timeout() const override { return group_.timeout(); }
   void setTimeout(std::chrono::duration<double> timeout) override {

@@ -77,10 +77,13 @@ Workspace moeExpertsBackwardWorkspace(const Buffer &output, std::span<const Buff
           output.name + ".experts"};
 }
 
-Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const>, int64_t) {
-  // One root's rows as received, and their running sum in double
-  // (runtime/Optimizers.h).
-  return {runtime::reduceScatterWorkBytes(output.shape, output.dtype), output.name + ".reduce"};
+Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                                 int64_t) {
+  // One window of a root's rows as received (the gradient's dtype), and
+  // their running sums in double (runtime/Optimizers.h).
+  const plan::DType gradDtype = inputs.empty() ? output.dtype : inputs[0]->dtype;
+  return {runtime::reduceScatterWorkBytes(output.shape, output.dtype, gradDtype),
+          output.name + ".reduce"};
 }
 
 Workspace allReduceWorkspace(const Buffer &output, std::span<const Buffer *const>,

@@ -93,13 +93,33 @@ inline AdamwStepScalars adamwStepScalars(const AdamwParams &p, double step) {
           std::sqrt(biasCorrection2), p.eps};
 }
 
+/// Elements of a shard a reduce_scatter sums at a time (its window): the
+/// workspace holds one window's running sums and one root's window as
+/// received (12 MiB in float32), not the whole shard's (GPT-2's tied
+/// embedding at N = 2: 221 MiB, the largest buffer of its step). Each
+/// element's sum is the same at any window size (rank order, in double).
+constexpr int64_t kReduceScatterWindow = int64_t(1) << 20;
+
+/// A reduce_scatter reads its gradient in the shard's dtype or in a
+/// narrower float one whose every value the shard's holds exactly (master
+/// weights' bfloat16 gradient into a float32 shard): the result is the bytes
+/// of casting the gradient first, without the cast's full-size copy.
+inline bool widensExactly(plan::DType from, plan::DType to) {
+  if (from == to) return true;
+  if (from == plan::DType::BF16 || from == plan::DType::F16)
+    return to == plan::DType::F32 || to == plan::DType::F64;
+  return from == plan::DType::F32 && to == plan::DType::F64;
+}
+
 /// One rank's reduce_scatter, for every backend: of the chunk's `elements`,
-/// the first `valid` lie inside the full tensor (the rest is padding); the
-/// workspace holds the running sums, then one root's rows as received at
-/// `receivedOffset`.
+/// the first `valid` lie inside the full tensor (the rest is padding); each
+/// rank's part of the full tensor is `partBytes` long (the gradient's
+/// dtype). The chunk is reduced `window` elements at a time; the workspace
+/// holds the window's running sums, then one root's window as received (the
+/// gradient's dtype) at `receivedOffset`.
 struct ReduceScatterLayout {
-  int64_t elements = 0, valid = 0;
-  size_t shardBytes = 0, fullBytes = 0;
+  int64_t elements = 0, valid = 0, window = 0;
+  size_t partBytes = 0, fullBytes = 0;
   int64_t receivedOffset = 0;
 };
 /// Bytes of one running sum: double, long double for float64 (x87's 64-bit
@@ -110,21 +130,21 @@ inline int64_t reduceScatterSumBytes(plan::DType dtype) {
 inline ReduceScatterLayout reduceScatterLayout(int64_t rank, const KTensor &full,
                                                const KTensor &shard) {
   ReduceScatterLayout l;
-  const int64_t elementBytes = plan::dtypeSize(shard.dtype);
+  const int64_t elementBytes = plan::dtypeSize(full.dtype);
   l.elements = shard.numel();
-  l.shardBytes = static_cast<size_t>(l.elements * elementBytes);
+  l.window = std::min(l.elements, kReduceScatterWindow);
+  l.partBytes = static_cast<size_t>(l.elements * elementBytes);
   l.fullBytes = static_cast<size_t>(full.numel() * elementBytes);
-  const size_t begin = static_cast<size_t>(rank) * l.shardBytes;
-  l.valid = begin >= l.fullBytes
-                ? 0
-                : static_cast<int64_t>(std::min(l.shardBytes, l.fullBytes - begin)) / elementBytes;
-  l.receivedOffset = l.elements * reduceScatterSumBytes(shard.dtype);
+  l.valid = std::clamp<int64_t>(full.numel() - rank * l.elements, 0, l.elements);
+  l.receivedOffset = l.window * reduceScatterSumBytes(shard.dtype);
   return l;
 }
 
-/// Working memory of a reduce_scatter into `shard`: one root's rows as
-/// received and their running sum in double; -1 when it overflows.
-int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DType dtype);
+/// Working memory of a reduce_scatter of a `gradDtype` gradient into a
+/// `shardDtype` shard: one window of a root's rows as received and their
+/// running sums in double; -1 when it overflows.
+int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DType shardDtype,
+                               plan::DType gradDtype);
 
 /// reduce_scatter on host memory: `shard` (the param's chunk rows) receives
 /// the mean (with `mean`; else the sum) over ranks of rows [rank * chunk,

@@ -33,6 +33,12 @@ bool isShardableGenerator(Operation *op);
 FailureOr<ParamOp> lookupParam(Operation *user, FlatSymbolRefAttr name,
                                SymbolTableCollection &symbolTable);
 
+/// Every value of element type `from` is exact in `to`: the types are equal,
+/// or bfloat16 / float16 into float32 / float64, or float32 into float64.
+/// tc.reduce_scatter reads a gradient in such a narrower type than its
+/// parameter (master weights: bfloat16 into a float32 shard).
+bool widensExactly(Type from, Type to);
+
 /// Checks the module-wide rules no single op can see: every tc.param is
 /// materialized exactly once, inside func @init. Linear in the module size.
 LogicalResult verifyProgram(ModuleOp module);

@@ -62,6 +62,14 @@ LogicalResult verifyStepCount(Operation *op, FlatSymbolRefAttr name,
 
 } // namespace
 
+bool mlir::tc::widensExactly(Type from, Type to) {
+  if (from == to)
+    return true;
+  if (from.isBF16() || from.isF16())
+    return to.isF32() || to.isF64();
+  return from.isF32() && to.isF64();
+}
+
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<ParamOp> param = lookupParam(*this, getParamAttr(), symbolTable);
@@ -71,12 +79,22 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!shard)
     return emitOpError() << "parameter " << getParamAttr()
                          << " is not sharded; its gradient needs no reduction";
-  if (getFull().getType() != param->getTensorType() ||
+  auto full = cast<RankedTensorType>(getFull().getType());
+  if (full.getShape() != param->getTensorType().getShape() ||
       getShard().getType() != param->getLocalType())
     return emitOpError() << "reduces " << getFull().getType() << " into "
                          << getShard().getType() << ", but parameter "
                          << getParamAttr() << " is " << param->getTensorType()
                          << " stored as " << param->getLocalType();
+  // A master weight's gradient is reduced as computed (bfloat16) into its
+  // float32 shard: the same bytes as converting it first.
+  if (!widensExactly(full.getElementType(),
+                     param->getTensorType().getElementType()))
+    return emitOpError() << "reduces a " << full.getElementType()
+                         << " gradient into parameter " << getParamAttr()
+                         << " of " << param->getTensorType().getElementType()
+                         << ", which does not hold every "
+                         << full.getElementType() << " value";
   return success();
 }
 

@@ -62,39 +62,47 @@ struct Block<double> {
 template <typename Acc>
 void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard, std::byte *work,
                    bool mean) {
-  const plan::DType dtype = shard.dtype;
+  const plan::DType dtype = shard.dtype, gradDtype = full.dtype;
   const ReduceScatterLayout layout = reduceScatterLayout(comm.rank(), full, shard);
-  const int64_t elements = layout.elements, valid = layout.valid;
+  const int64_t elementBytes = plan::dtypeSize(gradDtype);
   Acc *sum = reinterpret_cast<Acc *>(work);
   std::byte *received = work + layout.receivedOffset;
-  std::fill(sum, sum + elements, Acc(0));
-  // One root at a time, in rank order: every rank adds the same values in
-  // the same order, whatever the world size splits.
+  const Acc ranks = mean ? Acc(comm.worldSize()) : Acc(1);  // x / 1 is exact
   float widened[kBlock];
-  for (int64_t root = 0; root < comm.worldSize(); ++root) {
-    comm.scatterRows(root, full.data, layout.fullBytes, layout.shardBytes, received);
+  // Window by window; within one, one root at a time in rank order: every
+  // rank adds the same values in the same order, whatever the world size
+  // splits. Every rank runs every window (padding too): the scatters are
+  // collectives.
+  for (int64_t start = 0; start < layout.elements; start += layout.window) {
+    const int64_t count = std::min(layout.window, layout.elements - start);
+    const int64_t valid = std::clamp<int64_t>(layout.valid - start, 0, count);
+    std::fill(sum, sum + count, Acc(0));
+    for (int64_t root = 0; root < comm.worldSize(); ++root) {
+      comm.scatterRows(root, full.data, layout.fullBytes, layout.partBytes,
+                       static_cast<size_t>(start * elementBytes),
+                       static_cast<size_t>(count * elementBytes), received);
+      if (gradDtype == plan::DType::F64) {
+        const double *values = reinterpret_cast<const double *>(received);
+        for (int64_t i = 0; i < valid; ++i) sum[i] += Acc(values[i]);
+        continue;
+      }
+      for (int64_t at = 0; at < valid; at += kBlock) {  // exact in float, then added in Acc
+        const int64_t n = std::min(kBlock, valid - at);
+        cpu::loadFloats(gradDtype, received, at, n, widened);
+        for (int64_t i = 0; i < n; ++i) sum[at + i] += Acc(widened[i]);
+      }
+    }
     if (dtype == plan::DType::F64) {
-      const double *values = reinterpret_cast<const double *>(received);
-      for (int64_t i = 0; i < valid; ++i) sum[i] += Acc(values[i]);
+      double *out = static_cast<double *>(shard.data) + start;
+      for (int64_t i = 0; i < count; ++i) out[i] = i < valid ? double(sum[i] / ranks) : 0.0;
       continue;
     }
-    for (int64_t at = 0; at < valid; at += kBlock) {  // exact in float, then added in Acc
-      const int64_t n = std::min(kBlock, valid - at);
-      cpu::loadFloats(dtype, received, at, n, widened);
-      for (int64_t i = 0; i < n; ++i) sum[at + i] += Acc(widened[i]);
+    for (int64_t at = 0; at < count; at += kBlock) {
+      const int64_t n = std::min(kBlock, count - at);
+      for (int64_t i = 0; i < n; ++i)
+        widened[i] = at + i < valid ? static_cast<float>(double(sum[at + i] / ranks)) : 0.0f;
+      cpu::storeFloats(dtype, widened, n, shard.data, start + at);  // 16-bit: through float
     }
-  }
-  const Acc ranks = mean ? Acc(comm.worldSize()) : Acc(1);  // x / 1 is exact
-  if (dtype == plan::DType::F64) {
-    double *out = static_cast<double *>(shard.data);
-    for (int64_t i = 0; i < elements; ++i) out[i] = i < valid ? double(sum[i] / ranks) : 0.0;
-    return;
-  }
-  for (int64_t at = 0; at < elements; at += kBlock) {
-    const int64_t n = std::min(kBlock, elements - at);
-    for (int64_t i = 0; i < n; ++i)
-      widened[i] = at + i < valid ? static_cast<float>(double(sum[at + i] / ranks)) : 0.0f;
-    cpu::storeFloats(dtype, widened, n, shard.data, at);  // 16-bit: through float
   }
 }
 
@@ -212,15 +220,14 @@ void adamwStep(const AdamwParams &p, const KTensor &param, const KTensor &grad,
 
 }  // namespace
 
-int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DType dtype) {
+int64_t reduceScatterWorkBytes(const std::vector<int64_t> &shardShape, plan::DType shardDtype,
+                               plan::DType gradDtype) {
   int64_t elements = 1;
   for (int64_t d : shardShape)
     if (d < 0 || __builtin_mul_overflow(elements, d, &elements)) return -1;
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(elements, reduceScatterSumBytes(dtype) + plan::dtypeSize(dtype),
-                             &bytes))
-    return -1;
-  return bytes;
+  // One window: at most kReduceScatterWindow elements of 16 + 8 bytes.
+  return std::min(elements, kReduceScatterWindow) *
+         (reduceScatterSumBytes(shardDtype) + plan::dtypeSize(gradDtype));
 }
 
 void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor &shard,
@@ -228,9 +235,12 @@ void reduceScatterKernel(Communicator &comm, const KTensor &full, const KTensor 
   if (!isFloating(full.dtype))
     throw RuntimeError(std::string("reduce_scatter: the gradient is ") +
                        plan::dtypeName(full.dtype) + "; gradients are floating point");
-  if (full.dtype != shard.dtype)
-    throw RuntimeError(std::string("reduce_scatter: the gradient is ") + plan::dtypeName(full.dtype) +
-                       " but its shard " + plan::dtypeName(shard.dtype));
+  if (!widensExactly(full.dtype, shard.dtype))
+    throw RuntimeError(std::string("reduce_scatter: the gradient is ") +
+                       plan::dtypeName(full.dtype) + " but its shard " +
+                       plan::dtypeName(shard.dtype) +
+                       " (a shard holds its gradient's dtype or a float dtype that holds "
+                       "every value of it)");
   if (shard.dtype == plan::DType::F64)
     reduceScatter<long double>(comm, full, shard, work, mean);
   else

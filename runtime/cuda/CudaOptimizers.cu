@@ -1,6 +1,6 @@
 // reduce_scatter, sgd_step and adamw_step on a CUDA device (grad_norm has
 // no kernel here yet: UnsupportedOps.h)
-// (runtime/Optimizers.h). reduce_scatter: one scatter_rows per root (the
+// (runtime/Optimizers.h). reduce_scatter: one scatter_rows per root and window (the
 // communicator moves device memory: NCCL, or peer copies between ranks on
 // one GPU), each root's rows added into a double sum by one thread per
 // element in rank order, then divided and rounded once: the CPU's bits for
@@ -161,37 +161,47 @@ double hostStepCount(CudaDevice &device, const char *op, const KTensor &step) {
 
 void reduceScatter(CudaDevice &device, Communicator &comm, const KTensor &full,
                    const KTensor &shard, std::byte *work, bool mean) {
-  if (full.dtype != shard.dtype)
+  if (!widensExactly(full.dtype, shard.dtype))
     checks::fail("reduce_scatter", std::string("the gradient is ") + plan::dtypeName(full.dtype) +
-                                       " but its shard " + plan::dtypeName(shard.dtype));
-  // The CPU's workspace layout; a float64 sum has 16 bytes there, 8 used here.
+                                       " but its shard " + plan::dtypeName(shard.dtype) +
+                                       " (a shard holds its gradient's dtype or a float dtype "
+                                       "that holds every value of it)");
+  // The CPU's workspace layout (one window of sums, then one root's window
+  // as received, in the gradient's dtype); a float64 sum has 16 bytes
+  // there, 8 used here.
   const ReduceScatterLayout layout = reduceScatterLayout(comm.rank(), full, shard);
-  const int64_t elements = layout.elements, valid = layout.valid;
+  const int64_t elementBytes = plan::dtypeSize(full.dtype);
   double *sum = reinterpret_cast<double *>(work);
   std::byte *received = work + layout.receivedOffset;
   device.makeCurrent();
-  checkCuda(cudaMemsetAsync(sum, 0, static_cast<size_t>(elements) * 8, device.stream()),
-            "reduce_scatter: zeroing the sums");
-  dispatchFloat("reduce_scatter", shard.dtype, true, [&](auto st) {
-    using St = decltype(st);
-    using S = typename St::S;
+  // Every rank runs every window (padding too): the scatters are collectives.
+  for (int64_t start = 0; start < layout.elements; start += layout.window) {
+    const int64_t count = std::min(layout.window, layout.elements - start);
+    const int64_t valid = std::clamp<int64_t>(layout.valid - start, 0, count);
+    checkCuda(cudaMemsetAsync(sum, 0, static_cast<size_t>(count) * 8, device.stream()),
+              "reduce_scatter: zeroing the sums");
     for (int64_t root = 0; root < comm.worldSize(); ++root) {
       // The previous root's rows are added before the next overwrite them.
       device.synchronize("reduce_scatter");
-      comm.scatterRows(root, full.data, layout.fullBytes, layout.shardBytes, received);
-      if (valid > 0) {
+      comm.scatterRows(root, full.data, layout.fullBytes, layout.partBytes,
+                       static_cast<size_t>(start * elementBytes),
+                       static_cast<size_t>(count * elementBytes), received);
+      if (valid == 0) continue;
+      dispatchFloat("reduce_scatter", full.dtype, true, [&](auto st) {  // the gradient's dtype
+        using St = decltype(st);
         accumulateKernel<St><<<gridFor(valid), kThreads, 0, device.stream()>>>(
-            sum, reinterpret_cast<const S *>(received), valid);
+            sum, reinterpret_cast<const typename St::S *>(received), valid);
         checkLaunch("reduce_scatter accumulate kernel launch");
-      }
+      });
     }
-    if (elements > 0) {
-      meanKernel<St><<<gridFor(elements), kThreads, 0, device.stream()>>>(
-          static_cast<S *>(shard.data), sum, mean ? double(comm.worldSize()) : 1.0, valid,
-          elements);
+    dispatchFloat("reduce_scatter", shard.dtype, true, [&](auto st) {  // the shard's dtype
+      using St = decltype(st);
+      meanKernel<St><<<gridFor(count), kThreads, 0, device.stream()>>>(
+          static_cast<typename St::S *>(shard.data) + start, sum,
+          mean ? double(comm.worldSize()) : 1.0, valid, count);
       checkLaunch("reduce_scatter mean kernel launch");
-    }
-  });
+    });
+  }
 }
 
 void allReduceSum(CudaDevice &device, Communicator &comm, const KTensor &x, const KTensor &y,

@@ -281,32 +281,41 @@ void NcclCommunicator::enqueueAllGatherMany(const std::vector<AllGatherPart> &pa
 }
 
 void NcclCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) {
-  scatterFrom(root, send, static_cast<size_t>(worldSize_) * bytesPerRank, bytesPerRank, recv,
-              "scatter");
+  scatterFrom(root, send, static_cast<size_t>(worldSize_) * bytesPerRank, bytesPerRank, 0,
+              bytesPerRank, recv, "scatter");
 }
 
 void NcclCommunicator::scatterRows(int64_t root, const void *send, size_t sendBytes,
-                                   size_t bytesPerRank, void *recv) {
-  scatterFrom(root, send, sendBytes, bytesPerRank, recv, "scatter_rows");
+                                   size_t bytesPerRank, size_t offset, size_t windowBytes,
+                                   void *recv) {
+  scatterFrom(root, send, sendBytes, bytesPerRank, offset, windowBytes, recv, "scatter_rows");
 }
 
 void NcclCommunicator::scatterFrom(int64_t root, const void *send, size_t sendBytes,
-                                   size_t bytesPerRank, void *recv, const char *what) {
+                                   size_t bytesPerRank, size_t offset, size_t windowBytes,
+                                   void *recv, const char *what) {
   if (root < 0 || root >= worldSize_)
     throw RuntimeError("nccl " + std::string(what) + " (rank " + std::to_string(rank_) +
                        "): root " + std::to_string(root) + " out of range for world size " +
                        std::to_string(worldSize_));
-  // Rank r's part: the bytes of [r * bytesPerRank, (r + 1) * bytesPerRank)
-  // below sendBytes (a full gradient is not padded to the ranks' chunks).
+  if (offset + windowBytes > bytesPerRank)
+    throw RuntimeError("nccl " + std::string(what) + " (rank " + std::to_string(rank_) +
+                       "): window " + std::to_string(offset) + " + " + std::to_string(windowBytes) +
+                       " lies outside a part of " + std::to_string(bytesPerRank) + " bytes");
+  // Rank r's bytes: the window [offset, offset + windowBytes) of its part
+  // [r * bytesPerRank, (r + 1) * bytesPerRank), below sendBytes (a full
+  // gradient is not padded to the ranks' chunks).
+  auto partBegin = [&](int64_t r) -> size_t {
+    return std::min(sendBytes, static_cast<size_t>(r) * bytesPerRank + offset);
+  };
   auto partBytes = [&](int64_t r) -> size_t {
-    const size_t begin = std::min(sendBytes, static_cast<size_t>(r) * bytesPerRank);
-    return std::min(bytesPerRank, sendBytes - begin);
+    return std::min(windowBytes, sendBytes - partBegin(r));
   };
   begin(what);
-  if (bytesPerRank > 0 && sendBytes > 0) {
+  if (windowBytes > 0 && sendBytes > 0) {
     const auto *bytes = static_cast<const std::byte *>(send);
     if (rank_ == root && partBytes(root) > 0)
-      checkCuda(cudaMemcpyAsync(recv, bytes + root * bytesPerRank, partBytes(root),
+      checkCuda(cudaMemcpyAsync(recv, bytes + partBegin(root), partBytes(root),
                                 cudaMemcpyDeviceToDevice, stream_),
                 "nccl " + std::string(what) + " (rank " + std::to_string(rank_) +
                     "): root's own part");
@@ -316,7 +325,7 @@ void NcclCommunicator::scatterFrom(int64_t root, const void *send, size_t sendBy
       for (int r = 0; r < worldSize_; ++r) {
         if (r == root || partBytes(r) == 0) continue;
         ncclResult_t status =
-            ncclSend(bytes + r * bytesPerRank, partBytes(r), ncclUint8, r, comm_, stream_);
+            ncclSend(bytes + partBegin(r), partBytes(r), ncclUint8, r, comm_, stream_);
         if (first == ncclSuccess && status != ncclInProgress) first = status;
       }
     } else if (partBytes(rank_) > 0) {

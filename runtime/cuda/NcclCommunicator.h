@@ -92,7 +92,7 @@ public:
   /// ncclSend/ncclRecv in one group; root copies its own part locally.
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
   void scatterRows(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
-                   void *recv) override;
+                   size_t offset, size_t windowBytes, void *recv) override;
   /// A one-element all-reduce, waited for.
   void barrier() override;
 
@@ -112,9 +112,10 @@ public:
 private:
   NcclCommunicator(ncclComm_t comm, int rank, int worldSize, int device,
                    std::shared_ptr<NcclGroupState> group, std::chrono::duration<double> timeout);
-  /// scatter and scatterRows: root's send holds sendBytes bytes.
+  /// scatter and scatterRows: root's send holds sendBytes bytes; each rank
+  /// receives the window [offset, offset + windowBytes) of its part.
   void scatterFrom(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
-                   void *recv, const char *what);
+                   size_t offset, size_t windowBytes, void *recv, const char *what);
   void begin(const char *what);
   /// Waits until NCCL has enqueued the operation (a non-blocking
   /// communicator may still be doing so), watching for errors.

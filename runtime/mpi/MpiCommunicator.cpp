@@ -307,13 +307,19 @@ void MpiCommunicator::scatter(int64_t root, const void *send, size_t bytesPerRan
 }
 
 void MpiCommunicator::scatterRows(int64_t root, const void *send, size_t sendBytes,
-                                  size_t bytesPerRank, void *recv) {
+                                  size_t bytesPerRank, size_t offset, size_t windowBytes,
+                                  void *recv) {
   const char *what = "scatter_rows";
   if (root < 0 || root >= size_)
     fail(what, "root " + std::to_string(root) + " out of range for world size " +
                    std::to_string(size_));
-  agree(what, kScatterRows, root, sendBytes, bytesPerRank);
-  if (!sendBytes || !bytesPerRank) return;
+  if (offset + windowBytes > bytesPerRank)
+    fail(what, "window " + std::to_string(offset) + " + " + std::to_string(windowBytes) +
+                   " lies outside a part of " + std::to_string(bytesPerRank) + " bytes");
+  uint64_t layout = 0xcbf29ce484222325ULL;  // the part and its window, hashed
+  for (size_t word : {bytesPerRank, offset, windowBytes}) layout = fnv1a(layout, word);
+  agree(what, kScatterRows, root, sendBytes, layout);
+  if (!sendBytes || !windowBytes) return;
   if (rank_ == root && !send) fail(what, "the root passed no send buffer");
   // MPI_Scatterv counts and displacements are int: one gradient up to 2 GiB.
   if (sendBytes > static_cast<size_t>(INT_MAX))
@@ -321,8 +327,8 @@ void MpiCommunicator::scatterRows(int64_t root, const void *send, size_t sendByt
                    " bytes is over MPI_Scatterv's 2 GiB; reduce-scatter it in smaller units");
   std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   for (int64_t r = 0; r < size_; ++r) {
-    const size_t begin = std::min(sendBytes, static_cast<size_t>(r) * bytesPerRank);
-    counts[r] = static_cast<int>(std::min(bytesPerRank, sendBytes - begin));
+    const size_t begin = std::min(sendBytes, static_cast<size_t>(r) * bytesPerRank + offset);
+    counts[r] = static_cast<int>(std::min(windowBytes, sendBytes - begin));
     displs[r] = static_cast<int>(begin);
   }
   MPI_Request request;

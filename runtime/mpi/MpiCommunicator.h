@@ -61,7 +61,7 @@ public:
   void allGatherMany(const std::vector<AllGatherPart> &parts) override;
   void scatter(int64_t root, const void *send, size_t bytesPerRank, void *recv) override;
   void scatterRows(int64_t root, const void *send, size_t sendBytes, size_t bytesPerRank,
-                   void *recv) override;
+                   size_t offset, size_t windowBytes, void *recv) override;
   void barrier() override;
 
   /// Not in Communicator: rank `root` receives worldSize * bytesPerRank

@@ -123,6 +123,25 @@ void checkCollectives(MpiCommunicator &comm, const std::string &label) {
     }
   }
 
+  // scatterRows: a window of each rank's part of an unpadded send (a
+  // reduce_scatter's window of a gradient); the last part ends early.
+  {
+    const int64_t root = 0;
+    const size_t part = 1000, offset = 300, window = 500, sendBytes = part * n - 400;
+    std::vector<uint8_t> send, recv(window, 0xEE);
+    if (rank == root) {
+      send.resize(sendBytes);
+      for (size_t i = 0; i < sendBytes; ++i) send[i] = byteOf(int64_t(i / part), 4, i % part);
+    }
+    comm.scatterRows(root, rank == root ? send.data() : nullptr, sendBytes, part, offset, window,
+                     recv.data());
+    const size_t begin = rank * part + offset;
+    const size_t expected = begin >= sendBytes ? 0 : std::min(window, sendBytes - begin);
+    bool ok = true;
+    for (size_t i = 0; i < window; ++i)
+      ok = ok && recv[i] == (i < expected ? byteOf(rank, 4, offset + i) : 0xEE);
+    expect(ok, label + "scatterRows window");
+  }
 }
 
 }  // namespace

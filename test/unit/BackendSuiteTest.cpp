@@ -790,6 +790,16 @@ std::vector<SuiteCase> suiteCases() {
              {input("x", f, {3, 4, 5}), input("i", DType::I64, {2, 4, 7}, 5)},
              {{"dim", int64_t{-1}}});
   // ---- training (docs/training.md) ----
+  // A master weight's 16-bit gradient into its wider shard: widened exactly.
+  for (auto [from, to] : {std::pair{DType::BF16, DType::F32},
+                          {DType::F16, DType::F32},
+                          {DType::BF16, DType::F64},
+                          {DType::F32, DType::F64}}) {
+    cases.push_back(
+        forwardCase(std::string("reduce_scatter ") + dtypeName(from) + " into " + dtypeName(to),
+                    OpCode::ReduceScatter, {input("g", from, {5, 3})}, to, {5, 3}));
+    cases.back().tolerance = 0;
+  }
   for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
     const std::string d = std::string(" ") + dtypeName(dt);
     // At world size 1 the mean over ranks is the gradient itself.

@@ -234,12 +234,46 @@ TEST_CASE("scatter_rows: each rank its part of root's unpadded bytes", "[comm][t
     LocalCommunicator comm(group, r);
     const char source[10] = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'};
     got[r].fill('.');
-    comm.scatterRows(1, r == 1 ? source : nullptr, 10, 4, got[r].data());
+    comm.scatterRows(1, r == 1 ? source : nullptr, 10, 4, 0, 4, got[r].data());
   });
   for (const std::string &e : errors) CHECK(e.empty());
   CHECK(std::string(got[0].data(), 4) == "abcd");
   CHECK(std::string(got[1].data(), 4) == "efgh");
   CHECK(std::string(got[2].data(), 4) == "ij..");
+}
+
+TEST_CASE("scatter_rows: a window of each rank's part", "[comm][training]") {
+  // Bytes 1..2 of each 4-byte part of 10 bytes: rank 2's window starts past
+  // the end (8 + 1 = 9 is the last byte) and gets one byte.
+  LocalGroup group(3, 10s);
+  std::vector<std::array<char, 2>> got(3);
+  auto errors = onRanks(3, [&](int r) {
+    LocalCommunicator comm(group, r);
+    const char source[10] = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'};
+    got[r].fill('.');
+    comm.scatterRows(0, r == 0 ? source : nullptr, 10, 4, 1, 2, got[r].data());
+  });
+  for (const std::string &e : errors) CHECK(e.empty());
+  CHECK(std::string(got[0].data(), 2) == "bc");
+  CHECK(std::string(got[1].data(), 2) == "fg");
+  CHECK(std::string(got[2].data(), 2) == "j.");
+}
+
+TEST_CASE("scatter_rows: ranks that disagree on the window abort", "[comm][training]") {
+  LocalGroup group(2, 10s);
+  auto errors = onRanks(2, [&](int r) {
+    LocalCommunicator comm(group, r);
+    char buffer[8] = {};
+    char recv[4];
+    comm.scatterRows(0, buffer, 8, 4, r == 0 ? 0 : 2, 2, recv);
+  });
+  for (const std::string &e : errors)
+    CHECK_THAT(e, Catch::Contains("scatter_rows window mismatch"));
+  LocalGroup one(1, 10s);
+  LocalCommunicator comm(one, 0);
+  char buffer[4] = {}, recv[4];
+  CHECK_THROWS_WITH(comm.scatterRows(0, buffer, 4, 4, 2, 3, recv),
+                    Catch::Contains("window 2 + 3 lies outside a part of 4 bytes"));
 }
 
 TEST_CASE("scatter_rows: ranks that disagree on the size abort", "[comm][training]") {
@@ -248,7 +282,7 @@ TEST_CASE("scatter_rows: ranks that disagree on the size abort", "[comm][trainin
     LocalCommunicator comm(group, r);
     char buffer[8] = {};
     char recv[4];
-    comm.scatterRows(0, buffer, r == 0 ? 8 : 6, 4, recv);
+    comm.scatterRows(0, buffer, r == 0 ? 8 : 6, 4, 0, 4, recv);
   });
   for (const std::string &e : errors) CHECK_THAT(e, Catch::Contains("scatter_rows size mismatch"));
 }
@@ -270,7 +304,7 @@ std::vector<std::vector<T>> reduceOnRanks(const std::vector<std::vector<T>> &ful
     KTensor full{dtype, {rows, 2}, const_cast<T *>(fulls[r].data())};
     KTensor shard{dtype, {chunk, 2}, shards[r].data()};
     std::vector<std::byte> work(
-        static_cast<size_t>(reduceScatterWorkBytes(shard.shape, dtype)));
+        static_cast<size_t>(reduceScatterWorkBytes(shard.shape, dtype, dtype)));
     reduceScatterKernel(comm, full, shard, work.data(), mean);
   });
   for (const std::string &e : errors) REQUIRE(e.empty());
@@ -346,6 +380,83 @@ TEST_CASE("reduce_scatter: equal gradients come back bit for bit at any world si
       CHECK(std::memcmp(&s64[r][i], &f64[e], sizeof(double)) == 0);
     }
   }
+}
+
+TEST_CASE("reduce_scatter: shards over several windows, workspace of one window",
+          "[comm][training]") {
+  // 3 ranks' chunks of 2 * (window + 3) elements: two full windows and one
+  // of 6; the last rank's 10 padding elements span its last two windows.
+  const int n = 3;
+  const int64_t chunk = kReduceScatterWindow + 3, rows = 3 * chunk - 5;
+  CHECK(reduceScatterWorkBytes({chunk, 2}, shardc::plan::DType::F32, shardc::plan::DType::F32) ==
+        kReduceScatterWindow * (8 + 4));
+  CHECK(reduceScatterWorkBytes({2, 2}, shardc::plan::DType::BF16, shardc::plan::DType::BF16) ==
+        4 * (8 + 2));
+  std::vector<std::vector<float>> fulls(n, std::vector<float>(static_cast<size_t>(rows * 2)));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < fulls[r].size(); ++i)
+      fulls[r][i] = float(int64_t(i % 1021) - 510) * 0.37f + float(r) * 1e7f;
+  const auto shards = reduceOnRanks(fulls, rows, chunk, shardc::plan::DType::F32);
+  int64_t mismatches = 0, padding = 0;
+  for (int r = 0; r < n; ++r)
+    for (int64_t i = 0; i < chunk * 2; ++i) {
+      const int64_t element = r * chunk * 2 + i;
+      float expected = 0.0f;
+      if (element < rows * 2) {
+        double sum = 0;
+        for (int q = 0; q < n; ++q) sum += double(fulls[q][static_cast<size_t>(element)]);
+        expected = static_cast<float>(sum / n);
+      } else {
+        ++padding;
+      }
+      if (std::memcmp(&shards[r][static_cast<size_t>(i)], &expected, sizeof(float)) != 0)
+        ++mismatches;
+    }
+  CHECK(padding == 10);
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("reduce_scatter: a bfloat16 gradient into a float32 shard, as if cast first",
+          "[comm][training]") {
+  // Master weights: the shard is the bytes of reducing the gradient
+  // converted to float32 (every bfloat16 value is a float32 value).
+  const int n = 3;
+  const int64_t rows = 7, chunk = 3;
+  std::vector<std::vector<uint16_t>> bf(n, std::vector<uint16_t>(rows * 2));
+  std::vector<std::vector<float>> widened(n, std::vector<float>(rows * 2));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < bf[r].size(); ++i) {
+      bf[r][i] = static_cast<uint16_t>(0x3f00 + 37 * i + 1001 * r);  // finite, 0.5 to 2^18
+      const uint32_t bits = uint32_t(bf[r][i]) << 16;
+      std::memcpy(&widened[r][i], &bits, 4);
+    }
+  const auto expected = reduceOnRanks(widened, rows, chunk, shardc::plan::DType::F32);
+  LocalGroup group(n, 10s);
+  std::vector<std::vector<float>> shards(n, std::vector<float>(chunk * 2, -7.0f));
+  auto errors = onRanks(n, [&](int r) {
+    LocalCommunicator comm(group, r);
+    KTensor full{shardc::plan::DType::BF16, {rows, 2}, bf[r].data()};
+    KTensor shard{shardc::plan::DType::F32, {chunk, 2}, shards[r].data()};
+    std::vector<std::byte> work(
+        static_cast<size_t>(reduceScatterWorkBytes(shard.shape, shard.dtype, full.dtype)));
+    CHECK(work.size() == size_t(chunk * 2 * (8 + 2)));  // received in bfloat16
+    reduceScatterKernel(comm, full, shard, work.data(), true);
+  });
+  for (const std::string &e : errors) REQUIRE(e.empty());
+  for (int r = 0; r < n; ++r)
+    CHECK(std::memcmp(shards[r].data(), expected[r].data(), shards[r].size() * 4) == 0);
+  CHECK(shards[2][4] == 0.0f);  // padding
+
+  // Narrowing is not a reduction: float32 into bfloat16 is refused.
+  LocalGroup one(1, 10s);
+  LocalCommunicator comm(one, 0);
+  float g[2] = {1, 2};
+  uint16_t s[2];
+  std::vector<std::byte> work(64);
+  CHECK_THROWS_WITH(reduceScatterKernel(comm, KTensor{shardc::plan::DType::F32, {1, 2}, g},
+                                        KTensor{shardc::plan::DType::BF16, {1, 2}, s}, work.data(),
+                                        true),
+                    Catch::Contains("the gradient is float32 but its shard bfloat16"));
 }
 
 TEST_CASE("all_reduce_sum: every rank gets the ranks' sum, in double, rank order",

@@ -64,6 +64,17 @@ func.func @forward(%g: tensor<10x4xf32>) {
 
 // -----
 
+// A gradient is reduced into a shard that holds every one of its values:
+// float16 into bfloat16 would round.
+tc.param @w : tensor<10x4xbf16> device "cpu" sharded <world_size = 3, chunk_rows = 4>
+func.func @forward(%g: tensor<10x4xf16>) {
+  // expected-error @+1 {{reduces a 'f16' gradient into parameter @w of 'bf16', which does not hold every 'f16' value}}
+  %s = tc.reduce_scatter %g for @w : tensor<10x4xf16> -> tensor<4x4xbf16>
+  return
+}
+
+// -----
+
 tc.param @w : tensor<4xf32> device "cpu"
 tc.param @m : tensor<4xf32> device "cpu"
 tc.param @step : tensor<f32> device "cpu" buffer

@@ -29,6 +29,17 @@ func.func @forward(%g: tensor<10x4xf32>) {
 
 // -----
 
+// A master weight's bfloat16 gradient reduced into its float32 shard.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         tc.reduce_scatter %{{.*}} for @w : tensor<10x4xbf16> -> tensor<4x4xf32>
+tc.param @w : tensor<10x4xf32> device "cpu" sharded <world_size = 3, chunk_rows = 4>
+func.func @forward(%g: tensor<10x4xbf16>) {
+  %s = tc.reduce_scatter %g for @w : tensor<10x4xbf16> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @forward(
 // CHECK-NEXT:    tc.advance_step @optim.step
 // CHECK-NEXT:    tc.adamw_step @w, %{{.*}} state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-03 : f64, weight_decay = 0.000000e+00 : f64} : tensor<8xbf16>
