@@ -154,14 +154,18 @@ inline std::map<std::string, int64_t> inputBounds(const Graph &graph) {
   return bounds;
 }
 
-/// Reads a graph file's text; throws GraphError when unreadable or larger
+/// Reads a graph file's text, its master weights expanded
+/// (compiler/MasterWeights.h), every 16-bit parameter given `masterDtype`
+/// first when it is not empty; throws GraphError when unreadable or larger
 /// than `maxBytes`.
 std::string readGraphText(const std::string &path,
-                          int64_t maxBytes = kDefaultMaxGraphBytes);
+                          int64_t maxBytes = kDefaultMaxGraphBytes,
+                          const std::string &masterDtype = {});
 
 /// Reads and parses a graph file; throws GraphError (also when unreadable
 /// or larger than `maxBytes`).
 Graph loadGraph(const std::string &path,
-                int64_t maxBytes = kDefaultMaxGraphBytes);
+                int64_t maxBytes = kDefaultMaxGraphBytes,
+                const std::string &masterDtype = {});
 
 } // namespace shardc::compiler

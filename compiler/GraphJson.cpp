@@ -601,11 +601,13 @@ Graph parseGraph(const std::string &text, const std::string &sourceName) {
   return graph;
 }
 
-Graph loadGraph(const std::string &path, int64_t maxBytes) {
-  return parseGraph(readGraphText(path, maxBytes), path);
+Graph loadGraph(const std::string &path, int64_t maxBytes,
+                const std::string &masterDtype) {
+  return parseGraph(readGraphText(path, maxBytes, masterDtype), path);
 }
 
-std::string readGraphText(const std::string &path, int64_t maxBytes) {
+std::string readGraphText(const std::string &path, int64_t maxBytes,
+                          const std::string &masterDtype) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     throw GraphError(path + ": cannot open the graph file");
@@ -621,7 +623,8 @@ std::string readGraphText(const std::string &path, int64_t maxBytes) {
   text << file.rdbuf();
   if (file.bad())
     throw GraphError(path + ": read error");
-  return expandMasterWeights(text.str(), path);
+  return expandMasterWeights(withMasterDtype(text.str(), masterDtype, path),
+                             path);
 }
 
 } // namespace shardc::compiler

@@ -98,6 +98,30 @@ void expandMasterWeights(json &document, const GraphReader &reader) {
   nodes->insert(nodes->begin(), used.begin(), used.end());
 }
 
+std::string withMasterDtype(const std::string &text,
+                            const std::string &masterDtype,
+                            const std::string &sourceName) {
+  if (masterDtype.empty())
+    return text;
+  if (masterDtype != "float32" && masterDtype != "float64")
+    throw GraphError(sourceName + ": master dtype \"" + masterDtype +
+                     "\": master weights are float32 or float64");
+  json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto params =
+      document.is_object() ? document.find("parameters") : document.end();
+  if (document.is_discarded() || params == document.end() ||
+      !params->is_array())
+    return text;
+  for (json &param : *params) {
+    if (!param.is_object() || param.contains("master_dtype"))
+      continue;
+    auto dtype = param.find("dtype");
+    if (dtype != param.end() && (*dtype == "bfloat16" || *dtype == "float16"))
+      param["master_dtype"] = masterDtype;
+  }
+  return document.dump(1);
+}
+
 std::string expandMasterWeights(const std::string &text, const std::string &sourceName) {
   if (text.find("\"master_dtype\"") == std::string::npos) return text;
   json document = json::parse(text, nullptr, /*allow_exceptions=*/false);

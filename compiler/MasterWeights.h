@@ -35,4 +35,15 @@ void expandMasterWeights(nlohmann::json &document, const GraphReader &reader);
 /// re-reads the text, and the graph it was built from agree.
 std::string expandMasterWeights(const std::string &text, const std::string &sourceName);
 
+/// `text` with "master_dtype": `masterDtype` given to every parameter whose
+/// dtype is float16 or bfloat16 and that names no master dtype of its own
+/// (`shardc --master-dtype`, JitOptions::master_dtype): a 16-bit graph
+/// trained as FSDP2's MixedPrecisionPolicy without editing the file.
+/// `masterDtype` empty: `text` as it is; else float32 or float64 (a
+/// GraphError names `sourceName` otherwise). Text that is not a JSON object
+/// comes back as it is (parseGraph reports it).
+std::string withMasterDtype(const std::string &text,
+                            const std::string &masterDtype,
+                            const std::string &sourceName);
+
 } // namespace shardc::compiler

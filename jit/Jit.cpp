@@ -7,6 +7,7 @@
 #include "compiler/Autodiff.h"
 #include "compiler/CheckpointLoad.h"
 #include "compiler/DataParallel.h"
+#include "compiler/MasterWeights.h"
 #include "compiler/Pipeline.h"
 #include "runtime/DataParallel.h"
 #include "runtime/LocalRun.h"
@@ -171,6 +172,13 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
               {"outputs", outputNames}};
   if (!updates.empty()) doc["updates"] = updates;
   traced->json = doc.dump(1);
+  if (!options.master_dtype.empty() && options.master_dtype != "float32" &&
+      options.master_dtype != "float64")
+    throw Error("jit: master_dtype must be float32, float64 or empty, got '" +
+                options.master_dtype + "'");
+  // Master weights: every reader of the text (parseGraph, autodiff, the
+  // data-parallel split) expands them (compiler/MasterWeights.h).
+  traced->json = compiler::withMasterDtype(traced->json, options.master_dtype, options.name);
   try {
     traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");
   } catch (const compiler::GraphError &error) {

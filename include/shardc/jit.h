@@ -109,6 +109,13 @@ struct JitOptions {
   /// rank and byte-identical at every world size. With data_parallel only
   /// together with an optimizer. Empty: forward only.
   std::string grad;
+  /// Master weights (docs/jit.md): "float32" (or "float64") stores every
+  /// bfloat16 / float16 parameter in that dtype (init, shards, the optimizer
+  /// step and its state, save() and load()) while forward and backward read
+  /// it in its declared dtype, as FSDP2's MixedPrecisionPolicy(param_dtype=
+  /// bfloat16): units are gathered in bfloat16, gradients ("grad.NAME") come
+  /// back in the master dtype. Empty: every parameter as declared.
+  std::string master_dtype;
   /// With grad: every forward() is a training step (docs/training.md):
   /// each gradient is reduced into its parameter's shard and updates it in
   /// place; forward() returns forward's outputs only (the loss), and the

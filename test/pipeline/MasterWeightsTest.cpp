@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 
 using namespace shardc;
 using namespace shardc::compiler;
@@ -78,4 +79,43 @@ TEST_CASE("master weights: bad master dtypes name their place", "[graph][master]
   CHECK_THROWS_WITH(parseGraph(intParam, "int.json"),
                     Catch::Contains("parameters[0].dtype: \"int64\": the dtype of a parameter "
                                     "with master weights must be float32"));
+}
+
+TEST_CASE("master weights: --master-dtype marks every 16-bit parameter without its own",
+          "[graph][master]") {
+  // a bfloat16 and b float16 get float32; c (float32) and d (its own
+  // float64) keep theirs; a buffer never gets one.
+  const char *graph = R"({"format": "shardc-graph", "version": 1,
+   "parameters": [
+    {"name": "a", "shape": [2], "dtype": "bfloat16", "device": "cpu", "init": [{"op": "ones"}]},
+    {"name": "b", "shape": [2], "dtype": "float16", "device": "cpu", "init": [{"op": "ones"}]},
+    {"name": "c", "shape": [2], "dtype": "float32", "device": "cpu", "init": [{"op": "ones"}]},
+    {"name": "d", "shape": [2], "dtype": "bfloat16", "master_dtype": "float64",
+     "device": "cpu", "init": [{"op": "ones"}]}],
+   "buffers": [{"name": "s", "shape": [2], "dtype": "bfloat16", "device": "cpu",
+                "init": [{"op": "ones"}]}],
+   "inputs": [{"name": "x", "shape": [2], "dtype": "bfloat16"}],
+   "nodes": [{"name": "y", "op": "add", "inputs": ["x", "a"]},
+             {"name": "z", "op": "mul", "inputs": ["y", "d"]},
+             {"name": "u", "op": "add", "inputs": ["z", "s"]}],
+   "outputs": ["u", "b", "c"]})";
+  const std::string marked = withMasterDtype(graph, "float32", "g.json");
+  const Graph parsed = parseGraph(marked, "g.json");
+  REQUIRE(parsed.params.size() == 5);
+  std::map<std::string, plan::DType> stored;
+  for (const GraphParam &p : parsed.params) stored[p.name] = p.dtype;
+  CHECK(stored["a"] == plan::DType::F32);
+  CHECK(stored["b"] == plan::DType::F32);
+  CHECK(stored["c"] == plan::DType::F32);
+  CHECK(stored["d"] == plan::DType::F64);
+  CHECK(stored["s"] == plan::DType::BF16);
+  // Readers read a and d through their casts to bfloat16.
+  CHECK(node(parsed, "y").inputs == std::vector<std::string>{"x", "a.compute"});
+  CHECK(node(parsed, "z").inputs == std::vector<std::string>{"y", "d.compute"});
+  // No option, or no JSON: the text as it is.
+  CHECK(withMasterDtype(graph, "", "g.json") == graph);
+  CHECK(withMasterDtype("not json", "float32", "g.json") == "not json");
+  CHECK_THROWS_WITH(withMasterDtype(graph, "bfloat16", "g.json"),
+                    Catch::Contains("g.json: master dtype \"bfloat16\": master weights are "
+                                    "float32 or float64"));
 }

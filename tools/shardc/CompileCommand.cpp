@@ -24,7 +24,7 @@ namespace shardc::cli {
 const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
-    "                      [--max-graph-mib M] [--grad LOSS]\n"
+    "                      [--max-graph-mib M] [--grad LOSS] [--master-dtype D]\n"
     "                      [--optimizer sgd|adamw --lr LR ...] [--data-parallel]\n"
     "                      [-o FILE]\n"
     "\n"
@@ -44,6 +44,9 @@ const char *const kCompileUsage =
     "  --max-graph-mib M  refuse graph files larger than M MiB (default 256)\n"
     "  --grad LOSS      compile the joint forward and backward pass of LOSS\n"
     "                   (docs/training.md)\n"
+    "  --master-dtype float32|float64  every bfloat16 / float16 parameter\n"
+    "                   stored in that dtype and read in its own (master\n"
+    "                   weights, docs/graph-format.md)\n"
     "  --optimizer sgd|adamw, --lr, --momentum, --weight-decay, --betas, --eps\n"
     "                   end forward with that optimizer's step, as for\n"
     "                   `shardc run` (docs/training.md)\n"
@@ -69,10 +72,11 @@ std::string printModule(mlir::ModuleOp module) {
 /// `worldSize` ranks (compiler/DataParallel.h): its rows, a loss its share;
 /// with `optimizer`, the joint graph of its share of `loss`.
 compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraphBytes,
-                                      int64_t worldSize, const std::string &loss,
+                                      const std::string &masterDtype, int64_t worldSize,
+                                      const std::string &loss,
                                       const std::optional<compiler::OptimizerOptions> &optimizer) {
   compiler::DataParallelTraining training;
-  training.graphText = compiler::readGraphText(model, maxGraphBytes);
+  training.graphText = compiler::readGraphText(model, maxGraphBytes, masterDtype);
   const compiler::Graph graph = compiler::parseGraph(training.graphText, model);
   const int64_t batch = compiler::graphBatchRows(graph);
   const int64_t rows = runtime::batchSlice(batch, worldSize, 0).rows;
@@ -91,11 +95,11 @@ int compileCommand(const std::vector<std::string> &args) {
   ParsedArgs parsed;
   int64_t worldSize = 1;
   int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
-  std::string emit;
+  std::string masterDtype, emit;
   std::optional<compiler::OptimizerOptions> optimizer;
   try {
-    std::set<std::string> withValue{"--world-size", "--emit",          "-o",
-                                    "--units",      "--max-graph-mib", "--grad"};
+    std::set<std::string> withValue{
+        "--world-size", "--emit", "-o", "--units", "--max-graph-mib", "--grad", "--master-dtype"};
     withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
     parsed = parseArgs(
         args, {withValue,
@@ -107,6 +111,7 @@ int compileCommand(const std::vector<std::string> &args) {
     if (parsed.positional.size() != 1)
       throw UsageError("expected exactly one MODEL.json");
     maxGraphBytes = parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
+    masterDtype = masterDtypeOption(parsed);
     worldSize = parsed.getInt("--world-size", 1, 1, 1 << 20);
     emit = parsed.get("--emit", "sharded");
     if (emit != "tc" && emit != "sharded" && emit != "plan")
@@ -127,10 +132,11 @@ int compileCommand(const std::vector<std::string> &args) {
   shardOptions.prefetch = parsed.has("--prefetch");
   try {
     const std::string &model = parsed.positional[0];
-    compiler::Graph graph = parsed.has("--data-parallel")
-                                ? dataParallelRankGraph(model, maxGraphBytes, worldSize,
-                                                        parsed.get("--grad", ""), optimizer)
-                                : loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""));
+    compiler::Graph graph =
+        parsed.has("--data-parallel")
+            ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, worldSize,
+                                    parsed.get("--grad", ""), optimizer)
+            : loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""), masterDtype);
     shardOptions.sumGradients = parsed.has("--data-parallel") && optimizer.has_value();
     shardOptions.splitSummedGradients = optimizer && optimizer->accumulate > 1;
     mlir::MLIRContext context;

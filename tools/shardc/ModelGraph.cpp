@@ -7,12 +7,19 @@
 namespace shardc::cli {
 
 compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
-                               const std::string &gradLoss) {
-  if (gradLoss.empty()) return compiler::loadGraph(path, maxBytes);
+                               const std::string &gradLoss, const std::string &masterDtype) {
+  if (gradLoss.empty()) return compiler::loadGraph(path, maxBytes, masterDtype);
   compiler::JointGraph joint =
-      compiler::withGradients(compiler::readGraphText(path, maxBytes), path, gradLoss);
+      compiler::withGradients(compiler::readGraphText(path, maxBytes, masterDtype), path, gradLoss);
   noteWithoutGradient(gradLoss, joint.withoutGradient);
   return compiler::parseGraph(joint.text, path);
+}
+
+std::string masterDtypeOption(const ParsedArgs &parsed) {
+  const std::string dtype = parsed.get("--master-dtype", "");
+  if (parsed.has("--master-dtype") && dtype != "float32" && dtype != "float64")
+    throw UsageError("--master-dtype must be float32 or float64, got '" + dtype + "'");
+  return dtype;
 }
 
 void noteWithoutGradient(const std::string &loss, const std::vector<std::string> &params) {

@@ -3,17 +3,23 @@
 #pragma once
 
 #include "compiler/Graph.h"
+#include "tools/shardc/CommandLine.h"
 
 #include <string>
 #include <vector>
 
 namespace shardc::cli {
 
-/// Loads MODEL.json; with a non-empty `gradLoss`, adds the backward pass of
-/// that loss and notes on stderr the parameters that get no gradient.
-/// Throws compiler::GraphError.
+/// Loads MODEL.json, its 16-bit parameters master weights of `masterDtype`
+/// when it is not empty (--master-dtype); with a non-empty `gradLoss`, adds
+/// the backward pass of that loss and notes on stderr the parameters that
+/// get no gradient. Throws compiler::GraphError.
 compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
-                               const std::string &gradLoss);
+                               const std::string &gradLoss, const std::string &masterDtype);
+
+/// --master-dtype's value (empty when absent); UsageError unless float32 or
+/// float64.
+std::string masterDtypeOption(const ParsedArgs &parsed);
 
 /// Notes on stderr the parameters that get no gradient from `loss`.
 void noteWithoutGradient(const std::string &loss, const std::vector<std::string> &params);

@@ -94,6 +94,11 @@ const char *const kRunUsage =
     "                     GPU N); with --backend mpi one GPU per process over\n"
     "                     NCCL (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib, --grad  as for `shardc compile`\n"
+    "  --master-dtype float32|float64  store every bfloat16 / float16\n"
+    "                     parameter in that dtype (init, shards, optimizer\n"
+    "                     state, --save) and read it in its own: master\n"
+    "                     weights, as the graph's master_dtype\n"
+    "                     (docs/graph-format.md)\n"
     "  --optimizer sgd|adamw  end forward with an optimizer step (needs --grad):\n"
     "                     each gradient, reduced into its parameter's shard\n"
     "                     (the mean over ranks; with --data-parallel the sum\n"
@@ -327,12 +332,12 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
     compiler::Graph graph;
     if (dataParallel && s.optimizer) {
       training.emplace();
-      training->graphText = compiler::readGraphText(model, s.maxGraphBytes);
+      training->graphText = compiler::readGraphText(model, s.maxGraphBytes, s.masterDtype);
       training->loss = s.parsed.get("--grad", "");
       training->optimizer = *s.optimizer;
       graph = compiler::parseGraph(training->graphText, model);
     } else {
-      graph = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""));
+      graph = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""), s.masterDtype);
     }
     const std::string load = s.parsed.get("--load", "");
     if (training)

@@ -4,6 +4,7 @@
 #include "runtime/RankSubset.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/LoadPlan.h"
+#include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/TrainOptions.h"
 
@@ -13,43 +14,18 @@ namespace shardc::cli {
 
 RunSettings parseRunSettings(const std::vector<std::string> &args) {
   RunSettings s;
-  s.parsed = parseArgs(args, {{"--world-size",
-                               "--seed",
-                               "--inputs",
-                               "--outputs",
-                               "--save-params",
-                               "--report",
-                               "--timeout",
-                               "--units",
-                               "--max-graph-mib",
-                               "--backend",
-                               "--load",
-                               "--rename",
-                               "--save",
-                               "--io-buffer-mib",
-                               "--ranks",
-                               "--threads",
-                               "--device",
-                               "--repeat",
-                               "--batch-dim",
-                               "--grad",
-                               "--steps",
-                               "--optimizer",
-                               "--lr",
-                               "--momentum",
-                               "--weight-decay",
-                               "--betas",
-                               "--eps",
-                               "--load-optimizer",
-                               "--warmup-steps",
-                               "--decay-steps",
-                               "--min-lr",
-                               "--save-optimizer",
-                               "--clip-grad-norm",
-                               "--no-weight-decay",
-                               "--accumulate"},
-                              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel",
-                               "--profile", "--nesterov"}});
+  s.parsed = parseArgs(
+      args, {{"--world-size",     "--seed",           "--inputs",          "--outputs",
+              "--save-params",    "--report",         "--timeout",         "--units",
+              "--max-graph-mib",  "--master-dtype",   "--backend",         "--load",
+              "--rename",         "--save",           "--io-buffer-mib",   "--ranks",
+              "--threads",        "--device",         "--repeat",          "--batch-dim",
+              "--grad",           "--steps",          "--optimizer",       "--lr",
+              "--momentum",       "--weight-decay",   "--betas",           "--eps",
+              "--load-optimizer", "--warmup-steps",   "--decay-steps",     "--min-lr",
+              "--save-optimizer", "--clip-grad-norm", "--no-weight-decay", "--accumulate"},
+             {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile",
+              "--nesterov"}});
   if (s.parsed.has("--help") || s.parsed.has("-h")) {
     s.help = true;
     return s;
@@ -58,6 +34,7 @@ RunSettings parseRunSettings(const std::vector<std::string> &args) {
   if (s.parsed.positional.size() != 1) throw UsageError("expected exactly one MODEL.json");
   // Local ranks are threads: more than a few thousand is a mistake.
   s.maxGraphBytes = s.parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
+  s.masterDtype = masterDtypeOption(s.parsed);
   s.worldSize = s.parsed.getInt("--world-size", 1, 1, 4096);
   s.seed =
       static_cast<uint64_t>(s.parsed.getInt("--seed", 0, 0, std::numeric_limits<int64_t>::max()));

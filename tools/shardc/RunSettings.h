@@ -19,6 +19,7 @@ struct RunSettings {
   ParsedArgs parsed;
   int64_t worldSize = 1;
   int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
+  std::string masterDtype;  // --master-dtype: empty, float32 or float64
   uint64_t seed = 0;
   std::string reportFormat, backend = "local";
   int64_t ioBufferBytes = runtime::checkpoint::kDefaultIoBufferBytes;
