@@ -7,10 +7,11 @@
 // before anything reads it: the parameter's dtype becomes the master dtype
 // and one `cast` node, first among the nodes, gives every reader the file's
 // dtype. Autodiff's cast rule then returns the gradient in the master dtype
-// (reduce-scatter and optimizer step run there, FSDP2's reduce_dtype
-// float32), and tc-fold-param-casts turns each read of the cast into a read
-// of the parameter in the compute dtype, which tc-fsdp gathers in that
-// dtype.
+// (the optimizer step runs there, FSDP2's reduce_dtype float32; tc-fsdp's
+// reduce_scatter reads the compute-dtype gradient and widens it as it sums,
+// the same bytes without the cast's copy), and tc-fold-param-casts turns
+// each read of the cast into a read of the parameter in the compute dtype,
+// which tc-fsdp gathers in that dtype.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
