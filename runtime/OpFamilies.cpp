@@ -81,8 +81,6 @@ Shape convShape(const ConvParams &p, const Shape &x, const Shape &w, const Shape
   expectParam(op, "dilation", p.dilation, dims, 1);
   if (p.groups < 1) fail(op, "groups must be positive, got " + str(p.groups));
   if (p.transposed) {
-    if (dims == 3)
-      fail(op, "a transposed convolution over 3 spatial dims has no kernel (1 and 2 do)");
     expectParam(op, "output_padding", p.outputPadding, dims, 0);
     for (int d = 0; d < dims; ++d)
       if (p.outputPadding[d] >= p.stride[d] && p.outputPadding[d] >= p.dilation[d])

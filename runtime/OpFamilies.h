@@ -26,7 +26,7 @@ namespace shardc::runtime {
 
 // ---- convolution -----------------------------------------------------------
 
-/// torch's aten.convolution for 1, 2 or 3 spatial dims (transposed: 1 or 2).
+/// torch's aten.convolution for 1, 2 or 3 spatial dims, plain or transposed.
 /// x [N, Cin, *spatial],
 /// w [Cout, Cin/groups, *kernel] (transposed: [Cin, Cout/groups, *kernel]),
 /// b [Cout] optional. Every vector has `spatialDims` entries.
@@ -109,8 +109,8 @@ const char *reduceKindName(ReduceKind kind);
 ///   Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Neg, Abs, Erf, Sin, Cos,
 ///   Reciprocal, Hardswish (x*relu6(x+3)/6), Hardsigmoid (relu6(x+3)/6),
 ///   Mish (x*tanh(softplus(x))), Clamp (min a, max b; NaN passes through, a
-///   bound given as +-inf is absent), LeakyRelu (slope a), Elu (alpha a),
-///   PowScalar (x^a), Softplus (beta a, threshold b).
+///   bound given as +-inf is absent), LeakyRelu (slope a), Elu (alpha a,
+///   input scale b: celu), PowScalar (x^a), Softplus (beta a, threshold b).
 enum class UnaryOp {
   Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Neg, Abs, Erf, Sin, Cos, Reciprocal,
   Hardswish, Hardsigmoid, Mish, Clamp, LeakyRelu, Elu, PowScalar, Softplus,

@@ -12,9 +12,9 @@
 //     convolution needs no im2col: sgemm reads the input planes directly.
 //     16-bit storage converts weights and columns in K blocks of 256 and
 //     accumulates in a float tile.
-//   - Transposed (1-d and 2-d): per (sample, group, block of output
+//   - Transposed (1-d, 2-d and 3-d): per (sample, group, block of output
 //     channels), sgemm W_g^T x x_g into columns, then col2im adds them into
-//     the output planes.
+//     the output planes (volumes).
 // Tasks never share an output element and their boundaries depend only on
 // the shapes of one sample, so a sample's bytes do not depend on the batch
 // size or the thread count.
@@ -362,24 +362,29 @@ void convDepthwiseLanes(const Geometry &g, const KTensor &x, const KTensor &w, c
 
 // ----------------------------------------------------------- transposed path --
 
-/// Adds column row r = (c, ki, kj) of the input pixels [q0, q0 + qb) into
-/// output plane `plane`: input pixel (ih, iw) lands on (ih * sh - ph + ki *
-/// dh, iw * sw - pw + kj * dw) when that lies inside. A run of one input row
-/// at a time, its valid columns found once (no test per element); the
-/// additions happen in pixel order, as a loop over the pixels would.
-void col2imRow(const Geometry &g, int64_t ki, int64_t kj, const float *src, int64_t q0, int64_t qb,
-               float *plane) {
+/// Adds column row r = (c, kz, ki, kj) of the input pixels [q0, q0 + qb)
+/// into output volume `plane`: input pixel (id, ih, iw) lands on (id * sd -
+/// pd + kz * dd, ih * sh - ph + ki * dh, iw * sw - pw + kj * dw) when that
+/// lies inside. A run of one input row at a time, its valid columns found
+/// once (no test per element); the additions happen in pixel order, as a
+/// loop over the pixels would. A 1-d or 2-d convolution has one depth (id =
+/// od = 0).
+void col2imRow(const Geometry &g, int64_t kz, int64_t ki, int64_t kj, const float *src, int64_t q0,
+               int64_t qb, float *plane) {
   const int64_t shift = kj * g.dw - g.pw;  // ow = iw * sw + shift
   // iw in [lo, hi) lands inside [0, OW).
   const int64_t lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
   const int64_t hi = g.OW - shift <= 0 ? 0 : (g.OW - shift + g.sw - 1) / g.sw;
+  const int64_t HW = g.H * g.W;
   for (int64_t q = q0; q < q0 + qb;) {
-    const int64_t ih = q / g.W, iw0 = q % g.W, iw1 = std::min(g.W, iw0 + (q0 + qb - q));
-    const int64_t oh = ih * g.sh - g.ph + ki * g.dh;
+    const int64_t id = q / HW, ih = (q / g.W) % g.H, iw0 = q % g.W;
+    const int64_t iw1 = std::min(g.W, iw0 + (q0 + qb - q));
+    const int64_t od = id * g.sd - g.pd + kz * g.dd, oh = ih * g.sh - g.ph + ki * g.dh;
     const int64_t a = std::max(iw0, lo), b = std::min(iw1, hi);
-    if (oh >= 0 && oh < g.OH && a < b) {
-      float *out = plane + oh * g.OW + (a * g.sw + shift);  // output column of iw = a
-      const float *in = src + (q - q0) + (a - iw0);         // column of iw = a
+    if (od >= 0 && od < g.OD && oh >= 0 && oh < g.OH && a < b) {
+      // The output column of iw = a, and its column entry.
+      float *out = plane + (od * g.OH + oh) * g.OW + (a * g.sw + shift);
+      const float *in = src + (q - q0) + (a - iw0);
       if (g.sw == 1) {
         for (int64_t i = 0; i < b - a; ++i) out[i] += in[i];
       } else {
@@ -390,13 +395,14 @@ void col2imRow(const Geometry &g, int64_t ki, int64_t kj, const float *src, int6
   }
 }
 
-/// x [N, Cin, H, W], w [Cin, Cout/g, kh, kw], y [N, Cout, OH, OW]: per
-/// (sample, group, block of output channels), sgemm W_g^T x_g block into
-/// columns [cb * kh * kw, Q] and col2im adds them into the output planes, in
-/// a fixed order (input pixel blocks, then rows).
+/// x [N, Cin, (D,) H, W], w [Cin, Cout/g, (kd,) kh, kw], y [N, Cout, (OD,)
+/// OH, OW]: per (sample, group, block of output channels), sgemm W_g^T x_g
+/// block into columns [cb * taps, Q] and col2im adds them into the output
+/// planes, in a fixed order (input pixel blocks, then rows).
 void convTransposed(const Geometry &g, const KTensor &x, const KTensor &w, const KTensor *b,
                     const KTensor &y, int threads) {
-  const int64_t HW = g.H * g.W, PIX = g.pixels(), taps = g.kh * g.kw;
+  // HW: the input pixels of one channel (a volume's, in 3-d).
+  const int64_t HW = g.inPlane(), PIX = g.pixels(), taps = g.taps();
   const int64_t cinG = g.Cin / g.groups, M = g.coutG();
   const bool f32 = x.dtype == DType::F32;
   // Output channels per task: a 16-bit task keeps its planes in float.
@@ -441,7 +447,8 @@ void convTransposed(const Geometry &g, const KTensor &x, const KTensor &w, const
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, asInt(rows), asInt(qb), asInt(cinG),
                   1.0f, wp, asInt(f32 ? ldw : rows), xp, asInt(ldx), 0.0f, cols, asInt(qb));
       for (int64_t r = 0; r < rows; ++r)
-        col2imRow(g, (r / g.kw) % g.kh, r % g.kw, cols + r * qb, q0, qb, acc + (r / taps) * PIX);
+        col2imRow(g, (r / (g.kh * g.kw)) % g.kd, (r / g.kw) % g.kh, r % g.kw, cols + r * qb, q0, qb,
+                  acc + (r / taps) * PIX);
     }
     if (!f32)
       for (int64_t c = 0; c < cn; ++c)
@@ -463,7 +470,7 @@ void convKernel(const ConvParams &p, const KTensor &x, const KTensor &w, const K
       checks::fail(op, "a matrix size of " + std::to_string(v) +
                            " exceeds the BLAS int range (input " + shapeToString(x.shape) +
                            ", weight " + shapeToString(w.shape) + ")");
-  if (p.transposed) return convTransposed(g, x, w, b, y, threads);  // 1-d, 2-d (shape rule)
+  if (p.transposed) return convTransposed(g, x, w, b, y, threads);
   // Depthwise holds one padded input plane per worker: planes beyond about
   // 4 MiB take the im2col path (bounded blocks), which computes the same sums.
   const int64_t paddedPlane = (g.H + 2 * g.ph) * (g.W + 2 * g.pw + g.sw) + g.pixels();

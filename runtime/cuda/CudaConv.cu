@@ -8,7 +8,7 @@
 //     to the bias (beta = 1; compute type CUBLAS_COMPUTE_32F, no TF32; a
 //     16-bit output is rounded once, as linear's).
 //   - Depthwise (one input channel per group, 1-d or 2-d) and transposed
-//     (1-d or 2-d) convolutions:
+//     (1-d, 2-d or 3-d) convolutions:
 //     one thread per output element sums its taps in float (direct; the
 //     transposed one gathers the input pixels that land on it).
 //   - conv_weight_grad: float32 per (sample, group, block of output
@@ -85,28 +85,35 @@ __global__ void depthwiseKernel(Geometry g, const typename T::S *x, const typena
   }
 }
 
-/// Transposed: w [Cin, Cout/g, kh, kw]; input pixel (ih, iw) of channel ci
-/// lands on (ih*sh - ph + ki*dh, iw*sw - pw + kj*dw) of every output
-/// channel of its group.
+/// Transposed: w [Cin, Cout/g, kd, kh, kw]; input pixel (id, ih, iw) of
+/// channel ci lands on (id*sd - pd + kz*dd, ih*sh - ph + ki*dh, iw*sw - pw +
+/// kj*dw) of every output channel of its group (1-d and 2-d: one depth).
 template <typename T>
 __global__ void transposedKernel(Geometry g, const typename T::S *x, const typename T::S *w,
                                  const typename T::S *b, typename T::S *y, int64_t count) {
   SHARDC_GRID_LOOP(i, count) {
-    const int64_t ow = i % g.OW, oh = (i / g.OW) % g.OH, co = (i / g.pixels()) % g.Cout;
+    const int64_t ow = i % g.OW, oh = (i / g.OW) % g.OH, od = (i / (g.OW * g.OH)) % g.OD;
+    const int64_t co = (i / g.pixels()) % g.Cout;
     const int64_t n = i / (g.pixels() * g.Cout), M = g.coutG(), grp = co / M;
     const int64_t cinG = g.Cin / g.groups;
     float acc = b ? T::load(b[co]) : 0.0f;
     for (int64_t c = 0; c < cinG; ++c) {
       const int64_t ci = grp * cinG + c;
-      const typename T::S *plane = x + (n * g.Cin + ci) * g.H * g.W;
-      const typename T::S *taps = w + (ci * M + co % M) * g.kh * g.kw;
-      for (int64_t ki = 0; ki < g.kh; ++ki) {
-        const int64_t th = oh + g.ph - ki * g.dh;
-        if (th < 0 || th % g.sh != 0 || th / g.sh >= g.H) continue;
-        for (int64_t kj = 0; kj < g.kw; ++kj) {
-          const int64_t tw = ow + g.pw - kj * g.dw;
-          if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.W) continue;
-          acc += T::load(plane[(th / g.sh) * g.W + tw / g.sw]) * T::load(taps[ki * g.kw + kj]);
+      const typename T::S *volume = x + (n * g.Cin + ci) * g.inPlane();
+      const typename T::S *taps = w + (ci * M + co % M) * g.taps();
+      for (int64_t kz = 0; kz < g.kd; ++kz) {
+        const int64_t td = od + g.pd - kz * g.dd;
+        if (td < 0 || td % g.sd != 0 || td / g.sd >= g.D) continue;
+        const typename T::S *plane = volume + (td / g.sd) * g.H * g.W;
+        for (int64_t ki = 0; ki < g.kh; ++ki) {
+          const int64_t th = oh + g.ph - ki * g.dh;
+          if (th < 0 || th % g.sh != 0 || th / g.sh >= g.H) continue;
+          for (int64_t kj = 0; kj < g.kw; ++kj) {
+            const int64_t tw = ow + g.pw - kj * g.dw;
+            if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.W) continue;
+            acc += T::load(plane[(th / g.sh) * g.W + tw / g.sw]) *
+                   T::load(taps[(kz * g.kh + ki) * g.kw + kj]);
+          }
         }
       }
     }
@@ -203,8 +210,8 @@ void conv(CudaDevice &device, const ConvParams &p, const KTensor &x, const KTens
                            " exceeds the cuBLAS int range (input " + shapeToString(x.shape) +
                            ", weight " + shapeToString(w.shape) + ")");
   device.makeCurrent();
-  // 3-d convolutions take the im2col path (the direct kernels are 2-d;
-  // the shape rule refuses a 3-d transposed one).
+  // Plain 3-d convolutions take the im2col path (the depthwise kernel is
+  // 1-d or 2-d; the transposed one takes every rank).
   const bool direct = p.transposed || (g.cinG() == 1 && g.flat());
   dispatchFloat(op, x.dtype, false, [&](auto tag) {
     using T = decltype(tag);

@@ -660,6 +660,14 @@ std::vector<SuiteCase> suiteCases() {
              {input("x", f, {2, 4, 5, 5}), input("w", f, {4, 3, 3, 3}), input("b", f, {6})},
              {{"stride", L{2, 2}}, {"padding", L{1, 1}}, {"dilation", L{1, 1}},
               {"groups", int64_t{2}}, {"transposed", int64_t{1}}, {"output_padding", L{1, 1}}});
+  familyCase("conv 3d transposed, grouped, dilated", OpCode::Conv,
+             {input("x", f, {2, 4, 3, 4, 3}), input("w", f, {4, 2, 2, 3, 2}), input("b", f, {4})},
+             {{"stride", L{2, 1, 2}},
+              {"padding", L{1, 0, 1}},
+              {"dilation", L{1, 2, 1}},
+              {"groups", int64_t{2}},
+              {"transposed", int64_t{1}},
+              {"output_padding", L{1, 1, 0}}});
   familyCase("conv 1d dilated", OpCode::Conv, {input("x", f, {2, 3, 10}), input("w", f, {5, 3, 3})},
              {{"stride", L{1}}, {"padding", L{2}}, {"dilation", L{2}}, {"groups", int64_t{1}}});
   familyCase("conv 3d strided, grouped, with bias", OpCode::Conv,
@@ -729,6 +737,8 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("softplus beta 2 threshold 1", OpCode::Softplus, {input("x", f, {9, 7})},
              {{"beta", 2.0}, {"threshold", 1.0}});
   familyCase("elu alpha 0.5", OpCode::Elu, {input("x", f, {9, 7})}, {{"alpha", 0.5}});
+  familyCase("elu input_scale 2 (celu)", OpCode::Elu, {input("x", f, {9, 7})},
+             {{"alpha", 0.5}, {"input_scale", 2.0}});
   familyCase("topk smallest dim 0", OpCode::TopK, {input("x", f, {6, 4, 3})},
              {{"k", int64_t{2}}, {"dim", int64_t{0}}, {"largest", int64_t{0}}});
   // Ties and NaNs: the indices must be the CPU's (torch's CPU selection),

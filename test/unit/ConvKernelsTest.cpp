@@ -149,6 +149,9 @@ std::vector<Case> cases() {
       {"conv3d 1x1x1 pointwise", convParams(3, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1), {2, 6, 3, 4, 5}, {7, 6, 1, 1, 1}},
       {"conv3d depthwise 3x3x3 stride 2", convParams(3, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 4), {1, 4, 5, 6, 7}, {4, 1, 3, 3, 3}},
       {"conv3d patch embed 2x4x4 (swin3d)", convParams(3, {2, 4, 4}, {0, 0, 0}, {1, 1, 1}, 1), {1, 3, 4, 8, 8}, {5, 3, 2, 4, 4}},
+      // 3-d transposed (the input gradient of a 3-d convolution; decoders).
+      {"transposed 3d stride 1,2,2 output_padding", convParams(3, {1, 2, 2}, {1, 1, 1}, {1, 1, 1}, 1, true, {0, 1, 1}), {2, 3, 3, 4, 5}, {3, 4, 3, 3, 3}},
+      {"transposed 3d groups, dilation, stride 2 in depth", convParams(3, {2, 1, 2}, {1, 0, 1}, {2, 2, 1}, 2, true, {1, 1, 0}), {1, 4, 3, 4, 3}, {4, 2, 2, 3, 2}},
   };
 }
 
@@ -194,6 +197,10 @@ TEST_CASE("conv: a sample's bytes do not depend on the batch size or thread coun
        convParams(3, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1),
        {3, 16, 6, 14, 14},
        {8, 16, 3, 3, 3}},
+      {"3-d transposed",
+       convParams(3, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 1, true, {1, 1, 1}),
+       {3, 16, 4, 8, 8},
+       {16, 12, 3, 3, 3}},
       // At most 16 output pixels: the samples' pixels are rows of one GEMM.
       {"few pixels 2x2", convParams(2, {1, 1}, {1, 1}, {1, 1}, 1), {3, 96, 2, 2}, {80, 96, 3, 3}},
       {"few pixels 4x4 stride 2, groups",

@@ -25,6 +25,8 @@ CASES = [
     ("conv1d_depthwise_multiplier", 1, False, (1, 3, 10), (6, 1, 3), (2,), (1,), (1,), 3, (0,)),
     ("conv_transpose2d_groups", 2, True, (1, 4, 3, 4), (4, 3, 3, 2), (2, 2), (1, 1), (1, 1), 2, (1, 1)),
     ("conv_transpose1d_dilation", 1, True, (2, 2, 5), (2, 3, 4), (3,), (1,), (2,), 1, (0,)),
+    ("conv_transpose3d_groups_stride", 3, True, (1, 4, 2, 3, 3), (4, 1, 2, 3, 2), (2, 1, 2), (0, 1, 1), (1, 2, 1), 2, (1, 1, 0)),
+    ("conv3d_stride_dilation", 3, False, (1, 2, 4, 5, 4), (3, 2, 2, 2, 3), (1, 2, 1), (1, 0, 1), (2, 1, 1), 1, (0, 0, 0)),
 ]
 
 
@@ -40,10 +42,10 @@ def main():
         cout = ws[1] * g if tr else ws[0]
         b = ramp((cout,), 3)
         if tr:
-            f = F.conv_transpose1d if dims == 1 else F.conv_transpose2d
+            f = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[dims - 1]
             y = f(x, w, b, stride=st, padding=pad, output_padding=op, groups=g, dilation=dil)
         else:
-            f = F.conv1d if dims == 1 else F.conv2d
+            f = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
             y = f(x, w, b, stride=st, padding=pad, dilation=dil, groups=g)
         lst = lambda v: "{" + ", ".join(str(int(e)) for e in v) + "}"
         flat = [f"{v:.9g}" for v in y.flatten().tolist()]
