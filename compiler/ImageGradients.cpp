@@ -4,6 +4,10 @@
 // same weight; its weight gradient is conv_weight_grad of the input and the
 // output gradient (the op table's own op: a convolution of the permuted
 // operands computes it too, but as thin matrix products and two copies).
+// A transposed convolution is the adjoint of the plain one with its weight,
+// so the roles swap: its input gradient is the plain convolution of the
+// output gradient, its weight gradient conv_weight_grad of the output
+// gradient and the input.
 // Average pooling scatters its gradient back with a transposed convolution
 // by a one-hot kernel (col2im); max pooling's is the op table's
 // max_pool_backward.
@@ -81,20 +85,69 @@ std::string transposedConv(GradientBuilder &b, const std::string &g,
   return out;
 }
 
-Grads convRule(GradientBuilder &b, const GradientStep &s) {
-  if (intAttr(s.node, "transposed", 0))
-    unsupported(s, "takes no transposed convolution yet");
+/// `v` [N, C, spatial...] cut or zero-padded at the end of each spatial dim
+/// to `want`'s sizes.
+std::string fitSpatial(GradientBuilder &b, std::string v, const Shape &want) {
+  for (size_t d = 2; d < want.size(); ++d) {
+    const int64_t have = b.shape(v)[d], dim = static_cast<int64_t>(d);
+    if (have > want[d]) {
+      v = b.op("slice", {v}, {{"dim", dim}, {"start", 0}, {"end", want[d]}});
+    } else if (have < want[d]) {
+      Shape zeros = b.shape(v);
+      zeros[d] = want[d] - have;
+      v = b.op("cat", {v, b.zeros(zeros, b.dtype(v))}, {{"dim", dim}});
+    }
+  }
+  return v;
+}
+
+/// y = conv_transpose(x, w): w [Cin, Cout/groups, kernel...] is also the
+/// weight of the plain convolution from y's space back to x's (the one whose
+/// input gradient this convolution is). An output_padding of a stride or
+/// more (allowed below the dilation) gives that convolution more outputs
+/// than x has: cut off (x's side has no such pixel).
+Grads transposedConvRule(GradientBuilder &b, const GradientStep &s,
+                         const std::vector<int64_t> &stride,
+                         const std::vector<int64_t> &pad,
+                         const std::vector<int64_t> &dilation, int64_t G) {
   const std::string &x = s.input(0), &w = s.input(1), &g = s.grad();
   const Shape &xs = b.shape(x), &ws = b.shape(w);
-  const size_t rank = xs.size(), spatial = rank - 2;
-  if (spatial > 2 && s.wanted[0])
-    unsupported(s,
-                "takes 1 or 2 spatial dims (its input gradient is a transposed "
-                "convolution, which has no kernel over 3)");
+  const json plain = {{"stride", stride},
+                      {"padding", pad},
+                      {"dilation", dilation},
+                      {"groups", G}};
+  Grads out(s.node.inputs.size());
+  if (s.wanted[0])
+    out[0] = fitSpatial(b, b.op("conv", {g, w}, plain), xs);
+  if (s.wanted[1]) {
+    // conv_weight_grad(g, x) pairs each x pixel with the window of g it
+    // reads; x is padded with zeros where that convolution has more pixels.
+    const Shape &gs = b.shape(g);
+    Shape reach = xs;
+    for (size_t d = 0; d + 2 < xs.size(); ++d)
+      reach[2 + d] =
+          (gs[2 + d] + 2 * pad[d] - dilation[d] * (ws[2 + d] - 1) - 1) /
+              stride[d] +
+          1;
+    json attrs = plain;
+    attrs["kernel"] = std::vector<int64_t>(ws.begin() + 2, ws.end());
+    out[1] = b.op("conv_weight_grad", {g, fitSpatial(b, x, reach)}, attrs);
+  }
+  if (s.node.inputs.size() > 2 && s.wanted[2])
+    out[2] = b.reshape(b.sumKeep(g, allButChannels(xs.size())), {ws[1] * G});
+  return out;
+}
+
+Grads convRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0), &w = s.input(1), &g = s.grad();
+  const Shape &xs = b.shape(x), &ws = b.shape(w);
+  const size_t rank = xs.size();
   const std::vector<int64_t> stride = intsAttr(s.node, "stride"),
                              pad = intsAttr(s.node, "padding"),
                              dilation = intsAttr(s.node, "dilation");
   const int64_t G = intAttr(s.node, "groups", 1), Cout = ws[0];
+  if (intAttr(s.node, "transposed", 0))
+    return transposedConvRule(b, s, stride, pad, dilation, G);
   Grads out(s.node.inputs.size());
   if (s.wanted[0])
     out[0] = transposedConv(b, g, w, stride, pad, dilation, G, xs);

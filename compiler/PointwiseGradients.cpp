@@ -50,6 +50,33 @@ std::string compared(GradientBuilder &b, const char *op, const std::string &x,
   return b.asFloat(b.op(op, {x}, {{"value", value}}), b.dtype(x));
 }
 
+/// mish' = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)) (torch's
+/// mish_backward). softplus's threshold (x > 20 gives x) changes nothing:
+/// tanh is 1 in float there either way.
+Grads mishRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  std::string t = b.op("tanh", {b.op("softplus", {x})});
+  std::string d =
+      b.add(t, b.mul(b.mul(x, b.op("sigmoid", {x})), b.oneMinus(b.mul(t, t))));
+  return pointwise(s, b.mul(s.grad(), d));
+}
+
+/// elu' = 1 where x > 0, else alpha s exp(s x), s = input_scale (torch's
+/// elu_backward from the input). exp reads min(x, 0): exp of a large x
+/// would be inf, and inf times the mask's 0 NaN.
+Grads eluRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0);
+  const double alpha = floatAttr(s.node, "alpha", 1.0),
+               inputScale = floatAttr(s.node, "input_scale", 1.0);
+  std::string up = compared(b, "gt", x, 0.0);
+  std::string negative = b.op("clamp_out", {x}, {{"max", 0.0}});
+  if (inputScale != 1.0)
+    negative = b.scale(negative, inputScale);
+  std::string below = b.mul(
+      b.oneMinus(up), b.scale(b.op("exp", {negative}), alpha * inputScale));
+  return pointwise(s, b.mul(s.grad(), b.add(up, below)));
+}
+
 } // namespace
 
 RuleTable pointwiseRules() {
@@ -64,6 +91,8 @@ RuleTable pointwiseRules() {
        }},
       {"gelu", geluRule},
       {"silu", siluRule},
+      {"mish", mishRule},
+      {"elu", eluRule},
       {"sigmoid",
        [](B &b, const S &s) {
          return pointwise(

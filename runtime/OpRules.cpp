@@ -311,7 +311,7 @@ UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs) {
     return args;
   }
   case UnaryOp::LeakyRelu: return {floatOr(attrs, "negative_slope", 0.01), 0};
-  case UnaryOp::Elu: return {floatOr(attrs, "alpha", 1.0), 0};
+  case UnaryOp::Elu: return {floatOr(attrs, "alpha", 1.0), floatOr(attrs, "input_scale", 1.0)};
   case UnaryOp::PowScalar: return {floatOr(attrs, "exponent", 1.0), 0};
   case UnaryOp::Softplus: return {floatOr(attrs, "beta", 1.0), floatOr(attrs, "threshold", 20.0)};
   default: return {};

@@ -181,7 +181,7 @@ def _conv(a, n):
     spatial = a[0].dim() - 2
     fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[spatial]
     if n.get("transposed"):
-        fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d}[spatial]
+        fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[spatial]
         return fn(a[0], a[1], a[2] if len(a) > 2 else None, n["stride"], n["padding"],
                   n.get("output_padding", 0), n["groups"], n["dilation"])
     return fn(a[0], a[1], a[2] if len(a) > 2 else None, n["stride"], n["padding"],
@@ -281,6 +281,8 @@ _FAMILY = {
     "hardswish": lambda a, n: F.hardswish(a[0]),
     "hardsigmoid": lambda a, n: F.hardsigmoid(a[0]),
     "softplus": lambda a, n: F.softplus(a[0], n.get("beta", 1.0), n.get("threshold", 20.0)),
+    "elu": lambda a, n: torch.ops.aten.elu(a[0], n.get("alpha", 1.0), 1.0, n.get("input_scale", 1.0)),
+    "mish": lambda a, n: F.mish(a[0]),
     "as_strided": lambda a, n: torch.as_strided(a[0].contiguous(), n["size"], n["stride"],
                                                 n.get("offset", 0)),
     "where": lambda a, n: torch.where(a[0] != 0, a[1], a[2]),

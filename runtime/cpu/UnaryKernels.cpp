@@ -52,7 +52,7 @@ template <UnaryOp op, typename C> struct UnaryFn {
         return std::numeric_limits<C>::quiet_NaN();
       return std::min(std::max(x, a), b);
     case UnaryOp::LeakyRelu: return x > zero ? x : x * a;
-    case UnaryOp::Elu: return x > zero ? x : a * std::expm1(x);
+    case UnaryOp::Elu: return x > zero ? x : a * std::expm1(x * b);
     case UnaryOp::PowScalar:
       // torch's pow_tensor_scalar shortcuts for the common exponents.
       if (a == C(2)) return x * x;

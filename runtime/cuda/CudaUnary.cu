@@ -77,7 +77,7 @@ template <typename C> struct UnaryFn {
       if (x != x || a != a || b != b) return static_cast<C>(NAN);  // the CPU's quiet NaN
       return stdMin(stdMax(x, a), b);
     case UnaryOp::LeakyRelu: return x > zero ? x : x * a;
-    case UnaryOp::Elu: return x > zero ? x : a * mExpm1(x);
+    case UnaryOp::Elu: return x > zero ? x : a * mExpm1(x * b);
     case UnaryOp::PowScalar:
       // torch's pow_tensor_scalar shortcuts, as the CPU.
       if (a == C(2)) return x * x;

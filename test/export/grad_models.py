@@ -113,6 +113,53 @@ class DropPathNet(nn.Module):
         return (h.div(self.keep) * mask).sum()
 
 
+class VideoConvNet(nn.Module):
+    """Convolutions over 3 spatial dims as video models use them (a strided,
+    padded stem; a dilated one; a grouped one), 3-d average and max pooling,
+    under a cos-weighted mean: every input gradient inside the net is a
+    transposed convolution over 3 dims."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv3d(3, 8, (3, 5, 5), stride=(1, 2, 2), padding=(1, 2, 2))
+        self.dilated = nn.Conv3d(8, 8, 3, padding=2, dilation=2, bias=False)
+        self.grouped = nn.Conv3d(8, 12, (1, 3, 3), stride=2, padding=(0, 1, 1), groups=4)
+        self.fc = nn.Linear(12, 5)
+
+    def forward(self, x):
+        h = F.relu(self.stem(x))
+        h = F.avg_pool3d(F.elu(self.dilated(h)), 2)
+        h = F.max_pool3d(F.mish(self.grouped(h)), (1, 2, 2))
+        out = self.fc(h.mean(dim=(2, 3, 4)))
+        weights = torch.cos(torch.arange(out.numel(), dtype=out.dtype, device=out.device)).reshape(out.shape)
+        return (out * weights).mean()
+
+
+class TransposedConvNet(nn.Module):
+    """Transposed convolutions (a decoder's upsampling, a GAN generator's)
+    over 1, 2 and 3 spatial dims: strided with output_padding, grouped,
+    dilated with an output_padding of the stride or more (allowed below the
+    dilation), with ELU and Mish between, under a cos-weighted mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.up1d = nn.ConvTranspose1d(4, 6, 4, stride=2, padding=1)
+        self.up2d = nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.dil2d = nn.ConvTranspose2d(4, 3, 3, stride=1, dilation=2, output_padding=1,
+                                        bias=False)
+        self.up3d = nn.ConvTranspose3d(3, 2, (2, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1),
+                                       output_padding=(0, 1, 1))
+
+    def forward(self, x):
+        h = F.elu(self.up1d(x), alpha=0.7)                     # [N, 6, 2L]
+        h = h.unsqueeze(-1) * h.unsqueeze(-2)                  # [N, 6, 2L, 2L]
+        h = F.mish(self.up2d(h))
+        h = torch.tanh(self.dil2d(h))
+        out = self.up3d(torch.stack([h, h.flip(-1)], dim=2))  # [N, 2, 3, ...]
+        weights = torch.cos(torch.arange(out.numel(), dtype=out.dtype, device=out.device)).reshape(out.shape)
+        return (out * weights).mean()
+
+
 class MixtralLoss(nn.Module):
     """Hugging Face's Mixtral (a mixture of experts: a softmax router picking
     2 of 4 experts per token with topk, the experts exported as one

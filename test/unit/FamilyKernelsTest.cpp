@@ -86,8 +86,10 @@ const UnaryCase kUnary[] = {
     {UnaryOp::Clamp, -0.5, 0.7, -2, 2,
      [](double x, double a, double b) { return x < a ? a : x > b ? b : x; }},
     {UnaryOp::LeakyRelu, 0.01, 0, -3, 3, [](double x, double a, double) { return x > 0 ? x : a * x; }},
-    {UnaryOp::Elu, 1.3, 0, -4, 3,
-     [](double x, double a, double) { return x > 0 ? x : a * (std::exp(x) - 1); }},
+    {UnaryOp::Elu, 1.3, 1, -4, 3,
+     [](double x, double a, double b) { return x > 0 ? x : a * (std::exp(b * x) - 1); }},
+    {UnaryOp::Elu, 0.5, 2, -4, 3,  // celu(alpha 0.5): input scale 1 / alpha
+     [](double x, double a, double b) { return x > 0 ? x : a * (std::exp(b * x) - 1); }},
     {UnaryOp::PowScalar, 2, 0, -3, 3, [](double x, double a, double) { return std::pow(x, a); }},
     {UnaryOp::PowScalar, 3, 0, -3, 3, [](double x, double a, double) { return std::pow(x, a); }},
     {UnaryOp::PowScalar, 0.5, 0, 0, 4, [](double x, double a, double) { return std::pow(x, a); }},
@@ -266,14 +268,16 @@ TEST_CASE("unary ops: torch's values, NaN and parameter edge cases", "[family-ke
     checkWithin(y, want, [&](int64_t i) { return ulp8 * (1 + std::abs(want[i])); });
   };
   // torch: F.hardswish, F.hardsigmoid, F.mish, F.softplus(beta=2, threshold=3),
-  // F.elu(alpha=1.3), torch.clamp(min=1, max=-1), F.leaky_relu(0.1) on t.
+  // F.elu(alpha=1.3), F.celu(alpha=0.5), torch.clamp(min=1, max=-1),
+  // F.leaky_relu(0.1) on t.
   near(run(UnaryOp::Hardswish, 0, 0), {-0.0, -0.0, -0.3333333432674408, 0, 0.6666666865348816, 3, 5, kNaN});
   near(run(UnaryOp::Hardsigmoid, 0, 0), {0, 0, 0.3333333432674408, 0.5, 0.6666666865348816, 1, 1, kNaN});
   near(run(UnaryOp::Mish, 0, 0), {-0.03357623517513275, -0.14564746618270874, -0.3034014403820038, 0,
                                   0.8650983572006226, 2.98653507232666, 4.999552249908447, kNaN});
   near(run(UnaryOp::Softplus, 2, 3), {2.2699450710206293e-05, 0.0012378426035866141, 0.06346400082111359,
                                       0.3465735912322998, 1.0634640455245972, 3, 5, kNaN});
-  near(run(UnaryOp::Elu, 1.3, 0), {-1.2912405729293823, -1.2352768182754517, -0.8217566609382629, 0, 1, 3, 5, kNaN});
+  near(run(UnaryOp::Elu, 1.3, 1), {-1.2912405729293823, -1.2352768182754517, -0.8217566609382629, 0, 1, 3, 5, kNaN});
+  near(run(UnaryOp::Elu, 0.5, 2), {-0.4999772906303406, -0.4987606108188629, -0.4323323667049408, 0, 1, 3, 5, kNaN});
   checkExact(run(UnaryOp::Clamp, 1, -1), {-1, -1, -1, -1, -1, -1, -1, kNaN});
   checkExact(run(UnaryOp::LeakyRelu, 0.1, 0), {-0.5, -0.30000001192092896, -0.10000000149011612, 0, 1, 3, 5, kNaN});
   // An absent clamp bound is +-inf; a NaN bound gives NaN (torch propagates it).
