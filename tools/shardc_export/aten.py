@@ -27,11 +27,15 @@ aten = torch.ops.aten
 # softmax / matmul chain it would otherwise decompose into;
 # hardswish / hardsigmoid are single unary graph ops (the op table's unary
 # family): one pass and one buffer instead of the four elementwise ops and
-# three buffers of their decomposition.
+# three buffers of their decomposition; mish, softplus, celu and
+# logsigmoid too (their decompositions reach log1p, expm1 or minimum, which
+# have no graph op).
 # Pooling too: the table may rewrite an adaptive pool into as_strided views
 # (convnext at a 2x2 map), which have no graph op, where the pool is one.
 KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
-              aten.hardsigmoid.default, aten._adaptive_avg_pool2d.default,
+              aten.hardsigmoid.default, aten.mish.default, aten.softplus.default,
+              aten.celu.default, aten.log_sigmoid_forward.default,
+              aten._adaptive_avg_pool2d.default,
               aten.adaptive_max_pool2d.default, aten.avg_pool2d.default,
               aten.max_pool2d_with_indices.default, aten._adaptive_avg_pool3d.default,
               aten.adaptive_max_pool3d.default, aten.avg_pool3d.default,
@@ -1065,9 +1069,6 @@ def convolution(self, node, x, w, bias, stride, padding, dilation, transposed,
     n = len(x.shape) - 2
     if n not in (1, 2, 3):
         self.fail(node, "convolution over %d spatial dims (the graph op takes 1, 2 or 3)" % n)
-    if transposed and n == 3:
-        self.fail(node, "transposed convolution over 3 spatial dims (the graph op takes 1 "
-                  "or 2)")
     ins = [x, w] + ([self.tensor(node, bias, "bias")] if bias is not None else [])
     attrs = dict(stride=spatial_list(stride, n), padding=spatial_list(padding, n),
                  dilation=spatial_list(dilation, n), groups=int(groups))
@@ -1423,9 +1424,46 @@ def scalar_attrs(op, names, defaults=()):
 
 
 def elu(self, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    if scale != 1 or input_scale != 1:
-        self.fail(node, "elu with scale or input_scale (selu) has no graph op")
-    return self.emit(node, "elu", [self.tensor(node, x)], node.meta["val"], alpha=float(alpha))
+    """F.elu; F.celu (input_scale 1 / alpha); F.selu's decomposition (a
+    scale): the graph's elu, times the scale where there is one."""
+    x = self.tensor(node, x)
+    attrs = {"alpha": float(alpha)}
+    if input_scale != 1:
+        attrs["input_scale"] = float(input_scale)
+    y = self.emit(node, "elu", [x], node.meta["val"], **attrs)
+    if scale != 1:
+        y = self.emit(node, "mul", [y, self.const(float(scale), y)], node.meta["val"])
+    return y
+
+
+def celu(self, node, x, alpha=1.0):
+    """F.celu: torch computes it as elu(x, alpha, 1, 1 / alpha)."""
+    return elu(self, node, x, alpha, 1.0, 1.0 / float(alpha))
+
+
+def rrelu(self, node, x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """F.rrelu in eval mode: leaky_relu with the mean slope (lower + upper) / 2,
+    as torch computes it. Training mode draws a slope per element."""
+    if training:
+        self.fail(node, "rrelu in training mode (a random slope per element) has no graph "
+                  "op; export the model in eval mode")
+    slope = (float(lower) + float(upper)) / 2
+    y = self.emit(node, "leaky_relu", [self.tensor(node, x)], node.meta["val"][0],
+                  negative_slope=slope)
+    return Multi([y, Unusable("value no graph op produces: rrelu's noise (result 1)")])
+
+
+def log_sigmoid(self, node, x):
+    """F.logsigmoid (aten.log_sigmoid_forward: the value and a buffer only
+    its backward reads) as -softplus(-x): log(sigmoid(x)) = -log1p(exp(-x)).
+    Past softplus's threshold (-x > 20) both are x within float rounding
+    (the term dropped, log1p(exp(x)), is below 2.1e-9 of it)."""
+    x = self.tensor(node, x)
+    val = node.meta["val"][0]
+    negated = self.emit(node, "neg_out", [x], val)
+    y = self.emit(node, "neg_out", [self.emit(node, "softplus", [negated], val)], val)
+    return Multi([y, Unusable("value no graph op produces: log_sigmoid_forward's buffer "
+                              "(result 1), read only by its backward")])
 
 
 RULES = {
@@ -1517,6 +1555,9 @@ RULES = {
     aten.clamp.default: scalar_attrs("clamp_out", ("min", "max"), (None, None)),
     aten.leaky_relu.default: scalar_attrs("leaky_relu", ("negative_slope",), (0.01,)),
     aten.elu.default: elu,
+    aten.celu.default: celu,
+    aten.log_sigmoid_forward.default: log_sigmoid,
+    aten.rrelu_with_noise_functional.default: rrelu,
     aten.pow.Tensor_Scalar: scalar_attrs("pow_scalar", ("exponent",)),
     aten.softplus.default: scalar_attrs("softplus", ("beta", "threshold"), (1.0, 20.0)),
     operator.getitem: getitem,
