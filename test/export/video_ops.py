@@ -34,7 +34,7 @@ class Video3d(nn.Module):
 
 
 class Transposed3d(nn.Module):
-    """A 3-d transposed convolution (no graph op: refused with the reason)."""
+    """A 3-d transposed convolution (a video decoder's upsampling)."""
 
     def __init__(self):
         super().__init__()

@@ -103,9 +103,12 @@ TEST_CASE("conv shape errors use torch's words", "[op-families]") {
   CHECK_THROWS_WITH(convShape(three, {2, 3, 9, 8}, {5, 3, 3, 3, 3}, nullptr),
                     Catch::Contains("expected 5-d input [N, C, D, H, W]"));
   three.transposed = true;
-  three.outputPadding = {0, 0, 0};
+  three.outputPadding = {0, 1, 1};
+  // (in - 1) s - 2 p + d (k - 1) + output_padding + 1 per spatial dim
+  CHECK(convShape(three, {2, 3, 4, 9, 8}, {3, 5, 3, 3, 3}, nullptr) == Shape{2, 5, 4, 20, 18});
+  three.outputPadding = {0, 2, 0};  // 2 >= stride 2 and >= dilation 1
   CHECK_THROWS_WITH(convShape(three, {2, 3, 4, 9, 8}, {3, 5, 3, 3, 3}, nullptr),
-                    Catch::Contains("transposed convolution over 3 spatial dims has no kernel"));
+                    Catch::Contains("output padding must be smaller than either stride or dilation"));
   CHECK_THROWS_AS(convShape(conv2d(1, 1, 1, 2), {1, 4, 5, 5}, {3, 2, 3, 3}, nullptr),
                   RuntimeError);  // 3 out channels in 2 groups
 }
