@@ -1,12 +1,15 @@
 // The packed-panel GEMM of Gemm.h. Layout of one task (a block of up to
 // kBlockM rows x kBlockN columns of C):
 //   cTile   float accumulators of the block, started from the bias;
+//   pTile   the running group's chains (kGroupK values of k), from +0;
 //   for each kBlockK slice of k, in order:
 //     bPack   the slice of op(B), as panels of kPanel columns, k-major;
 //     aPack   the slice of A, as micro-tiles of up to MR rows, k-major;
-//     the micro-kernel adds the slice into cTile, one micro-tile x panel
-//     at a time, continuing each element's fma chain where the previous
-//     slice stored it;
+//     the micro-kernel adds the slice into cTile (the first group of a
+//     call that starts from the bias) or pTile (every other group), one
+//     micro-tile x panel at a time, continuing each element's fma chain
+//     where the previous slice stored it; at a group's end pTile is added
+//     into cTile;
 //   then cTile is rounded once into C.
 // Padded panel columns hold zeros and are never stored; micro-tiles are
 // as tall as the rows they hold (a kernel per height), so no row is padded.
@@ -33,6 +36,7 @@ constexpr int64_t kPanel = 32;    // columns per packed B panel (2 zmm / 4 ymm)
 constexpr int64_t kBlockM = 384;  // rows per task: B is packed once per 384 rows
 constexpr int64_t kBlockN = 256;  // columns per task
 constexpr int64_t kBlockK = 128;  // k per slice: a 16 KiB B panel stays in L1
+static_assert(kGroupK % kBlockK == 0, "a group of k is whole slices");
 constexpr int kMaxRows = 12;      // tallest micro-tile (the AVX-512 one)
 
 /// Adds a k slice into a micro-tile: c[r][j] = fma(a[k][r], b[k][j], c[r][j])
@@ -340,8 +344,11 @@ void gemmTask(const GemmArgs &g, int64_t task, GemmIsa isa) {
   const int64_t m0 = (task / colBlocks) * kBlockM, n0 = (task % colBlocks) * kBlockN;
   const int64_t mb = std::min(kBlockM, g.M - m0), nb = std::min(kBlockN, g.N - n0);
   const int64_t panels = (nb + kPanel - 1) / kPanel, ldTile = panels * kPanel;
-  thread_local std::vector<float> cTile, aPack, bPack;
+  thread_local std::vector<float> cTile, pTile, aPack, bPack;
   cTile.resize(static_cast<size_t>(mb * ldTile));
+  // Groups after the first (all of them under accumulate) run their chains
+  // in pTile from +0 and are added into cTile at their end (Gemm.h).
+  if (g.K > kGroupK || g.accumulate) pTile.resize(static_cast<size_t>(mb * ldTile));
   // Each element's chain starts from its bias (torch's addmm, beta = 1),
   // or where a previous call over earlier k left it.
   for (int64_t r = 0; r < mb; ++r) {
@@ -355,6 +362,9 @@ void gemmTask(const GemmArgs &g, int64_t task, GemmIsa isa) {
   }
   for (int64_t k0 = 0; k0 < g.K; k0 += kBlockK) {
     const int64_t kb = std::min(kBlockK, g.K - k0);
+    const bool intoC = k0 < kGroupK && !g.accumulate;
+    if (!intoC && k0 % kGroupK == 0) std::fill(pTile.begin(), pTile.end(), 0.0f);
+    float *target = intoC ? cTile.data() : pTile.data();
     bPack.resize(static_cast<size_t>(panels * kb * kPanel));
     aPack.resize(static_cast<size_t>(mb * kb));
     packB(g, k0, kb, n0, nb, bPack.data());
@@ -363,8 +373,11 @@ void gemmTask(const GemmArgs &g, int64_t task, GemmIsa isa) {
       for (int64_t r0 = 0, rows; r0 < mb; r0 += rows) {
         rows = tileRows(mb, r0, kernels.maxRows);
         kernels.byRows[rows](aPack.data() + r0 * kb, bPack.data() + p * kb * kPanel, kb,
-                             cTile.data() + r0 * ldTile + p * kPanel, ldTile);
+                             target + r0 * ldTile + p * kPanel, ldTile);
       }
+    const bool groupEnds = k0 + kb == g.K || (k0 + kb) % kGroupK == 0;
+    if (!intoC && groupEnds)
+      for (int64_t i = 0; i < mb * ldTile; ++i) cTile[i] += pTile[i];
   }
   for (int64_t r = 0; r < mb; ++r)
     storeFloats(g.cDtype, cTile.data() + r * ldTile, nb, g.C, g.cOffset + (m0 + r) * g.ldc + n0);

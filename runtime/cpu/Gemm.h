@@ -9,13 +9,23 @@
 // every partial row tile to 64 rows (4x the work for 16 token rows) and
 // repacking the weight in every tile call.
 //
-// The invariant this kernel keeps instead: every output element is
-//   C[i][j] = fma(A[i][K-1], B[K-1][j], ... fma(A[i][0], B[0][j], bias[j]))
-// in float32, k in order, starting from the bias (or +0). Its bits depend
-// only on row i of A and column j of op(B): never on M, on the tile or
-// block sizes, on the thread count, on which rows share a call or on the
-// instruction set (the AVX-512, AVX2+FMA and portable std::fma paths give
-// the same bits; test/unit/GemmTest.cpp checks all of it).
+// The invariant this kernel keeps instead: k is cut into groups of kGroupK
+// (256) values; within a group every output element is one fma chain
+//   chain_g = fma(A[i][k1-1], B[k1-1][j], ... fma(A[i][k0], B[k0][j], start))
+// in float32, k in order, and the groups are summed in order:
+//   C[i][j] = ((chain_0 + chain_1) + chain_2) + ...
+// where chain_0 starts from the bias (or +0) and every later group's chain
+// from +0. Its bits depend only on row i of A and column j of op(B): never
+// on M, on the tile or block sizes, on the thread count, on which rows
+// share a call or on the instruction set (the AVX-512, AVX2+FMA and
+// portable std::fma paths give the same bits; test/unit/GemmTest.cpp
+// checks all of it).
+//
+// Why groups: a single chain's rounding error grows with K (its bound is K
+// ulps of the terms' magnitudes), which a weight gradient summed over 25,088
+// tokens (MViT's first block) made 17x torch's; a BLAS kernel sums a block
+// of k in registers from zero and then adds it to C, which is what the
+// groups do. The error bound is (kGroupK + K / kGroupK) ulps instead of K.
 #pragma once
 
 #include "runtime/Plan.h"
@@ -23,6 +33,10 @@
 #include <cstdint>
 
 namespace shardc::runtime::cpu {
+
+/// Values of k per chain (the header comment): a GEMM split along K into
+/// `accumulate` calls at multiples of it gives one call's bits.
+constexpr int64_t kGroupK = 256;
 
 /// A row-major matrix operand: element (i, j) at data[offset + i * ld + j],
 /// stored as float32, bfloat16 or float16 (16-bit values are widened to
@@ -48,10 +62,12 @@ struct GemmArgs {
   void *C;
   plan::DType cDtype;
   int64_t cOffset, ldc;
-  /// Start each element's chain from C's current value instead of the bias
-  /// (C float32; bias ignored): a GEMM split along K into calls made in
-  /// order gives the bits of one call over all of K (a weight gradient
-  /// summed block of rows by block of rows).
+  /// Add into C's current value instead of starting from the bias (C
+  /// float32; bias ignored): every group's chain, the first too, starts
+  /// from +0 and is added to C, so a GEMM split along K into calls made in
+  /// order, each but the last a multiple of kGroupK long, gives the bits of
+  /// one call over all of K (a weight gradient summed block of rows by
+  /// block of rows).
   bool accumulate = false;
   /// A holds op(A)^T: K rows of M (a transposed activation read in place,
   /// as a weight gradient's x^T g reads x). The bits are A's, either way.

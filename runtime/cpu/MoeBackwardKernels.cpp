@@ -16,9 +16,10 @@
 // dot product of da' and a), down 1, gate_up 2, x 2; 8 with the forward's
 // 3 where an eager backward saving everything needs 6 (docs/training.md).
 //
-// Bits: a weight gradient's element is one fma chain over the expert's
-// routed rows in token order (Gemm.h's `accumulate` continues it from block
-// to block), and x's gradient sums its slots in ascending expert order, as
+// Bits: a weight gradient's element is the expert's routed rows in token
+// order as Gemm.h sums any K: fma chains of 256 rows summed in order (each
+// 256-row block one `accumulate` call adding its chain into the result:
+// the bits of one call over all the rows), and x's gradient sums its slots in ascending expert order, as
 // the forward sums y; nothing depends on the thread count, and the shared
 // rows are the bits each op would recompute. The file is compiled without
 // contraction, as the forward's.
@@ -38,6 +39,10 @@
 
 namespace shardc::runtime {
 using plan::DType;
+
+// Each block of rows is one whole group of Gemm.h's k (the last one may be
+// shorter), so `accumulate` calls give one call's bits.
+static_assert(kMoeBlockRows % cpu::kGroupK == 0, "MoE blocks are whole GEMM groups");
 
 namespace {
 

@@ -1,6 +1,7 @@
-// shardc's own GEMM (runtime/cpu/Gemm.h): each element is one float32 fma
-// chain over k in order from the bias, so (a) it matches that chain bit for
-// bit and a double reference within the chain's error bound, (b) a row's
+// shardc's own GEMM (runtime/cpu/Gemm.h): each element is a float32 fma
+// chain over each group of kGroupK values of k in order (the first from the
+// bias, the others from +0), the groups summed in order, so (a) it matches
+// that sum bit for bit and a double reference within its error bound, (b) a row's
 // bytes do not depend on which rows share its call or on the thread count,
 // (c) the AVX-512, AVX2 and portable paths give the same bytes. Which paths
 // this machine compared shows in ctest's summary (unit-cpu-features).
@@ -94,11 +95,11 @@ struct Shape3 {
 // Odd sizes, panel (32) and block (96 rows, 256 columns, 256 k) edges, K = 0.
 const Shape3 kShapes[] = {{1, 1, 1},     {1, 33, 0},    {3, 5, 7},     {13, 31, 17},
                           {12, 32, 256}, {7, 257, 300}, {97, 40, 513}, {70, 300, 64},
-                          {200, 64, 9},  {6, 100, 1}};
+                          {200, 64, 9},  {6, 100, 1},   {5, 40, 6000}};
 
 }  // namespace
 
-TEST_CASE("gemm: each element is the fma chain over k from the bias, near the double result",
+TEST_CASE("gemm: each element is the groups' fma chains summed, near the double result",
           "[gemm]") {
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
     for (bool transB : {true, false})
@@ -111,20 +112,25 @@ TEST_CASE("gemm: each element is the fma chain over k from the bias, near the do
           int64_t mismatches = 0, outOfBound = 0;
           for (int64_t i = 0; i < s.M; ++i)
             for (int64_t j = 0; j < s.N; ++j) {
-              float chain = withBias ? p.bias.at(j) : 0.0f;
-              double exact = chain, magnitude = std::fabs(chain);
+              const float bias = withBias ? p.bias.at(j) : 0.0f;
+              float sum = bias, chain = bias;
+              double exact = bias, magnitude = std::fabs(bias);
               for (int64_t k = 0; k < s.K; ++k) {
+                if (k > 0 && k % kGroupK == 0) chain = 0.0f;  // a later group: from +0
                 chain = std::fma(p.a(i, k), p.b(k, j), chain);
+                if ((k + 1) % kGroupK == 0 || k + 1 == s.K) sum = k < kGroupK ? chain : sum + chain;
                 exact += static_cast<double>(p.a(i, k)) * p.b(k, j);
                 magnitude += std::fabs(static_cast<double>(p.a(i, k)) * p.b(k, j));
               }
               const float got = C.at(i * s.N + j);
-              const float want = roundTo(dtype, chain);
+              const float want = roundTo(dtype, sum);
               if (std::memcmp(&got, &want, 4) != 0) ++mismatches;
-              // A chain of K fma's: |error| <= K * 2^-24 * sum |terms| (to first
-              // order), then one rounding into the storage dtype.
+              // Chains of kGroupK fma's and K / kGroupK additions: |error| <=
+              // (kGroupK + K / kGroupK) * 2^-24 * sum |terms| (to first order),
+              // then one rounding into the storage dtype.
               const double storeUlp = dtype == DType::BF16 ? 0x1p-8 : dtype == DType::F16 ? 0x1p-11 : 0x1p-24;
-              const double bound = (s.K + 1) * 0x1p-24 * magnitude + storeUlp * std::fabs(exact) + 1e-30;
+              const double steps = std::min<double>(s.K, kGroupK) + double(s.K / kGroupK) + 1;
+              const double bound = steps * 0x1p-24 * magnitude + storeUlp * std::fabs(exact) + 1e-30;
               if (std::fabs(got - exact) > bound) ++outOfBound;
             }
           CHECK(mismatches == 0);
@@ -172,20 +178,20 @@ TEST_CASE("gemm: the AVX-512, AVX2 and portable paths give the same bytes", "[ge
       }
 }
 
-TEST_CASE("gemm: accumulate continues the chains, so K split into calls gives one call's bytes",
+TEST_CASE("gemm: accumulate adds groups to C, so K split into calls at groups gives one call's bytes",
           "[gemm]") {
   // A weight gradient summed block of rows by block of rows (moe_experts'
-  // backward): K = 300 as slices of 1, 127, 128 and 44 (inside and across
-  // the kernel's 128-deep k slices), on every path, against one call.
+  // backward, 256-row blocks): K = 600 as slices of 256, 256 and 88 (whole
+  // groups, and the tail), on every path, against one call.
   for (GemmIsa isa : supportedIsas())
     for (bool transB : {true, false})
       for (bool withBias : {true, false}) {
         INFO(isaName(isa) << " transB=" << transB << " bias=" << withBias);
-        const Problem p(37, 70, 300, transB, withBias, DType::F32, 23);
+        const Problem p(37, 70, 600, transB, withBias, DType::F32, 23);
         const Buffer whole = p.run(0, p.M, 2, isa);
         Buffer C{DType::F32, std::vector<uint8_t>(static_cast<size_t>(p.M * p.N * 4), 0)};
         int64_t k0 = 0;
-        for (int64_t kb : {1, 127, 128, 44}) {
+        for (int64_t kb : {kGroupK, kGroupK, int64_t(88)}) {
           // A's columns [k0, k0 + kb): its rows keep their leading dimension
           // K; B's rows (or, transposed, columns) [k0, k0 + kb).
           GemmArgs g{p.M,
