@@ -103,7 +103,7 @@ std::string withMasterDtype(const std::string &text,
                             const std::string &sourceName) {
   if (masterDtype.empty())
     return text;
-  if (masterDtype != "float32" && masterDtype != "float64")
+  if (!isMasterDtypeName(masterDtype))
     throw GraphError(sourceName + ": master dtype \"" + masterDtype +
                      "\": master weights are float32 or float64");
   json document = json::parse(text, nullptr, /*allow_exceptions=*/false);

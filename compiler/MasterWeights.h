@@ -36,6 +36,13 @@ void expandMasterWeights(nlohmann::json &document, const GraphReader &reader);
 /// re-reads the text, and the graph it was built from agree.
 std::string expandMasterWeights(const std::string &text, const std::string &sourceName);
 
+/// Whether `dtype` is a master dtype `--master-dtype` and
+/// JitOptions::master_dtype take: float32 or float64. (One check for the
+/// three surfaces that take it; each words its own error.)
+inline bool isMasterDtypeName(const std::string &dtype) {
+  return dtype == "float32" || dtype == "float64";
+}
+
 /// `text` with "master_dtype": `masterDtype` given to every parameter whose
 /// dtype is float16 or bfloat16 and that names no master dtype of its own
 /// (`shardc --master-dtype`, JitOptions::master_dtype): a 16-bit graph

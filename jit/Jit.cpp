@@ -172,8 +172,7 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
               {"outputs", outputNames}};
   if (!updates.empty()) doc["updates"] = updates;
   traced->json = doc.dump(1);
-  if (!options.master_dtype.empty() && options.master_dtype != "float32" &&
-      options.master_dtype != "float64")
+  if (!options.master_dtype.empty() && !compiler::isMasterDtypeName(options.master_dtype))
     throw Error("jit: master_dtype must be float32, float64 or empty, got '" +
                 options.master_dtype + "'");
   // Master weights: every reader of the text (parseGraph, autodiff, the

@@ -1,6 +1,7 @@
 #include "tools/shardc/ModelGraph.h"
 
 #include "compiler/Autodiff.h"
+#include "compiler/MasterWeights.h"
 
 #include <iostream>
 
@@ -17,7 +18,7 @@ compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
 
 std::string masterDtypeOption(const ParsedArgs &parsed) {
   const std::string dtype = parsed.get("--master-dtype", "");
-  if (parsed.has("--master-dtype") && dtype != "float32" && dtype != "float64")
+  if (parsed.has("--master-dtype") && !compiler::isMasterDtypeName(dtype))
     throw UsageError("--master-dtype must be float32 or float64, got '" + dtype + "'");
   return dtype;
 }
