@@ -334,6 +334,30 @@ Grads adaptiveAvgPoolRule(GradientBuilder &b, const GradientStep &s) {
   return pointwise(s, b.reshape(b.expandTo(b.reshape(g, blocks), wide), xs));
 }
 
+/// adaptive_max_pool where every output cell takes the max of an equal block
+/// (the input a multiple of the output, global max pooling among them): the
+/// max pool with the block as kernel and stride, so max_pool_backward (the
+/// first position holding each block's max, as torch's adaptive kernel
+/// picks it too).
+Grads adaptiveMaxPoolRule(GradientBuilder &b, const GradientStep &s) {
+  const Shape &xs = b.shape(s.input(0)), &ys = b.shape(s.result());
+  std::vector<int64_t> kernel;
+  for (size_t d = 2; d < xs.size(); ++d) {
+    if (xs[d] % ys[d] != 0)
+      unsupported(s, "takes an input a multiple of the output, got " +
+                         std::to_string(xs[d]) + " to " +
+                         std::to_string(ys[d]));
+    kernel.push_back(xs[d] / ys[d]);
+  }
+  const json attributes = {
+      {"kernel", kernel},
+      {"stride", kernel},
+      {"padding", std::vector<int64_t>(kernel.size(), 0)},
+      {"dilation", std::vector<int64_t>(kernel.size(), 1)}};
+  return pointwise(
+      s, b.op("max_pool_backward", {s.input(0), s.grad()}, attributes));
+}
+
 } // namespace
 
 RuleTable imageRules() {
@@ -342,7 +366,8 @@ RuleTable imageRules() {
           {"group_norm", groupNormRule},
           {"max_pool", maxPoolRule},
           {"avg_pool", avgPoolRule},
-          {"adaptive_avg_pool", adaptiveAvgPoolRule}};
+          {"adaptive_avg_pool", adaptiveAvgPoolRule},
+          {"adaptive_max_pool", adaptiveMaxPoolRule}};
 }
 
 } // namespace shardc::compiler::gradients

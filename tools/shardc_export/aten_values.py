@@ -89,6 +89,40 @@ def compare(op):
     return rule
 
 
+def sign(low, node, x):
+    """torch.sign (LPPool's and softshrink's decompositions): (x > 0) - (x < 0)
+    in x's dtype. A NaN gives 0 where torch gives NaN (both comparisons are
+    false). The comparisons carry no gradient, as sign's is zero."""
+    base, shape = _lazy_base(low, node, x)
+    out = node.meta["val"]
+    up, down = (cast_to(low, node, low.emit(node, op, [base], _meta(base.shape, torch.int64),
+                                             value=0.0), out.dtype)
+                for op in ("gt", "lt"))
+    return _reexpand(low.emit(node, "sub", [up, down], _meta(base.shape, out.dtype)), shape)
+
+
+def clamp_tensor(low, node, x, min=None, max=None):
+    """torch.clamp with tensor bounds (cosine_similarity's eps floor):
+    where(x < min, min, x), then where(y > max, max, y). x's gradient passes
+    where min <= x <= max, a bound's where it is the result, as torch's; a
+    NaN in x stays NaN (both comparisons are false). A bound given as a
+    number goes through as one."""
+    out = node.meta["val"]
+    y = _lazy_base(low, node, x)[0]
+    for bound, op in ((min, "lt"), (max, "gt")):
+        if bound is None:
+            continue
+        b = _operand_or_number(low, node, bound)
+        if _scalar(b):
+            cond = low.emit(node, op, [y], _meta(y.shape, torch.int64), value=float(b))
+        else:
+            b = cast_to(low, node, b, out.dtype)
+            both = list(torch.broadcast_shapes(tuple(y.shape), tuple(b.shape)))
+            cond = low.emit(node, op, [y, b], _meta(both, torch.int64))
+        y = where_of(low, node, cond, b, y, out.dtype)
+    return _reexpand(y, list(out.shape))
+
+
 def cumsum(low, node, x, dim, dtype=None):
     x = low.tensor(node, x)
     out = node.meta["val"]
@@ -231,6 +265,8 @@ def rules(aten):
         aten.histc.default: histc,
         aten._to_copy.default: to_copy,
         aten.cumsum.default: cumsum,
+        aten.sign.default: sign,
+        aten.clamp.Tensor: clamp_tensor,
         aten.where.self: where,
         aten.masked_fill.Scalar: masked_fill,
         aten.masked_fill.Tensor: masked_fill,
