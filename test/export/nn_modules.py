@@ -27,3 +27,23 @@ class PoolsAndSimilarity(nn.Module):
         out = torch.cat(parts, dim=1)
         w = torch.cos(torch.arange(out.shape[-1], dtype=out.dtype, device=out.device))
         return (out * w).mean()
+
+
+class EmbeddingBags(nn.Module):
+    """nn.EmbeddingBag on a 2-d input (bags of one size) in its three modes,
+    the sum one with per-sample weights, under a linear and a cos-weighted
+    mean: embedding rows reshaped into bags, then sum / mean / amax."""
+
+    def __init__(self, vocab=20, dim=8):
+        super().__init__()
+        self.bags = nn.ModuleDict({m: nn.EmbeddingBag(vocab, dim, mode=m)
+                                   for m in ("sum", "mean", "max")})
+        self.fc = nn.Linear(3 * dim, 3)
+
+    def forward(self, ids):
+        weights = torch.cos(ids.float())
+        h = torch.cat([self.bags["sum"](ids, per_sample_weights=weights),
+                       self.bags["mean"](ids), self.bags["max"](ids)], dim=1)
+        out = self.fc(h)
+        w = torch.cos(torch.arange(out.shape[-1], dtype=out.dtype, device=out.device))
+        return (out * w).mean()
