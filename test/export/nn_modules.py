@@ -47,3 +47,18 @@ class EmbeddingBags(nn.Module):
         out = self.fc(h)
         w = torch.cos(torch.arange(out.shape[-1], dtype=out.dtype, device=out.device))
         return (out * w).mean()
+
+
+class BilinearNet(nn.Module):
+    """nn.Bilinear (F.bilinear's aten._trilinear) between a feature and a
+    linear of it, with its bias, under a cos-weighted mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 5)
+        self.bil = nn.Bilinear(4, 5, 3)
+
+    def forward(self, x):
+        out = self.bil(x, torch.tanh(self.proj(x)))
+        w = torch.cos(torch.arange(out.shape[-1], dtype=out.dtype, device=out.device))
+        return (out * w).mean()

@@ -1053,6 +1053,30 @@ def embedding_bag(self, node, weight, indices, offsets, scale_grad_by_freq=False
     return Multi([y] + [Unusable(why % i) for i in (1, 2, 3)])
 
 
+def trilinear(self, node, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """aten._trilinear as F.bilinear calls it (nn.Bilinear):
+    y[n, k] = sum_i sum_j x1[n, i] W[k, i, j] x2[n, j], x1 [N, I], W [K, I, J],
+    x2 [N, J]: a `linear` of x1 by W's rows as [K * J, I] (a `permute` and a
+    `reshape` of W), reshaped to [N, K, J], times x2 and summed over j.
+    Other _trilinear forms are an error."""
+    if (list(expand1), list(expand2), list(expand3), list(sumdim)) != ([1, 3], [0], [1, 2], [2, 3]):
+        self.fail(node, "_trilinear other than F.bilinear's (expand1 [1, 3], expand2 [0], "
+                  "expand3 [1, 2], sumdim [2, 3]) has no graph form")
+    x1, w, x2 = self.tensor(node, i1), self.tensor(node, i2, "weight"), self.tensor(node, i3)
+    out = node.meta["val"]
+    (N, I), (K, _, J) = x1.shape, w.shape
+
+    def meta(shape):
+        return torch.empty(shape, dtype=out.dtype, device="meta")
+    rows = self.emit(node, "permute", [w], meta([K, J, I]), dims=[0, 2, 1])
+    rows = self.emit(node, "reshape", [rows], meta([K * J, I]), shape=[K * J, I])
+    t = self.emit(node, "linear", [x1, rows], meta([N, K * J]))
+    t = self.emit(node, "reshape", [t], meta([N, K, J]), shape=[N, K, J])
+    x2 = self.emit(node, "reshape", [x2], meta([N, 1, J]), shape=[N, 1, J])
+    t = self.emit(node, "mul", [t, x2], meta([N, K, J]))
+    return self.emit(node, "sum", [t], out, dims=[2], keepdim=0)
+
+
 def materialize(self, node, v):
     """An expanded view as a tensor of its own: base + zeros of the expanded
     shape (a zero-filled constant buffer), e.g. ViT's class token expanded
@@ -1544,6 +1568,7 @@ RULES = {
     aten.scaled_dot_product_attention.default: sdpa,
     aten.embedding.default: embedding,
     aten._embedding_bag.default: embedding_bag,
+    aten._trilinear.default: trilinear,
     aten._embedding_bag_forward_only.default: embedding_bag,
     aten.cat.default: cat,
     aten.split_with_sizes.default: split,
