@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/GradientRuleSets.h"
 
+#include "runtime/OpFamilies.h"
+
 #include <limits>
 #include <numeric>
 
@@ -44,47 +46,6 @@ int64_t outputPadding(int64_t want, int64_t in, int64_t stride, int64_t pad,
   return want - ((in - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1);
 }
 
-/// The transposed convolution of g by `weight`, grown to `want`'s spatial
-/// sizes: output_padding where it fits the kernel's rule (< stride or <
-/// dilation), zeros appended past it otherwise.
-std::string transposedConv(GradientBuilder &b, const std::string &g,
-                           const std::string &weight,
-                           const std::vector<int64_t> &stride,
-                           const std::vector<int64_t> &pad,
-                           const std::vector<int64_t> &dilation, int64_t groups,
-                           const Shape &want) {
-  const Shape &gs = b.shape(g), &ws = b.shape(weight);
-  const size_t spatial = stride.size();
-  std::vector<int64_t> extra(spatial, 0), outPad(spatial, 0);
-  for (size_t d = 0; d < spatial; ++d) {
-    int64_t p = outputPadding(want[2 + d], gs[2 + d], stride[d], pad[d],
-                              dilation[d], ws[2 + d]);
-    if (p >= 0 && (p < stride[d] || p < dilation[d]))
-      outPad[d] = p;
-    else
-      extra[d] = p; // < 0: windows past the end (ceil_mode), cut below
-  }
-  std::string out = b.op("conv", {g, weight},
-                         {{"stride", stride},
-                          {"padding", pad},
-                          {"dilation", dilation},
-                          {"groups", groups},
-                          {"transposed", 1},
-                          {"output_padding", outPad}});
-  for (size_t d = 0; d < spatial; ++d) {
-    const int64_t dim = static_cast<int64_t>(2 + d);
-    if (extra[d] < 0) {
-      out = b.op("slice", {out},
-                 {{"dim", dim}, {"start", 0}, {"end", want[2 + d]}});
-    } else if (extra[d] > 0) {
-      Shape zeros = b.shape(out);
-      zeros[2 + d] = extra[d];
-      out = b.op("cat", {out, b.zeros(zeros, b.dtype(out))}, {{"dim", dim}});
-    }
-  }
-  return out;
-}
-
 /// `v` [N, C, spatial...] cut or zero-padded at the end of each spatial dim
 /// to `want`'s sizes.
 std::string fitSpatial(GradientBuilder &b, std::string v, const Shape &want) {
@@ -99,6 +60,36 @@ std::string fitSpatial(GradientBuilder &b, std::string v, const Shape &want) {
     }
   }
   return v;
+}
+
+/// The transposed convolution of g by `weight`, grown to `want`'s spatial
+/// sizes: output_padding where it fits the kernel's rule (< stride or <
+/// dilation), zeros appended past it otherwise.
+std::string transposedConv(GradientBuilder &b, const std::string &g,
+                           const std::string &weight,
+                           const std::vector<int64_t> &stride,
+                           const std::vector<int64_t> &pad,
+                           const std::vector<int64_t> &dilation, int64_t groups,
+                           const Shape &want) {
+  const Shape &gs = b.shape(g), &ws = b.shape(weight);
+  const size_t spatial = stride.size();
+  std::vector<int64_t> outPad(spatial, 0);
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t p = outputPadding(want[2 + d], gs[2 + d], stride[d], pad[d],
+                              dilation[d], ws[2 + d]);
+    if (p >= 0 && (p < stride[d] || p < dilation[d]))
+      outPad[d] = p; // else fitted below: < 0 windows past the end
+                     // (ceil_mode) cut, > 0 zeros appended
+  }
+  return fitSpatial(b,
+                    b.op("conv", {g, weight},
+                         {{"stride", stride},
+                          {"padding", pad},
+                          {"dilation", dilation},
+                          {"groups", groups},
+                          {"transposed", 1},
+                          {"output_padding", outPad}}),
+                    want);
 }
 
 /// y = conv_transpose(x, w): w [Cin, Cout/groups, kernel...] is also the
@@ -121,14 +112,15 @@ Grads transposedConvRule(GradientBuilder &b, const GradientStep &s,
     out[0] = fitSpatial(b, b.op("conv", {g, w}, plain), xs);
   if (s.wanted[1]) {
     // conv_weight_grad(g, x) pairs each x pixel with the window of g it
-    // reads; x is padded with zeros where that convolution has more pixels.
-    const Shape &gs = b.shape(g);
-    Shape reach = xs;
-    for (size_t d = 0; d + 2 < xs.size(); ++d)
-      reach[2 + d] =
-          (gs[2 + d] + 2 * pad[d] - dilation[d] * (ws[2 + d] - 1) - 1) /
-              stride[d] +
-          1;
+    // reads; x is padded with zeros where that convolution has more pixels
+    // (its output shape by the conv family's own rule).
+    runtime::ConvParams params;
+    params.spatialDims = static_cast<int>(stride.size());
+    params.stride = stride;
+    params.padding = pad;
+    params.dilation = dilation;
+    params.groups = G;
+    const Shape reach = runtime::convShape(params, b.shape(g), ws, nullptr);
     json attrs = plain;
     attrs["kernel"] = std::vector<int64_t>(ws.begin() + 2, ws.end());
     out[1] = b.op("conv_weight_grad", {g, fitSpatial(b, x, reach)}, attrs);
