@@ -386,6 +386,26 @@ Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
   return pointwise(s, b.reshape(summed, xs));
 }
 
+/// embedding_backward(src [M, D], index [M]): src row m went into row
+/// index[m], so its gradient is that row of g: an `embedding` of g by
+/// index (nn.EmbeddingBag's bag sums over ragged bags); rows at
+/// padding_idx were left out, so they get none.
+Grads embeddingBackwardRule(GradientBuilder &b, const GradientStep &s) {
+  Grads out(2);
+  if (!s.wanted[0])
+    return out;
+  std::string rows = b.op("embedding", {s.grad(), s.input(1)});
+  const int64_t padding = intAttr(s.node, "padding_idx", -1);
+  if (padding >= 0) {
+    const int64_t M = b.shape(s.input(1))[0];
+    std::string kept =
+        b.op("ne", {s.input(1)}, {{"value", static_cast<double>(padding)}});
+    rows = b.mul(rows, b.reshape(b.asFloat(kept, b.dtype(rows)), {M, 1}));
+  }
+  out[0] = rows;
+  return out;
+}
+
 RuleTable basicRules() {
   using B = GradientBuilder;
   using S = GradientStep;
@@ -401,6 +421,7 @@ RuleTable basicRules() {
       {"rms_norm", rmsNormRule},
       {"cross_entropy", crossEntropyRule},
       {"embedding", embeddingRule},
+      {"embedding_backward", embeddingBackwardRule},
       {"reshape",
        [](B &b, const S &s) {
          return pointwise(s, b.reshape(s.grad(), b.shape(s.input(0))));
@@ -431,6 +452,13 @@ RuleTable basicRules() {
       {"as_strided", asStridedRule},
       {"sum", [](B &b, const S &s) { return reduceRule(b, s, false); }},
       {"mean", [](B &b, const S &s) { return reduceRule(b, s, true); }},
+      {"cumsum", // each x[i] is in y[i..n-1]: the reverse running sum of g
+       [](B &b, const S &s) {
+         const bool reverse = intAttr(s.node, "reverse", 0) != 0;
+         return pointwise(s, b.op("cumsum", {s.grad()},
+                                  {{"dim", intAttr(s.node, "dim", 0)},
+                                   {"reverse", int64_t{reverse ? 0 : 1}}}));
+       }},
 
   };
 }

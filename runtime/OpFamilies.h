@@ -196,7 +196,8 @@ Shape whereShape(const Shape &cond, const Shape &a, const Shape &b);
 /// floats in float (torch's CPU accumulation types), each result rounded to
 /// the dtype once.
 struct ScanParams {
-  int64_t dim = 0;  // as given: [-rank, rank)
+  int64_t dim = 0;       // as given: [-rank, rank)
+  bool reverse = false;  // sum from the line's end: y[i] = x[i] + ... + x[n-1]
 };
 Shape cumsumShape(const Shape &x, const ScanParams &p);
 

@@ -269,7 +269,9 @@ CastParams castParams(const AttrMap &attrs) {
   return {castDTypeNamed(std::get<std::string>(attrs.at("dtype")))};
 }
 
-ScanParams scanParams(const AttrMap &attrs) { return {intOr(attrs, "dim", 0)}; }
+ScanParams scanParams(const AttrMap &attrs) {
+  return {intOr(attrs, "dim", 0), intOr(attrs, "reverse", 0) != 0};
+}
 
 DropoutParams dropoutParams(const AttrMap &attrs) {
   const int64_t stream = std::get<int64_t>(attrs.at("stream"));

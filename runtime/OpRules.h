@@ -51,7 +51,7 @@ IndexParams indexParams(IndexKind kind, const AttrMap &attrs);
 MoeParams moeParams(const AttrMap &attrs);
 
 /// eq, ne, ...: `value` (the scalar form, one operand), absent with two
-/// operands; cast: `dtype`; cumsum: `dim`.
+/// operands; cast: `dtype`; cumsum: `dim`, `reverse`.
 std::optional<double> compareValue(const plan::OpInfo &info, size_t operands,
                                    const AttrMap &attrs);
 CastParams castParams(const AttrMap &attrs);

@@ -42,19 +42,27 @@ SHARDC_HOST_DEVICE inline int64_t truncateToInt64(double v) {
 
 /// cumsum's lines: x as [outer, n, inner] around `dim` (wrapped); line l's
 /// element j is at (l / inner * n + j) * inner + l % inner (scanLines runs
-/// on the host, the accessors on either side).
+/// on the host, the accessors on either side). A scan visits n elements
+/// from start(l), step() apart: forward from element 0, or (reverse) from
+/// element n - 1 back to 0.
 struct ScanLines {
   int64_t outer = 1, n = 1, inner = 1;
+  bool reverse = false;
   SHARDC_HOST_DEVICE int64_t count() const { return outer * inner; }
   SHARDC_HOST_DEVICE int64_t first(int64_t line) const {
     return (line / inner) * n * inner + line % inner;
   }
+  SHARDC_HOST_DEVICE int64_t start(int64_t line) const {
+    return first(line) + (reverse ? (n - 1) * inner : 0);
+  }
+  SHARDC_HOST_DEVICE int64_t step() const { return reverse ? -inner : inner; }
 };
-inline ScanLines scanLines(const Shape &shape, int64_t dim) {
+inline ScanLines scanLines(const Shape &shape, int64_t dim, bool reverse = false) {
   ScanLines lines;
   const int64_t d0 = wrapDim("cumsum", dim, shape.size());
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
     (d < d0 ? lines.outer : d == d0 ? lines.n : lines.inner) *= shape[d];
+  lines.reverse = reverse;
   return lines;
 }
 

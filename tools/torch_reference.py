@@ -247,6 +247,15 @@ def _moe_experts(a, n):
     return out
 
 
+def _embedding_backward(a, n):
+    """Row v: the sum of the src rows whose index is v (torch's index_add);
+    the padding_idx row none."""
+    src, index = a[0], a[1]
+    if n.get("padding_idx", -1) >= 0:
+        src = src * (index != n["padding_idx"]).to(src.dtype)[:, None]
+    return src.new_zeros([n["rows"]] + list(src.shape[1:])).index_add(0, index, src)
+
+
 _FAMILY = {
     "conv": _conv,
     "topk": lambda a, n: torch.topk(a[0], n["k"], n["dim"],
@@ -286,6 +295,9 @@ _FAMILY = {
     "as_strided": lambda a, n: torch.as_strided(a[0].contiguous(), n["size"], n["stride"],
                                                 n.get("offset", 0)),
     "where": lambda a, n: torch.where(a[0] != 0, a[1], a[2]),
+    "cumsum": lambda a, n: (a[0].flip(n["dim"]).cumsum(n["dim"]).flip(n["dim"])
+                            if n.get("reverse", 0) else a[0].cumsum(n["dim"])),
+    "embedding_backward": _embedding_backward,
     "cast": lambda a, n: a[0].to(_GRAPH_DTYPES[n["dtype"]]),
     "eq": _compare(torch.eq), "ne": _compare(torch.ne), "lt": _compare(torch.lt),
     "le": _compare(torch.le), "gt": _compare(torch.gt), "ge": _compare(torch.ge),

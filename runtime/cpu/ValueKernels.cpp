@@ -97,8 +97,9 @@ void castElement(DType from, const void *x, int64_t i, DType to, void *y) {
     storeFromDouble(to, y, i, v);
 }
 
-/// The running sum of one line: n elements `stride` apart, accumulated in
-/// Acc (torch's CPU accumulation type), each result rounded once.
+/// The running sum of one line: n elements `stride` apart (negative for a
+/// reverse scan), accumulated in Acc (torch's CPU accumulation type), each
+/// result rounded once.
 template <typename Acc>
 void scanLine(DType dtype, const void *x, void *y, int64_t first, int64_t n, int64_t stride) {
   Acc acc = 0;
@@ -271,18 +272,18 @@ void castKernel(const KTensor &x, const KTensor &y, int threads) {
 void cumsumKernel(const ScanParams &p, const KTensor &x, const KTensor &y, int threads) {
   checks::cumsum(p, x, y);
   if (x.numel() == 0) return;
-  const values::ScanLines lines = values::scanLines(x.shape, p.dim);
-  const int64_t n = lines.n, inner = lines.inner;
+  const values::ScanLines lines = values::scanLines(x.shape, p.dim, p.reverse);
+  const int64_t n = lines.n, step = lines.step();
   cpu::parallelTasks(lines.count(), threads, x.numel(), [&](int64_t line) {
-    const int64_t first = lines.first(line);
+    const int64_t first = lines.start(line);
     switch (x.dtype) {
     case DType::I64:
       return scanLineInt64(static_cast<const int64_t *>(x.data), static_cast<int64_t *>(y.data),
-                           first, n, inner);
+                           first, n, step);
     case DType::F32:
-    case DType::F64: return scanLine<double>(x.dtype, x.data, y.data, first, n, inner);
+    case DType::F64: return scanLine<double>(x.dtype, x.data, y.data, first, n, step);
     case DType::BF16:
-    case DType::F16: return scanLine<float>(x.dtype, x.data, y.data, first, n, inner);
+    case DType::F16: return scanLine<float>(x.dtype, x.data, y.data, first, n, step);
     }
   });
 }

@@ -105,11 +105,11 @@ __global__ void castKernel(DType from, const void *x, DType to, void *y, int64_t
   }
 }
 
-/// One thread per line along dim (values::ScanLines).
+/// One thread per line along dim (values::ScanLines: forward or reverse).
 __global__ void cumsumKernel(DType dtype, const void *x, void *y, values::ScanLines lines) {
-  const int64_t n = lines.n, inner = lines.inner;
+  const int64_t n = lines.n, inner = lines.step();
   SHARDC_GRID_LOOP(line, lines.count()) {
-    const int64_t first = lines.first(line);
+    const int64_t first = lines.start(line);
     if (dtype == DType::I64) {
       unsigned long long acc = 0;
       for (int64_t j = 0; j < n; ++j) {
@@ -234,7 +234,7 @@ void dropout(CudaDevice &device, const DropoutParams &p, uint64_t seed, uint64_t
 void cumsum(CudaDevice &device, const ScanParams &p, const KTensor &x, const KTensor &y) {
   checks::cumsum(p, x, y);
   if (x.numel() == 0) return;
-  const values::ScanLines lines = values::scanLines(x.shape, p.dim);
+  const values::ScanLines lines = values::scanLines(x.shape, p.dim, p.reverse);
   device.makeCurrent();
   cumsumKernel<<<gridFor(lines.count()), kThreads, 0, device.stream()>>>(x.dtype, x.data,
                                                                          y.data, lines);

@@ -160,6 +160,25 @@ class TransposedConvNet(nn.Module):
         return (out * weights).mean()
 
 
+class RunningSumNet(nn.Module):
+    """torch.cumsum on the way to the loss: a running mean over a sequence,
+    a reverse running sum (flip, cumsum, flip) and a running sum over
+    features; cumsum's gradient is the reverse running sum of g."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(5, 6)
+
+    def forward(self, x):                                      # [N, T, 5]
+        h = torch.tanh(self.proj(x))
+        steps = torch.arange(1, h.shape[1] + 1, dtype=h.dtype, device=h.device)
+        ahead = h.cumsum(dim=1) / steps[:, None]
+        behind = h.flip(1).cumsum(1).flip(1)
+        out = ahead * behind + h.cumsum(-1)
+        weights = torch.cos(torch.arange(out.numel(), dtype=out.dtype, device=out.device)).reshape(out.shape)
+        return (out * weights).mean()
+
+
 class MixtralLoss(nn.Module):
     """Hugging Face's Mixtral (a mixture of experts: a softmax router picking
     2 of 4 experts per token with topk, the experts exported as one

@@ -644,6 +644,8 @@ std::vector<SuiteCase> suiteCases() {
              {input("c", i64, {3, 1, 5}, 2), input("a", i64, {2, 5}, 100), input("b", i64, {1}, 100)},
              {});
   familyCase("cumsum int64", OpCode::Cumsum, {input("m", i64, {3, 17}, 2)}, {{"dim", int64_t{-1}}});
+  familyCase("cumsum reverse", OpCode::Cumsum, {input("x", f, {4, 6, 3})},
+             {{"dim", int64_t{1}}, {"reverse", int64_t{1}}});
   familyCase("cast int64 to bfloat16", OpCode::Cast, {input("ids", i64, {4, 9}, 1000)},
              {{"dtype", std::string("bfloat16")}});
   familyCase("cast float32 to float16", OpCode::Cast, {input("x", f, {4, 9})},

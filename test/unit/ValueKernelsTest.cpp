@@ -49,9 +49,9 @@ TT cast(const TT &x, DType to) {
   return y;
 }
 
-TT cumsum(const TT &x, int64_t dim, int threads = 2) {
+TT cumsum(const TT &x, int64_t dim, int threads = 2, bool reverse = false) {
   TT y = zeros(x.dtype, x.shape);
-  cumsumKernel({dim}, x.k(), y.k(), threads);
+  cumsumKernel({dim, reverse}, x.k(), y.k(), threads);
   return y;
 }
 
@@ -244,6 +244,39 @@ TEST_CASE("cumsum: int64 wraps, float32 accumulates in double, 16-bit in float",
   // Lines are independent tasks: any thread count, the same bytes.
   const TT r = random(DType::F32, {7, 300, 13}, 3);
   for (int64_t dim : {0, 1, 2}) CHECK(cumsum(r, dim, 1).bytes == cumsum(r, dim, 4).bytes);
+}
+
+TEST_CASE("cumsum reverse: sums from the line's end, in that order", "[values]") {
+  // cumsum's gradient: y[i] = x[i] + ... + x[n-1], torch's
+  // x.flip(d).cumsum(d).flip(d).
+  CHECK(ints(cumsum(fromInts({2, 3}, {1, 2, 3, 4, 5, 6}), 1, 2, true)) ==
+        std::vector<int64_t>{6, 5, 3, 15, 11, 6});
+  CHECK(ints(cumsum(fromInts({2, 3}, {1, 2, 3, 4, 5, 6}), 0, 2, true)) ==
+        std::vector<int64_t>{5, 7, 9, 4, 5, 6});
+  // The order is the reverse one: 100 x 1e-8 then 1 (accumulated in
+  // double, so the small ones survive); the last element is its own.
+  std::vector<double> small(101, double(1e-8f));
+  small[100] = 1;
+  const TT f = cumsum(fromValues(DType::F32, {101}, small), 0, 2, true);
+  double want = 1;
+  for (int k = 0; k < 100; ++k) want += double(1e-8f);
+  CHECK(f.at(0) == double(float(want)));
+  CHECK(f.at(100) == 1.0);
+  // Reversing a reversed line's scan is the forward scan of the line.
+  const TT r = random(DType::F32, {7, 30, 13}, 5);
+  for (int64_t dim : {0, 1, 2}) {
+    const TT back = cumsum(r, dim, 1, true);
+    CHECK(back.bytes == cumsum(r, dim, 3, true).bytes);
+    const Shape &s = r.shape;
+    const int64_t d = dim, inner = d == 2 ? 1 : d == 1 ? s[2] : s[1] * s[2];
+    // element 0 of each line holds the line's whole sum, as the forward
+    // scan's last element does (the same values, other order: close).
+    const TT fwd = cumsum(r, dim);
+    for (int64_t line = 0; line < r.numel() / s[d]; ++line) {
+      const int64_t first = (line / inner) * s[d] * inner + line % inner;
+      CHECK(std::abs(back.at(first) - fwd.at(first + (s[d] - 1) * inner)) <= 1e-5);
+    }
+  }
 }
 
 TEST_CASE("int64 add, sub, mul wrap as torch; div refuses integers", "[values]") {
