@@ -12,8 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace shardc::runtime {
@@ -113,21 +114,64 @@ void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, 
   });
 }
 
+namespace {
+
+/// The M reads in order of their row, each row's in increasing m (a
+/// stable sort). A counting sort where the table's rows are few next to the
+/// reads (O(M + rows): an embedding table's or bag sums' gradient); a
+/// comparison sort where they are not (O(M) memory whatever the rows: a
+/// gather's gradient over a vocabulary of logits). The same order either way.
+std::vector<int64_t> readsByRow(const int64_t *idx, int64_t M, int64_t rows) {
+  std::vector<int64_t> order(static_cast<size_t>(M));
+  if (rows <= 4 * M + 65536) {
+    std::vector<int64_t> start(static_cast<size_t>(rows) + 1, 0);
+    for (int64_t m = 0; m < M; ++m) ++start[static_cast<size_t>(idx[m]) + 1];
+    for (int64_t v = 0; v < rows; ++v) start[v + 1] += start[v];
+    for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(start[idx[m]]++)] = m;
+    return order;
+  }
+  for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(m)] = m;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  return order;
+}
+
+/// y[v] = the rows order[first..last) of src summed in that order in double,
+/// rounded once to y's dtype. T: src's and y's element type, or void for
+/// any dtype through loadAsDouble / storeFromDouble.
+template <typename T>
+void sumRows(const KTensor &src, const KTensor &y, const std::vector<int64_t> &order, int64_t first,
+             int64_t last, int64_t v, int64_t D, std::vector<double> &sum) {
+  sum.assign(static_cast<size_t>(D), 0.0);
+  for (int64_t k = first; k < last; ++k) {
+    const int64_t row = order[static_cast<size_t>(k)] * D;
+    if constexpr (std::is_void_v<T>) {
+      for (int64_t c = 0; c < D; ++c) sum[c] += loadAsDouble(src.dtype, src.data, row + c);
+    } else {
+      const T *in = static_cast<const T *>(src.data) + row;
+      for (int64_t c = 0; c < D; ++c) sum[c] += static_cast<double>(in[c]);
+    }
+  }
+  if constexpr (std::is_void_v<T>) {
+    for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
+  } else {
+    T *out = static_cast<T *>(y.data) + v * D;
+    for (int64_t c = 0; c < D; ++c) out[c] = static_cast<T>(sum[c]);
+  }
+}
+
+}  // namespace
+
 void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTensor &index,
                              const KTensor &y, int threads) {
   checks::embeddingBackward(p, src, index, y);
   const int64_t M = src.shape[0], D = src.shape[1];
   const int64_t *idx = static_cast<const int64_t *>(index.data);
   checks::embeddingIndices(p, idx, M);  // indices are data: checked before any sum
-  // The reads sorted by row, each row's in increasing m (a stable sort of
-  // the M reads: O(M) memory whatever the table's rows, a gather's gradient
-  // over a vocabulary of logits included), then each task sums one row's
-  // reads: every output element is the same sum in the same order, whatever
-  // the thread count. Rows nobody reads, and padding_idx, are zeros.
-  std::vector<int64_t> order(static_cast<size_t>(M));
-  for (int64_t m = 0; m < M; ++m) order[static_cast<size_t>(m)] = m;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  // The reads sorted by row, then each task sums one row's reads: every
+  // output element is the same sum in the same order, whatever the thread
+  // count. Rows nobody reads, and padding_idx, are zeros.
+  const std::vector<int64_t> order = readsByRow(idx, M, p.rows);
   std::vector<int64_t> groups;  // the first read of each distinct row
   for (int64_t k = 0; k < M; ++k)
     if (k == 0 || idx[order[k]] != idx[order[k - 1]]) groups.push_back(k);
@@ -143,10 +187,13 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
   cpu::parallelTasks(rowsRead, threads, M * D, [&](int64_t g) {
     const int64_t v = idx[order[groups[g]]];
     if (v == p.paddingIdx) return;
-    std::vector<double> sum(static_cast<size_t>(D), 0.0);
-    for (int64_t k = groups[g]; k < groups[g + 1]; ++k)
-      for (int64_t c = 0; c < D; ++c) sum[c] += loadAsDouble(src.dtype, src.data, order[k] * D + c);
-    for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, y.data, v * D + c, sum[c]);
+    thread_local std::vector<double> sum;  // reused: no allocation per row
+    const int64_t first = groups[g], last = groups[g + 1];
+    switch (src.dtype) {
+    case DType::F32: return sumRows<float>(src, y, order, first, last, v, D, sum);
+    case DType::F64: return sumRows<double>(src, y, order, first, last, v, D, sum);
+    default: return sumRows<void>(src, y, order, first, last, v, D, sum);
+    }
   });
 }
 

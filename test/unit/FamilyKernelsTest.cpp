@@ -1002,6 +1002,19 @@ TEST_CASE("embedding_backward sums rows by index, in order, and checks its indic
       INFO("row " << v << " column " << c);
       CHECK(std::abs(one.at(v * 37 + c) - want) <= std::ldexp(std::abs(want), -8) + 1e-30);
     }
+  // A table of few rows next to the reads is sorted by counting, one of many
+  // by comparison: the same order, so the same bytes (float32 and the
+  // generic path's bfloat16).
+  for (DType dt : {DType::F32, DType::BF16}) {
+    TT rows = random(dt, {300, 37}, 4);
+    IndexParams wide;
+    wide.rows = 4 * 300 + 65536 + 1;
+    TT few = zeros(dt, {11, 37}), many = zeros(dt, {wide.rows, 37});
+    embeddingBackwardKernel(q, rows.k(), index.k(), few.k(), 3);
+    embeddingBackwardKernel(wide, rows.k(), index.k(), many.k(), 3);
+    many.bytes.resize(few.bytes.size());
+    CHECK(few.bytes == many.bytes);
+  }
   TT bad = fromValues(DType::I64, {5}, {0, 4, 1, -1, 2});
   CHECK_THROWS_WITH(embeddingBackwardKernel(p, src.k(), bad.k(), y.k(), 1),
                     "embedding_backward: index 4 at element 1 is out of range for 4 rows");

@@ -1013,46 +1013,6 @@ def embedding(self, node, weight, ids, padding_idx=-1, *rest):
     return self.emit(node, "embedding", [weight, ids], node.meta["val"], **extra)
 
 
-def embedding_bag(self, node, weight, indices, offsets, scale_grad_by_freq=False, mode=0,
-                  sparse=False, per_sample_weights=None, include_last_offset=False,
-                  padding_idx=-1):
-    """nn.EmbeddingBag on a 2-d input (bags of one size: F.embedding_bag
-    passes the flattened ids and offsets 0, L, 2L, ... as a constant): the
-    rows of `embedding` as [B, L, D], times per_sample_weights where given,
-    then `sum` (mode 0), `mean` (1) or `amax` (2) over each bag. Results 1-3
-    (offset2bag, bag sizes, max indices) feed only torch's backward."""
-    weight, indices = self.tensor(node, weight), self.tensor(node, indices)
-    if scale_grad_by_freq:
-        self.fail(node, "embedding_bag with scale_grad_by_freq has no graph form")
-    if padding_idx is not None and int(padding_idx) >= 0:
-        self.fail(node, "embedding_bag with padding_idx (rows left out of each bag) has no "
-                  "graph form")
-    starts = offsets.t.tolist() if isinstance(offsets, hf.Const) else None
-    count = indices.shape[0]
-    if starts is not None and include_last_offset:
-        starts = starts[:-1] if starts and starts[-1] == count else None
-    size = starts[1] - starts[0] if starts and len(starts) > 1 else count
-    if not starts or size <= 0 or starts != list(range(0, count, size)):
-        self.fail(node, "embedding_bag with offsets computed in forward or bags of different "
-                  "sizes has no graph form; give a 2-d input [bags, size]")
-    out = node.meta["val"][0]
-    bags, dim = len(starts), weight.shape[1]
-    rows = self.emit(node, "embedding", [weight, indices],
-                     torch.empty([count, dim], dtype=out.dtype, device="meta"))
-    rows = self.emit(node, "reshape", [rows],
-                     torch.empty([bags, size, dim], dtype=out.dtype, device="meta"),
-                     shape=[bags, size, dim])
-    if per_sample_weights is not None:
-        w = self.tensor(node, per_sample_weights, "per_sample_weights")
-        w = self.emit(node, "reshape", [w], torch.empty([bags, size, 1], dtype=out.dtype,
-                                                        device="meta"), shape=[bags, size, 1])
-        rows = self.emit(node, "mul", [rows, w], rows.val)
-    reduce = {0: "sum", 1: "mean", 2: "amax"}[int(mode)]
-    y = self.emit(node, reduce, [rows], out, dims=[1], keepdim=0)
-    why = "value no graph op produces: embedding_bag's result %d, read only by its backward"
-    return Multi([y] + [Unusable(why % i) for i in (1, 2, 3)])
-
-
 def trilinear(self, node, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
     """aten._trilinear as F.bilinear calls it (nn.Bilinear):
     y[n, k] = sum_i sum_j x1[n, i] W[k, i, j] x2[n, j], x1 [N, I], W [K, I, J],
@@ -1567,9 +1527,7 @@ RULES = {
     aten.native_layer_norm.default: layer_norm,
     aten.scaled_dot_product_attention.default: sdpa,
     aten.embedding.default: embedding,
-    aten._embedding_bag.default: embedding_bag,
     aten._trilinear.default: trilinear,
-    aten._embedding_bag_forward_only.default: embedding_bag,
     aten.cat.default: cat,
     aten.split_with_sizes.default: split,
     # torch.export's own check of a .to()'s operand: nothing to compute
@@ -1647,3 +1605,7 @@ RULES.update(aten_views.rules(aten))
 
 # ---- integer values, comparisons, dtype conversion (RoBERTa, mixed precision) ---
 RULES.update(aten_values.rules(aten))
+
+# ---- embedding bags (DLRM's sparse features) ------------------------------------
+from . import aten_bags  # noqa: E402
+RULES.update(aten_bags.rules(aten))

@@ -49,7 +49,8 @@ _NOT_FOLDED = {aten.rand.default, aten.randn.default, aten.randint.low,
 _FACTORIES = {aten.arange.default, aten.arange.start, aten.arange.start_step,
               aten.full.default, aten.zeros.default, aten.ones.default,
               aten.scalar_tensor.default, aten.empty.memory_format,
-              aten.empty_permuted.default}
+              aten.empty_permuted.default, aten.tril_indices.default,
+              aten.triu_indices.default}
 # Elements a folded constant may have when it has to be kept whole (bounded data).
 MAX_CONST_ELEMENTS = 1 << 24
 
