@@ -77,6 +77,8 @@ DEFAULT = [
     "torchvision swin3d_t", "torchvision mvit_v1_b", "torchvision mvit_v2_s",
     "torchvision fcn_resnet50", "torchvision deeplabv3_mobilenet_v3_large",
     "torchvision lraspp_mobilenet_v3_large",
+    # optical flow (grid_sample's gradient)
+    "torchvision raft_small", "torchvision raft_large",
 ]
 
 
@@ -301,6 +303,10 @@ with torch.no_grad():
         if k in state: state[k].copy_(v.double())
 inputs = {k: (v.double() if v.is_floating_point() else v)
           for k, v in tr.read_safetensors(%(inputs)r).items()}
+# Tensors forward builds itself in float64 too, RAFT's coordinate grids
+# included (torch.arange(...).float()).
+torch.set_default_dtype(torch.float64)
+torch.Tensor.float = lambda self, *args, **kwargs: self.to(torch.float64)
 loss = model(**inputs)
 names = [n for n, _ in model.named_parameters()]
 grads = torch.autograd.grad(loss, [p for _, p in model.named_parameters()], allow_unused=True)

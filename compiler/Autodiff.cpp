@@ -19,13 +19,17 @@ std::string joined(const std::vector<std::string> &names) {
 }
 
 /// Which values carry a gradient: those computed in floating point from a
-/// parameter (buffers and inputs are constants to the loss).
+/// parameter (buffers and inputs are constants to the loss), not through a
+/// `detach` (torch's x.detach(): a constant too, so nothing computed from
+/// it alone needs a gradient, or a rule).
 std::set<std::string> dependOnParameters(const Graph &graph) {
   std::set<std::string> result;
   for (const GraphParam &param : graph.params)
     if (!param.isBuffer && isFloating(param.dtype))
       result.insert(param.name);
   for (const GraphNode &node : graph.nodes) {
+    if (node.op == "detach")
+      continue;
     bool depends = false;
     for (const std::string &input : node.inputs)
       depends |= result.count(input) != 0;

@@ -10,7 +10,7 @@
 // gradient and the input.
 // Average pooling scatters its gradient back with a transposed convolution
 // by a one-hot kernel (col2im); max pooling's is the op table's
-// max_pool_backward.
+// max_pool_backward, grid sampling's grid_sample_backward.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GradientRuleSets.h"
@@ -350,6 +350,32 @@ Grads adaptiveMaxPoolRule(GradientBuilder &b, const GradientStep &s) {
       s, b.op("max_pool_backward", {s.input(0), s.grad()}, attributes));
 }
 
+/// grid_sample: grid_sample_backward with the sampling's own attributes,
+/// once per wanted operand: the input's gradient (each output's gradient
+/// scattered onto the taps it read) and the grid's (the bilinear mix's
+/// slope; RAFT detaches its grid, a spatial transformer learns it).
+Grads gridSampleRule(GradientBuilder &b, const GradientStep &s) {
+  json attributes = json::object();
+  for (const char *name : {"mode", "padding_mode", "align_corners"})
+    if (auto it = s.node.attrs.find(name); it != s.node.attrs.end())
+      std::visit([&](const auto &value) { attributes[name] = value; },
+                 it->second);
+  Grads out(2);
+  const bool nearest = attributes.value("mode", "bilinear") == "nearest";
+  for (size_t k = 0; k < 2; ++k) {
+    if (!s.wanted[k])
+      continue;
+    if (k == 1 && nearest) { // a rounded position is flat in the grid
+      out[k] = b.zeros(b.shape(s.input(1)), b.dtype(s.input(1)));
+      continue;
+    }
+    attributes["wrt"] = k == 0 ? "input" : "grid";
+    out[k] = b.op("grid_sample_backward", {s.input(0), s.input(1), s.grad()},
+                  attributes);
+  }
+  return out;
+}
+
 } // namespace
 
 RuleTable imageRules() {
@@ -359,7 +385,8 @@ RuleTable imageRules() {
           {"max_pool", maxPoolRule},
           {"avg_pool", avgPoolRule},
           {"adaptive_avg_pool", adaptiveAvgPoolRule},
-          {"adaptive_max_pool", adaptiveMaxPoolRule}};
+          {"adaptive_max_pool", adaptiveMaxPoolRule},
+          {"grid_sample", gridSampleRule}};
 }
 
 } // namespace shardc::compiler::gradients

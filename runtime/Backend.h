@@ -176,6 +176,9 @@ struct Region {
                        const KTensor &x, const KTensor &step, const KTensor &y) SUFFIX;      \
   VIRTUAL void gridSample(const SampleParams &p, const KTensor &x, const KTensor &grid,      \
                           const KTensor &y) SUFFIX;                                          \
+  VIRTUAL void gridSampleBackward(const SampleParams &p, SampleGrad wrt, const KTensor &x,   \
+                                  const KTensor &grid, const KTensor &grad,                  \
+                                  const KTensor &y) SUFFIX;                                  \
   VIRTUAL void allReduceSum(Communicator &comm, const KTensor &x, const KTensor &y,          \
                             std::byte *work) SUFFIX;                                         \
   VIRTUAL void reduceScatter(Communicator &comm, const KTensor &full, const KTensor &shard,  \

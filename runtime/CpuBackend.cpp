@@ -193,6 +193,10 @@ void CpuBackend::gridSample(const SampleParams &p, const KTensor &x, const KTens
                             const KTensor &y) {
   gridSampleKernel(p, x, grid, y, threads_);
 }
+void CpuBackend::gridSampleBackward(const SampleParams &p, SampleGrad wrt, const KTensor &x,
+                                    const KTensor &grid, const KTensor &grad, const KTensor &y) {
+  gridSampleBackwardKernel(p, wrt, x, grid, grad, y, threads_);
+}
 
 void CpuBackend::allReduceSum(Communicator &comm, const KTensor &x, const KTensor &y,
                               std::byte *work) {

@@ -115,6 +115,10 @@ void Backend::dropout(const DropoutParams &, uint64_t, uint64_t, const KTensor &
 void Backend::gridSample(const SampleParams &, const KTensor &, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Sample);
 }
+void Backend::gridSampleBackward(const SampleParams &, SampleGrad, const KTensor &, const KTensor &,
+                                 const KTensor &, const KTensor &) {
+  noKernel(OpCode::GridSampleBackward);
+}
 void Backend::allReduceSum(Communicator &, const KTensor &, const KTensor &, std::byte *) {
   noKernel(OpFamily::AllReduce);
 }
@@ -570,6 +574,9 @@ private:
       return backend_.allReduceSum(comm_, in[0], y, work.data());
     }
     case OpFamily::Sample:
+      if (inst.op == OpCode::GridSampleBackward)
+        return backend_.gridSampleBackward(sampleParams(inst.attrs), sampleGradWrt(inst.attrs),
+                                           in[0], in[1], in[2], y);
       return backend_.gridSample(sampleParams(inst.attrs), in[0], in[1], y);
     case OpFamily::View:  // the strided copy every backend has (strided_copy's)
       return backend_.stridedCopy(in[0], *attrList(inst, "stride"), attrIntOr(inst, "offset", 0),

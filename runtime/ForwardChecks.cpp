@@ -367,6 +367,17 @@ void gridSample(const KTensor &x, const KTensor &grid, const KTensor &y) {
   expectResult(op, y, gridSampleShape(x.shape, grid.shape), x.dtype);
 }
 
+void gridSampleBackward(SampleGrad wrt, const KTensor &x, const KTensor &grid, const KTensor &grad,
+                        const KTensor &y) {
+  const char *op = "grid_sample_backward";
+  if (!isFloatStorage(x.dtype) && x.dtype != DType::F64)
+    fail(op, std::string("x is ") + plan::dtypeName(x.dtype) +
+                 "; expects float32, float64, bfloat16 or float16");
+  expectDType(op, "grid", grid, x.dtype);
+  expectDType(op, "grad", grad, x.dtype);
+  expectResult(op, y, gridSampleBackwardShape(x.shape, grid.shape, grad.shape, wrt), x.dtype);
+}
+
 void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y) {
   expectResult("cumsum", y, cumsumShape(x.shape, p), x.dtype);
 }

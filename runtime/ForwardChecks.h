@@ -126,6 +126,10 @@ void cumsum(const ScanParams &p, const KTensor &x, const KTensor &y);
 void dropout(const DropoutParams &p, const KTensor &x, const KTensor &step, const KTensor &y);
 /// grid_sample: x and grid one float dtype, y of x's dtype and gridSampleShape.
 void gridSample(const KTensor &x, const KTensor &grid, const KTensor &y);
+/// grid_sample_backward: x, grid and grad one float dtype, y of x's dtype
+/// and gridSampleBackwardShape.
+void gridSampleBackward(SampleGrad wrt, const KTensor &x, const KTensor &grid, const KTensor &grad,
+                        const KTensor &y);
 
 /// sgd_step and adamw_step (runtime/Optimizers.h): a floating param
 /// (float64 too); the gradient and each state tensor of its dtype and

@@ -480,6 +480,15 @@ Shape gridSampleShape(const Shape &x, const Shape &grid) {
   return {x[0], x[1], grid[1], grid[2]};
 }
 
+Shape gridSampleBackwardShape(const Shape &x, const Shape &grid, const Shape &grad,
+                              SampleGrad wrt) {
+  const Shape forward = gridSampleShape(x, grid);
+  if (grad != forward)
+    fail("grid_sample_backward", "grad must have grid_sample's shape " + shapeToString(forward) +
+                                     ", got " + shapeToString(grad));
+  return wrt == SampleGrad::Input ? x : grid;
+}
+
 Shape dropoutShape(const Shape &x, const Shape &step, const DropoutParams &p) {
   if (!step.empty())
     checks::fail("dropout", "the step counter (operand 1) must be 0-d, got " + shapeToString(step));

@@ -241,6 +241,12 @@ struct SampleParams {
   bool alignCorners = false;
 };
 Shape gridSampleShape(const Shape &x, const Shape &grid);
+/// grid_sample_backward: given grad [N, C, Ho, Wo], the gradient of
+/// grid_sample(x, grid) with respect to x (`wrt` "input", x's shape) or to
+/// the grid (`wrt` "grid", the grid's shape): torch's
+/// grid_sampler_2d_backward.
+enum class SampleGrad { Input, Grid };
+Shape gridSampleBackwardShape(const Shape &x, const Shape &grid, const Shape &grad, SampleGrad wrt);
 
 // ---- a mixture of experts' experts -----------------------------------------------
 

@@ -173,6 +173,8 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     return cumsumShape(in[0].shape, scanParams(attrs));
   case OpFamily::Sample:
     sampleParams(attrs);  // checks the names
+    if (info.code == plan::OpCode::GridSampleBackward)
+      return gridSampleBackwardShape(in[0].shape, in[1].shape, in[2].shape, sampleGradWrt(attrs));
     return gridSampleShape(in[0].shape, in[1].shape);
   case OpFamily::Random: return dropoutShape(in[0].shape, in[1].shape, dropoutParams(attrs));
   case OpFamily::AllReduce: return in[0].shape;
@@ -301,6 +303,14 @@ SampleParams sampleParams(const AttrMap &attrs) {
                                 "got \"" + padding + "\"");
   p.alignCorners = flag("grid_sample", attrs, "align_corners", false);
   return p;
+}
+
+SampleGrad sampleGradWrt(const AttrMap &attrs) {
+  auto it = attrs.find("wrt");
+  const std::string wrt = it == attrs.end() ? "" : std::get<std::string>(it->second);
+  if (wrt == "input") return SampleGrad::Input;
+  if (wrt == "grid") return SampleGrad::Grid;
+  checks::fail("grid_sample_backward", "wrt must be \"input\" or \"grid\", got \"" + wrt + "\"");
 }
 
 UnaryArgs unaryArgs(UnaryOp op, const AttrMap &attrs) {

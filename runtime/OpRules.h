@@ -61,6 +61,8 @@ DropoutParams dropoutParams(const AttrMap &attrs);
 /// "zeros" (default), "border" or "reflection", `align_corners` 0 (default)
 /// or 1; other names fail listing the known ones.
 SampleParams sampleParams(const AttrMap &attrs);
+/// grid_sample_backward's `wrt`: "input" or "grid".
+SampleGrad sampleGradWrt(const AttrMap &attrs);
 
 struct UnaryArgs {
   double a = 0, b = 0;

@@ -61,6 +61,37 @@ template <typename Real> struct SourceAxis {
     if (padding == SamplePadding::Reflection) return clip(reflect(at));
     return at;
   }
+  /// source(in), and in `slope` its derivative by in (the backward's grid
+  /// gradient): unnormalize's scale, times -1 where reflection mirrors and
+  /// 0 where a clip holds the position at an edge (torch's
+  /// *_coordinates_set_grad).
+  SHARDC_HOST_DEVICE Real source(Real in, Real &slope) const {
+    slope = alignCorners ? static_cast<Real>(size - 1) / 2 : static_cast<Real>(size) / 2;
+    Real at = unnormalize(in);
+    if (padding == SamplePadding::Zeros) return at;
+    if (padding == SamplePadding::Reflection) at = reflect(at, slope);
+    // torch's clip_coordinates_set_grad: no slope at or past either edge.
+    if (at <= Real(0) || at >= static_cast<Real>(size - 1)) slope = Real(0);
+    return clip(at);
+  }
+  /// reflect(in), its slope multiplied by -1 where the mirror image runs
+  /// backwards (a mirrored half period; at a period's middle, as torch's
+  /// odd flip count, the backward half).
+  SHARDC_HOST_DEVICE Real reflect(Real in, Real &slope) const {
+    const Real twiceSpan = static_cast<Real>(alignCorners ? (size - 1) * 2 : size * 2);
+    if (twiceSpan <= 0) {
+      slope = Real(0);
+      return Real(0);
+    }
+    const Real shift = alignCorners ? Real(0) : Real(0.5);
+    const Real shifted = in + shift, absIn = absOf(shifted);
+    const Real doubleFlips = truncOf(absIn / twiceSpan);
+    const Real extra = absIn - doubleFlips * twiceSpan;
+    const Real back = twiceSpan - extra;
+    const Real sign = shifted < Real(0) ? Real(-1) : Real(1);
+    slope *= extra < back ? sign : -sign;
+    return (extra < back ? extra : back) - shift;
+  }
   /// Whether integer position i (held as a Real, so NaN and huge values
   /// compare safely) is inside the axis.
   SHARDC_HOST_DEVICE bool inside(Real i) const {
@@ -75,6 +106,7 @@ template <typename Real> struct BilinearTaps {
   int64_t ix = 0, iy = 0;
   bool nw = false, ne = false, sw = false, se = false;
   Real wNW = 0, wNE = 0, wSW = 0, wSE = 0;
+  Real fracX = 0, fracY = 0;  // the position's distance east and south of the north-west tap
 };
 template <typename Real>
 SHARDC_HOST_DEVICE inline BilinearTaps<Real> bilinearTaps(const SourceAxis<Real> &ax,
@@ -87,6 +119,8 @@ SHARDC_HOST_DEVICE inline BilinearTaps<Real> bilinearTaps(const SourceAxis<Real>
   t.wNE = s * w;
   t.wSW = n * e;
   t.wSE = n * w;
+  t.fracX = w;
+  t.fracY = n;
   const bool west = ax.inside(xw), east = ax.inside(xw + Real(1));
   const bool north = ay.inside(yn), south = ay.inside(yn + Real(1));
   t.nw = north && west;

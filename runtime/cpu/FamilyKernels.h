@@ -86,6 +86,11 @@ void dropoutKernel(const DropoutParams &p, uint64_t seed, uint64_t offset, const
 /// at grid [N, Ho, Wo, 2] (runtime/OpFamilies.h).
 void gridSampleKernel(const SampleParams &p, const KTensor &x, const KTensor &grid,
                       const KTensor &y, int threads);
+/// grid_sample's gradient (SampleBackwardKernels.cpp): given grad, the
+/// gradient of grid_sample(x, grid) with respect to x or to the grid.
+void gridSampleBackwardKernel(const SampleParams &p, SampleGrad wrt, const KTensor &x,
+                              const KTensor &grid, const KTensor &grad, const KTensor &y,
+                              int threads);
 
 /// y may alias x.
 void unaryKernel(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y,

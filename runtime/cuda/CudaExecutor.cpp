@@ -235,6 +235,10 @@ void CudaBackend::maxPoolBackward(const PoolParams &p, const KTensor &x, const K
                                   const KTensor &dx) {
   Backend::maxPoolBackward(p, x, grad, dx);  // no kernel: kCudaUnsupportedOps
 }
+void CudaBackend::gridSampleBackward(const SampleParams &p, SampleGrad wrt, const KTensor &x,
+                                     const KTensor &grid, const KTensor &grad, const KTensor &y) {
+  Backend::gridSampleBackward(p, wrt, x, grid, grad, y);  // no kernel: kCudaUnsupportedOps
+}
 void CudaBackend::moeExpertsHidden(const KTensor &x, const KTensor &index, const KTensor &gateUp,
                                    const KTensor &y, std::byte *workspace) {
   Backend::moeExpertsHidden(x, index, gateUp, y, workspace);  // no kernel: kCudaUnsupportedOps

@@ -15,7 +15,9 @@
 // CUDA one would regroup the routed rows as CudaMoe.cu does and run the backward's GEMMs through
 // cuBLAS, and it is not written until a GPU can run it. Nor is max_pool_backward's (2026-12-05): a
 // deterministic one would have each input element sum, in output order, the gradients of the
-// windows whose maximum it holds.
+// windows whose maximum it holds. grid_sample_backward's neither (2026-12-06): its input
+// gradient scatters each output's taps, so a deterministic kernel would sort the taps by the
+// pixel they land on, as the CPU kernel's one task per plane does in output order.
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -24,8 +26,9 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 5> kCudaUnsupportedOps{
-    plan::OpCode::GradNorm, plan::OpCode::MoeExpertsBackward, plan::OpCode::MoeExpertsHidden,
-    plan::OpCode::MoeExpertsGatedGrad, plan::OpCode::MaxPoolBackward};
+inline constexpr std::array<plan::OpCode, 6> kCudaUnsupportedOps{
+    plan::OpCode::GradNorm,         plan::OpCode::MoeExpertsBackward,
+    plan::OpCode::MoeExpertsHidden, plan::OpCode::MoeExpertsGatedGrad,
+    plan::OpCode::MaxPoolBackward,  plan::OpCode::GridSampleBackward};
 
 }  // namespace shardc::runtime::cuda

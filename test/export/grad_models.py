@@ -179,6 +179,36 @@ class RunningSumNet(nn.Module):
         return (out * weights).mean()
 
 
+class SampledNet(nn.Module):
+    """F.grid_sample on the way to the loss: a spatial transformer (a
+    learned affine theta, F.affine_grid, reflection padding: the grid's
+    gradient reaches theta) and flow lookups of features at that grid plus
+    a learned offset: bilinear with border padding and align_corners;
+    nearest (flat in the grid); and bilinear at the detached grid, as RAFT
+    detaches its coordinates (only the features' gradient)."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Linear(3 * 8 * 8, 6)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.flow = nn.Conv2d(4, 2, 3, padding=1)
+
+    def forward(self, x):                                      # [N, 3, 8, 8]
+        eye = torch.eye(2, 3, device=x.device)
+        theta = eye + 0.3 * torch.tanh(self.loc(x.flatten(1))).view(-1, 2, 3)
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        a = F.grid_sample(x, grid, padding_mode="reflection", align_corners=False)
+        f = torch.tanh(self.conv(a))
+        offset = 0.4 * torch.tanh(self.flow(f)).permute(0, 2, 3, 1)
+        moved = grid + offset
+        b = F.grid_sample(f, moved, padding_mode="border", align_corners=True)
+        c = F.grid_sample(f, moved, mode="nearest", align_corners=False)
+        d = F.grid_sample(f, moved.detach(), align_corners=False)
+        out = torch.cat([b, c, d], dim=1)
+        weights = torch.cos(torch.arange(out.numel(), dtype=out.dtype, device=out.device)).reshape(out.shape)
+        return (out * weights).mean()
+
+
 class MixtralLoss(nn.Module):
     """Hugging Face's Mixtral (a mixture of experts: a softmax router picking
     2 of 4 experts per token with topk, the experts exported as one

@@ -588,6 +588,10 @@ std::vector<SuiteCase> suiteCases() {
         break;
       case OpFamily::Sample:  // positions in [-1, 1]: between pixels and at the edges
         in = {input("x", dt, {2, 3, 5, 6}), input("grid", dt, {2, 4, 3, 2})};
+        if (info.code == OpCode::GridSampleBackward) {  // and that sampling's gradient
+          in.push_back(input("g", dt, {2, 3, 4, 3}));
+          attrs = {{"wrt", std::string("input")}};
+        }
         break;
       case OpFamily::Random: {  // dropout at step 5, a data-parallel rank's offset
         HostTensor step{"step", DType::F32, {}, {}};
@@ -723,6 +727,12 @@ std::vector<SuiteCase> suiteCases() {
   familyCase("max_pool_backward 1d dilated", OpCode::MaxPoolBackward,
              {input("x", f, {2, 3, 11}), input("g", f, {2, 3, 5})},
              {{"kernel", L{3}}, {"stride", L{2}}, {"padding", L{1}}, {"dilation", L{2}}});
+  // grid_sample's gradient with respect to the grid, by every padding
+  for (const char *padding : {"zeros", "border", "reflection"})
+    familyCase(
+        std::string("grid_sample_backward grid ") + padding, OpCode::GridSampleBackward,
+        {input("x", f, {1, 2, 4, 5}), input("grid", f, {1, 3, 3, 2}), input("g", f, {1, 2, 3, 3})},
+        {{"wrt", std::string("grid")}, {"padding_mode", std::string(padding)}});
   familyCase("adaptive_max_pool 1d", OpCode::AdaptiveMaxPool, {input("x", f, {3, 10})},
              {{"output_size", L{4}}});
   familyCase("group_norm 4d", OpCode::GroupNorm, {input("x", f, {2, 4, 3, 5})},
