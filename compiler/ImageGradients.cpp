@@ -278,7 +278,52 @@ Grads maxPoolRule(GradientBuilder &b, const GradientStep &s) {
       s, b.op("max_pool_backward", {s.input(0), s.grad()}, attributes));
 }
 
-/// avg_pool: each window's gradient spread evenly over its positions.
+/// A constant [n] holding `values` (int64 counts, exact in any float
+/// dtype), as one `cat` of fills, a fill per run of equal values: pooling
+/// divisors differ only at the edges, so the runs are few.
+std::string runsOf(GradientBuilder &b, const std::vector<int64_t> &values,
+                   plan::DType dtype) {
+  std::vector<std::string> runs;
+  for (size_t start = 0, end; start < values.size(); start = end) {
+    for (end = start; end < values.size() && values[end] == values[start];)
+      ++end;
+    runs.push_back(b.filled({static_cast<int64_t>(end - start)}, dtype,
+                            static_cast<double>(values[start])));
+  }
+  return runs.size() == 1 ? runs[0] : b.op("cat", runs, {{"dim", int64_t{0}}});
+}
+
+/// avg_pool's divisor per output position, [out...] (torch's avg_pool
+/// kernels): per dim the window's extent, clipped to the padded input (a
+/// ceil_mode window overhangs it) and, without count_include_pad, to the
+/// input itself; the product over the dims.
+std::string poolDivisors(GradientBuilder &b, const GradientStep &s,
+                         const Windows &w, const Shape &xs, const Shape &ys,
+                         plan::DType dtype) {
+  const bool countPad = intAttr(s.node, "count_include_pad", 1) != 0;
+  const size_t dims = w.kernel.size();
+  std::string divisor;
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t X = xs[2 + d], P = w.pad[d];
+    std::vector<int64_t> counts;
+    for (int64_t o = 0; o < ys[2 + d]; ++o) {
+      const int64_t start = o * w.stride[d] - P;
+      const int64_t end = std::min(start + w.kernel[d], X + P);
+      counts.push_back(countPad
+                           ? end - start
+                           : std::min(end, X) - std::max(start, int64_t{0}));
+    }
+    Shape along(dims, 1);
+    along[d] = ys[2 + d];
+    std::string factor = b.reshape(runsOf(b, counts, dtype), along);
+    divisor = divisor.empty() ? factor : b.mul(divisor, factor);
+  }
+  return divisor;
+}
+
+/// avg_pool: each window's gradient spread evenly over its positions: g
+/// divided by the window's count (divisor_override, else one count for
+/// windows of one size, else poolDivisors' per position), then col2im.
 Grads avgPoolRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &xs = b.shape(s.input(0)), &ys = b.shape(s.result());
   Windows w = poolWindows(s);
@@ -290,14 +335,13 @@ Grads avgPoolRule(GradientBuilder &b, const GradientStep &s) {
     ragged |=
         (ys[2 + d] - 1) * w.stride[d] + w.kernel[d] > xs[2 + d] + 2 * w.pad[d];
   }
+  std::string g;
   if (!divisor &&
       (ragged || (padded && !intAttr(s.node, "count_include_pad", 1))))
-    unsupported(
-        s,
-        "takes windows of one size (no ceil_mode overhang, and padding counted "
-        "with count_include_pad)");
-  std::string g = b.scale(
-      s.grad(), 1.0 / static_cast<double>(divisor ? divisor : w.count()));
+    g = b.div(s.grad(), poolDivisors(b, s, w, xs, ys, b.dtype(s.grad())));
+  else
+    g = b.scale(s.grad(),
+                1.0 / static_cast<double>(divisor ? divisor : w.count()));
   Shape one = ys;
   one.insert(one.begin() + 2, 1);
   Shape all = one;
@@ -306,17 +350,60 @@ Grads avgPoolRule(GradientBuilder &b, const GradientStep &s) {
       s, scatterWindows(b, b.expandTo(b.reshape(g, one), all), w, xs));
 }
 
-/// adaptive_avg_pool where every output cell averages an equal block (the
-/// input a multiple of the output, global pooling among them).
+/// adaptive pooling's [out, in] averaging matrix along one dim (torch's
+/// adaptive windows): row i is 1 / count over [floor(i in / out),
+/// ceil((i + 1) in / out)) and 0 elsewhere. Built with graph ops from
+/// aranges, in float64 (the bounds exact), then cast to `dtype`.
+std::string averagingMatrix(GradientBuilder &b, int64_t in, int64_t out,
+                            plan::DType dtype) {
+  const plan::DType f64 = plan::DType::F64;
+  auto floorOf = [&](const std::string &v) { // v >= 0: truncation is floor
+    return b.op("cast", {b.op("cast", {v}, {{"dtype", "int64"}})},
+                {{"dtype", "float64"}});
+  };
+  std::string i = b.reshape(b.arange(out, f64), {out, 1});
+  std::string scaled = b.scale(i, static_cast<double>(in));
+  std::string start =
+      floorOf(b.div(scaled, b.scalar(static_cast<double>(out), f64)));
+  std::string end =
+      floorOf(b.div(b.shift(scaled, static_cast<double>(in + out - 1)),
+                    b.scalar(static_cast<double>(out), f64)));
+  std::string h = b.reshape(b.arange(in, f64), {1, in});
+  std::string inside = b.mul(b.asFloat(b.op("ge", {h, start}), f64),
+                             b.asFloat(b.op("lt", {h, end}), f64));
+  std::string matrix = b.div(inside, b.sub(end, start));
+  return dtype == f64
+             ? matrix
+             : b.op("cast", {matrix}, {{"dtype", plan::dtypeName(dtype)}});
+}
+
+/// adaptive_avg_pool: where every output cell averages an equal block (the
+/// input a multiple of the output, global pooling among them), g / count
+/// spread over the blocks; otherwise (blocks of different sizes, which may
+/// overlap: AlexNet's 13 to 6) g contracted with each spatial dim's
+/// averaging matrix in turn, [.., out] @ [out, in].
 Grads adaptiveAvgPoolRule(GradientBuilder &b, const GradientStep &s) {
   const Shape &xs = b.shape(s.input(0)), &ys = b.shape(s.result());
+  bool equal = true;
+  for (size_t d = 2; d < xs.size(); ++d)
+    equal &= xs[d] % ys[d] == 0;
+  if (!equal) {
+    const int64_t last = static_cast<int64_t>(xs.size()) - 1;
+    std::string g = s.grad();
+    for (int64_t d = last; d >= 2; --d) {
+      std::string P = averagingMatrix(b, xs[d], ys[d], b.dtype(g));
+      auto swapLast = [&](const std::string &v) {
+        return d == last
+                   ? v
+                   : b.op("transpose", {v}, {{"dim0", d}, {"dim1", last}});
+      };
+      g = swapLast(b.op("matmul", {swapLast(g), P}));
+    }
+    return pointwise(s, g);
+  }
   Shape blocks = {ys[0], ys[1]}, wide = blocks;
   int64_t count = 1;
   for (size_t d = 2; d < xs.size(); ++d) {
-    if (xs[d] % ys[d] != 0)
-      unsupported(s, "takes an input a multiple of the output, got " +
-                         std::to_string(xs[d]) + " to " +
-                         std::to_string(ys[d]));
     const int64_t k = xs[d] / ys[d];
     blocks.insert(blocks.end(), {ys[d], 1});
     wide.insert(wide.end(), {ys[d], k});

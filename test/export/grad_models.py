@@ -209,6 +209,35 @@ class SampledNet(nn.Module):
         return (out * weights).mean()
 
 
+class UnevenPoolsNet(nn.Module):
+    """Pools whose windows differ in size: average pools that leave padding
+    out of the count (PoolFormer's token mixer, ResNet-D's ceil_mode
+    downsampling) or overhang the input (ceil_mode), and adaptive average
+    pools whose blocks differ (AlexNet's 13 to 6, 1-d and 3-d ones), under
+    convolutions and a cos-weighted mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.mixer = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        self.down = nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)
+        self.overhang = nn.AvgPool2d(4, 3, padding=1, ceil_mode=True)
+        self.alex = nn.AdaptiveAvgPool2d((6, 6))
+        self.odd = nn.AdaptiveAvgPool2d((5, 3))
+        self.line = nn.AdaptiveAvgPool1d(4)
+        self.cube = nn.AdaptiveAvgPool3d((2, 3, 2))
+
+    def forward(self, x):                                      # [N, 3, 13, 13]
+        h = torch.tanh(self.conv(x))
+        h = h + self.mixer(h)
+        parts = [self.down(h), self.overhang(h), self.alex(h), self.odd(h),
+                 self.line(h.flatten(2)).unsqueeze(-1),
+                 self.cube(h.unsqueeze(1)).flatten(1, 2)]
+        out = torch.cat([p.flatten(1) for p in parts], dim=1)
+        weights = torch.cos(torch.arange(out.numel(), dtype=out.dtype, device=out.device)).reshape(out.shape)
+        return (out * weights).mean()
+
+
 class MixtralLoss(nn.Module):
     """Hugging Face's Mixtral (a mixture of experts: a softmax router picking
     2 of 4 experts per token with topk, the experts exported as one
