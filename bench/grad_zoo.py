@@ -77,6 +77,8 @@ DEFAULT = [
     "torchvision swin3d_t", "torchvision mvit_v1_b", "torchvision mvit_v2_s",
     "torchvision fcn_resnet50", "torchvision deeplabv3_mobilenet_v3_large",
     "torchvision lraspp_mobilenet_v3_large",
+    # boundaries: ReLU6 on exact zeros, normalized zero vectors
+    "torchvision mobilenet_v2", "torchvision swin_v2_t",
     # pools whose windows differ in size
     "torchvision alexnet", "timm poolformer_s12",
     # optical flow (grid_sample's gradient)

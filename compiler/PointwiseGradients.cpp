@@ -164,16 +164,19 @@ RuleTable pointwiseRules() {
          return pointwise(
              s, b.op("neg_out", {b.mul(s.grad(), b.op("sin", {s.input(0)}))}));
        }},
-      {"clamp_out", // torch: the gradient passes where min <= x <= max
+      {"clamp_out", // torch 2's clamp and hardtanh (ReLU6): the gradient
+                    // passes where min < x < max, none at a bound (torch
+                    // 1.13's clamp passed it there; a ReLU6 of an exact 0,
+                    // batch norm's bias on a zero map, tells them apart)
        [](B &b, const S &s) {
          const std::string &x = s.input(0);
          std::string pass = s.grad();
          if (attr(s.node, "min"))
            pass =
-               b.mul(pass, compared(b, "ge", x, floatAttr(s.node, "min", 0)));
+               b.mul(pass, compared(b, "gt", x, floatAttr(s.node, "min", 0)));
          if (attr(s.node, "max"))
            pass =
-               b.mul(pass, compared(b, "le", x, floatAttr(s.node, "max", 0)));
+               b.mul(pass, compared(b, "lt", x, floatAttr(s.node, "max", 0)));
          return pointwise(s, pass);
        }},
       {"dropout", // the same mask, recomputed (same stream, step and indices):

@@ -238,6 +238,30 @@ class UnevenPoolsNet(nn.Module):
         return (out * weights).mean()
 
 
+class BoundaryNet(nn.Module):
+    """Where torch's gradients decide at a boundary, on exact zeros (a row
+    masked to 0, plus a zero-initialized shift, as batch norm's bias of a
+    zero map): ReLU6 (hardtanh) passes no gradient at exactly 0, torch.clamp
+    passes it there; F.normalize of a zero vector has gradient 0 (torch's
+    vector norm), not its decomposition's 0 * inf = NaN."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 6)
+        self.b = nn.Linear(6, 6, bias=False)
+        self.shift = nn.Parameter(torch.zeros(6))
+
+    def forward(self, x):                                      # [3, 4]
+        keep = (torch.arange(x.shape[0], device=x.device) > 0).to(x.dtype)[:, None]
+        z = self.b(torch.tanh(self.a(x)) * keep)               # row 0 exactly 0
+        six = F.relu6(z * 8 + self.shift)
+        clamped = torch.clamp(z + self.shift, 0.0, 0.5)
+        unit = F.normalize(z, dim=-1)
+        out = torch.cat([six, clamped, unit], dim=1)
+        weights = torch.cos(torch.arange(out.numel(), dtype=out.dtype, device=out.device)).reshape(out.shape)
+        return (out * weights).mean()
+
+
 class MixtralLoss(nn.Module):
     """Hugging Face's Mixtral (a mixture of experts: a softmax router picking
     2 of 4 experts per token with topk, the experts exported as one

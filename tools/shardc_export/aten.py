@@ -47,7 +47,10 @@ KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
               aten.nll_loss_forward.default,
               # x.detach(): the graph's detach (no gradient flows back), where
               # the decomposition leaves an alias like any other
-              aten.detach.default)
+              aten.detach.default,
+              # vector norms: torch's gradient is 0 at a zero norm, its
+              # decomposition's NaN (aten_norms.py)
+              aten.linalg_vector_norm.default)
 
 
 class Expanded:
@@ -1605,6 +1608,10 @@ RULES.update(aten_views.rules(aten))
 
 # ---- integer values, comparisons, dtype conversion (RoBERTa, mixed precision) ---
 RULES.update(aten_values.rules(aten))
+
+# ---- vector norms (F.normalize; SwinV2's cosine attention) ----------------------
+from . import aten_norms  # noqa: E402
+RULES.update(aten_norms.rules(aten))
 
 # ---- embedding bags (DLRM's sparse features) ------------------------------------
 from . import aten_bags  # noqa: E402

@@ -1,6 +1,6 @@
 """nn.EmbeddingBag / F.embedding_bag (aten._embedding_bag): the rows of each
 bag of ids looked up in a table and reduced to one row (docs/exporter.md,
-"Embedding bags").
+the `_embedding_bag` row).
 
 Two forms, by what torch passes as offsets:
 - bags of one size (a 2-d input: F.embedding_bag flattens it and passes the
@@ -28,7 +28,7 @@ def _meta(shape, dtype):
     return torch.empty(list(shape), dtype=dtype, device="meta")
 
 
-def _table_ids(low, node, weight, ids):
+def _table_ids(low, weight, ids):
     """ids read as rows of `weight`: an input's valid range is the table."""
     for d in low.input_decls:
         if d["name"] == ids.name:
@@ -172,7 +172,7 @@ def embedding_bag(low, node, weight, indices, offsets, scale_grad_by_freq=False,
     padding_idx = -1 if padding_idx is None else int(padding_idx)
     if len(ids.shape) != 1:
         low.fail(node, "embedding_bag's ids must be 1-d here, got %s" % list(ids.shape))
-    _table_ids(low, node, weight, ids)
+    _table_ids(low, weight, ids)
     out = node.meta["val"][0]
     size = _equal_starts(offsets, ids.shape[0], include_last_offset)
     if size is not None:
