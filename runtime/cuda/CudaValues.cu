@@ -107,26 +107,26 @@ __global__ void castKernel(DType from, const void *x, DType to, void *y, int64_t
 
 /// One thread per line along dim (values::ScanLines: forward or reverse).
 __global__ void cumsumKernel(DType dtype, const void *x, void *y, values::ScanLines lines) {
-  const int64_t n = lines.n, inner = lines.step();
+  const int64_t n = lines.n, step = lines.step();
   SHARDC_GRID_LOOP(line, lines.count()) {
     const int64_t first = lines.start(line);
     if (dtype == DType::I64) {
       unsigned long long acc = 0;
       for (int64_t j = 0; j < n; ++j) {
-        acc += static_cast<unsigned long long>(static_cast<const int64_t *>(x)[first + j * inner]);
-        static_cast<int64_t *>(y)[first + j * inner] = static_cast<int64_t>(acc);
+        acc += static_cast<unsigned long long>(static_cast<const int64_t *>(x)[first + j * step]);
+        static_cast<int64_t *>(y)[first + j * step] = static_cast<int64_t>(acc);
       }
     } else if (dtype == DType::F32 || dtype == DType::F64) {
       double acc = 0;  // torch's CPU accumulation type for float and double
       for (int64_t j = 0; j < n; ++j) {
-        acc += loadAnyFloat(dtype, x, first + j * inner);
-        storeFloatValue(dtype, y, first + j * inner, acc);
+        acc += loadAnyFloat(dtype, x, first + j * step);
+        storeFloatValue(dtype, y, first + j * step, acc);
       }
     } else {
       float acc = 0;  // ... and for the 16-bit floats
       for (int64_t j = 0; j < n; ++j) {
-        acc += static_cast<float>(loadAnyFloat(dtype, x, first + j * inner));
-        storeFloatValue(dtype, y, first + j * inner, acc);
+        acc += static_cast<float>(loadAnyFloat(dtype, x, first + j * step));
+        storeFloatValue(dtype, y, first + j * step, acc);
       }
     }
   }

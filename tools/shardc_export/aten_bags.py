@@ -19,13 +19,10 @@ per_sample_weights scale each row first (torch allows them in mode sum)."""
 import torch
 
 from . import aten_consts as hf
+from .aten_values import _meta
 from .graph_emitter import value_dtype
 
 SUM, MEAN, MAX = 0, 1, 2
-
-
-def _meta(shape, dtype):
-    return torch.empty(list(shape), dtype=dtype, device="meta")
 
 
 def _table_ids(low, weight, ids):

@@ -13,11 +13,7 @@ import math
 
 import torch
 
-from .aten_values import where_of
-
-
-def _meta(shape, dtype):
-    return torch.empty(list(shape), dtype=dtype, device="meta")
+from .aten_values import _meta, where_of
 
 
 def vector_norm(low, node, x, ord=2, dim=None, keepdim=False, dtype=None):
