@@ -27,6 +27,8 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
   unitOptions.patterns = shardOptions.unitPatterns;
   passes.addPass(tc::createTcAssignUnits(unitOptions));
   passes.addPass(tc::createTcFoldParamCasts());
+  if (shardOptions.recomputeActivations)
+    passes.addPass(tc::createTcRecomputeActivations());
   if (optimizer) {
     tc::TcOptimizerOptions step;
     step.optimizer = optimizer->optimizer;

@@ -25,6 +25,10 @@ struct ShardOptions {
   /// Gradient accumulation: each micro-step's gradient is reduced into the
   /// shard as soon as it is complete (tc-fsdp's split-summed-gradients).
   bool splitSummedGradients = false;
+  /// Activation checkpointing per unit (tc-recompute-activations): a joint
+  /// graph's backward recomputes what each unit's forward computed instead
+  /// of keeping it alive in between.
+  bool recomputeActivations = false;
 };
 
 /// A training step (docs/training.md, tc-optimizer): @forward's gradients
@@ -57,8 +61,9 @@ struct OptimizerOptions {
 };
 
 /// Verifies `module`, then runs tc-expand-init, tc-assign-units,
-/// tc-optimizer (with `optimizer`) and tc-fsdp for `worldSize` ranks. Errors
-/// are reported through the context's diagnostic handler.
+/// tc-fold-param-casts, tc-recompute-activations (if asked), tc-optimizer (with
+/// `optimizer`) and tc-fsdp for `worldSize` ranks. Errors are reported through
+/// the context's diagnostic handler.
 mlir::LogicalResult shardModule(mlir::ModuleOp module, int64_t worldSize,
                                 const ShardOptions &options = {},
                                 const OptimizerOptions *optimizer = nullptr);

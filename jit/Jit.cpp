@@ -311,6 +311,7 @@ compiler::ShardOptions shardOptions(const JitOptions &options) {
   compiler::ShardOptions shard;
   shard.unitPatterns = options.units;
   shard.prefetch = options.prefetch;
+  shard.recomputeActivations = options.recompute_activations;
   return shard;
 }
 
@@ -329,6 +330,9 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (!options.optimizer.name.empty() && options.grad.empty())
     throw Error("jit: optimizer '" + options.optimizer.name +
                 "' steps on gradients; set grad to the loss output (docs/training.md)");
+  if (options.recompute_activations && options.grad.empty())
+    throw Error("jit: recompute_activations recomputes in the backward what the forward "
+                "computed; set grad to the loss output (docs/training.md)");
   if (options.optimizer.accumulate < 1)
     throw Error("jit: optimizer.accumulate must be at least 1, got " +
                 std::to_string(options.optimizer.accumulate));

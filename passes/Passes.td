@@ -175,6 +175,52 @@ def TcExpandInit : Pass<"tc-expand-init", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }
 
+def TcRecomputeActivations : Pass<"tc-recompute-activations",
+                                  "::mlir::ModuleOp"> {
+  let summary = "Recompute a unit's activations where its backward reads them";
+  let description = [{
+    Activation checkpointing, one checkpoint per FSDP unit (torch's
+    `checkpoint_wrapper` around each block), on a joint graph (`--grad`):
+    runs after `tc-assign-units` and before `tc-fsdp`.
+
+    The ops of @forward that read a unit's parameters form runs, as
+    `tc-fsdp` splits them (maximal stretches with no other unit's read in
+    between; here over every parameter, sharded or not, so the result does
+    not depend on the world size). A run's stretch is the run and the ops
+    before it back to the previous run, which read no parameter. A value
+    computed within a run (between its first and last parameter read) and
+    read after it only in later runs' stretches of the same unit (its
+    backward) is computed again in each such stretch: its defining ops and,
+    within the same run, the ops they read from are cloned in order right
+    before the stretch's first read of any such value, reading the
+    parameters and the values from before the run (the block's input: the
+    checkpoint) as the originals did, and the stretch reads the clones.
+    The originals die after their last forward read.
+
+      %h = tc.linear %x, %w1          // forward, unit "b.0"
+      %a = tc.gelu %h
+      %y = tc.linear %a, %w2
+      ...                             // other units
+      %g1 = tc.matmul %dy, %w2        // backward of b.0 reads %a and %h
+      %dw2 = tc.matmul %dyt, %a
+      %da = tc.mul %g1, %h            // (gelu's gradient, simplified)
+    becomes
+      ...
+      %h2 = tc.linear %x, %w1
+      %a2 = tc.gelu %h2
+      %g1 = tc.matmul %dy, %w2
+      %dw2 = tc.matmul %dyt, %a2
+      %da = tc.mul %g1, %h2
+
+    A value also read elsewhere after its run (another unit, the results)
+    stays alive anyway and is not recomputed; parameter reads are not
+    activations (`tc-fsdp` gathers the unit again for the stretch). Ops
+    are pure and kernels deterministic, so the clones hold the originals'
+    bits: the gradients are byte-identical with and without this pass.
+  }];
+  let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
 def TcAssignUnits : Pass<"tc-assign-units", "::mlir::ModuleOp"> {
   let summary = "Group parameters into FSDP units";
   let description = [{

@@ -109,6 +109,11 @@ struct JitOptions {
   /// rank and byte-identical at every world size. With data_parallel only
   /// together with an optimizer. Empty: forward only.
   std::string grad;
+  /// With grad: activation checkpointing per FSDP unit (docs/training.md,
+  /// "Recomputing activations"): each unit's backward recomputes what its
+  /// forward computed, from the unit's input, instead of keeping it alive
+  /// across the rest of the model; the same gradients, bit for bit.
+  bool recompute_activations = false;
   /// Master weights (docs/jit.md): "float32" (or "float64") stores every
   /// bfloat16 / float16 parameter in that dtype (init, shards, the optimizer
   /// step and its state, save() and load()) while forward and backward read

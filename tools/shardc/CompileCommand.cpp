@@ -24,7 +24,8 @@ namespace shardc::cli {
 const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
-    "                      [--max-graph-mib M] [--grad LOSS] [--master-dtype D]\n"
+    "                      [--max-graph-mib M] [--grad LOSS [--recompute-activations]]\n"
+    "                      [--master-dtype D]\n"
     "                      [--optimizer sgd|adamw --lr LR ...] [--data-parallel]\n"
     "                      [-o FILE]\n"
     "\n"
@@ -44,6 +45,10 @@ const char *const kCompileUsage =
     "  --max-graph-mib M  refuse graph files larger than M MiB (default 256)\n"
     "  --grad LOSS      compile the joint forward and backward pass of LOSS\n"
     "                   (docs/training.md)\n"
+    "  --recompute-activations  with --grad: each unit's backward recomputes\n"
+    "                   what its forward computed, from the unit's input,\n"
+    "                   instead of keeping it (activation checkpointing per\n"
+    "                   unit; the same gradients, bit for bit)\n"
     "  --master-dtype float32|float64  every bfloat16 / float16 parameter\n"
     "                   stored in that dtype and read in its own (master\n"
     "                   weights, docs/graph-format.md)\n"
@@ -101,9 +106,9 @@ int compileCommand(const std::vector<std::string> &args) {
     std::set<std::string> withValue{
         "--world-size", "--emit", "-o", "--units", "--max-graph-mib", "--grad", "--master-dtype"};
     withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
-    parsed = parseArgs(
-        args, {withValue,
-               {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel", "--nesterov"}});
+    parsed = parseArgs(args, {withValue,
+                              {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel",
+                               "--nesterov", "--recompute-activations"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
       return kSuccess;
@@ -117,6 +122,7 @@ int compileCommand(const std::vector<std::string> &args) {
     if (emit != "tc" && emit != "sharded" && emit != "plan")
       throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
     optimizer = parseOptimizerOptions(parsed);
+    requireGradForRecompute(parsed);
     implyDataParallel(parsed);
     if (parsed.has("--grad") && parsed.has("--data-parallel") && !optimizer)
       throw UsageError("--grad with --data-parallel is a data-parallel training step: give "
@@ -130,6 +136,7 @@ int compileCommand(const std::vector<std::string> &args) {
   compiler::ShardOptions shardOptions;
   shardOptions.unitPatterns = parsed.all("--units");
   shardOptions.prefetch = parsed.has("--prefetch");
+  shardOptions.recomputeActivations = parsed.has("--recompute-activations");
   try {
     const std::string &model = parsed.positional[0];
     compiler::Graph graph =

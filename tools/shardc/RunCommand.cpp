@@ -93,7 +93,8 @@ const char *const kRunUsage =
     "                     cpu); cuda: every rank a thread on GPU 0 (cuda:N on\n"
     "                     GPU N); with --backend mpi one GPU per process over\n"
     "                     NCCL (docs/gpu.md)\n"
-    "  --units, --prefetch, --max-graph-mib, --grad  as for `shardc compile`\n"
+    "  --units, --prefetch, --max-graph-mib, --grad, --recompute-activations\n"
+    "                     as for `shardc compile`\n"
     "  --master-dtype float32|float64  store every bfloat16 / float16\n"
     "                     parameter in that dtype (init, shards, optimizer\n"
     "                     state, --save) and read it in its own: master\n"
@@ -350,6 +351,7 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
     compiler::ShardOptions shardOptions;
     shardOptions.unitPatterns = s.parsed.all("--units");
     shardOptions.prefetch = s.parsed.has("--prefetch");
+    shardOptions.recomputeActivations = s.parsed.has("--recompute-activations");
     // Step k's batch is the k-th --inputs file (cycling); the first sizes
     // the data-parallel split.
     const std::vector<std::string> &inputFiles = s.parsed.all("--inputs");

@@ -25,7 +25,7 @@ RunSettings parseRunSettings(const std::vector<std::string> &args) {
               "--load-optimizer", "--warmup-steps",   "--decay-steps",     "--min-lr",
               "--save-optimizer", "--clip-grad-norm", "--no-weight-decay", "--accumulate"},
              {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile",
-              "--nesterov"}});
+              "--nesterov", "--recompute-activations"}});
   if (s.parsed.has("--help") || s.parsed.has("-h")) {
     s.help = true;
     return s;
@@ -70,6 +70,7 @@ RunSettings parseRunSettings(const std::vector<std::string> &args) {
                                  : s.parsed.has("--outputs") ? "--outputs"
                                                              : "--data-parallel") +
                      " needs forward, which --init-only does not run");
+  requireGradForRecompute(s.parsed);
   if (s.parsed.has("--grad") && s.initOnly)
     throw UsageError("--grad needs the forward; leave out --init-only");
   s.optimizer = parseOptimizerOptions(s.parsed);

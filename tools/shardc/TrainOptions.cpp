@@ -100,4 +100,11 @@ void implyDataParallel(ParsedArgs &parsed) {
   if (parsed.has("--accumulate")) parsed.flags.insert("--data-parallel");
 }
 
+void requireGradForRecompute(const ParsedArgs &parsed) {
+  if (parsed.has("--recompute-activations") && !parsed.has("--grad"))
+    throw UsageError(
+        "--recompute-activations needs --grad LOSS: it recomputes in the backward what the "
+        "forward computed, and a forward alone keeps nothing for a backward");
+}
+
 }  // namespace shardc::cli

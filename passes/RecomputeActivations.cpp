@@ -1,0 +1,221 @@
+//===- RecomputeActivations.cpp - the tc-recompute-activations pass -------===//
+//
+// Activation checkpointing at the granularity of FSDP units (Passes.td): a
+// value a unit computed in forward and read again when the unit runs again
+// (its backward) is computed again there from the unit's inputs, instead of
+// being kept alive across every other unit in between.
+//
+// A joint graph (compiler/Autodiff.h) reads each unit's parameters in two
+// runs: its forward and, much later, its backward. Everything the forward
+// run computed that the backward reads (layer norm inputs, attention's q, k
+// and v, the MLP's hidden activations) is alive in between, which for a
+// deep model is most of a training step's memory. Here the backward reads
+// clones of those values, computed right before their first read from what
+// the forward run read from outside itself (the block's input, the
+// residual stream): the checkpoint. Kernels are deterministic, so the
+// clones hold the originals' bits and the gradients do not change.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::tc {
+#define GEN_PASS_DEF_TCRECOMPUTEACTIVATIONS
+#include "passes/Passes.h.inc"
+} // namespace mlir::tc
+
+using namespace mlir;
+using namespace mlir::tc;
+
+namespace {
+
+/// A maximal stretch of ops that read one unit's parameters, with no other
+/// unit's read in between (as tc-fsdp gathers them, but over every
+/// parameter whatever the world size, so that what is recomputed never
+/// depends on it): from its first read `first` to its last `last`.
+struct Run {
+  StringRef unit;
+  int64_t first = 0, last = 0;
+};
+
+/// @forward's body in order, each op's position, and its runs.
+struct Body {
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, int64_t> position;
+  SmallVector<Run> runs;
+
+  /// An op's position; -1 for an op made after the body was read (a clone).
+  int64_t at(Operation *op) const {
+    auto it = position.find(op);
+    return it == position.end() ? -1 : it->second;
+  }
+
+  /// The run whose span [first, last] holds position `p` (-1: none).
+  int64_t spanOf(int64_t p) const {
+    int64_t before = lastStartingAt(p);
+    return before >= 0 && p <= runs[before].last ? before : -1;
+  }
+
+  /// The last run whose first read is at or before `p` (-1: none).
+  int64_t lastStartingAt(int64_t p) const {
+    auto next = llvm::upper_bound(
+        runs, p, [](int64_t q, const Run &run) { return q < run.first; });
+    return (next - runs.begin()) - 1;
+  }
+
+  /// The run of `unit` whose reach holds position `p`, or -1. A run
+  /// reaches over the ops between it and its neighbouring runs, which read
+  /// no parameter: in a backward they are the ends of a unit's gradient
+  /// (a linear's weight gradient reads no weight; the last layer norm's
+  /// input gradient comes after its weight is read). Neighbouring runs are
+  /// of different units, so the unit decides which of the two a gap op
+  /// belongs to.
+  int64_t reachOf(int64_t p, StringRef unit) const {
+    int64_t before = lastStartingAt(p);
+    int64_t after = before + 1; // the first run starting after p
+    if (before >= 0 && runs[before].unit == unit)
+      return before;
+    if (after < static_cast<int64_t>(runs.size()) && runs[after].unit == unit &&
+        (before < 0 || p > runs[before].last))
+      return after;
+    return -1;
+  }
+};
+
+Body readBody(Block &block, ModuleOp module) {
+  Body body;
+  for (Operation &op : block) {
+    int64_t at = static_cast<int64_t>(body.ops.size());
+    body.position[&op] = at;
+    body.ops.push_back(&op);
+    for (Value operand : op.getOperands()) {
+      auto use = operand.getDefiningOp<UseOp>();
+      if (!use)
+        continue;
+      auto param = module.lookupSymbol<ParamOp>(use.getParamAttr());
+      if (!param || param.getIsBuffer())
+        continue;
+      StringRef unit = param.getUnit().value_or("root");
+      if (body.runs.empty() || body.runs.back().unit != unit)
+        body.runs.push_back({unit, at, at});
+      body.runs.back().last = at;
+    }
+  }
+  return body;
+}
+
+/// Adds `op` and, recursively, the ops it reads from the span of run
+/// `span` (what the run computed; everything from before the run is its
+/// input, read as it is). False if one of them is not pure.
+bool collectDefinitions(Operation *op, int64_t span, const Body &body,
+                        llvm::SetVector<Operation *> &clones) {
+  if (!isPure(op) || op->getNumRegions() != 0)
+    return false;
+  if (!clones.insert(op))
+    return true;
+  for (Value operand : op->getOperands()) {
+    Operation *definition = operand.getDefiningOp();
+    if (definition && body.spanOf(body.at(definition)) == span &&
+        !collectDefinitions(definition, span, body, clones))
+      return false;
+  }
+  return true;
+}
+
+/// Makes the reads of `values` within the reach of run `reader` read
+/// recomputed values: their definitions, cloned in order right before the
+/// first such read, each computed from what its run read from outside it.
+void recomputeFor(int64_t reader, ArrayRef<Value> values, const Body &body) {
+  StringRef unit = body.runs[reader].unit;
+  auto inReach = [&](Operation *user) {
+    int64_t at = body.at(user);
+    return at >= 0 && body.reachOf(at, unit) == reader;
+  };
+  llvm::SetVector<Operation *> clones;
+  SmallVector<Value> recomputed;
+  int64_t insertAt = static_cast<int64_t>(body.ops.size()) - 1;
+  for (Value value : values) {
+    Operation *definition = value.getDefiningOp();
+    llvm::SetVector<Operation *> needed;
+    if (!collectDefinitions(definition, body.spanOf(body.at(definition)), body,
+                            needed))
+      continue; // kept alive, as without this pass
+    clones.insert(needed.begin(), needed.end());
+    recomputed.push_back(value);
+    for (Operation *user : value.getUsers())
+      if (inReach(user))
+        insertAt = std::min(insertAt, body.at(user));
+  }
+  if (recomputed.empty())
+    return;
+  SmallVector<Operation *> ordered(clones.begin(), clones.end());
+  llvm::sort(ordered, [&](Operation *a, Operation *b) {
+    return body.at(a) < body.at(b);
+  });
+  OpBuilder builder(body.ops[insertAt]);
+  IRMapping mapping;
+  for (Operation *op : ordered)
+    builder.clone(*op, mapping);
+  for (Value value : recomputed)
+    value.replaceUsesWithIf(mapping.lookup(value), [&](OpOperand &use) {
+      return inReach(use.getOwner());
+    });
+}
+
+/// For each run, the values an earlier run of its unit computed that it
+/// reads and that nothing else reads after their own run: those worth
+/// recomputing there.
+llvm::MapVector<int64_t, SmallVector<Value>> recomputable(const Body &body) {
+  llvm::MapVector<int64_t, SmallVector<Value>> wanted;
+  for (auto [index, run] : llvm::enumerate(body.runs)) {
+    for (int64_t at = run.first; at <= run.last; ++at) {
+      Operation *op = body.ops[at];
+      // Parameter reads are not activations: tc-fsdp gathers them anew.
+      if (isa<UseOp>(op))
+        continue;
+      for (Value value : op->getResults()) {
+        // A read by another unit's run, or by the function's results,
+        // keeps the value alive anyway: recomputing it would save nothing.
+        SmallVector<int64_t> readers;
+        bool kept = false;
+        for (Operation *user : value.getUsers()) {
+          int64_t reader = body.reachOf(body.at(user), run.unit);
+          kept |= reader < 0 || user->hasTrait<OpTrait::IsTerminator>();
+          if (reader != static_cast<int64_t>(index))
+            readers.push_back(reader);
+        }
+        if (kept)
+          continue;
+        for (int64_t reader : readers)
+          if (!llvm::is_contained(wanted[reader], value))
+            wanted[reader].push_back(value);
+      }
+    }
+  }
+  return wanted;
+}
+
+struct TcRecomputeActivationsPass
+    : public tc::impl::TcRecomputeActivationsBase<TcRecomputeActivationsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.empty())
+      return;
+    Body body = readBody(forward.front(), module);
+    // Positions stay those of the original body: each run's clones go
+    // before an op of its own reach and read only originals and each
+    // other, so no later rewrite reads a clone's position.
+    for (auto &[reader, values] : recomputable(body))
+      recomputeFor(reader, values, body);
+  }
+};
+
+} // namespace
