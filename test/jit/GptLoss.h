@@ -10,6 +10,7 @@
 /// examples/embed's GPT under a next-token loss over targets [B, T].
 class GptLoss : public gpt::GPT {
 public:
+  explicit GptLoss(const gpt::Config &c = {}) : gpt::GPT(c) {}
   std::vector<shardc::Tensor> forward(const std::vector<shardc::Tensor> &inputs) override {
     shardc::Tensor logits = gpt::GPT::forward({inputs.at(0)}).at(0);
     const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
