@@ -471,6 +471,12 @@ class AtenLowering(GraphEmitter):
             # a plain tensor attribute, or a tensor built in forward (not a
             # parameter or buffer): a constant, folded like those
             return hf.Const(value.detach())
+        if isinstance(value, torch.Tensor) and value.numel() == 0:
+            # an empty tensor built in forward has no values to miss, even
+            # on meta: transformers' key / value cache starts as
+            # torch.tensor([]) in every attention layer (use_cache=True,
+            # the default), then cat skips it
+            return hf.Const(torch.empty(value.shape, dtype=value.dtype))
         raise ExportError("forward reads a tensor constant %s built outside the parameters "
                           "and buffers%s; the ATen path cannot express it yet" % (
                               name, " (on the meta device: no values)" if value is not None
@@ -1056,7 +1062,12 @@ def materialize(self, node, v):
 
 
 def cat(self, node, tensors, dim=0):
-    ts = [materialize(self, node, t) for t in tensors]
+    # torch.cat skips 1-d tensors with no elements whatever the other
+    # operands' rank (a legacy rule transformers' cache relies on)
+    kept = [t for t in tensors if not (isinstance(t, hf.Const) and list(t.shape) == [0])]
+    if len(kept) == 1:
+        return kept[0]
+    ts = [materialize(self, node, t) for t in kept or tensors]
     return self.emit(node, "cat", ts, node.meta["val"], dim=dim % len(ts[0].shape))
 
 
