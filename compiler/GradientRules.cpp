@@ -184,16 +184,16 @@ Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
 }
 
 /// cross_entropy(logits [N, C], targets [N]): the mean over targets other
-/// than -100 (torch's ignore_index) of -log softmax(logits)[target].
+/// than -100 (torch's ignore_index) of -log softmax(logits)[target]. Its
+/// gradient is softmax minus a one-hot, scaled per row; the
+/// cross_entropy_backward op makes it in one [N, C] tensor (a language
+/// model's vocabulary wide) without the one-hot's own [N, C] int64 and
+/// float tensors.
 Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
   const std::string &logits = s.input(0), &targets = s.input(1);
-  const Shape &shape = b.shape(logits);
-  const int64_t N = shape[0], C = shape[1];
+  const int64_t N = b.shape(logits)[0];
   const plan::DType dt = b.dtype(logits);
   std::string column = b.reshape(targets, {N, 1});
-  std::string hot = b.asFloat(b.op("eq", {b.asFloat(column, plan::DType::F32),
-                                          b.arange(C, plan::DType::F32)}),
-                              dt);
   std::string counted =
       b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
   // No counted target (every one ignored): no gradient rather than 0 / 0
@@ -201,8 +201,9 @@ Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
   std::string count =
       b.op("clamp_out", {b.op("sum", {counted})}, {{"min", 1.0}});
   std::string perRow = b.div(b.mul(counted, s.grad()), count); // [N, 1]
-  std::string probs = b.op("softmax", {logits}, {{"dim", 1}});
-  return {s.wanted[0] ? b.mul(b.sub(probs, hot), perRow) : "", ""};
+  if (!s.wanted[0])
+    return {"", ""};
+  return {b.mul(b.op("cross_entropy_backward", {logits, targets}), perRow), ""};
 }
 
 /// embedding(weight [V, D], ids): row v's gradient sums g over the ids equal

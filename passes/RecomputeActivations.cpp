@@ -111,20 +111,23 @@ Body readBody(Block &block, ModuleOp module) {
   return body;
 }
 
-/// Adds `op` and, recursively, the ops it reads from the span of run
+/// Adds `op` and, transitively, the ops it reads from the span of run
 /// `span` (what the run computed; everything from before the run is its
 /// input, read as it is). False if one of them is not pure.
 bool collectDefinitions(Operation *op, int64_t span, const Body &body,
                         llvm::SetVector<Operation *> &clones) {
-  if (!isPure(op) || op->getNumRegions() != 0)
-    return false;
-  if (!clones.insert(op))
-    return true;
-  for (Value operand : op->getOperands()) {
-    Operation *definition = operand.getDefiningOp();
-    if (definition && body.spanOf(body.at(definition)) == span &&
-        !collectDefinitions(definition, span, body, clones))
+  SmallVector<Operation *> work = {op};
+  while (!work.empty()) {
+    Operation *next = work.pop_back_val();
+    if (!isPure(next) || next->getNumRegions() != 0)
       return false;
+    if (!clones.insert(next))
+      continue;
+    for (Value operand : next->getOperands()) {
+      Operation *definition = operand.getDefiningOp();
+      if (definition && body.spanOf(body.at(definition)) == span)
+        work.push_back(definition);
+    }
   }
   return true;
 }

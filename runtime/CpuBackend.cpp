@@ -170,6 +170,8 @@ void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                        const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) topkKernel(p, x, y, threads_);
   else if (kind == IndexKind::Gather) gatherKernel(p, x, *index, y, threads_);
+  else if (kind == IndexKind::CrossEntropyBackward)
+    crossEntropyBackwardKernel(p, x, *index, y, threads_);
   else embeddingBackwardKernel(p, x, *index, y, threads_);
 }
 void CpuBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,

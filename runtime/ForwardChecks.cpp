@@ -328,6 +328,24 @@ void embeddingBackward(const IndexParams &p, const KTensor &src, const KTensor &
                                    shapeToString(index.shape) + ", y " + shapeToString(y.shape));
 }
 
+void crossEntropyBackward(const KTensor &x, const KTensor &target, const KTensor &y) {
+  if (crossEntropyBackwardShape(x.shape, target.shape) != y.shape || y.dtype != x.dtype ||
+      target.dtype != DType::I64)
+    fail("cross_entropy_backward", "operands do not fit: logits " + shapeToString(x.shape) +
+                                       ", target " + shapeToString(target.shape) + ", y " +
+                                       shapeToString(y.shape));
+}
+
+void crossEntropyTargets(const IndexParams &p, const int64_t *targets, int64_t count,
+                         int64_t classes) {
+  for (int64_t n = 0; n < count; ++n)
+    if (targets[n] != p.ignoreIndex && (targets[n] < 0 || targets[n] >= classes))
+      fail("cross_entropy_backward", "target " + std::to_string(targets[n]) + " of row " +
+                                         std::to_string(n) + " is out of range for " +
+                                         std::to_string(classes) + " classes (ignore_index " +
+                                         std::to_string(p.ignoreIndex) + ")");
+}
+
 void embeddingIndices(const IndexParams &p, const int64_t *indices, int64_t count) {
   for (int64_t m = 0; m < count; ++m)
     if (indices[m] < 0 || indices[m] >= p.rows)

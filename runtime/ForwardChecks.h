@@ -95,6 +95,12 @@ void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const 
 void embeddingBackward(const IndexParams &p, const KTensor &src, const KTensor &index,
                        const KTensor &y);
 void embeddingIndices(const IndexParams &p, const int64_t *indices, int64_t count);
+/// cross_entropy_backward: x [N, C] float, target int64 [N], y of x's
+/// dtype and shape; then `targets` (on the host) each in [0, C) or
+/// ignore_index, the first other named.
+void crossEntropyBackward(const KTensor &x, const KTensor &target, const KTensor &y);
+void crossEntropyTargets(const IndexParams &p, const int64_t *targets, int64_t count,
+                         int64_t classes);
 /// moe_experts: x in float storage, index int64, weights, gate_up, down and y
 /// of x's dtype, y with moeExpertsShape (expert ids are data: kernels check).
 void moeExperts(const KTensor &x, const KTensor &index, const KTensor &weights,

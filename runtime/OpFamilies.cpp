@@ -433,6 +433,13 @@ Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexPa
   return {p.rows, src[1]};
 }
 
+Shape crossEntropyBackwardShape(const Shape &x, const Shape &target) {
+  if (x.size() != 2 || target.size() != 1 || target[0] != x[0])
+    fail("cross_entropy_backward", "takes logits [N, C] and target [N], got logits " +
+                                       shapeToString(x) + " and target " + shapeToString(target));
+  return x;
+}
+
 // ---- integer values, comparisons and dtype conversion ---------------------------
 
 const char *compareOpName(CompareOp op) {

@@ -144,17 +144,26 @@ Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
 /// index[m] == v (none: 0), in order of m, accumulated in double and
 /// rounded once; the row `padding_idx` (-1: none) stays 0. An index outside
 /// [0, rows) is an error naming it.
-enum class IndexKind { TopK, Gather, EmbeddingBackward };
+/// CrossEntropyBackward: logits x [N, C], target int64 [N] -> y [N, C] of
+/// x's dtype: row n is softmax(x[n]) (the softmax op's values) with one
+/// subtracted at target[n] (in float, rounded once, as `sub` of the softmax
+/// and a one-hot; float32, bfloat16, float16 as softmax), or zeros where
+/// target[n] == ignoreIndex: the gradient of the sum over counted rows of
+/// -log softmax(x[n])[target[n]], without a [N, C] one-hot. A target
+/// outside [0, C) other than ignoreIndex is an error naming it.
+enum class IndexKind { TopK, Gather, EmbeddingBackward, CrossEntropyBackward };
 struct IndexParams {
   int64_t dim = -1;      // as given: [-rank, rank)
   int64_t k = 0;         // TopK only
   bool largest = true;   // TopK only
   int64_t rows = 0;         // EmbeddingBackward only
   int64_t paddingIdx = -1;  // EmbeddingBackward only
+  int64_t ignoreIndex = -100;  // CrossEntropyBackward only
 };
 Shape topkShape(const Shape &x, const IndexParams &p);
 Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p);
 Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p);
+Shape crossEntropyBackwardShape(const Shape &x, const Shape &target);
 /// dim in [-rank, rank) (a 0-d tensor takes 0 or -1) as a position; fails naming op.
 int64_t wrapDim(const char *op, int64_t dim, size_t rank);
 

@@ -76,9 +76,11 @@ void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
                                   plan::dtypeName(operands[1].dtype) + "; expects float32");
     return;
   }
-  const bool f64 = info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
-                   info.family == OpFamily::View || info.family == OpFamily::Index ||
-                   info.family == OpFamily::Sample || info.family == OpFamily::AllReduce;
+  // cross_entropy_backward is the softmax kernel's rows: its dtypes.
+  const bool f64 = (info.family == OpFamily::Unary || info.family == OpFamily::Reduce ||
+                    info.family == OpFamily::View || info.family == OpFamily::Index ||
+                    info.family == OpFamily::Sample || info.family == OpFamily::AllReduce) &&
+                   info.code != plan::OpCode::CrossEntropyBackward;
   // gather's and moe_experts' operand 1 is an int64 index; the float rule
   // covers the others (errors keep the operands' own numbers).
   const bool indexOperand =
@@ -148,6 +150,8 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     const IndexParams p = indexParams(kind, attrs);
     if (kind == IndexKind::TopK) return topkShape(in[0].shape, p);
     if (kind == IndexKind::Gather) return gatherShape(in[0].shape, in[1].shape, p);
+    if (kind == IndexKind::CrossEntropyBackward)
+      return crossEntropyBackwardShape(in[0].shape, in[1].shape);
     return embeddingBackwardShape(in[0].shape, in[1].shape, p);
   }
   case OpFamily::Experts: {
@@ -254,6 +258,7 @@ IndexParams indexParams(IndexKind kind, const AttrMap &attrs) {
     p.rows = intOr(attrs, "rows", 0);
     p.paddingIdx = intOr(attrs, "padding_idx", -1);
   }
+  if (kind == IndexKind::CrossEntropyBackward) p.ignoreIndex = intOr(attrs, "ignore_index", -100);
   return p;
 }
 

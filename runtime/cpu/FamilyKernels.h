@@ -44,6 +44,8 @@ void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> 
 /// topk: y int64 [x with dim's size k] (topkShape); gather: y [index] in x's
 /// dtype. Byte copies and comparisons only: exact for every float dtype.
 void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int threads);
+void crossEntropyBackwardKernel(const IndexParams &p, const KTensor &x, const KTensor &target,
+                                const KTensor &y, int threads);
 void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTensor &index,
                              const KTensor &y, int threads);
 void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,

@@ -1,11 +1,14 @@
-// CPU kernels of the index family (runtime/OpFamilies.h): topk, gather and
-// embedding_backward. topk and gather only compare and copy elements, so
-// they are exact for every float dtype; embedding_backward sums rows in
-// order of the index, in double. None depends on the thread count: each
-// task owns its outputs and reads nothing another task writes.
+// CPU kernels of the index family (runtime/OpFamilies.h): topk, gather,
+// embedding_backward and cross_entropy_backward. topk and gather only
+// compare and copy elements, so they are exact for every float dtype;
+// embedding_backward sums rows in order of the index, in double;
+// cross_entropy_backward is the softmax kernel's rows with one subtracted
+// at each target. None depends on the thread count: each task owns its
+// outputs and reads nothing another task writes.
 #include "runtime/cpu/FamilyKernels.h"
 
 #include "runtime/ForwardChecks.h"
+#include "runtime/ForwardKernels.h"
 #include "runtime/InitOps.h"
 #include "runtime/cpu/KernelSupport.h"
 
@@ -195,6 +198,31 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
     default: return sumRows<void>(src, y, order, first, last, v, D, sum);
     }
   });
+}
+
+void crossEntropyBackwardKernel(const IndexParams &p, const KTensor &x, const KTensor &target,
+                                const KTensor &y, int threads) {
+  checks::crossEntropyBackward(x, target, y);
+  const int64_t N = x.shape[0], C = x.shape[1];
+  const int64_t *t = static_cast<const int64_t *>(target.data);
+  checks::crossEntropyTargets(p, t, N, C);  // targets are data: checked before anything
+  // The softmax op's own rows (float32, bfloat16, float16: its dtypes),
+  // then one subtracted at each target in float, rounded once (what `sub`
+  // of a one-hot did: the same bits), so that no [N, C] one-hot is made.
+  softmaxKernel(x, 1, y, threads);
+  const int64_t itemBytes = plan::dtypeSize(y.dtype);
+  auto *out = static_cast<std::byte *>(y.data);
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == p.ignoreIndex) {  // not counted: no gradient
+      std::memset(out + n * C * itemBytes, 0, static_cast<size_t>(C * itemBytes));
+      continue;
+    }
+    const int64_t at = n * C + t[n];
+    float v;
+    cpu::loadFloats(y.dtype, y.data, at, 1, &v);
+    v -= 1.0f;
+    cpu::storeFloats(y.dtype, &v, 1, y.data, at);
+  }
 }
 
 }  // namespace shardc::runtime

@@ -251,6 +251,8 @@ void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
                         const KTensor *index, const KTensor &y) {
   if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);
   else if (kind == IndexKind::Gather) cuda::gather(device_, p, x, *index, y);
+  else if (kind == IndexKind::CrossEntropyBackward)
+    cuda::crossEntropyBackward(device_, p, x, *index, y);
   else
     cuda::embeddingBackward(device_, p, x, *index, y);
 }

@@ -50,6 +50,11 @@ void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KT
 /// (one wait), one thread per output element sums in double.
 void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
                        const KTensor &index, const KTensor &y);
+/// The device's softmax, then one subtracted at each target (ignored rows
+/// zeroed) by one block per row; the targets are checked on the host first
+/// (one wait), with the CPU's words.
+void crossEntropyBackward(CudaDevice &device, const IndexParams &p, const KTensor &x,
+                          const KTensor &target, const KTensor &y);
 /// moe_experts (CudaMoe.cu): the routing is read on the host; waits for
 /// the device before it returns. `workspace`: moeExpertsWorkBytes.
 void moeExperts(CudaDevice &device, const MoeParams &p, const KTensor &x, const KTensor &index,

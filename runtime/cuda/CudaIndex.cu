@@ -16,6 +16,11 @@
 // range is found on the device (the smallest such element, as the CPU's
 // first in order) and reported with the CPU's words after the kernel.
 //
+// cross_entropy_backward: the targets are copied to the host and checked
+// there (the CPU's words), the device's softmax writes y, then one block
+// per row subtracts one at its target in the dtype's arithmetic, or zeroes
+// a row whose target is ignore_index.
+//
 // embedding_backward: the indices are copied to the host, checked and
 // sorted by row there (the CPU kernel's stable counting sort), and the
 // row offsets and positions go to the device's scratch; then one thread per
@@ -28,6 +33,7 @@
 #include "runtime/ForwardChecks.h"
 #include "runtime/cpu/FamilyKernels.h"
 #include "runtime/cuda/CudaCheck.h"
+#include "runtime/cuda/CudaForward.h"
 #include "runtime/cuda/DeviceStorage.cuh"
 
 #include <climits>
@@ -85,7 +91,39 @@ __global__ void embeddingBackwardKernel(const typename St::S *src, const int64_t
   }
 }
 
+/// Row blockIdx.x of softmax y: minus one at its target, or zeros.
+template <typename St>
+__global__ void subtractTargetKernel(typename St::S *y, const int64_t *target, int64_t C,
+                                     int64_t ignoreIndex) {
+  const int64_t n = blockIdx.x, t = target[n];
+  typename St::S *row = y + n * C;
+  if (t == ignoreIndex) {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) row[c] = St::store(0);
+  } else if (threadIdx.x == 0) {
+    row[t] = St::store(St::load(row[t]) - 1);
+  }
+}
+
 }  // namespace
+
+void crossEntropyBackward(CudaDevice &device, const IndexParams &p, const KTensor &x,
+                          const KTensor &target, const KTensor &y) {
+  checks::crossEntropyBackward(x, target, y);
+  const int64_t N = x.shape[0], C = x.shape[1];
+  if (y.numel() == 0) return;
+  std::vector<int64_t> targets(static_cast<size_t>(N));
+  copyToHost(device, targets.data(), target.data, targets.size() * sizeof(int64_t));
+  checks::crossEntropyTargets(p, targets.data(), N, C);  // data: checked before any write
+  softmax(device, x, 1, y);
+  device.makeCurrent();
+  dispatchFloat("cross_entropy_backward", x.dtype, true, [&](auto st) {
+    using St = decltype(st);
+    subtractTargetKernel<St><<<static_cast<unsigned>(N), kThreads, 0, device.stream()>>>(
+        static_cast<typename St::S *>(y.data), static_cast<const int64_t *>(target.data), C,
+        p.ignoreIndex);
+  });
+  checkLaunch("cross_entropy_backward kernel launch");
+}
 
 void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
                        const KTensor &index, const KTensor &y) {

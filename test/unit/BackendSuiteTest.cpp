@@ -277,6 +277,16 @@ std::string checkpointFile() {
   return path;
 }
 
+/// An int64 tensor holding `values`.
+HostTensor indices(const std::string &name, std::vector<int64_t> shape,
+                   const std::vector<int64_t> &values) {
+  HostTensor t{name, DType::I64, std::move(shape), {}};
+  t.data.resize(static_cast<size_t>(t.expectedBytes()));
+  REQUIRE(static_cast<int64_t>(values.size()) == t.numElements());
+  std::copy(values.begin(), values.end(), t.as<int64_t>());
+  return t;
+}
+
 std::vector<SuiteCase> suiteCases() {
   std::vector<SuiteCase> cases;
   // ---- init: generators, pointwise chains, orthogonal + scatter, load ----
@@ -559,13 +569,15 @@ std::vector<SuiteCase> suiteCases() {
         }
         break;
       case OpFamily::Index:  // topk along the last dim; gather along dim 0, index smaller;
-                             // embedding_backward
+                             // embedding_backward; cross_entropy_backward
         if (info.code == OpCode::TopK) {
           in = {input("x", dt, {4, 9})};
           attrs = {{"k", int64_t{3}}, {"dim", int64_t{-1}}};
         } else if (info.code == OpCode::EmbeddingBackward) {  // 7 rows into 4, row 1 kept 0
           in = {input("src", dt, {7, 5}), input("i", DType::I64, {7}, 4)};
           attrs = {{"rows", int64_t{4}}, {"padding_idx", int64_t{1}}};
+        } else if (info.code == OpCode::CrossEntropyBackward) {  // 6 rows of 9 classes
+          in = {input("logits", dt, {6, 9}), input("t", DType::I64, {6}, 9)};
         } else {
           in = {input("x", dt, {4, 5}), input("i", DType::I64, {6, 3}, 4)};
           attrs = {{"dim", int64_t{0}}};
@@ -835,6 +847,18 @@ std::vector<SuiteCase> suiteCases() {
                                 {input("g", dt, {7, 5}), input("i", DType::I64, {7}, 6)}, dt,
                                 {6, 5}, {{"rows", int64_t{6}}, {"padding_idx", int64_t{2}}}));
     cases.back().tolerance = 0;
+    // Softmax minus one at each target (softmax's dtypes); row 1's target
+    // is ignore_index (zeros), row 3's is set by ignore_index 5 in the
+    // second case.
+    if (dt != DType::F64) {
+      cases.push_back(forwardCase("cross_entropy_backward" + d, OpCode::CrossEntropyBackward,
+                                  {input("logits", dt, {4, 6}), indices("t", {4}, {2, -100, 0, 5})},
+                                  dt, {4, 6}));
+      cases.push_back(forwardCase("cross_entropy_backward ignore_index 5" + d,
+                                  OpCode::CrossEntropyBackward,
+                                  {input("logits", dt, {4, 6}), indices("t", {4}, {2, 1, 0, 5})},
+                                  dt, {4, 6}, {{"ignore_index", int64_t{5}}}));
+    }
     cases.push_back(forwardCase("embedding_backward, 140000 rows" + d, OpCode::EmbeddingBackward,
                                 {input("g", dt, {6, 2}), input("i", DType::I64, {6}, 140000)}, dt,
                                 {140000, 2}, {{"rows", int64_t{140000}}}));
@@ -879,16 +903,6 @@ std::vector<SuiteCase> suiteCases() {
   return cases;
 }
 
-/// An int64 tensor holding `values`.
-HostTensor indices(const std::string &name, std::vector<int64_t> shape,
-                   const std::vector<int64_t> &values) {
-  HostTensor t{name, DType::I64, std::move(shape), {}};
-  t.data.resize(static_cast<size_t>(t.expectedBytes()));
-  REQUIRE(static_cast<int64_t>(values.size()) == t.numElements());
-  std::copy(values.begin(), values.end(), t.as<int64_t>());
-  return t;
-}
-
 /// One case per op that reads an index: several indices out of range (too
 /// large and negative), so a backend that checks on the device must still
 /// name the first one, as the CPU does.
@@ -904,6 +918,9 @@ std::vector<SuiteCase> badIndexCases() {
   cases.push_back(forwardCase("cross_entropy target 9 of C = 7", OpCode::CrossEntropy,
                               {input("logits", f, {4, 7}), indices("targets", {4}, {1, -100, 9, -3})},
                               f, {}, {{"ignore_index", int64_t{-100}}}));
+  cases.push_back(forwardCase(
+      "cross_entropy_backward target 9 of C = 7", OpCode::CrossEntropyBackward,
+      {input("logits", f, {4, 7}), indices("targets", {4}, {1, -100, 9, -3})}, f, {4, 7}));
   cases.push_back(forwardCase("gather index 4 of 4 rows", OpCode::Gather,
                               {input("x", f, {4, 5}),
                                indices("i", {2, 3}, {0, 1, 3, 2, 4, -1})},

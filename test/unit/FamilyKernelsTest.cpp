@@ -17,6 +17,7 @@
 #include "FamilyTestSupport.h"
 #include "MoeReference.h"
 
+#include "runtime/ForwardKernels.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/cpu/FamilyKernels.h"
 #include "runtime/cpu/KernelSupport.h"
@@ -1020,6 +1021,66 @@ TEST_CASE("embedding_backward sums rows by index, in order, and checks its indic
                     "embedding_backward: index 4 at element 1 is out of range for 4 rows");
   CHECK_THROWS_WITH(embeddingBackwardShape({5, 2}, {4}, p),
                     Catch::Contains("takes src [M, D] and index [M]"));
+}
+
+TEST_CASE("cross_entropy_backward is softmax minus a one-hot, without the one-hot",
+          "[family-kernels]") {
+  // Each dtype: the softmax kernel's rows with one subtracted at the target
+  // in float, rounded once (the bits of `sub` of a one-hot, what the
+  // gradient rule built before), zeros where the target is ignored, within
+  // float rounding of softmax - one-hot in double, and the same bytes at
+  // any thread count.
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    INFO(shardc::plan::dtypeName(dt));
+    TT x = random(dt, {5, 7}, 11);
+    TT t = fromValues(DType::I64, {5}, {3, -100, 0, 6, 2});
+    TT y = zeros(dt, {5, 7}), four = zeros(dt, {5, 7}), probs = zeros(dt, {5, 7});
+    IndexParams p;
+    crossEntropyBackwardKernel(p, x.k(), t.k(), y.k(), 1);
+    crossEntropyBackwardKernel(p, x.k(), t.k(), four.k(), 4);
+    CHECK(y.bytes == four.bytes);
+    softmaxKernel(x.k(), 1, probs.k(), 1);
+    TT expected = probs;
+    for (int64_t n : {0, 2, 3, 4}) {
+      const int64_t at = n * 7 + static_cast<int64_t>(t.at(n));
+      float v = static_cast<float>(probs.at(at)) - 1.0f;
+      cpu::storeFloats(dt, &v, 1, expected.bytes.data(), at);
+    }
+    for (int64_t c = 0; c < 7; ++c) {  // the ignored row
+      float zero = 0;
+      cpu::storeFloats(dt, &zero, 1, expected.bytes.data(), 7 + c);
+    }
+    CHECK(y.bytes == expected.bytes);
+    for (int64_t n = 0; n < 5; ++n) {
+      double mx = -1e300, sum = 0;
+      for (int64_t c = 0; c < 7; ++c) mx = std::max(mx, x.at(n * 7 + c));
+      for (int64_t c = 0; c < 7; ++c) sum += std::exp(x.at(n * 7 + c) - mx);
+      for (int64_t c = 0; c < 7; ++c) {
+        const double want = n == 1 ? 0.0
+                                   : std::exp(x.at(n * 7 + c) - mx) / sum -
+                                         (c == static_cast<int64_t>(t.at(n)) ? 1.0 : 0.0);
+        INFO("row " << n << " class " << c);
+        CHECK(std::abs(y.at(n * 7 + c) - want) <= (dt == DType::BF16  ? 8e-3
+                                                   : dt == DType::F16 ? 1e-3
+                                                                      : 1e-6));
+      }
+    }
+  }
+  // Another ignore_index; a target outside [0, C) that is not it fails.
+  TT x = random(DType::F32, {3, 4}, 2);
+  TT y = zeros(DType::F32, {3, 4});
+  IndexParams p;
+  p.ignoreIndex = 1;
+  crossEntropyBackwardKernel(p, x.k(), fromValues(DType::I64, {3}, {1, 0, 3}).k(), y.k(), 1);
+  for (int64_t c = 0; c < 4; ++c) CHECK(y.at(c) == 0.0);
+  CHECK(y.at(4 + 0) < 0);
+  CHECK_THROWS_WITH(crossEntropyBackwardKernel(IndexParams{}, x.k(),
+                                               fromValues(DType::I64, {3}, {1, 4, -1}).k(), y.k(),
+                                               1),
+                    "cross_entropy_backward: target 4 of row 1 is out of range for 4 classes "
+                    "(ignore_index -100)");
+  CHECK_THROWS_WITH(crossEntropyBackwardShape({3, 4}, {4}),
+                    Catch::Contains("takes logits [N, C] and target [N]"));
 }
 
 namespace {
