@@ -39,6 +39,86 @@ struct Gradient {
   Value value;
 };
 
+/// Moves each step to right after the last op it must follow: the
+/// definitions of its operands (its gradient, the clipping norm) and the
+/// last read of its parameter, directly or through views of it (a later
+/// read would see the updated value),
+/// as torch's optimizer-in-backward applies a parameter's update as soon as
+/// its gradient is complete. The step reads and writes only its own
+/// parameter and state, so every value is what it was at the end; what
+/// changes is that the gradient (its shard, after tc-fsdp) dies at its step
+/// instead of living until the end of the backward. The step count
+/// advances right before the first step.
+void placeStepsEarly(func::FuncOp forward) {
+  Block &block = forward.front();
+  DenseMap<Operation *, int64_t> position;
+  // The parameter each value shows: a tc.use, or a view of one (the
+  // lowering makes a reshape an alias of its input, and a transpose read
+  // by matmuls their operand flag: reading either reads the parameter).
+  DenseMap<Value, StringRef> shows;
+  llvm::StringMap<Operation *> lastRead; // parameter -> its last reader
+  SmallVector<Operation *> steps;
+  AdvanceStepOp advance;
+  for (Operation &op : block) {
+    position[&op] = static_cast<int64_t>(position.size());
+    if (auto use = dyn_cast<UseOp>(op))
+      shows[use.getResult()] = use.getParam();
+    for (Value operand : op.getOperands()) {
+      auto param = shows.find(operand);
+      if (param == shows.end())
+        continue;
+      lastRead[param->second] = &op;
+      if (isa<ViewOpInterface>(op))
+        shows[op.getResult(0)] = param->second;
+    }
+    if (isa<SgdStepOp, AdamwStepOp>(op))
+      steps.push_back(&op);
+    if (auto a = dyn_cast<AdvanceStepOp>(op))
+      advance = a;
+  }
+  // In reverse, so that steps moved after the same op keep their order.
+  for (Operation *step : llvm::reverse(steps)) {
+    // The gradient's own views read by the step alone move with it: --grad
+    // names each gradient by a reshape at the end of the joint graph.
+    SmallVector<Operation *> views;
+    Value gradient = step->getOperand(0);
+    while (Operation *view = gradient.getDefiningOp()) {
+      if (!isa<ViewOpInterface>(view) || !gradient.hasOneUse() ||
+          view->getBlock() != &block)
+        break;
+      views.push_back(view);
+      gradient = view->getOperand(0);
+    }
+    Operation *after = nullptr;
+    auto later = [&](Operation *op) {
+      if (op && op->getBlock() == &block &&
+          (!after || position.lookup(op) > position.lookup(after)))
+        after = op;
+    };
+    later(gradient.getDefiningOp());
+    for (Value operand : step->getOperands().drop_front())
+      later(operand.getDefiningOp());
+    auto target = step->getAttrOfType<FlatSymbolRefAttr>("param");
+    if (target)
+      later(lastRead.lookup(target.getValue()));
+    if (!after || after->hasTrait<OpTrait::IsTerminator>() ||
+        position.lookup(after) >= position.lookup(step))
+      continue;
+    for (Operation *view : llvm::reverse(views)) {
+      view->moveAfter(after);
+      after = view;
+    }
+    step->moveAfter(after);
+  }
+  if (advance && !steps.empty()) {
+    Operation *first = steps.front();
+    for (Operation *step : steps)
+      if (step->isBeforeInBlock(first))
+        first = step;
+    advance->moveBefore(first);
+  }
+}
+
 struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
   using TcOptimizerBase::TcOptimizerBase;
 
@@ -166,6 +246,7 @@ struct TcOptimizerPass : public tc::impl::TcOptimizerBase<TcOptimizerPass> {
     }
     if (!stateFile.empty())
       resumeStepCounter(module, init);
+    placeStepsEarly(forward);
   }
 
   LogicalResult checkOptions(ModuleOp module) {

@@ -103,9 +103,16 @@ def TcOptimizer : Pass<"tc-optimizer", "::mlir::ModuleOp"> {
     Runs before `tc-fsdp`, on a program whose @forward returns gradients:
     the results named `grad.P` (as `--grad` names them) for parameters `@P`.
     Each is consumed by one `tc.sgd_step` or `tc.adamw_step` of `@P`,
-    placed at the end of @forward after every use of every parameter (the
-    way `optimizer.step()` follows `loss.backward()`), and removed from the
-    results. The optimizer state is parameters of the updated parameter's
+    placed right after the last op it must follow: its gradient (with the
+    views of it read by nothing else, moved along: --grad names gradients
+    by a reshape at the end), the clipping norm if any, and the last read
+    of `@P` directly or through a view (a later read would see the update).
+    That is torch's optimizer in backward: each step reads and writes only
+    its parameter and state, so the values are those of steps at the end
+    (where `optimizer.step()` follows `loss.backward()`), but a gradient
+    (its shard, after tc-fsdp) dies at its step instead of living to the
+    end of the backward. `tc.advance_step` comes right before the first
+    step. The gradients are removed from the results. The optimizer state is parameters of the updated parameter's
     type, unit and device, initialized to zero in @init, `non_persistent`
     (checkpoints of the model never save it): `@optim.momentum_buffer.P`
     (SGD with momentum), `@optim.exp_avg.P` and `@optim.exp_avg_sq.P`

@@ -6,10 +6,12 @@
 // RUN: shardc-opt %s -split-input-file -tc-optimizer='optimizer=adamw lr=0.1 weight-decay=0.5 no-weight-decay=^b$' | FileCheck %s --check-prefix=NODECAY
 
 // tc-optimizer turns the results named grad.P into optimizer steps of @P
-// at the end of @forward (the results go away); its state is zero-initialized
-// non_persistent parameters after their parameter. tc-fsdp shards the state
-// like its parameter and reduces each gradient into the shard right after
-// the gradient is computed. Buffers get no step (a result grad.stats for a
+// (the results go away), each right after its gradient and the last read
+// of @P (torch's optimizer in backward: the same values, the gradient
+// freed at its step); its state is zero-initialized non_persistent
+// parameters after their parameter. tc-fsdp shards the state like its
+// parameter and reduces each gradient into the shard right after the
+// gradient is computed. Buffers get no step (a result grad.stats for a
 // buffer stays a result).
 
 // SGD-LABEL: tc.param @w : tensor<10x4xf32> device "cpu"{{$}}
@@ -26,8 +28,8 @@
 // SGD-SAME:      -> (tensor<10x4xf32> {tc.name = "y"}, tensor<4xf32> {tc.name = "grad.stats"})
 // SGD:         %[[Y:.*]] = tc.add
 // SGD-NEXT:    %[[GW:.*]] = tc.mul %{{.*}}, %[[Y]]
-// SGD-NEXT:    %[[GB:.*]] = tc.add
 // SGD-NEXT:    tc.sgd_step @w, %[[GW]] buffer @optim.momentum_buffer.w {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, weight_decay = 0.000000e+00 : f64} : tensor<10x4xf32>
+// SGD-NEXT:    %[[GB:.*]] = tc.add
 // SGD-NEXT:    tc.sgd_step @b, %[[GB]] buffer @optim.momentum_buffer.b
 // SGD-NEXT:    return %[[Y]], %{{.*}} : tensor<10x4xf32>, tensor<4xf32>
 
@@ -43,11 +45,11 @@
 // ADAMW:         %[[P:.*]]:2 = tc.all_gather [@w, @b] unit "root"
 // ADAMW:         %[[GW:.*]] = tc.mul
 // ADAMW-NEXT:    %[[SW:.*]] = tc.reduce_scatter %[[GW]] for @w : tensor<10x4xf32> -> tensor<4x4xf32>
+// ADAMW-NEXT:    tc.advance_step @optim.step
+// ADAMW-NEXT:    tc.adamw_step @w, %[[SW]] state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-02 : f64, weight_decay = 1.000000e-02 : f64} : tensor<4x4xf32>
 // ADAMW-NEXT:    %[[GB:.*]] = tc.add %[[P]]#1, %[[P]]#1
 // ADAMW-NEXT:    %[[SB:.*]] = tc.reduce_scatter %[[GB]] for @b : tensor<4xf32> -> tensor<2xf32>
 // ADAMW-NEXT:    tc.release %[[P]]#0, %[[P]]#1
-// ADAMW-NEXT:    tc.advance_step @optim.step
-// ADAMW-NEXT:    tc.adamw_step @w, %[[SW]] state(@optim.exp_avg.w, @optim.exp_avg_sq.w, @optim.step) {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-02 : f64, weight_decay = 1.000000e-02 : f64} : tensor<4x4xf32>
 // ADAMW-NEXT:    tc.adamw_step @b, %[[SB]] state(@optim.exp_avg.b, @optim.exp_avg_sq.b, @optim.step)
 // ADAMW-SAME:      : tensor<2xf32>
 // ADAMW-NEXT:    return
@@ -70,18 +72,20 @@
 // SGDSCHED-LABEL: func.func @forward(
 // SGDSCHED:         tc.advance_step @optim.step
 // SGDSCHED-NEXT:    tc.sgd_step @w, %{{.*}} step @optim.step {decay_steps = 5 : i64, lr = 1.000000e-01 : f64, min_lr = 1.000000e-02 : f64, momentum = 0.000000e+00 : f64, warmup_steps = 2 : i64, weight_decay = 0.000000e+00 : f64} : tensor<10x4xf32>
+// SGDSCHED-NEXT:    tc.add
 // SGDSCHED-NEXT:    tc.sgd_step @b, %{{.*}} step @optim.step
 
 // no-weight-decay: the parameters it names get weight_decay 0, the others
 // the option's.
 // NODECAY-LABEL: func.func @forward(
 // NODECAY:         tc.adamw_step @w, {{.*}}weight_decay = 5.000000e-01 : f64} : tensor<10x4xf32>
-// NODECAY-NEXT:    tc.adamw_step @b, {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<4xf32>
+// NODECAY:         tc.adamw_step @b, {{.*}}weight_decay = 0.000000e+00 : f64} : tensor<4xf32>
 
 // One rank stores whole parameters: no reduction, no momentum buffer.
 // N1-LABEL: func.func @forward(
 // N1-NOT:      tc.reduce_scatter
 // N1:          tc.sgd_step @w, %{{.*}} {lr = 5.000000e-01 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} : tensor<10x4xf32>
+// N1-NEXT:     tc.add
 // N1-NEXT:     tc.sgd_step @b
 // N1-NOT:      optim.
 tc.param @w : tensor<10x4xf32> device "cpu"
@@ -105,3 +109,4 @@ func.func @forward(%x: tensor<10x4xf32> {tc.name = "x"}) -> (tensor<10x4xf32> {t
   %gb = tc.add %b, %b : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
   return %y, %gw, %gb, %s : tensor<10x4xf32>, tensor<10x4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
