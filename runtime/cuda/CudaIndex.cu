@@ -18,8 +18,8 @@
 //
 // cross_entropy_backward: the targets are copied to the host and checked
 // there (the CPU's words), the device's softmax writes y, then one block
-// per row subtracts one at its target in the dtype's arithmetic, or zeroes
-// a row whose target is ignore_index.
+// per row subtracts one at its target in float, rounded once (the CPU's
+// arithmetic), or zeroes a row whose target is ignore_index.
 //
 // embedding_backward: the indices are copied to the host, checked and
 // sorted by row there (the CPU kernel's stable counting sort), and the
@@ -116,7 +116,7 @@ void crossEntropyBackward(CudaDevice &device, const IndexParams &p, const KTenso
   checks::crossEntropyTargets(p, targets.data(), N, C);  // data: checked before any write
   softmax(device, x, 1, y);
   device.makeCurrent();
-  dispatchFloat("cross_entropy_backward", x.dtype, true, [&](auto st) {
+  dispatchFloat("cross_entropy_backward", x.dtype, false, [&](auto st) {
     using St = decltype(st);
     subtractTargetKernel<St><<<static_cast<unsigned>(N), kThreads, 0, device.stream()>>>(
         static_cast<typename St::S *>(y.data), static_cast<const int64_t *>(target.data), C,
