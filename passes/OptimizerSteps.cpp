@@ -64,12 +64,14 @@ void placeStepsEarly(func::FuncOp forward) {
     if (auto use = dyn_cast<UseOp>(op))
       shows[use.getResult()] = use.getParam();
     for (Value operand : op.getOperands()) {
-      auto param = shows.find(operand);
-      if (param == shows.end())
+      auto found = shows.find(operand);
+      if (found == shows.end())
         continue;
-      lastRead[param->second] = &op;
+      // A copy: inserting into `shows` below may move its entries.
+      const StringRef param = found->second;
+      lastRead[param] = &op;
       if (isa<ViewOpInterface>(op))
-        shows[op.getResult(0)] = param->second;
+        shows[op.getResult(0)] = param;
     }
     if (isa<SgdStepOp, AdamwStepOp>(op))
       steps.push_back(&op);
