@@ -166,7 +166,7 @@ JointGraph withGradients(const std::string &fileText,
                          std::to_string(i) + " a gradient of another shape");
       auto [existing, fresh] = grads.emplace(input, inputGrads[i]);
       if (!fresh)
-        existing->second = builder.add(existing->second, inputGrads[i]);
+        existing->second = builder.accumulate(existing->second, inputGrads[i]);
     }
   }
 

@@ -1,7 +1,9 @@
 //===- GradientBuilder.cpp - emitting backward nodes into a graph ---------===//
 #include "compiler/GradientBuilder.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 namespace shardc::compiler {
@@ -48,6 +50,48 @@ std::string GradientBuilder::named(const std::string &name,
   types_[name] = {read.shapes.at(0), read.dtype};
   nodes.push_back(std::move(node));
   return name;
+}
+
+namespace {
+/// Whether `node` defines `value` (its "name", or one of its "names").
+bool defines(const json &node, const std::string &value) {
+  if (node.value("name", "") == value)
+    return true;
+  const auto names = node.find("names");
+  return names != node.end() &&
+         std::find(names->begin(), names->end(), value) != names->end();
+}
+} // namespace
+
+std::string GradientBuilder::accumulate(const std::string &existing,
+                                        const std::string &contribution) {
+  json &nodes = document_["nodes"];
+  // Back from the last node to the contribution's: nothing on the way may
+  // read it (it would see the sum) or define `existing` (acc must come
+  // first).
+  std::optional<size_t> fused;
+  for (size_t k = nodes.size(); k-- > 0;) {
+    const json &node = nodes[k];
+    const json &inputs = node["inputs"];
+    if (defines(node, existing) ||
+        std::find(inputs.begin(), inputs.end(), contribution) != inputs.end())
+      break;
+    if (defines(node, contribution)) {
+      if (node["op"] == "embedding_backward" && inputs.size() == 2)
+        fused = k;
+      break;
+    }
+  }
+  if (!fused)
+    return add(existing, contribution);
+  json node = nodes[*fused];
+  node["inputs"].push_back(existing);
+  readNode(reader_, node,
+           "gradient of " + origin_ + " (nodes[" + std::to_string(*fused) +
+               "])",
+           types_); // acc's shape and dtype checked as any operand's
+  nodes[*fused] = std::move(node);
+  return contribution;
 }
 
 std::string GradientBuilder::op(const std::string &op,

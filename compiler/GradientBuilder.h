@@ -71,6 +71,13 @@ public:
   std::string add(const std::string &a, const std::string &b) {
     return op("add", {a, b});
   }
+  /// `existing + contribution`, two gradients of one value summed. When the
+  /// contribution is an embedding_backward nothing reads yet and `existing`
+  /// was defined before it, `existing` becomes its acc operand instead (the
+  /// same bits as the add; the lowering then sums a tied embedding's two
+  /// gradients in one [V, D] buffer, not two).
+  std::string accumulate(const std::string &existing,
+                         const std::string &contribution);
   std::string sub(const std::string &a, const std::string &b) {
     return op("sub", {a, b});
   }

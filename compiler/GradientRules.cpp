@@ -390,9 +390,12 @@ Grads asStridedRule(GradientBuilder &b, const GradientStep &s) {
 /// embedding_backward(src [M, D], index [M]): src row m went into row
 /// index[m], so its gradient is that row of g: an `embedding` of g by
 /// index (nn.EmbeddingBag's bag sums over ragged bags); rows at
-/// padding_idx were left out, so they get none.
+/// padding_idx were left out, so they get none. An acc operand was added
+/// as is: its gradient is g.
 Grads embeddingBackwardRule(GradientBuilder &b, const GradientStep &s) {
-  Grads out(2);
+  Grads out(s.node.inputs.size());
+  if (out.size() == 3 && s.wanted[2])
+    out[2] = s.grad();
   if (!s.wanted[0])
     return out;
   std::string rows = b.op("embedding", {s.grad(), s.input(1)});

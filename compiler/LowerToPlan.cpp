@@ -785,6 +785,8 @@ private:
   /// kernels read element i before writing it): a gradient accumulated
   /// from two pieces holds two buffers, not three, and so does a residual
   /// add. Only plain temporaries of the result's shape and dtype qualify.
+  /// So does embedding_backward's acc (operand 2, read row by row before
+  /// it is written): a tied table's two gradients in one buffer.
   void reuseDeadOperands() {
     const std::set<int32_t> kept = keptBuffers();
     std::map<int32_t, size_t> lastUse, allocAt;
@@ -813,12 +815,15 @@ private:
       const bool elementwise =
           inst.op == plan::OpCode::Add || inst.op == plan::OpCode::Sub ||
           inst.op == plan::OpCode::Mul || inst.op == plan::OpCode::Div;
-      if (!elementwise || inst.outputs.size() != 1)
+      const bool accumulates =
+          inst.op == plan::OpCode::EmbeddingBackward && inst.inputs.size() == 3;
+      if (!(elementwise || accumulates) || inst.outputs.size() != 1)
         continue;
       const int32_t result = inst.outputs[0];
       if (!temporary(result) || allocAt[result] >= i)
         continue;
-      for (int32_t operand : inst.inputs) {
+      for (size_t k = accumulates ? 2 : 0; k < inst.inputs.size(); ++k) {
+        const int32_t operand = inst.inputs[k];
         const plan::Buffer &from = function_.buffers[operand];
         const plan::Buffer &to = function_.buffers[result];
         if (operand == result || !temporary(operand) || lastUse[operand] != i ||

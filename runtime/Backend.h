@@ -101,14 +101,16 @@ struct Region {
 ///     through the io buffer `io` (ioBytes);
 ///   the op families (SHARDC_FAMILY_OP in OpTable.def; semantics in
 ///     runtime/OpFamilies.h): one method per family, its parameters decoded
-///     by the core (runtime/OpRules.h), y never aliasing an input;
+///     by the core (runtime/OpRules.h), y never aliasing an input but
+///     embedding_backward's acc (the lowering accumulates into a dying acc);
 ///     batchNorm is eval mode (running statistics; weight and bias both or
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes,
 ///     moeExpertsBackward's moeExpertsBackwardWorkBytes (p.wrt), hidden
 ///     and gatedGrad optional (gatedGrad only with hidden),
 ///     moeExpertsHidden's moeExpertsHiddenWorkBytes, moeExpertsGatedGrad's
 ///     moeExpertsGatedGradWorkBytes; index is
-///     topk (index == nullptr; y int64) or gather (index int64); compare is
+///     topk (index == nullptr; y int64) or gather (index int64), acc only
+///     embedding_backward's optional third operand; compare is
 ///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
 ///     the conv family's weight gradient (dw from x and conv's output
 ///     gradient, summed over the batch);
@@ -165,7 +167,7 @@ struct Region {
                                    const KTensor &down, const KTensor &y,                    \
                                    std::byte *workspace) SUFFIX;                             \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
-                     const KTensor *index, const KTensor &y) SUFFIX;                         \
+                     const KTensor *index, const KTensor *acc, const KTensor &y) SUFFIX;     \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \
                        const KTensor &y) SUFFIX;                                             \
   VIRTUAL void where(const KTensor &cond, const KTensor &a, const KTensor &b,               \

@@ -166,13 +166,14 @@ void CpuBackend::moeExpertsGatedGrad(const KTensor &grad, const KTensor &index, 
                                      const KTensor &y, std::byte *workspace) {
   moeExpertsGatedGradKernel(grad, index, down, y, workspace, threads_);
 }
-void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
-                       const KTensor *index, const KTensor &y) {
+void CpuBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x, const KTensor *index,
+                       const KTensor *acc, const KTensor &y) {
   if (kind == IndexKind::TopK) topkKernel(p, x, y, threads_);
   else if (kind == IndexKind::Gather) gatherKernel(p, x, *index, y, threads_);
   else if (kind == IndexKind::CrossEntropyBackward)
     crossEntropyBackwardKernel(p, x, *index, y, threads_);
-  else embeddingBackwardKernel(p, x, *index, y, threads_);
+  else
+    embeddingBackwardKernel(p, x, *index, y, threads_, acc);
 }
 void CpuBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
                          const KTensor &y) {

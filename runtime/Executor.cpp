@@ -95,7 +95,7 @@ void Backend::unary(UnaryOp, double, double, const KTensor &, const KTensor &) {
   noKernel(OpFamily::Unary);
 }
 void Backend::index(IndexKind, const IndexParams &, const KTensor &, const KTensor *,
-                    const KTensor &) {
+                    const KTensor *, const KTensor &) {
   noKernel(OpFamily::Index);
 }
 void Backend::compare(CompareOp, const KTensor &, const KTensor *, double, const KTensor &) {
@@ -498,8 +498,12 @@ private:
       fail("output '" + out.name + "' is " + dtypeName(out.dtype) + " " +
            shapeToString(out.shape) + ", the op's rule gives " + dtypeName(expected.dtype) +
            " " + shapeToString(expected.shape));
-    for (int32_t id : inst.inputs)
-      if (id == inst.outputs[0]) fail("output '" + out.name + "' must not be an input");
+    // Kernels read inputs while writing y; embedding_backward's acc alone is
+    // read row by row before it is written (the lowering accumulates a tied
+    // table's gradient in place).
+    for (size_t k = 0; k < inst.inputs.size(); ++k)
+      if (inst.inputs[k] == inst.outputs[0] && !(inst.op == OpCode::EmbeddingBackward && k == 2))
+        fail("output '" + out.name + "' must not be an input");
     const KTensor y = tensor(inst.outputs[0]);
     auto optional = [&](size_t i) { return i < in.size() ? &in[i] : nullptr; };
     switch (info.family) {
@@ -536,7 +540,8 @@ private:
     }
     case OpFamily::Index: {
       const IndexKind kind = static_cast<IndexKind>(info.variant);
-      return backend_.index(kind, indexParams(kind, inst.attrs), in[0], optional(1), y);
+      return backend_.index(kind, indexParams(kind, inst.attrs), in[0], optional(1), optional(2),
+                            y);
     }
     case OpFamily::Experts: {
       DeviceBuffer work = workspace(inst, out);

@@ -321,11 +321,13 @@ void topk(const IndexParams &p, const KTensor &x, const KTensor &y) {
 }
 
 void embeddingBackward(const IndexParams &p, const KTensor &src, const KTensor &index,
-                       const KTensor &y) {
-  if (embeddingBackwardShape(src.shape, index.shape, p) != y.shape || y.dtype != src.dtype ||
-      index.dtype != DType::I64)
+                       const KTensor *acc, const KTensor &y) {
+  if (embeddingBackwardShape(src.shape, index.shape, p, acc ? &acc->shape : nullptr) != y.shape ||
+      y.dtype != src.dtype || index.dtype != DType::I64 || (acc && acc->dtype != y.dtype))
     fail("embedding_backward", "operands do not fit: src " + shapeToString(src.shape) + ", index " +
-                                   shapeToString(index.shape) + ", y " + shapeToString(y.shape));
+                                   shapeToString(index.shape) +
+                                   (acc ? ", acc " + shapeToString(acc->shape) : "") + ", y " +
+                                   shapeToString(y.shape));
 }
 
 void crossEntropyBackward(const KTensor &x, const KTensor &target, const KTensor &y) {

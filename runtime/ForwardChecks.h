@@ -89,11 +89,11 @@ void topk(const IndexParams &p, const KTensor &x, const KTensor &y);
 /// gather: index int64, y of x's dtype with gatherShape (the index values
 /// are data: each kernel checks them).
 void gather(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y);
-/// embedding_backward: src [M, D], index int64 [M], y of src's dtype
-/// [rows, D]; then `indices` (the index's M values, on the host) each in
-/// [0, rows), the first outside named.
+/// embedding_backward: src [M, D], index int64 [M], y (and acc, when
+/// given) of src's dtype [rows, D]; then `indices` (the index's M values,
+/// on the host) each in [0, rows), the first outside named.
 void embeddingBackward(const IndexParams &p, const KTensor &src, const KTensor &index,
-                       const KTensor &y);
+                       const KTensor *acc, const KTensor &y);
 void embeddingIndices(const IndexParams &p, const int64_t *indices, int64_t count);
 /// cross_entropy_backward: x [N, C] float, target int64 [N], y of x's
 /// dtype and shape; then `targets` (on the host) each in [0, C) or

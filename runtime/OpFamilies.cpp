@@ -421,7 +421,8 @@ Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p) {
   return index;
 }
 
-Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p) {
+Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p,
+                             const Shape *acc) {
   const char *op = "embedding_backward";
   if (src.size() != 2 || index.size() != 1 || index[0] != src[0])
     fail(op, "takes src [M, D] and index [M], got src " + shapeToString(src) + " and index " +
@@ -430,7 +431,11 @@ Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexPa
   if (p.paddingIdx < -1 || p.paddingIdx >= p.rows)
     fail(op, "padding_idx must be a row (0.." + str(p.rows - 1) + ") or -1, got " +
                  str(p.paddingIdx));
-  return {p.rows, src[1]};
+  Shape y{p.rows, src[1]};
+  if (acc && *acc != y)
+    fail(op,
+         "acc must have the result's shape " + shapeToString(y) + ", got " + shapeToString(*acc));
+  return y;
 }
 
 Shape crossEntropyBackwardShape(const Shape &x, const Shape &target) {

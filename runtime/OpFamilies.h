@@ -143,7 +143,12 @@ Shape asStridedShape(const Shape &x, const std::vector<int64_t> &size,
 /// int64 [M] -> y [rows, D], y[v] = the sum of src[m] over the m with
 /// index[m] == v (none: 0), in order of m, accumulated in double and
 /// rounded once; the row `padding_idx` (-1: none) stays 0. An index outside
-/// [0, rows) is an error naming it.
+/// [0, rows) is an error naming it. With a third operand acc [rows, D] of
+/// src's dtype, y = acc + those sums, bit for bit `add` of acc and the
+/// two-operand result (each sum rounded to the dtype, then added in float,
+/// double for float64, and rounded once; a row with no reads adds +0): a
+/// tied table's two gradients summed without a second [rows, D] tensor
+/// (acc may be y's own buffer).
 /// CrossEntropyBackward: logits x [N, C], target int64 [N] -> y [N, C] of
 /// x's dtype: row n is softmax(x[n]) (the softmax op's values) with one
 /// subtracted at target[n] (in float, rounded once, as `sub` of the softmax
@@ -162,7 +167,8 @@ struct IndexParams {
 };
 Shape topkShape(const Shape &x, const IndexParams &p);
 Shape gatherShape(const Shape &x, const Shape &index, const IndexParams &p);
-Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p);
+Shape embeddingBackwardShape(const Shape &src, const Shape &index, const IndexParams &p,
+                             const Shape *acc = nullptr);
 Shape crossEntropyBackwardShape(const Shape &x, const Shape &target);
 /// dim in [-rank, rank) (a 0-d tensor takes 0 or -1) as a position; fails naming op.
 int64_t wrapDim(const char *op, int64_t dim, size_t rank);

@@ -152,7 +152,7 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
     if (kind == IndexKind::Gather) return gatherShape(in[0].shape, in[1].shape, p);
     if (kind == IndexKind::CrossEntropyBackward)
       return crossEntropyBackwardShape(in[0].shape, in[1].shape);
-    return embeddingBackwardShape(in[0].shape, in[1].shape, p);
+    return embeddingBackwardShape(in[0].shape, in[1].shape, p, optional(2));
   }
   case OpFamily::Experts: {
     const MoeParams p = moeParams(attrs);  // checks the names

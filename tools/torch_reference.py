@@ -249,11 +249,12 @@ def _moe_experts(a, n):
 
 def _embedding_backward(a, n):
     """Row v: the sum of the src rows whose index is v (torch's index_add);
-    the padding_idx row none."""
+    the padding_idx row none; plus acc, the optional third operand."""
     src, index = a[0], a[1]
     if n.get("padding_idx", -1) >= 0:
         src = src * (index != n["padding_idx"]).to(src.dtype)[:, None]
-    return src.new_zeros([n["rows"]] + list(src.shape[1:])).index_add(0, index, src)
+    sums = src.new_zeros([n["rows"]] + list(src.shape[1:])).index_add(0, index, src)
+    return sums + a[2] if len(a) > 2 else sums
 
 
 _FAMILY = {

@@ -46,8 +46,9 @@ void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> 
 void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int threads);
 void crossEntropyBackwardKernel(const IndexParams &p, const KTensor &x, const KTensor &target,
                                 const KTensor &y, int threads);
+/// embedding_backward; with acc, y = acc + the sums (acc may be y itself).
 void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTensor &index,
-                             const KTensor &y, int threads);
+                             const KTensor &y, int threads, const KTensor *acc = nullptr);
 void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
                   int threads);
 

@@ -163,11 +163,51 @@ void sumRows(const KTensor &src, const KTensor &y, const std::vector<int64_t> &o
   }
 }
 
+/// y[v] = acc[v] + the rows order[first..last) of src summed as sumRows
+/// does (first == last: +0), bit for bit `add` of acc and sumRows' row:
+/// the sum rounded to the dtype first, then added in float (double for
+/// float64) and rounded once. acc[v] is read before y[v] is written, so acc
+/// may be y.
+void accumulateRow(const KTensor &src, const KTensor &acc, const KTensor &y,
+                   const std::vector<int64_t> &order, int64_t first, int64_t last, int64_t v,
+                   int64_t D) {
+  thread_local std::vector<double> sum;
+  sum.assign(static_cast<size_t>(D), 0.0);
+  for (int64_t k = first; k < last; ++k) {
+    const int64_t row = order[static_cast<size_t>(k)] * D;
+    for (int64_t c = 0; c < D; ++c) sum[c] += loadAsDouble(src.dtype, src.data, row + c);
+  }
+  const int64_t at = v * D;
+  if (y.dtype == DType::F64) {
+    const double *a = static_cast<const double *>(acc.data) + at;
+    double *out = static_cast<double *>(y.data) + at;
+    for (int64_t c = 0; c < D; ++c) out[c] = a[c] + sum[c];
+    return;
+  }
+  if (y.dtype == DType::F32) {
+    const float *a = static_cast<const float *>(acc.data) + at;
+    float *out = static_cast<float *>(y.data) + at;
+    for (int64_t c = 0; c < D; ++c) out[c] = a[c] + static_cast<float>(sum[c]);
+    return;
+  }
+  // 16-bit: each sum rounded to the dtype as the two-operand op stores it.
+  thread_local std::vector<std::byte> rounded;
+  thread_local std::vector<float> a, s;
+  rounded.resize(static_cast<size_t>(D * plan::dtypeSize(y.dtype)));
+  a.resize(static_cast<size_t>(D));
+  s.resize(static_cast<size_t>(D));
+  for (int64_t c = 0; c < D; ++c) storeFromDouble(y.dtype, rounded.data(), c, sum[c]);
+  cpu::loadFloats(y.dtype, rounded.data(), 0, D, s.data());
+  cpu::loadFloats(y.dtype, acc.data, at, D, a.data());
+  for (int64_t c = 0; c < D; ++c) a[c] += s[c];
+  cpu::storeFloats(y.dtype, a.data(), D, y.data, at);
+}
+
 }  // namespace
 
 void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTensor &index,
-                             const KTensor &y, int threads) {
-  checks::embeddingBackward(p, src, index, y);
+                             const KTensor &y, int threads, const KTensor *acc) {
+  checks::embeddingBackward(p, src, index, acc, y);
   const int64_t M = src.shape[0], D = src.shape[1];
   const int64_t *idx = static_cast<const int64_t *>(index.data);
   checks::embeddingIndices(p, idx, M);  // indices are data: checked before any sum
@@ -179,6 +219,22 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
   for (int64_t k = 0; k < M; ++k)
     if (k == 0 || idx[order[k]] != idx[order[k - 1]]) groups.push_back(k);
   groups.push_back(M);
+  if (acc) {
+    // Every row is written (acc plus its sum, or plus +0): one task per
+    // block of rows, each row's reads found through its group.
+    std::vector<int64_t> groupOf(static_cast<size_t>(p.rows), -1);
+    for (size_t g = 0; g + 1 < groups.size(); ++g) groupOf[idx[order[groups[g]]]] = g;
+    constexpr int64_t kRowsPerTask = 64;
+    cpu::parallelTasks(
+        (p.rows + kRowsPerTask - 1) / kRowsPerTask, threads, p.rows * D, [&](int64_t t) {
+          for (int64_t v = t * kRowsPerTask; v < std::min(p.rows, (t + 1) * kRowsPerTask); ++v) {
+            const int64_t g = v == p.paddingIdx ? -1 : groupOf[v];
+            const int64_t first = g < 0 ? 0 : groups[g], last = g < 0 ? 0 : groups[g + 1];
+            accumulateRow(src, *acc, y, order, first, last, v, D);
+          }
+        });
+    return;
+  }
   // Zeros first (+0 is all-zero bytes in every float dtype).
   const int64_t bytes = p.rows * D * plan::dtypeSize(y.dtype), zeroBlock = int64_t(1) << 20;
   cpu::parallelTasks((bytes + zeroBlock - 1) / zeroBlock, threads, bytes / 4, [&](int64_t b) {

@@ -248,13 +248,13 @@ void CudaBackend::moeExpertsGatedGrad(const KTensor &grad, const KTensor &index,
   Backend::moeExpertsGatedGrad(grad, index, down, y, workspace);  // no kernel: kCudaUnsupportedOps
 }
 void CudaBackend::index(IndexKind kind, const IndexParams &p, const KTensor &x,
-                        const KTensor *index, const KTensor &y) {
+                        const KTensor *index, const KTensor *acc, const KTensor &y) {
   if (kind == IndexKind::TopK) cuda::topk(device_, p, x, y);
   else if (kind == IndexKind::Gather) cuda::gather(device_, p, x, *index, y);
   else if (kind == IndexKind::CrossEntropyBackward)
     cuda::crossEntropyBackward(device_, p, x, *index, y);
   else
-    cuda::embeddingBackward(device_, p, x, *index, y);
+    cuda::embeddingBackward(device_, p, x, *index, acc, y);
 }
 void CudaBackend::compare(CompareOp op, const KTensor &a, const KTensor *b, double value,
                           const KTensor &y) {

@@ -47,9 +47,10 @@ void topk(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTen
 void gather(CudaDevice &device, const IndexParams &p, const KTensor &x, const KTensor &index,
             const KTensor &y);
 /// The CPU's sums bit for bit: the indices are sorted by row on the host
-/// (one wait), one thread per output element sums in double.
+/// (one wait), one thread per output element sums in double (and adds
+/// acc's element, read before y's is written: acc may be y).
 void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
-                       const KTensor &index, const KTensor &y);
+                       const KTensor &index, const KTensor *acc, const KTensor &y);
 /// The device's softmax, then one subtracted at each target (ignored rows
 /// zeroed) by one block per row; the targets are checked on the host first
 /// (one wait), with the CPU's words.

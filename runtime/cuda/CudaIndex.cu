@@ -25,7 +25,8 @@
 // sorted by row there (the CPU kernel's stable counting sort), and the
 // row offsets and positions go to the device's scratch; then one thread per
 // output element sums its column over the row's positions in increasing
-// order, in double, rounded once: the CPU's sum, bit for bit. When the
+// order, in double, rounded once: the CPU's sum, bit for bit (plus acc's
+// element in the CPU's arithmetic, when given). When the
 // sort does not fit in the scratch, the CPU kernel runs on the host copies
 // of src and index and y is copied back (the same values, slower).
 #include "runtime/cuda/CudaFamilies.h"
@@ -75,11 +76,14 @@ __global__ void gatherKernel(GatherGeometry g, const E *x, const int64_t *idx, E
 }
 
 /// y[v, c] = the sum over k in [start[v], start[v + 1]) of src[order[k], c]
-/// in double, rounded once; row `padding` (-1: none) zero.
+/// in double, rounded once; row `padding` (-1: none) zero. With acc, that
+/// rounded sum is added to acc[e] in C and rounded once (`add`'s
+/// arithmetic); acc[e] is read before y[e] is written (acc may be y).
 template <typename St>
 __global__ void embeddingBackwardKernel(const typename St::S *src, const int64_t *start,
-                                        const int64_t *order, typename St::S *y, int64_t rows,
-                                        int64_t D, int64_t padding) {
+                                        const int64_t *order, const typename St::S *acc,
+                                        typename St::S *y, int64_t rows, int64_t D,
+                                        int64_t padding) {
   using C = typename St::C;
   SHARDC_GRID_LOOP(e, rows * D) {
     const int64_t v = e / D, c = e % D;
@@ -87,7 +91,8 @@ __global__ void embeddingBackwardKernel(const typename St::S *src, const int64_t
     if (v != padding)
       for (int64_t k = start[v]; k < start[v + 1]; ++k)
         sum = __dadd_rn(sum, double(St::load(src[order[k] * D + c])));
-    y[e] = St::store(C(sum));
+    const auto rounded = St::store(C(sum));
+    y[e] = acc ? St::store(St::load(acc[e]) + St::load(rounded)) : rounded;
   }
 }
 
@@ -126,9 +131,9 @@ void crossEntropyBackward(CudaDevice &device, const IndexParams &p, const KTenso
 }
 
 void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &src,
-                       const KTensor &index, const KTensor &y) {
+                       const KTensor &index, const KTensor *acc, const KTensor &y) {
   const char *op = "embedding_backward";
-  checks::embeddingBackward(p, src, index, y);
+  checks::embeddingBackward(p, src, index, acc, y);
   const int64_t M = src.shape[0], D = src.shape[1];
   if (y.numel() == 0) return;
   std::vector<int64_t> idx(static_cast<size_t>(M));
@@ -140,9 +145,11 @@ void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &
     std::vector<std::byte> hostSrc(static_cast<size_t>(src.numel() * plan::dtypeSize(src.dtype)));
     std::vector<std::byte> hostY(static_cast<size_t>(y.numel() * plan::dtypeSize(y.dtype)));
     if (!hostSrc.empty()) copyToHost(device, hostSrc.data(), src.data, hostSrc.size());
+    const KTensor hostYTensor{y.dtype, y.shape, hostY.data()};
+    if (acc) copyToHost(device, hostY.data(), acc->data, hostY.size());  // y = acc + sums in place
     embeddingBackwardKernel(p, KTensor{src.dtype, src.shape, hostSrc.data()},
-                            KTensor{index.dtype, index.shape, idx.data()},
-                            KTensor{y.dtype, y.shape, hostY.data()}, 1);
+                            KTensor{index.dtype, index.shape, idx.data()}, hostYTensor, 1,
+                            acc ? &hostYTensor : nullptr);
     copyToDevice(device, y.data, hostY.data(), hostY.size());
     return;
   }
@@ -161,7 +168,8 @@ void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &
     using S = typename St::S;
     embeddingBackwardKernel<St><<<gridFor(y.numel()), kThreads, 0, device.stream()>>>(
         static_cast<const S *>(src.data), deviceSorted, deviceSorted + p.rows + 1,
-        static_cast<S *>(y.data), p.rows, D, p.paddingIdx);
+        acc ? static_cast<const S *>(acc->data) : nullptr, static_cast<S *>(y.data), p.rows, D,
+        p.paddingIdx);
   });
   checkLaunch("embedding_backward kernel launch");
 }

@@ -863,6 +863,19 @@ std::vector<SuiteCase> suiteCases() {
                                 {input("g", dt, {6, 2}), input("i", DType::I64, {6}, 140000)}, dt,
                                 {140000, 2}, {{"rows", int64_t{140000}}}));
     cases.back().tolerance = 0;
+    // The same sums added to acc (a tied table's other gradient): `add`'s
+    // arithmetic, on the device's path and the host's.
+    cases.push_back(forwardCase(
+        "embedding_backward with acc" + d, OpCode::EmbeddingBackward,
+        {input("g", dt, {7, 5}), input("i", DType::I64, {7}, 6), input("acc", dt, {6, 5})}, dt,
+        {6, 5}, {{"rows", int64_t{6}}, {"padding_idx", int64_t{2}}}));
+    cases.back().tolerance = 0;
+    cases.push_back(forwardCase("embedding_backward with acc, 140000 rows" + d,
+                                OpCode::EmbeddingBackward,
+                                {input("g", dt, {6, 2}), input("i", DType::I64, {6}, 140000),
+                                 input("acc", dt, {140000, 2})},
+                                dt, {140000, 2}, {{"rows", int64_t{140000}}}));
+    cases.back().tolerance = 0;
     cases.push_back(forwardCase("reduce_scatter sum" + d, OpCode::ReduceScatter,
                                 {input("g", dt, {5, 3})}, dt, {5, 3}, {{"sum", int64_t{1}}}));
     cases.back().tolerance = 0;

@@ -1023,6 +1023,47 @@ TEST_CASE("embedding_backward sums rows by index, in order, and checks its indic
                     Catch::Contains("takes src [M, D] and index [M]"));
 }
 
+TEST_CASE("embedding_backward with acc is `add` of acc and its sums, bit for bit, also in place",
+          "[family-kernels]") {
+  // 13 rows: 11 read (row 3 the padding), 11 and 12 read by nobody; acc
+  // holds -0 in an unread row (add's +0 makes it +0) and a NaN.
+  std::vector<double> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back((i * 7 + i / 13) % 11);
+  TT index = fromValues(DType::I64, {300}, ids);
+  IndexParams p;
+  p.rows = 13;
+  p.paddingIdx = 3;
+  for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
+    INFO(shardc::plan::dtypeName(dt));
+    TT src = random(dt, {300, 37}, 5, -4, 4), acc = random(dt, {13, 37}, 6, -50, 50);
+    acc.set(12 * 37 + 5, -0.0);
+    acc.set(2 * 37 + 1, kNaN);
+    TT sums = zeros(dt, {13, 37}), want = zeros(dt, {13, 37});
+    embeddingBackwardKernel(p, src.k(), index.k(), sums.k(), 1);
+    binaryKernel(BinaryOp::Add, acc.k(), sums.k(), want.k(), 1);
+    CHECK(want.at(12 * 37 + 5) == 0.0);
+    CHECK_FALSE(std::signbit(want.at(12 * 37 + 5)));
+    for (int threads : {1, 3}) {
+      TT apart = zeros(dt, {13, 37});
+      const KTensor accTensor = acc.k();
+      embeddingBackwardKernel(p, src.k(), index.k(), apart.k(), threads, &accTensor);
+      CHECK(apart.bytes == want.bytes);
+      TT inPlace = acc;  // y is acc's own buffer, as the lowering plans it
+      const KTensor both = inPlace.k();
+      embeddingBackwardKernel(p, src.k(), index.k(), both, threads, &both);
+      CHECK(inPlace.bytes == want.bytes);
+    }
+  }
+  TT src = random(DType::F32, {300, 37}, 5), y = zeros(DType::F32, {13, 37});
+  TT shortAcc = zeros(DType::F32, {12, 37}), halfAcc = zeros(DType::BF16, {13, 37});
+  CHECK_THROWS_WITH(embeddingBackwardShape({300, 37}, {300}, p, &shortAcc.shape),
+                    "embedding_backward: acc must have the result's shape [13, 37], got [12, 37]");
+  const KTensor halfTensor = halfAcc.k();
+  CHECK_THROWS_WITH(embeddingBackwardKernel(p, src.k(), index.k(), y.k(), 1, &halfTensor),
+                    Catch::Contains("embedding_backward: operands do not fit") &&
+                        Catch::Contains("acc [13, 37]"));
+}
+
 TEST_CASE("cross_entropy_backward is softmax minus a one-hot, without the one-hot",
           "[family-kernels]") {
   // Each dtype: the softmax kernel's rows with one subtracted at the target
