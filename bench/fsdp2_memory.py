@@ -25,7 +25,9 @@ batch and take the same steps:
   the report's prediction is checked equal).
 
 The losses of both are printed: the same model, weights and batch, so the
-first step's loss agrees to float rounding.
+first step's loss agrees to float rounding. So is the second step's wall
+time (warm, AdamW's state made; FSDP2 between barriers, shardc the
+slowest rank's first repeat), one kernel thread per rank on both sides.
 
     /opt/shardc-venv/bin/python bench/fsdp2_memory.py [--layers 12] [--width 768]
         [--heads 12] [--vocab 50257] [--batch 2] [--seq 256] [--ranks 2]
@@ -66,7 +68,7 @@ def gpt2_lm(layers, width, heads, vocab, positions):
 
 
 FSDP2_RANK = r"""
-import json, os, sys, torch, torch.distributed as dist
+import json, os, sys, time, torch, torch.distributed as dist
 sys.path.insert(0, %(here)r)
 from fsdp2_memory import gpt2_lm
 from safetensors.torch import load_file
@@ -95,6 +97,9 @@ ids = load_file(%(inputs)r)["input_ids"]
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 losses = []
 for step in range(%(steps)d):
+    if step == 1:  # timed: warm (AdamW's state made), not tracked
+        dist.barrier()
+        start = time.perf_counter()
     if step == %(steps)d - 1:
         # Tracked from here: track_external registers what exists now, the
         # optimizer's state included (made by the first step).
@@ -106,9 +111,12 @@ for step in range(%(steps)d):
     optimizer.step()
     optimizer.zero_grad()
     losses.append(loss.item())
+    if step == 1:
+        dist.barrier()  # the slowest rank's step
+        step_seconds = time.perf_counter() - start
 tracker.__exit__(None, None, None)
 peak = tracker.get_tracker_snapshot("peak")[torch.device("cpu")]
-out = {"losses": losses, "peak": peak["Total"],
+out = {"losses": losses, "peak": peak["Total"], "step_seconds": step_seconds,
        "parts": {str(k).split(".")[-1]: v for k, v in peak.items() if k != "Total"}}
 if rank == 0:
     print(json.dumps(out))
@@ -145,7 +153,9 @@ def shardc_step(shardc, graph, weights, inputs, ranks, recompute):
     report = json.loads(p.stdout)
     assert report["predictions_hold"], "shardc's memory prediction was not exact"
     return {"losses": [s["output"] for s in report["training_steps"]],
-            "peak": max(r["forward"]["peak_bytes"] for r in report["ranks"])}
+            "peak": max(r["forward"]["peak_bytes"] for r in report["ranks"]),
+            # Step 2 (the first repeat: warm, AdamW's state made), slowest rank.
+            "step_seconds": max(r["forward_repeats"][0]["seconds"] for r in report["ranks"])}
 
 
 def main():
@@ -196,12 +206,13 @@ def main():
     print("GPT-2 (%d layers, width %d, vocabulary %d), batch %d x %d tokens, AdamW, "
           "N = %d; rank peak of a step\n" % (args.layers, args.width, args.vocab, args.batch,
                                              args.seq, args.ranks))
-    print("| run | peak per rank | MiB | / FSDP2 | first loss |\n|---|---|---|---|---|")
-    base = rows[0][1]["peak"]
+    print("| run | peak per rank | MiB | / FSDP2 | step 2 s | / FSDP2 | first loss |\n"
+          "|---|---|---|---|---|---|---|")
+    base, base_time = rows[0][1]["peak"], rows[0][1]["step_seconds"]
     for name, result in rows:
-        print("| %s | %s | %.1f | %.2f | %.6f |" % (name, format(result["peak"], ","),
-                                                   result["peak"] / 2**20,
-                                                   result["peak"] / base, result["losses"][0]))
+        print("| %s | %s | %.1f | %.2f | %.3f | %.2f | %.6f |" % (
+            name, format(result["peak"], ","), result["peak"] / 2**20, result["peak"] / base,
+            result["step_seconds"], result["step_seconds"] / base_time, result["losses"][0]))
 
 
 if __name__ == "__main__":

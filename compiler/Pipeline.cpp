@@ -47,6 +47,8 @@ LogicalResult shardModule(ModuleOp module, int64_t worldSize,
     step.stateFile = optimizer->stateFile;
     passes.addPass(tc::createTcOptimizer(step));
   }
+  if (worldSize > 1 && shardOptions.narrowUnitRuns) // N = 1 gathers nothing
+    passes.addPass(tc::createTcNarrowUnitRuns());
   tc::TcFsdpOptions options;
   options.worldSize = worldSize;
   options.prefetch = shardOptions.prefetch;

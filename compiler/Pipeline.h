@@ -29,6 +29,10 @@ struct ShardOptions {
   /// graph's backward recomputes what each unit's forward computed instead
   /// of keeping it alive in between.
   bool recomputeActivations = false;
+  /// tc-narrow-unit-runs at N >= 2: ops that read none of a unit's
+  /// parameters run after its gathered window when that lowers the peak.
+  /// Off only to measure what it saves (test/pipeline/NarrowUnitRunsTest).
+  bool narrowUnitRuns = true;
 };
 
 /// A training step (docs/training.md, tc-optimizer): @forward's gradients
@@ -62,7 +66,8 @@ struct OptimizerOptions {
 
 /// Verifies `module`, then runs tc-expand-init, tc-assign-units,
 /// tc-fold-param-casts, tc-recompute-activations (if asked), tc-optimizer (with
-/// `optimizer`) and tc-fsdp for `worldSize` ranks. Errors are reported through
+/// `optimizer`), tc-narrow-unit-runs (N >= 2) and tc-fsdp for `worldSize`
+/// ranks. Errors are reported through
 /// the context's diagnostic handler.
 mlir::LogicalResult shardModule(mlir::ModuleOp module, int64_t worldSize,
                                 const ShardOptions &options = {},

@@ -228,6 +228,43 @@ def TcRecomputeActivations : Pass<"tc-recompute-activations",
   let dependentDialects = ["::mlir::tc::TcDialect"];
 }
 
+def TcNarrowUnitRuns : Pass<"tc-narrow-unit-runs", "::mlir::ModuleOp"> {
+  let summary = "Move ops that read no unit parameter out of the unit's run";
+  let description = [{
+    Runs before `tc-fsdp` (after `tc-optimizer`), which gathers a unit
+    from the first op of a run that reads its parameters to the last
+    (the runs of `tc-recompute-activations`: over every parameter, so the
+    result does not depend on the world size). An op strictly inside a run
+    that reads none of the unit's parameters, and that no later read in
+    the run needs (directly or through other ops), moves right after the
+    run's last read, after `tc-fsdp`'s release; the ops moved keep their
+    order. A linear's weight gradient is such an op: computed between its
+    input gradient, which reads the weight, and the next read of the unit.
+
+      %dx = tc.matmul %g, %w          // reads the unit
+      %gt = tc.transpose %g, 0, 1
+      %dw = tc.matmul %gt, %x         // reads none of it
+      %dn = tc.mul %dx, %ln_w         // the run's last read
+    becomes
+      %dx = tc.matmul %g, %w
+      %gt = tc.transpose %g, 0, 1
+      %dn = tc.mul %dx, %ln_w         // tc-fsdp releases the unit here
+      %dw = tc.matmul %gt, %x
+
+    Of the ops that may move, one does when an op it reads from moves, or
+    when its result's bytes are at least those of the tensors it reads
+    that nothing after the run reads (moving it keeps them alive to the
+    run's end): a weight gradient moves, a scalar loss read from the
+    logits stays. The moves are made only where they lower the largest
+    live tensor bytes over the run's ops (views counted once, the unit's
+    gathered bytes until its last read). Moved ops are pure, or optimizer
+    steps (`tc-optimizer` places each after its parameter's last read; it
+    touches only that parameter and its state): values are unchanged. The
+    pipeline runs it at N >= 2 (at N = 1 nothing is gathered).
+  }];
+  let dependentDialects = ["::mlir::tc::TcDialect"];
+}
+
 def TcAssignUnits : Pass<"tc-assign-units", "::mlir::ModuleOp"> {
   let summary = "Group parameters into FSDP units";
   let description = [{

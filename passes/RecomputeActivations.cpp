@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/UnitRuns.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -36,85 +37,10 @@ using namespace mlir::tc;
 
 namespace {
 
-/// A maximal stretch of ops that read one unit's parameters, with no other
-/// unit's read in between (as tc-fsdp gathers them, but over every
-/// parameter whatever the world size, so that what is recomputed never
-/// depends on it): from its first read `first` to its last `last`.
-struct Run {
-  StringRef unit;
-  int64_t first = 0, last = 0;
-};
-
-/// @forward's body in order, each op's position, and its runs.
-struct Body {
-  SmallVector<Operation *> ops;
-  DenseMap<Operation *, int64_t> position;
-  SmallVector<Run> runs;
-
-  /// An op's position; -1 for an op made after the body was read (a clone).
-  int64_t at(Operation *op) const {
-    auto it = position.find(op);
-    return it == position.end() ? -1 : it->second;
-  }
-
-  /// The run whose span [first, last] holds position `p` (-1: none).
-  int64_t spanOf(int64_t p) const {
-    int64_t before = lastStartingAt(p);
-    return before >= 0 && p <= runs[before].last ? before : -1;
-  }
-
-  /// The last run whose first read is at or before `p` (-1: none).
-  int64_t lastStartingAt(int64_t p) const {
-    auto next = llvm::upper_bound(
-        runs, p, [](int64_t q, const Run &run) { return q < run.first; });
-    return (next - runs.begin()) - 1;
-  }
-
-  /// The run of `unit` whose reach holds position `p`, or -1. A run
-  /// reaches over the ops between it and its neighbouring runs, which read
-  /// no parameter: in a backward they are the ends of a unit's gradient
-  /// (a linear's weight gradient reads no weight; the last layer norm's
-  /// input gradient comes after its weight is read). Neighbouring runs are
-  /// of different units, so the unit decides which of the two a gap op
-  /// belongs to.
-  int64_t reachOf(int64_t p, StringRef unit) const {
-    int64_t before = lastStartingAt(p);
-    int64_t after = before + 1; // the first run starting after p
-    if (before >= 0 && runs[before].unit == unit)
-      return before;
-    if (after < static_cast<int64_t>(runs.size()) && runs[after].unit == unit &&
-        (before < 0 || p > runs[before].last))
-      return after;
-    return -1;
-  }
-};
-
-Body readBody(Block &block, ModuleOp module) {
-  Body body;
-  for (Operation &op : block) {
-    int64_t at = static_cast<int64_t>(body.ops.size());
-    body.position[&op] = at;
-    body.ops.push_back(&op);
-    for (Value operand : op.getOperands()) {
-      auto use = operand.getDefiningOp<UseOp>();
-      if (!use)
-        continue;
-      auto param = module.lookupSymbol<ParamOp>(use.getParamAttr());
-      if (!param || param.getIsBuffer())
-        continue;
-      StringRef unit = param.getUnit().value_or("root");
-      if (body.runs.empty() || body.runs.back().unit != unit)
-        body.runs.push_back({unit, at, at});
-      body.runs.back().last = at;
-    }
-  }
-  return body;
-}
-
 /// Adds `op` and, transitively, the ops it reads from the span of run
 /// `span` (what the run computed; everything from before the run is its
 /// input, read as it is). False if one of them is not pure.
-bool collectDefinitions(Operation *op, int64_t span, const Body &body,
+bool collectDefinitions(Operation *op, int64_t span, const UnitBody &body,
                         llvm::SetVector<Operation *> &clones) {
   SmallVector<Operation *> work = {op};
   while (!work.empty()) {
@@ -135,7 +61,8 @@ bool collectDefinitions(Operation *op, int64_t span, const Body &body,
 /// Makes the reads of `values` within the reach of run `reader` read
 /// recomputed values: their definitions, cloned in order right before the
 /// first such read, each computed from what its run read from outside it.
-void recomputeFor(int64_t reader, ArrayRef<Value> values, const Body &body) {
+void recomputeFor(int64_t reader, ArrayRef<Value> values,
+                  const UnitBody &body) {
   StringRef unit = body.runs[reader].unit;
   auto inReach = [&](Operation *user) {
     int64_t at = body.at(user);
@@ -175,7 +102,8 @@ void recomputeFor(int64_t reader, ArrayRef<Value> values, const Body &body) {
 /// For each run, the values an earlier run of its unit computed that it
 /// reads and that nothing else reads after their own run: those worth
 /// recomputing there.
-llvm::MapVector<int64_t, SmallVector<Value>> recomputable(const Body &body) {
+llvm::MapVector<int64_t, SmallVector<Value>>
+recomputable(const UnitBody &body) {
   llvm::MapVector<int64_t, SmallVector<Value>> wanted;
   for (auto [index, run] : llvm::enumerate(body.runs)) {
     for (int64_t at = run.first; at <= run.last; ++at) {
@@ -212,7 +140,7 @@ struct TcRecomputeActivationsPass
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     if (!forward || forward.empty())
       return;
-    Body body = readBody(forward.front(), module);
+    UnitBody body = readUnitBody(forward.front(), module);
     // Positions stay those of the original body: each run's clones go
     // before an op of its own reach and read only originals and each
     // other, so no later rewrite reads a clone's position.
