@@ -784,9 +784,12 @@ private:
   /// its result into that operand's buffer instead of a fresh one (the
   /// kernels read element i before writing it): a gradient accumulated
   /// from two pieces holds two buffers, not three, and so does a residual
-  /// add. Only plain temporaries of the result's shape and dtype qualify.
-  /// So does embedding_backward's acc (operand 2, read row by row before
-  /// it is written): a tied table's two gradients in one buffer.
+  /// add. Only temporaries of the result's shape and dtype qualify, or a
+  /// reshape of one (of the same bytes), whose view the result then
+  /// becomes. So does the operand a family op may write over
+  /// (plan::overwritableOperand: embedding_backward's acc, a tied table's
+  /// gradient; cross_entropy_backward's logits, whose softmax minus one
+  /// then takes the logits' place).
   void reuseDeadOperands() {
     const std::set<int32_t> kept = keptBuffers();
     std::map<int32_t, size_t> lastUse, allocAt;
@@ -806,6 +809,12 @@ private:
     };
     std::set<size_t> droppedAllocs;
     std::map<int32_t, int32_t> renamed; // result buffer -> the operand's
+    // Every view of `from` views `to` instead (views are one level deep).
+    auto moveViews = [&](int32_t from, int32_t to) {
+      for (plan::Buffer &view : function_.buffers)
+        if (view.aliasOf == from)
+          view.aliasOf = to;
+    };
     for (size_t i = 0; i < function_.body.size(); ++i) {
       plan::Instruction &inst = function_.body[i];
       for (std::vector<int32_t> *ids : {&inst.inputs, &inst.outputs})
@@ -815,27 +824,37 @@ private:
       const bool elementwise =
           inst.op == plan::OpCode::Add || inst.op == plan::OpCode::Sub ||
           inst.op == plan::OpCode::Mul || inst.op == plan::OpCode::Div;
-      const bool accumulates =
-          inst.op == plan::OpCode::EmbeddingBackward && inst.inputs.size() == 3;
-      if (!(elementwise || accumulates) || inst.outputs.size() != 1)
+      const int overwritable = plan::overwritableOperand(inst.op);
+      const bool overwrites =
+          overwritable >= 0 &&
+          static_cast<size_t>(overwritable) < inst.inputs.size();
+      if (!(elementwise || overwrites) || inst.outputs.size() != 1)
         continue;
       const int32_t result = inst.outputs[0];
       if (!temporary(result) || allocAt[result] >= i)
         continue;
-      for (size_t k = accumulates ? 2 : 0; k < inst.inputs.size(); ++k) {
+      const size_t first = overwrites ? static_cast<size_t>(overwritable) : 0;
+      const size_t end = overwrites ? first + 1 : inst.inputs.size();
+      for (size_t k = first; k < end; ++k) {
         const int32_t operand = inst.inputs[k];
-        const plan::Buffer &from = function_.buffers[operand];
+        const int32_t base = baseOf(operand);
+        const plan::Buffer &view = function_.buffers[operand];
+        const plan::Buffer &from = function_.buffers[base];
         const plan::Buffer &to = function_.buffers[result];
-        if (operand == result || !temporary(operand) || lastUse[operand] != i ||
-            from.shape != to.shape || from.dtype != to.dtype)
+        if (base == result || !temporary(base) || lastUse[base] != i ||
+            view.shape != to.shape || view.dtype != to.dtype ||
+            view.byteOffset != 0 || from.bytes != to.bytes)
           continue;
         droppedAllocs.insert(allocAt[result]);
-        renamed[result] = operand;
-        inst.outputs[0] = operand;
-        lastUse[operand] = lastUse[result];
-        for (plan::Buffer &view : function_.buffers)
-          if (view.aliasOf == result)
-            view.aliasOf = operand;
+        if (operand == base) { // the operand's own buffer
+          renamed[result] = operand;
+          inst.outputs[0] = operand;
+        } else { // a reshape's: the result becomes a view of its base
+          function_.buffers[result].aliasOf = base;
+          function_.buffers[result].byteOffset = 0;
+        }
+        lastUse[base] = std::max(lastUse[base], lastUse[result]);
+        moveViews(result, base);
         break;
       }
     }

@@ -135,6 +135,21 @@ SmallVector<Operation *> opsToMove(const UnitBody &body, const UnitRun &run,
       moved.insert(op);
     }
   }
+  // A view read only by moved ops goes with them: it costs no bytes, and a
+  // transpose and its matmuls then stay together with no release between,
+  // so the matmuls still read it in place (compiler/MatmulOperands.h).
+  for (int64_t p = run.last - 1; p > run.first; --p) {
+    Operation *op = body.ops[p];
+    if (!pinned.contains(op) && !moved.contains(op) && aliasesOperand(op) &&
+        !op->use_empty() && llvm::all_of(op->getUsers(), [&](Operation *user) {
+          return moved.contains(user);
+        }))
+      moved.insert(op);
+  }
+  moving.clear();
+  for (int64_t p = run.first + 1; p < run.last; ++p)
+    if (moved.contains(body.ops[p]))
+      moving.push_back(body.ops[p]);
   return moving;
 }
 

@@ -247,15 +247,17 @@ def TcNarrowUnitRuns : Pass<"tc-narrow-unit-runs", "::mlir::ModuleOp"> {
       %dn = tc.mul %dx, %ln_w         // the run's last read
     becomes
       %dx = tc.matmul %g, %w
-      %gt = tc.transpose %g, 0, 1
       %dn = tc.mul %dx, %ln_w         // tc-fsdp releases the unit here
+      %gt = tc.transpose %g, 0, 1
       %dw = tc.matmul %gt, %x
 
     Of the ops that may move, one does when an op it reads from moves, or
     when its result's bytes are at least those of the tensors it reads
     that nothing after the run reads (moving it keeps them alive to the
     run's end): a weight gradient moves, a scalar loss read from the
-    logits stays. The moves are made only where they lower the largest
+    logits stays; a view read only by moved ops goes with them (a
+    transpose its matmul reads in place). The moves are made only where
+    they lower the largest
     live tensor bytes over the run's ops (views counted once, the unit's
     gathered bytes until its last read). Moved ops are pure, or optimizer
     steps (`tc-optimizer` places each after its parameter's last read; it

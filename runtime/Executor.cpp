@@ -498,11 +498,10 @@ private:
       fail("output '" + out.name + "' is " + dtypeName(out.dtype) + " " +
            shapeToString(out.shape) + ", the op's rule gives " + dtypeName(expected.dtype) +
            " " + shapeToString(expected.shape));
-    // Kernels read inputs while writing y; embedding_backward's acc alone is
-    // read row by row before it is written (the lowering accumulates a tied
-    // table's gradient in place).
+    // Kernels read inputs while writing y, but for one operand of a few
+    // ops, read element by element before it is written (overwritableOperand).
     for (size_t k = 0; k < inst.inputs.size(); ++k)
-      if (inst.inputs[k] == inst.outputs[0] && !(inst.op == OpCode::EmbeddingBackward && k == 2))
+      if (inst.inputs[k] == inst.outputs[0] && static_cast<int>(k) != overwritableOperand(inst.op))
         fail("output '" + out.name + "' must not be an input");
     const KTensor y = tensor(inst.outputs[0]);
     auto optional = [&](size_t i) { return i < in.size() ? &in[i] : nullptr; };

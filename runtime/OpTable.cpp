@@ -137,6 +137,14 @@ std::span<const OpInfo> allOps() { return kOps; }
 
 const OpInfo &opInfo(OpCode code) { return kOps[static_cast<size_t>(code)]; }
 
+int overwritableOperand(OpCode code) {
+  switch (code) {
+  case OpCode::EmbeddingBackward: return 2;
+  case OpCode::CrossEntropyBackward: return 0;
+  default: return -1;
+  }
+}
+
 std::optional<OpCode> parseOpCode(std::string_view name) {
   for (const OpInfo &info : kOps)
     if (name == info.name) return info.code;

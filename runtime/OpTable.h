@@ -95,6 +95,12 @@ struct OpInfo {
 std::span<const OpInfo> allOps();
 const OpInfo &opInfo(OpCode code);
 inline const char *opName(OpCode code) { return opInfo(code).name; }
+/// The operand a family op's output may share, -1 for none: the kernel
+/// reads each element of it before writing that element (in-place safe).
+/// embedding_backward's acc (2) and cross_entropy_backward's logits (0):
+/// the lowering writes there when that operand dies at the op, so that a
+/// tied table's gradient or a vocabulary's logits are not held twice.
+int overwritableOperand(OpCode code);
 /// nullopt for a name the table does not have.
 std::optional<OpCode> parseOpCode(std::string_view name);
 /// "alloc, free, fill, ..." for error messages.

@@ -5,22 +5,22 @@
 // gradient reads the table, the weight gradient (a transposed matmul)
 // reads none of the unit, and the norm's gradient reads @norm after it.
 // The weight gradient moves after that last read, where tc-fsdp releases
-// the gathered unit; the transpose it reads stays (a view: moving it would
-// free nothing and keep %g alive no longer than the matmul does).
+// the gathered unit, and the transpose read only by it goes along (a view
+// its matmul reads in place, with no release in between).
 
 // CHECK-LABEL: func.func @forward(
 // CHECK:         %[[DX:.*]] = tc.matmul %[[G:.*]], %{{.*}} : tensor<4x64xf32>, tensor<64x8xf32>
-// CHECK-NEXT:    %[[GT:.*]] = tc.transpose %[[G]], 0, 1
 // CHECK-NEXT:    %[[DN:.*]] = tc.mul %[[DX]], %{{.*}} : tensor<4x8xf32>, tensor<8xf32>
+// CHECK-NEXT:    %[[GT:.*]] = tc.transpose %[[G]], 0, 1
 // CHECK-NEXT:    %[[DW:.*]] = tc.matmul %[[GT]], %{{.*}} : tensor<64x4xf32>, tensor<4x8xf32>
 // CHECK-NEXT:    return %[[DW]], %[[DN]]
 
 // N2-LABEL: func.func @forward(
 // N2:         %[[U:.*]]:2 = tc.all_gather [@norm, @table] unit "root"
 // N2:         tc.matmul %{{.*}}, %[[U]]#1 : tensor<4x64xf32>, tensor<64x8xf32>
-// N2-NEXT:    tc.transpose
 // N2-NEXT:    tc.mul %{{.*}}, %[[U]]#0 : tensor<4x8xf32>, tensor<8xf32>
 // N2-NEXT:    tc.release %[[U]]#0, %[[U]]#1
+// N2-NEXT:    tc.transpose
 // N2-NEXT:    tc.matmul %{{.*}} : tensor<64x4xf32>, tensor<4x8xf32>
 tc.param @table : tensor<64x8xf32> device "cpu"
 tc.param @norm : tensor<8xf32> device "cpu"
@@ -53,8 +53,8 @@ func.func @forward(%x: tensor<4x8xf32>) -> (tensor<64x8xf32>, tensor<4x8xf32>) {
 // CHECK-LABEL: func.func @forward(
 // CHECK:         %[[LOSS:.*]] = tc.cross_entropy
 // CHECK-NEXT:    tc.relu
-// CHECK:         tc.transpose
-// CHECK-NEXT:    %[[DN:.*]] = tc.mul
+// CHECK:         %[[DN:.*]] = tc.mul
+// CHECK-NEXT:    tc.transpose
 // CHECK-NEXT:    %[[DW:.*]] = tc.matmul
 // CHECK-NEXT:    tc.sgd_step @table, %[[DW]]
 // CHECK-NEXT:    return %[[LOSS]], %[[DN]]
