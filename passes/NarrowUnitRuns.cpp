@@ -226,12 +226,12 @@ struct TcNarrowUnitRunsPass
     : public tc::impl::TcNarrowUnitRunsBase<TcNarrowUnitRunsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
-    if (!forward || forward.empty())
+    std::optional<UnitBody> read = readForwardBody(module);
+    if (!read)
       return;
     // Each move permutes the ops of one run's span, so the other runs'
     // positions stay valid.
-    UnitBody body = readUnitBody(forward.front(), module);
+    const UnitBody &body = *read;
     for (const UnitRun &run : body.runs) {
       SmallVector<Operation *> movable = opsToMove(body, run, module);
       if (movable.empty())

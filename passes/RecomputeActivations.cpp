@@ -136,16 +136,14 @@ recomputable(const UnitBody &body) {
 struct TcRecomputeActivationsPass
     : public tc::impl::TcRecomputeActivationsBase<TcRecomputeActivationsPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
-    if (!forward || forward.empty())
+    std::optional<UnitBody> body = readForwardBody(getOperation());
+    if (!body)
       return;
-    UnitBody body = readUnitBody(forward.front(), module);
     // Positions stay those of the original body: each run's clones go
     // before an op of its own reach and read only originals and each
     // other, so no later rewrite reads a clone's position.
-    for (auto &[reader, values] : recomputable(body))
-      recomputeFor(reader, values, body);
+    for (auto &[reader, values] : recomputable(*body))
+      recomputeFor(reader, values, *body);
   }
 };
 

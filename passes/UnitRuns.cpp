@@ -54,4 +54,11 @@ UnitBody readUnitBody(Block &block, ModuleOp module) {
   return body;
 }
 
+std::optional<UnitBody> readForwardBody(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.empty())
+    return std::nullopt;
+  return readUnitBody(forward.front(), module);
+}
+
 } // namespace mlir::tc

@@ -17,6 +17,8 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace mlir::tc {
 
 /// A maximal stretch of ops that read one unit's parameters, with no other
@@ -58,6 +60,10 @@ struct UnitBody {
 /// `block`'s ops and runs; parameters are looked up in `module` (buffers
 /// are not a unit's parameters).
 UnitBody readUnitBody(Block &block, ModuleOp module);
+
+/// @forward's body and runs, or nothing when `module` has no @forward
+/// with a body.
+std::optional<UnitBody> readForwardBody(ModuleOp module);
 
 /// The parameter an operand reads (through its tc.use), if it is one and
 /// not a buffer.
