@@ -102,7 +102,8 @@ struct Region {
 ///   the op families (SHARDC_FAMILY_OP in OpTable.def; semantics in
 ///     runtime/OpFamilies.h): one method per family, its parameters decoded
 ///     by the core (runtime/OpRules.h), y never aliasing an input but
-///     embedding_backward's acc (the lowering accumulates into a dying acc);
+///     the one plan::overwritableOperand names (embedding_backward's acc,
+///     cross_entropy_backward's logits: the lowering writes over them);
 ///     batchNorm is eval mode (running statistics; weight and bias both or
 ///     neither); moeExperts' `workspace` holds moeExpertsWorkBytes,
 ///     moeExpertsBackward's moeExpertsBackwardWorkBytes (p.wrt), hidden

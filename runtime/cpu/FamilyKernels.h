@@ -44,6 +44,7 @@ void reduceKernel(ReduceKind kind, const KTensor &x, const std::vector<int64_t> 
 /// topk: y int64 [x with dim's size k] (topkShape); gather: y [index] in x's
 /// dtype. Byte copies and comparisons only: exact for every float dtype.
 void topkKernel(const IndexParams &p, const KTensor &x, const KTensor &y, int threads);
+/// cross_entropy_backward; y may be x (each row is read whole first).
 void crossEntropyBackwardKernel(const IndexParams &p, const KTensor &x, const KTensor &target,
                                 const KTensor &y, int threads);
 /// embedding_backward; with acc, y = acc + the sums (acc may be y itself).

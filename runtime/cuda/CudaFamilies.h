@@ -53,7 +53,8 @@ void embeddingBackward(CudaDevice &device, const IndexParams &p, const KTensor &
                        const KTensor &index, const KTensor *acc, const KTensor &y);
 /// The device's softmax, then one subtracted at each target (ignored rows
 /// zeroed) by one block per row; the targets are checked on the host first
-/// (one wait), with the CPU's words.
+/// (one wait), with the CPU's words. y may be x: the softmax block reads
+/// its whole row (two block-wide reductions) before it writes it.
 void crossEntropyBackward(CudaDevice &device, const IndexParams &p, const KTensor &x,
                           const KTensor &target, const KTensor &y);
 /// moe_experts (CudaMoe.cu): the routing is read on the host; waits for
