@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/TensorBytes.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -88,9 +89,7 @@ llvm::StringSet<> layerLists(ArrayRef<ParamOp> params) {
 constexpr uint64_t kSplitShare = 4;
 
 uint64_t paramBytes(ParamOp param) {
-  RankedTensorType type = param.getTensorType();
-  return static_cast<uint64_t>(type.getNumElements()) *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  return static_cast<uint64_t>(tensorBytes(param.getTensorType()));
 }
 
 /// Splits every default unit that holds more than 1/kSplitShare of the

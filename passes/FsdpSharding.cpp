@@ -5,8 +5,9 @@
 // tc.all_gather and tc.release. See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Passes.h"
 #include "passes/InitChainFusion.h"
+#include "passes/Passes.h"
+#include "passes/TensorBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -39,11 +40,7 @@ struct OwnedParam {
   int64_t bytes = 0;
 };
 
-int64_t paramBytes(ParamOp param) {
-  RankedTensorType type = param.getTensorType();
-  return type.getNumElements() *
-         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
-}
+int64_t paramBytes(ParamOp param) { return tensorBytes(param.getTensorType()); }
 
 /// Spreads owned parameters over ranks by size: largest first, each to the
 /// rank holding the fewest owned bytes so far (ties: the lowest rank).

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/TensorBytes.h"
 #include "passes/UnitRuns.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -33,13 +34,6 @@ using namespace mlir;
 using namespace mlir::tc;
 
 namespace {
-
-int64_t tensorBytes(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
-}
 
 /// Whether `op`'s result shares its operand's bytes in the plan, as far as
 /// this pass's estimate goes: a reshape is an alias, and a transpose read
@@ -81,10 +75,6 @@ private:
 /// read from the logits, stays, or the logits would live on).
 SmallVector<Operation *> opsToMove(const UnitBody &body, const UnitRun &run,
                                    ModuleOp module) {
-  auto inRun = [&](Operation *op) {
-    int64_t at = body.at(op);
-    return at >= run.first && at <= run.last;
-  };
   // Which tensors something after the run reads anyway.
   Tensors tensors;
   llvm::DenseSet<Value> readAfter;
@@ -93,7 +83,7 @@ SmallVector<Operation *> opsToMove(const UnitBody &body, const UnitRun &run,
     tensors.record(op);
     for (Value result : op->getResults())
       for (Operation *user : result.getUsers())
-        if (!inRun(user))
+        if (!body.inSpan(user, run))
           readAfter.insert(tensors.of(result));
   }
   // Backward: the ops that must stay.
@@ -161,10 +151,6 @@ SmallVector<Operation *> opsToMove(const UnitBody &body, const UnitRun &run,
 int64_t peakBytes(ArrayRef<Operation *> order, const UnitBody &body,
                   const UnitRun &run, int64_t gathered, ModuleOp module) {
   const int64_t n = static_cast<int64_t>(order.size());
-  auto inRun = [&](Operation *op) {
-    int64_t at = body.at(op);
-    return at >= run.first && at <= run.last;
-  };
   struct Life {
     int64_t from, until;
   };
@@ -186,7 +172,7 @@ int64_t peakBytes(ArrayRef<Operation *> order, const UnitBody &body,
       if (!aliasesOperand(op) && !paramRead(result, module))
         lives[result] = {at, at};
       for (Operation *user : result.getUsers())
-        if (!inRun(user))
+        if (!body.inSpan(user, run))
           readAt(result, n - 1);
     }
   }

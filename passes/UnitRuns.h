@@ -41,6 +41,12 @@ struct UnitBody {
     return it == position.end() ? -1 : it->second;
   }
 
+  /// Whether `op` lies within `run`'s span [first, last].
+  bool inSpan(Operation *op, const UnitRun &run) const {
+    const int64_t p = at(op);
+    return p >= run.first && p <= run.last;
+  }
+
   /// The run whose span [first, last] holds position `p` (-1: none).
   int64_t spanOf(int64_t p) const;
 
