@@ -8,11 +8,13 @@
 #include "compiler/CheckpointLoad.h"
 #include "compiler/DataParallel.h"
 #include "compiler/MasterWeights.h"
+#include "compiler/MemoryBudget.h"
 #include "compiler/Pipeline.h"
 #include "runtime/DataParallel.h"
 #include "runtime/LocalRun.h"
 #include "runtime/LocalSession.h"
 #include "runtime/MemoryModel.h"
+#include "runtime/PlanQueries.h"
 #include "runtime/RuntimeError.h"
 #include "runtime/Safetensors.h"
 #include "runtime/checkpoint/LoadPlan.h"
@@ -228,6 +230,9 @@ struct CompiledModel::Impl {
   std::shared_ptr<const Traced> traced;
   JitOptions options;
   plan::Plan plan;
+  /// The plan recomputes activations: asked for, or chosen to fit
+  /// memory_budget_bytes.
+  bool recomputing = false;
   std::vector<ParameterInfo> params;
   /// Every rank's device and shards; created by the first init/load/forward.
   std::unique_ptr<runtime::LocalSession> session;
@@ -333,6 +338,9 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (options.recompute_activations && options.grad.empty())
     throw Error("jit: recompute_activations recomputes in the backward what the forward "
                 "computed; set grad to the loss output (docs/training.md)");
+  if (options.memory_budget_bytes < 0)
+    throw Error("jit: memory_budget_bytes must be 0 (no budget) or positive, got " +
+                std::to_string(options.memory_budget_bytes));
   if (options.optimizer.accumulate < 1)
     throw Error("jit: optimizer.accumulate must be at least 1, got " +
                 std::to_string(options.optimizer.accumulate));
@@ -348,6 +356,32 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->plan = compileGraph(traced->graph, options.world_size, shardOptions(options), "compiling",
                             options.data_parallel, optimizer ? &*optimizer : nullptr,
                             training ? &*training : nullptr);
+  impl->recomputing = options.recompute_activations;
+  if (options.memory_budget_bytes > 0) {
+    // Trial plans at this and other world sizes (compiler/MemoryBudget.h).
+    const compiler::PlanCompiler trial = [&](int64_t ranks,
+                                             bool recompute) -> std::optional<plan::Plan> {
+      compiler::ShardOptions shard = shardOptions(options);
+      shard.recomputeActivations = recompute;
+      try {
+        return compileGraph(traced->graph, ranks, shard, "compiling", options.data_parallel,
+                            optimizer ? &*optimizer : nullptr, training ? &*training : nullptr);
+      } catch (const Error &) {  // a batch that does not split over `ranks`
+        return std::nullopt;
+      }
+    };
+    compiler::MemoryBudget budget;
+    budget.bytesPerRank = options.memory_budget_bytes;
+    budget.recomputing = options.recompute_activations;
+    budget.mayRecompute = !options.grad.empty() && !options.recompute_activations;
+    try {
+      compiler::BudgetFit fit = compiler::fitMemoryBudget(std::move(impl->plan), budget, trial);
+      impl->plan = std::move(fit.plan);
+      impl->recomputing = impl->recomputing || fit.recomputed;
+    } catch (const compiler::MemoryBudgetError &error) {
+      throw Error(std::string("jit: ") + error.what() + " (memory_budget_bytes)");
+    }
+  }
   for (const plan::Param &p : impl->plan.params)
     // Not constants (grad's, an exporter's) nor the optimizer's state.
     if ((!p.isBuffer || p.persistent) && !plan::isOptimizerState(p.name))
@@ -570,6 +604,10 @@ CompiledModel CompiledModel::with_world_size(int64_t world_size) const {
 }
 
 int64_t CompiledModel::world_size() const { return impl_->plan.worldSize; }
+bool CompiledModel::recomputes_activations() const { return impl_->recomputing; }
+int64_t CompiledModel::predicted_peak_bytes() const {
+  return runtime::largestPredictedPeak(impl_->plan).bytes;
+}
 const std::vector<ParameterInfo> &CompiledModel::parameters() const { return impl_->params; }
 std::string CompiledModel::graph_json() const { return impl_->traced->json; }
 int64_t CompiledModel::trace_count() const { return impl_->traced->traceCount; }

@@ -36,15 +36,37 @@ std::set<int64_t> ranksWithOwnWork(const plan::Plan &plan) {
 }
 
 int64_t predictedPeakBytes(const plan::Plan &plan, int64_t rank) {
-  int64_t peak = 0;
+  return predictedPeak(plan, rank).bytes;
+}
+
+RankPeak predictedPeak(const plan::Plan &plan, int64_t rank) {
+  RankPeak peak{rank, 0, ""};
   std::vector<LiveAllocation> carried;
   for (const plan::Function &function : plan.functions) {
     MemoryPrediction prediction = predictMemory(plan, function.name, rank, carried);
-    peak = std::max(peak, prediction.peakBytes);
+    if (prediction.peakBytes > peak.bytes || peak.function.empty())
+      peak = {rank, prediction.peakBytes, function.name};
     if (function.name == "init")
       carried = prediction.paramsAtEnd;
   }
   return peak;
+}
+
+RankPeak largestPredictedPeak(const plan::Plan &plan) {
+  std::set<int64_t> ranks = ranksWithOwnWork(plan);
+  // Every rank without its own work runs the same instructions: the lowest
+  // one stands for them all.
+  for (int64_t rank = 0; rank < plan.worldSize; ++rank)
+    if (!ranks.count(rank)) {
+      ranks.insert(rank);
+      break;
+    }
+  RankPeak largest;
+  for (int64_t rank : ranks)
+    if (RankPeak peak = predictedPeak(plan, rank);
+        peak.bytes > largest.bytes || largest.function.empty())
+      largest = peak;
+  return largest;
 }
 
 plan::Plan optimizerStateView(const plan::Plan &plan) {

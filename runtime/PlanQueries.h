@@ -36,4 +36,16 @@ bool hasOptimizerState(const plan::Plan &plan);
 /// memory model predicts (exact on CPU).
 int64_t predictedPeakBytes(const plan::Plan &plan, int64_t rank);
 
+/// A rank's predicted peak and the function where it is first reached.
+struct RankPeak {
+  int64_t rank = 0;
+  int64_t bytes = 0;
+  std::string function;
+};
+/// predictedPeakBytes, with the function that reaches it.
+RankPeak predictedPeak(const plan::Plan &plan, int64_t rank);
+/// The largest predicted peak of any rank (the lowest such rank): the ranks
+/// with their own work, and one rank standing for all the others.
+RankPeak largestPredictedPeak(const plan::Plan &plan);
+
 }  // namespace shardc::runtime

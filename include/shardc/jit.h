@@ -114,6 +114,12 @@ struct JitOptions {
   /// forward computed, from the unit's input, instead of keeping it alive
   /// across the rest of the model; the same gradients, bit for bit.
   bool recompute_activations = false;
+  /// Bytes each rank may hold at its peak (docs/jit.md, `shardc
+  /// --memory-budget`); 0: no budget. Every rank's peak is predicted
+  /// exactly at compile time: with grad, activations are recomputed when
+  /// only that fits (recomputes_activations() says so); a plan that cannot
+  /// fit is an Error naming the world size that would.
+  int64_t memory_budget_bytes = 0;
   /// Master weights (docs/jit.md): "float32" (or "float64") stores every
   /// bfloat16 / float16 parameter in that dtype (init, shards, the optimizer
   /// step and its state, save() and load()) while forward and backward read
@@ -224,6 +230,12 @@ public:
   CompiledModel with_world_size(int64_t world_size) const;
 
   int64_t world_size() const;
+  /// Activations are recomputed in the backward: recompute_activations, or
+  /// chosen to fit memory_budget_bytes.
+  bool recomputes_activations() const;
+  /// The largest rank's predicted peak over init and forward (docs/plan.md;
+  /// what the ledger measures on the CPU), known before anything runs.
+  int64_t predicted_peak_bytes() const;
   const std::vector<ParameterInfo> &parameters() const;
   /// The traced model as a graph file (docs/graph-format.md); `shardc run`
   /// reads it.

@@ -79,6 +79,59 @@ TEST_CASE("jit grad: recompute_activations gives the same bytes at a lower peak"
                     Catch::Contains("recompute_activations recomputes in the backward"));
 }
 
+TEST_CASE("jit grad: memory_budget_bytes recomputes only when that is what fits", "[jit][grad]") {
+  // Peaks are predicted exactly at compile time (docs/jit.md): a budget
+  // between the two plans' peaks gets the recomputing plan, one the plain
+  // plan fits keeps it, and one nothing at this world size fits is an
+  // Error naming a world size that does.
+  gpt::Config config;
+  config.layers = 4;
+  GptLoss model(config);
+  JitOptions options = lossOptions(model, 2);
+  options.inputs = model.lossInputs(16, 16);
+  CompiledModel keep = jit(model, options);
+  options.recompute_activations = true;
+  const int64_t recomputingPeak = jit(model, options).predicted_peak_bytes();
+  options.recompute_activations = false;
+  REQUIRE(recomputingPeak < keep.predicted_peak_bytes());
+  CHECK_FALSE(keep.recomputes_activations());
+
+  options.memory_budget_bytes = keep.predicted_peak_bytes();
+  CHECK_FALSE(jit(model, options).recomputes_activations());
+
+  options.memory_budget_bytes = (keep.predicted_peak_bytes() + recomputingPeak) / 2;
+  CompiledModel fitted = jit(model, options);
+  CHECK(fitted.recomputes_activations());
+  CHECK(fitted.predicted_peak_bytes() == recomputingPeak);
+  std::vector<HostTensor> inputs = keep.example_inputs(3);
+  std::vector<HostTensor> expected = keep.forward(inputs);
+  std::vector<HostTensor> out = fitted.forward(inputs);
+  REQUIRE(out.size() == expected.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    INFO(out[i].name);
+    CHECK(out[i].data == expected[i].data);
+  }
+  for (const RankMemory &rank : fitted.memory_report().ranks) {
+    CHECK(rank.forward_peak <= options.memory_budget_bytes);
+    CHECK(rank.init_peak <= options.memory_budget_bytes);
+  }
+
+  // Below what either plan needs at 2 ranks: the error names 4, and 4 fit
+  // (with_world_size keeps the budget).
+  options.memory_budget_bytes = recomputingPeak - 1;
+  CHECK_THROWS_WITH(jit(model, options), Catch::Contains("over the memory budget of") &&
+                                             Catch::Contains("; recomputing activations, ") &&
+                                             Catch::Contains("it fits with 4 ranks") &&
+                                             Catch::Contains("(memory_budget_bytes)"));
+  options.world_size = 4;
+  CompiledModel four = jit(model, options);
+  CHECK(four.predicted_peak_bytes() <= options.memory_budget_bytes);
+  CHECK_THROWS_WITH(four.with_world_size(2), Catch::Contains("it fits with 4 ranks"));
+  options.world_size = 2;
+  options.memory_budget_bytes = -1;
+  CHECK_THROWS_WITH(jit(model, options), Catch::Contains("memory_budget_bytes must be 0"));
+}
+
 TEST_CASE("jit grad: the gradient agrees with central differences of the loss", "[jit][grad]") {
   // Direction: every element of transformer.ln_f.bias moved by h; the
   // directional derivative is the sum of that parameter's gradient.

@@ -36,6 +36,36 @@ int64_t ParsedArgs::getInt(const std::string &option, int64_t fallback,
   return value;
 }
 
+int64_t ParsedArgs::getByteSize(const std::string &option) const {
+  if (!values.count(option)) return 0;
+  const std::string text = get(option, "");
+  double count = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+  const std::string unit(end, text.data() + text.size());
+  // Binary units as memory is sold in GPUs and `free -h`; decimal ones as
+  // disks and datasheets count.
+  static const std::map<std::string, double> kUnits{{"", 1},
+                                                    {"B", 1},
+                                                    {"KB", 1e3},
+                                                    {"MB", 1e6},
+                                                    {"GB", 1e9},
+                                                    {"TB", 1e12},
+                                                    {"KiB", 1024.0},
+                                                    {"MiB", 1048576.0},
+                                                    {"GiB", 1073741824.0},
+                                                    {"TiB", 1099511627776.0}};
+  auto scale = kUnits.find(unit);
+  if (error != std::errc() || end == text.data() || scale == kUnits.end())
+    throw UsageError(option +
+                     " expects a size in bytes, optionally with a unit (KB, MB, GB, "
+                     "TB, KiB, MiB, GiB, TiB), such as 80GiB; got '" +
+                     text + "'");
+  const double bytes = count * scale->second;
+  if (!(bytes >= 1) || bytes > 9.2e18)
+    throw UsageError(option + " must be at least 1 byte and at most 8 EiB, got '" + text + "'");
+  return static_cast<int64_t>(bytes);
+}
+
 ParsedArgs parseArgs(const std::vector<std::string> &args,
                      const OptionSpec &spec) {
   ParsedArgs parsed;

@@ -37,6 +37,9 @@ struct ParsedArgs {
   /// An integer option in [min, max]; UsageError names the option otherwise.
   int64_t getInt(const std::string &option, int64_t fallback, int64_t min,
                  int64_t max) const;
+  /// A size in bytes ("80GiB", "1.5e9", "800MB"), 0 when `option` is not
+  /// given; UsageError names the option and the units otherwise.
+  int64_t getByteSize(const std::string &option) const;
 };
 
 /// Accepts "--opt value" and "--opt=value". Throws UsageError.

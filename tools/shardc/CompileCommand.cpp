@@ -2,6 +2,7 @@
 #include "compiler/DataParallel.h"
 #include "compiler/GraphToTc.h"
 #include "compiler/LowerToPlan.h"
+#include "compiler/MemoryBudget.h"
 #include "compiler/Pipeline.h"
 #include "runtime/AtomicFile.h"
 #include "runtime/DataParallel.h"
@@ -10,6 +11,7 @@
 #include "tools/shardc/CommandLine.h"
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/MemoryBudgetOption.h"
 #include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/RunReport.h"
 #include "tools/shardc/TrainOptions.h"
@@ -25,6 +27,7 @@ const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
     "                      [--max-graph-mib M] [--grad LOSS [--recompute-activations]]\n"
+    "                      [--memory-budget SIZE]\n"
     "                      [--master-dtype D]\n"
     "                      [--optimizer sgd|adamw --lr LR ...] [--data-parallel]\n"
     "                      [-o FILE]\n"
@@ -49,6 +52,10 @@ const char *const kCompileUsage =
     "                   what its forward computed, from the unit's input,\n"
     "                   instead of keeping it (activation checkpointing per\n"
     "                   unit; the same gradients, bit for bit)\n"
+    "  --memory-budget SIZE  bytes each rank may hold at its peak (80GiB,\n"
+    "                   1.5e9, 800MB): with --grad, activations are\n"
+    "                   recomputed when only that fits; a plan that cannot\n"
+    "                   fit is an error naming a world size that fits\n"
     "  --master-dtype float32|float64  every bfloat16 / float16 parameter\n"
     "                   stored in that dtype and read in its own (master\n"
     "                   weights, docs/graph-format.md)\n"
@@ -75,11 +82,13 @@ std::string printModule(mlir::ModuleOp module) {
 
 /// Rank 0's graph of a data-parallel run of MODEL.json's batch over
 /// `worldSize` ranks (compiler/DataParallel.h): its rows, a loss its share;
-/// with `optimizer`, the joint graph of its share of `loss`.
+/// with `optimizer`, the joint graph of its share of `loss` (the parameters
+/// it does not depend on are added to `withoutGradient`).
 compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraphBytes,
                                       const std::string &masterDtype, int64_t worldSize,
                                       const std::string &loss,
-                                      const std::optional<compiler::OptimizerOptions> &optimizer) {
+                                      const std::optional<compiler::OptimizerOptions> &optimizer,
+                                      std::vector<std::string> &withoutGradient) {
   compiler::DataParallelTraining training;
   training.graphText = compiler::readGraphText(model, maxGraphBytes, masterDtype);
   const compiler::Graph graph = compiler::parseGraph(training.graphText, model);
@@ -90,7 +99,7 @@ compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraph
   training.loss = loss;
   training.optimizer = *optimizer;
   compiler::Graph step = compiler::dataParallelStepGraph(graph, rows, batch, training);
-  noteWithoutGradient(loss, training.withoutGradient);
+  withoutGradient = training.withoutGradient;
   return step;
 }
 
@@ -101,10 +110,12 @@ int compileCommand(const std::vector<std::string> &args) {
   int64_t worldSize = 1;
   int64_t maxGraphBytes = compiler::kDefaultMaxGraphBytes;
   std::string masterDtype, emit;
+  int64_t memoryBudget = 0;
   std::optional<compiler::OptimizerOptions> optimizer;
   try {
-    std::set<std::string> withValue{
-        "--world-size", "--emit", "-o", "--units", "--max-graph-mib", "--grad", "--master-dtype"};
+    std::set<std::string> withValue{"--world-size",   "--emit",          "-o",
+                                    "--units",        "--max-graph-mib", "--grad",
+                                    "--master-dtype", "--memory-budget"};
     withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
     parsed = parseArgs(args, {withValue,
                               {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel",
@@ -118,6 +129,7 @@ int compileCommand(const std::vector<std::string> &args) {
     maxGraphBytes = parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
     masterDtype = masterDtypeOption(parsed);
     worldSize = parsed.getInt("--world-size", 1, 1, 1 << 20);
+    memoryBudget = parsed.getByteSize("--memory-budget");
     emit = parsed.get("--emit", "sharded");
     if (emit != "tc" && emit != "sharded" && emit != "plan")
       throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
@@ -139,13 +151,34 @@ int compileCommand(const std::vector<std::string> &args) {
   shardOptions.recomputeActivations = parsed.has("--recompute-activations");
   try {
     const std::string &model = parsed.positional[0];
-    compiler::Graph graph =
-        parsed.has("--data-parallel")
-            ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, worldSize,
-                                    parsed.get("--grad", ""), optimizer)
-            : loadModelGraph(model, maxGraphBytes, parsed.get("--grad", ""), masterDtype);
-    shardOptions.sumGradients = parsed.has("--data-parallel") && optimizer.has_value();
+    const std::string loss = parsed.get("--grad", "");
+    const bool dataParallel = parsed.has("--data-parallel");
+    std::vector<std::string> withoutGradient;
+    const compiler::Graph graph =
+        dataParallel ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, worldSize, loss,
+                                             optimizer, withoutGradient)
+                     : loadModelGraph(model, maxGraphBytes, loss, masterDtype);
+    if (dataParallel && optimizer) noteWithoutGradient(loss, withoutGradient);
+    shardOptions.sumGradients = dataParallel && optimizer.has_value();
     shardOptions.splitSummedGradients = optimizer && optimizer->accumulate > 1;
+    // --memory-budget compiles trial plans: other world sizes split a
+    // data-parallel batch their own way.
+    applyMemoryBudget(memoryBudget, !loss.empty(), worldSize, model, shardOptions,
+                      [&](mlir::MLIRContext &context, int64_t ranks,
+                          const compiler::ShardOptions &options) -> mlir::FailureOr<plan::Plan> {
+                        std::vector<std::string> unused;
+                        const compiler::Graph trial =
+                            dataParallel && ranks != worldSize
+                                ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, ranks,
+                                                        loss, optimizer, unused)
+                                : graph;
+                        mlir::OwningOpRef<mlir::ModuleOp> module =
+                            compiler::buildTcModule(trial, context);
+                        if (mlir::failed(compiler::shardModule(*module, ranks, options,
+                                                               optimizer ? &*optimizer : nullptr)))
+                          return mlir::failure();
+                        return compiler::lowerToPlan(*module);
+                      });
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);
@@ -178,6 +211,9 @@ int compileCommand(const std::vector<std::string> &args) {
       std::cout << output;
     return kSuccess;
   } catch (const compiler::GraphError &error) {
+    std::cerr << "shardc: error: " << error.what() << "\n";
+    return kBadInput;
+  } catch (const compiler::MemoryBudgetError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";
     return kBadInput;
   } catch (const runtime::RuntimeError &error) {

@@ -2,6 +2,7 @@
 #include "tools/shardc/MpiRunCommand.h"
 
 #include "runtime/DataParallel.h"
+#include "runtime/GroupedDigits.h"
 
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/RunReport.h"
@@ -43,14 +44,7 @@ int64_t mpiRank() { return runtime::mpi::worldRank(); }
 
 namespace {
 
-std::string grouped(int64_t value) {
-  std::string digits = std::to_string(value), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+using runtime::groupedDigits;
 
 std::string mib(int64_t bytes) {
   std::ostringstream out;
@@ -72,9 +66,9 @@ std::string formatRss(const runtime::mpi::MpiRunResult &result) {
     const runtime::RankReport &rank = result.run.ranks[i];
     int64_t peak = rank.init.peakBytes;
     if (rank.forward) peak = std::max(peak, rank.forward->peakBytes);
-    std::string cells[] = {std::to_string(rank.rank), grouped(rank.init.peakBytes),
-                           grouped(result.memory[i].peakRssAfterInit), grouped(peak),
-                           grouped(result.memory[i].peakRss)};
+    std::string cells[] = {std::to_string(rank.rank), groupedDigits(rank.init.peakBytes),
+                           groupedDigits(result.memory[i].peakRssAfterInit), groupedDigits(peak),
+                           groupedDigits(result.memory[i].peakRss)};
     for (int c = 0; c < 5; ++c) out << (c ? "  " : "") << std::setw(widths[c]) << cells[c];
     out << "   (" << mib(result.memory[i].peakRss) << ")\n";
   }

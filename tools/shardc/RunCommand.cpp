@@ -1,5 +1,6 @@
 //===- RunCommand.cpp - shardc run ----------------------------------------===//
 #include "compiler/DataParallel.h"
+#include "compiler/MemoryBudget.h"
 #include "compiler/Pipeline.h"
 #include "runtime/DataParallel.h"
 #include "runtime/DeterministicInput.h"
@@ -17,6 +18,7 @@
 #include "tools/shardc/Commands.h"
 #include "tools/shardc/CudaRanks.h"
 #include "tools/shardc/Diagnostics.h"
+#include "tools/shardc/MemoryBudgetOption.h"
 #include "tools/shardc/ModelGraph.h"
 #include "tools/shardc/MpiRunCommand.h"
 #include "tools/shardc/RunReport.h"
@@ -43,6 +45,7 @@ const char *const kRunUsage =
     "                  [--threads T] [--device cpu|cuda[:N]] [--repeat R] [--profile]\n"
     "                  [--grad LOSS [--recompute-activations]\n"
     "                   [--optimizer sgd|adamw --lr LR ... [--steps K]]]\n"
+    "                  [--memory-budget SIZE]\n"
     "\n"
     "Compiles the graph for N ranks and runs init, then forward, on N local\n"
     "ranks (threads of this process), then reports per-rank memory.\n"
@@ -94,8 +97,9 @@ const char *const kRunUsage =
     "                     cpu); cuda: every rank a thread on GPU 0 (cuda:N on\n"
     "                     GPU N); with --backend mpi one GPU per process over\n"
     "                     NCCL (docs/gpu.md)\n"
-    "  --units, --prefetch, --max-graph-mib, --grad, --recompute-activations\n"
-    "                     as for `shardc compile`\n"
+    "  --units, --prefetch, --max-graph-mib, --grad, --recompute-activations,\n"
+    "  --memory-budget    as for `shardc compile`; the budget is checked before\n"
+    "                     any rank allocates\n"
     "  --master-dtype float32|float64  store every bfloat16 / float16\n"
     "                     parameter in that dtype (init, shards, optimizer\n"
     "                     state, --save) and read it in its own: master\n"
@@ -362,22 +366,29 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
     if (dataParallel) graph = compiler::batchFirstGraph(graph, s.inputBatchDims, outputBatchDims);
     if (!inputFiles.empty())
       options.inputs = readBatchFile(firstInputs, dataParallel ? s.inputBatchDims : BatchDims{});
-    mlir::FailureOr<plan::Plan> compiled =
-        dataParallel ? compiler::compileDataParallel(
-                           graph, globalBatchRows(graph, options.inputs, firstInputs), s.worldSize,
-                           context, shardOptions, training ? &*training : nullptr)
-                     : compiler::compileToPlan(graph, s.worldSize, context, shardOptions,
-                                               s.optimizer ? &*s.optimizer : nullptr);
+    const int64_t globalRows =
+        dataParallel ? globalBatchRows(graph, options.inputs, firstInputs) : 0;
+    const ContextCompiler compile = [&](mlir::MLIRContext &in, int64_t ranks,
+                                        const compiler::ShardOptions &shard) {
+      mlir::FailureOr<plan::Plan> compiled =
+          dataParallel ? compiler::compileDataParallel(graph, globalRows, ranks, in, shard,
+                                                       training ? &*training : nullptr)
+                       : compiler::compileToPlan(graph, ranks, in, shard,
+                                                 s.optimizer ? &*s.optimizer : nullptr);
+      if (mlir::succeeded(compiled) && s.initOnly)  // no forward: nothing to feed or predict
+        compiled->functions.erase(
+            std::remove_if(compiled->functions.begin(), compiled->functions.end(),
+                           [](const plan::Function &f) { return f.name != "init"; }),
+            compiled->functions.end());
+      return compiled;
+    };
+    applyMemoryBudget(s.memoryBudget, s.parsed.has("--grad"), s.worldSize, model, shardOptions,
+                      compile);
+    mlir::FailureOr<plan::Plan> compiled = compile(context, s.worldSize, shardOptions);
     if (mlir::failed(compiled))
       return kBadInput;
     if (training) noteWithoutGradient(training->loss, training->withoutGradient);
     plan = std::move(*compiled);
-    if (s.initOnly)  // no forward at all: nothing to feed, gather or predict
-      plan.functions.erase(std::remove_if(plan.functions.begin(), plan.functions.end(),
-                                          [](const plan::Function &f) {
-                                            return f.name != "init";
-                                          }),
-                           plan.functions.end());
     options.dataParallel = dataParallel;
     // Bad checkpoints are bad input (exit 2), found before any rank runs.
     runtime::checkpoint::setIoBufferCap(plan, s.ioBufferBytes);
@@ -427,6 +438,9 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
     }
     applySpecializedInputs(graph, options.inputs, !inputFiles.empty(), firstInputs);
   } catch (const compiler::GraphError &error) {
+    std::cerr << "shardc: error: " << error.what() << "\n";
+    return kBadInput;
+  } catch (const compiler::MemoryBudgetError &error) {
     std::cerr << "shardc: error: " << error.what() << "\n";
     return kBadInput;
   } catch (const runtime::RuntimeError &error) {

@@ -1,6 +1,7 @@
 //===- RunReport.cpp - what `shardc run` tells about memory ---------------===//
 #include "tools/shardc/RunReport.h"
 
+#include "runtime/GroupedDigits.h"
 #include "runtime/InitOps.h"
 #include "runtime/MemoryModel.h"
 #include "runtime/PlanQueries.h"
@@ -19,17 +20,7 @@
 namespace shardc::cli {
 namespace {
 
-/// 6291460 -> "6,291,460": byte counts people can read at a glance.
-std::string grouped(int64_t value) {
-  std::string digits = std::to_string(value < 0 ? -value : value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return value < 0 ? "-" + out : out;
-}
+using runtime::groupedDigits;
 
 std::string pad(const std::string &text, size_t width, bool right = true) {
   if (text.size() >= width)
@@ -62,8 +53,7 @@ void explainLive(std::ostringstream &out,
   if (live.size() <= kListed) {
     for (const runtime::LiveAllocation &entry : live)
       out << "  " << pad(plan::categoryName(entry.category), 12, false) << " "
-          << pad(entry.label, 40, false) << " " << pad(grouped(entry.bytes), 16)
-          << "\n";
+          << pad(entry.label, 40, false) << " " << pad(groupedDigits(entry.bytes), 16) << "\n";
     return;
   }
   std::map<std::string, std::pair<int64_t, int64_t>> byCategory;
@@ -75,15 +65,15 @@ void explainLive(std::ostringstream &out,
   for (const auto &[category, totals] : byCategory)
     out << "  " << pad(category, 12, false) << " "
         << pad(std::to_string(totals.first) + " buffer(s)", 40, false) << " "
-        << pad(grouped(totals.second), 16) << "\n";
+        << pad(groupedDigits(totals.second), 16) << "\n";
   std::vector<runtime::LiveAllocation> largest = live;
   std::stable_sort(largest.begin(), largest.end(),
                    [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
   out << "  largest:\n";
   for (size_t i = 0; i < kListed; ++i)
     out << "  " << pad(plan::categoryName(largest[i].category), 12, false) << " "
-        << pad(largest[i].label, 40, false) << " "
-        << pad(grouped(largest[i].bytes), 16) << "\n";
+        << pad(largest[i].label, 40, false) << " " << pad(groupedDigits(largest[i].bytes), 16)
+        << "\n";
 }
 
 void explainPeak(std::ostringstream &out, const char *phase, int64_t rankFrom,
@@ -94,8 +84,8 @@ void explainPeak(std::ostringstream &out, const char *phase, int64_t rankFrom,
     out << rankList;
   else
     out << rankFrom << (rankTo != rankFrom ? ".." + std::to_string(rankTo) : "");
-  out << ": " << grouped(report.peakBytes) << " bytes (" << mib(report.peakBytes)
-      << "), predicted " << grouped(report.predictedPeakBytes) << "\n";
+  out << ": " << groupedDigits(report.peakBytes) << " bytes (" << mib(report.peakBytes)
+      << "), predicted " << groupedDigits(report.predictedPeakBytes) << "\n";
   explainLive(out, report.liveAtPeak);
 }
 
@@ -212,10 +202,11 @@ std::string formatProcessMemory(const runtime::RunResult &result) {
     return "\nOS resident memory: /proc/self/status is not readable\n";
   // The growth beside the ledger's figures is residentMemoryLine's.
   std::ostringstream out;
-  out << "\nOS peak RSS " << (process.peakSinceStart ? "since the process started" : "while the ranks ran")
-      << ": " << grouped(process.peakResident) << " bytes (" << mib(process.peakResident)
-      << "); RSS before: " << grouped(process.residentBefore) << " (" << mib(process.residentBefore)
-      << ")\n";
+  out << "\nOS peak RSS "
+      << (process.peakSinceStart ? "since the process started" : "while the ranks ran") << ": "
+      << groupedDigits(process.peakResident) << " bytes (" << mib(process.peakResident)
+      << "); RSS before: " << groupedDigits(process.residentBefore) << " ("
+      << mib(process.residentBefore) << ")\n";
   return out.str();
 }
 
@@ -237,7 +228,7 @@ std::string formatNonShardable(const plan::Plan &plan) {
       << " parameter(s) not shardable (computed in full on an owner rank, "
          "then scattered):\n";
   for (const runtime::ScatteredParam &param : scattered)
-    out << "  " << pad(param.name, 24, false) << " " << pad(grouped(param.fullBytes), 16)
+    out << "  " << pad(param.name, 24, false) << " " << pad(groupedDigits(param.fullBytes), 16)
         << " bytes  owner rank " << param.owner << "\n";
   return out.str();
 }
@@ -249,9 +240,9 @@ namespace {
 
 std::string formatMemoryPlan(const plan::Plan &plan) {
   std::ostringstream out;
-  out << "memory plan: " << plan.params.size() << " parameter(s), "
-      << plan.worldSize << " rank(s); unsharded parameter bytes "
-      << grouped(runtime::unshardedParamBytes(plan)) << "\n";
+  out << "memory plan: " << plan.params.size() << " parameter(s), " << plan.worldSize
+      << " rank(s); unsharded parameter bytes " << groupedDigits(runtime::unshardedParamBytes(plan))
+      << "\n";
   out << formatNonShardable(plan);
   std::set<int64_t> special = runtime::ranksWithOwnWork(plan);
   std::vector<std::pair<std::string, int64_t>> groups; // description, rank
@@ -271,9 +262,10 @@ std::string formatMemoryPlan(const plan::Plan &plan) {
     for (const plan::Function &function : plan.functions) {
       runtime::MemoryPrediction prediction =
           runtime::predictMemory(plan, function.name, rank, carried);
-      out << "\n" << function.name << " on " << description << ": peak "
-          << grouped(prediction.peakBytes) << " bytes (" << mib(prediction.peakBytes)
-          << "), " << grouped(prediction.endBytes) << " at the end\n";
+      out << "\n"
+          << function.name << " on " << description << ": peak "
+          << groupedDigits(prediction.peakBytes) << " bytes (" << mib(prediction.peakBytes) << "), "
+          << groupedDigits(prediction.endBytes) << " at the end\n";
       explainLive(out, prediction.liveAtPeak);
       if (function.name == "init")
         carried = prediction.paramsAtEnd;
@@ -299,19 +291,19 @@ static std::string residentMemoryLine(const runtime::RunResult &result, int64_t 
   std::ostringstream out;
   out << "resident memory (the OS's count, not the ledger's): peak growth ";
   if (result.residentPeakGrowthBytes)
-    out << grouped(*result.residentPeakGrowthBytes) << " bytes ("
+    out << groupedDigits(*result.residentPeakGrowthBytes) << " bytes ("
         << mib(*result.residentPeakGrowthBytes) << ")";
   else
     out << "unknown (/proc/self/status or clear_refs unavailable)";
   // On a GPU the ledgers count device memory: the host's RSS holds only the
   // host copies (outputs, staged saves), the driver's count is below.
   if (result.device != "cpu")
-    out << "; host copies " << grouped(copies) << " (the ledgers count " << result.device
+    out << "; host copies " << groupedDigits(copies) << " (the ledgers count " << result.device
         << "'s memory)\n";
   else
-    out << "; ledger: ranks' peaks summed " << grouped(ledger) << " (the host allocator's "
-        << grouped(runtime::heldPeakSumBytes(result))
-        << ", with blocks kept for reuse) + host copies " << grouped(copies) << "\n";
+    out << "; ledger: ranks' peaks summed " << groupedDigits(ledger) << " (the host allocator's "
+        << groupedDigits(runtime::heldPeakSumBytes(result))
+        << ", with blocks kept for reuse) + host copies " << groupedDigits(copies) << "\n";
   return out.str();
 }
 
@@ -324,19 +316,19 @@ static std::string driverMemoryLine(const runtime::RunResult &result) {
   for (const runtime::RankReport &rank : result.ranks) held += rank.paramBytes;
   std::ostringstream out;
   out << "device memory (the driver's count, cudaMemGetInfo): "
-      << grouped(*result.driverBytesHoldingShards) << " bytes ("
+      << groupedDigits(*result.driverBytesHoldingShards) << " bytes ("
       << mib(*result.driverBytesHoldingShards)
       << ") more in use while every rank held its shards than before init; ledger: params "
          "held summed "
-      << grouped(held) << "\n";
+      << groupedDigits(held) << "\n";
   if (result.driverBytesAfterForward) {
     int64_t live = 0;
     for (const runtime::RankReport &rank : result.ranks)
       live += rank.forward ? rank.forward->endBytes : 0;
     out << "device memory after forward (outputs live): "
-        << grouped(*result.driverBytesAfterForward) << " bytes ("
+        << groupedDigits(*result.driverBytesAfterForward) << " bytes ("
         << mib(*result.driverBytesAfterForward) << "); ledger: after forward summed "
-        << grouped(live) << "\n";
+        << groupedDigits(live) << "\n";
   }
   return out.str();
 }
@@ -356,7 +348,7 @@ std::string formatTextReport(const RunSummary &summary) {
   out << ", seed " << summary.seed << "\n";
   out << "unsharded parameter bytes (what every rank would hold without "
          "sharding): "
-      << grouped(result.unshardedParamBytes) << "\n";
+      << groupedDigits(result.unshardedParamBytes) << "\n";
   out << formatNonShardable(plan) << "\n";
 
   // One row per run of consecutive ranks with the same figures ("0..4095"):
@@ -366,13 +358,12 @@ std::string formatTextReport(const RunSummary &summary) {
   std::vector<std::array<std::string, 6>> rows;
   for (size_t i = 0; i < result.ranks.size(); ++i) {
     const runtime::RankReport &rank = result.ranks[i];
-    std::array<std::string, 6> cells = {
-        std::to_string(rank.rank),
-        grouped(rank.paramBytes),
-        grouped(rank.init.peakBytes),
-        rank.forward ? grouped(rank.forward->peakBytes) : "-",
-        rank.forward ? grouped(rank.forward->endBytes) : "-",
-        grouped(result.unshardedParamBytes)};
+    std::array<std::string, 6> cells = {std::to_string(rank.rank),
+                                        groupedDigits(rank.paramBytes),
+                                        groupedDigits(rank.init.peakBytes),
+                                        rank.forward ? groupedDigits(rank.forward->peakBytes) : "-",
+                                        rank.forward ? groupedDigits(rank.forward->endBytes) : "-",
+                                        groupedDigits(result.unshardedParamBytes)};
     if (!rows.empty() && std::equal(cells.begin() + 1, cells.end(), rows.back().begin() + 1) &&
         result.ranks[i - 1].rank + 1 == rank.rank) {
       std::string &label = rows.back()[0];
@@ -441,8 +432,8 @@ std::string formatTextReport(const RunSummary &summary) {
   if (!result.ranks.empty() && result.ranks[0].forward) {
     explainPhase(out, "forward", result, /*forward=*/true);
     const runtime::RankReport &rank0 = result.ranks[0];
-    out << "\nafter forward on rank 0: " << grouped(rank0.forward->endBytes)
-        << " bytes (" << mib(rank0.forward->endBytes)
+    out << "\nafter forward on rank 0: " << groupedDigits(rank0.forward->endBytes) << " bytes ("
+        << mib(rank0.forward->endBytes)
         << "): parameter shards + outputs + inputs; gathered parameters "
            "and temporaries are freed\n";
   }

@@ -14,18 +14,19 @@ namespace shardc::cli {
 
 RunSettings parseRunSettings(const std::vector<std::string> &args) {
   RunSettings s;
-  s.parsed = parseArgs(
-      args, {{"--world-size",     "--seed",           "--inputs",          "--outputs",
-              "--save-params",    "--report",         "--timeout",         "--units",
-              "--max-graph-mib",  "--master-dtype",   "--backend",         "--load",
-              "--rename",         "--save",           "--io-buffer-mib",   "--ranks",
-              "--threads",        "--device",         "--repeat",          "--batch-dim",
-              "--grad",           "--steps",          "--optimizer",       "--lr",
-              "--momentum",       "--weight-decay",   "--betas",           "--eps",
-              "--load-optimizer", "--warmup-steps",   "--decay-steps",     "--min-lr",
-              "--save-optimizer", "--clip-grad-norm", "--no-weight-decay", "--accumulate"},
-             {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile",
-              "--nesterov", "--recompute-activations"}});
+  s.parsed =
+      parseArgs(args, {{"--world-size",     "--seed",           "--inputs",          "--outputs",
+                        "--save-params",    "--report",         "--timeout",         "--units",
+                        "--max-graph-mib",  "--master-dtype",   "--backend",         "--load",
+                        "--rename",         "--save",           "--io-buffer-mib",   "--ranks",
+                        "--threads",        "--device",         "--repeat",          "--batch-dim",
+                        "--grad",           "--steps",          "--optimizer",       "--lr",
+                        "--momentum",       "--weight-decay",   "--betas",           "--eps",
+                        "--load-optimizer", "--warmup-steps",   "--decay-steps",     "--min-lr",
+                        "--save-optimizer", "--clip-grad-norm", "--no-weight-decay", "--accumulate",
+                        "--memory-budget"},
+                       {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile",
+                        "--nesterov", "--recompute-activations"}});
   if (s.parsed.has("--help") || s.parsed.has("-h")) {
     s.help = true;
     return s;
@@ -36,6 +37,7 @@ RunSettings parseRunSettings(const std::vector<std::string> &args) {
   s.maxGraphBytes = s.parsed.getInt("--max-graph-mib", 256, 1, 1 << 20) << 20;
   s.masterDtype = masterDtypeOption(s.parsed);
   s.worldSize = s.parsed.getInt("--world-size", 1, 1, 4096);
+  s.memoryBudget = s.parsed.getByteSize("--memory-budget");
   s.seed =
       static_cast<uint64_t>(s.parsed.getInt("--seed", 0, 0, std::numeric_limits<int64_t>::max()));
   s.timeoutSeconds = static_cast<double>(s.parsed.getInt("--timeout", 60, 1, 86400));

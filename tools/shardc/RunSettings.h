@@ -33,6 +33,7 @@ struct RunSettings {
   compiler::BatchDims inputBatchDims;  // --batch-dim
   std::optional<compiler::OptimizerOptions> optimizer;  // --optimizer: a training step
   int steps = 1;                                        // --steps
+  int64_t memoryBudget = 0;                             // --memory-budget: bytes per rank; 0 = none
 };
 
 /// `shardc run ARGS`, parsed. Throws UsageError for a bad value or a
