@@ -5,7 +5,8 @@
 // known before a byte is allocated: FSDP finds out with an out-of-memory
 // error after init. When the plan does not fit, the compiler tries the one
 // remedy it owns (recomputing activations, which changes time, not values);
-// when nothing it may choose fits, the error says how many ranks would.
+// when nothing it may choose fits, the error says what would: more ranks,
+// or (data-parallel training) more micro-steps per optimizer step.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -27,19 +28,34 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-/// The same model compiled for `worldSize` ranks, recomputing activations
-/// or not; nullopt when it cannot be compiled so (a batch that does not
-/// split over that many ranks). Prints nothing.
+/// One way of compiling the model that the budget search tries.
+struct PlanChoice {
+  int64_t worldSize = 1;
+  bool recompute = false;
+  /// Micro-steps per optimizer step (data-parallel training's gradient
+  /// accumulation; 1 otherwise).
+  int64_t accumulate = 1;
+};
+
+/// The same model compiled as `choice` says; nullopt when it cannot be
+/// compiled so (a batch that does not split over that many ranks or
+/// micro-steps). Prints nothing.
 using PlanCompiler =
-    std::function<std::optional<plan::Plan>(int64_t worldSize, bool recompute)>;
+    std::function<std::optional<plan::Plan>(const PlanChoice &choice)>;
 
 struct MemoryBudget {
   int64_t bytesPerRank = 0; // every rank's predicted peak must be at most this
   /// The plan is a joint graph (--grad) compiled without recomputation:
   /// recomputing is the compiler's to choose.
   bool mayRecompute = false;
-  bool recomputing = false;    // the plan recomputes activations already
-  int64_t maxWorldSize = 4096; // the largest world size an error suggests
+  bool recomputing = false; // the plan recomputes activations already
+  /// Data-parallel training with this many micro-steps per optimizer step:
+  /// an error also names the gradient accumulation that would fit at this
+  /// world size (a user's choice: it changes the gradients' rounding). 0:
+  /// not data-parallel training.
+  int64_t accumulate = 0;
+  int64_t maxWorldSize = 4096;  // the largest world size an error suggests
+  int64_t maxAccumulate = 1024; // the most micro-steps an error suggests
 };
 
 /// What fitMemoryBudget chose.
@@ -52,7 +68,8 @@ struct BudgetFit {
 /// `plan` when its largest predicted rank peak is within the budget; else
 /// the plan `compile` gives recomputing activations, when the budget allows
 /// that and it fits. Otherwise throws MemoryBudgetError naming the smallest
-/// world size (doubling the plan's, up to maxWorldSize) that fits.
+/// world size (doubling the plan's, up to maxWorldSize) and the fewest
+/// micro-steps (doubling, data-parallel training) that fit.
 BudgetFit fitMemoryBudget(plan::Plan plan, const MemoryBudget &budget,
                           const PlanCompiler &compile);
 

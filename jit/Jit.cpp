@@ -359,14 +359,17 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->recomputing = options.recompute_activations;
   if (options.memory_budget_bytes > 0) {
     // Trial plans at this and other world sizes (compiler/MemoryBudget.h).
-    const compiler::PlanCompiler trial = [&](int64_t ranks,
-                                             bool recompute) -> std::optional<plan::Plan> {
+    const compiler::PlanCompiler trial =
+        [&](const compiler::PlanChoice &choice) -> std::optional<plan::Plan> {
       compiler::ShardOptions shard = shardOptions(options);
-      shard.recomputeActivations = recompute;
+      shard.recomputeActivations = choice.recompute;
+      std::optional<compiler::DataParallelTraining> resplit = training;
+      if (resplit) resplit->optimizer.accumulate = choice.accumulate;
       try {
-        return compileGraph(traced->graph, ranks, shard, "compiling", options.data_parallel,
-                            optimizer ? &*optimizer : nullptr, training ? &*training : nullptr);
-      } catch (const Error &) {  // a batch that does not split over `ranks`
+        return compileGraph(traced->graph, choice.worldSize, shard, "compiling",
+                            options.data_parallel, optimizer ? &*optimizer : nullptr,
+                            resplit ? &*resplit : nullptr);
+      } catch (const Error &) {  // a batch that does not split so
         return std::nullopt;
       }
     };
@@ -374,6 +377,7 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
     budget.bytesPerRank = options.memory_budget_bytes;
     budget.recomputing = options.recompute_activations;
     budget.mayRecompute = !options.grad.empty() && !options.recompute_activations;
+    budget.accumulate = training ? training->optimizer.accumulate : 0;
     try {
       compiler::BudgetFit fit = compiler::fitMemoryBudget(std::move(impl->plan), budget, trial);
       impl->plan = std::move(fit.plan);

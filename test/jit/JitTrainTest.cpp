@@ -308,6 +308,20 @@ TEST_CASE("jit gradient accumulation: micro-steps give the whole batch's step",
       CHECK(fewer.ranks[r].forward_peak < more.ranks[r].forward_peak);
     }
   }
+  // memory_budget_bytes: a budget only micro-steps fit at this world size
+  // is an error that names them (accumulation changes the rounding, so it
+  // is the user's to choose), and that many fit.
+  JitOptions budgeted = options(2, 1, true);
+  budgeted.memory_budget_bytes = jit(model, options(2, 2, true)).predicted_peak_bytes();
+  JitOptions recomputing = budgeted;
+  recomputing.memory_budget_bytes = 0;
+  recomputing.recompute_activations = true;
+  REQUIRE(jit(model, recomputing).predicted_peak_bytes() > budgeted.memory_budget_bytes);
+  CHECK_THROWS_WITH(
+      jit(model, budgeted),
+      Catch::Contains("at 2 ranks it fits accumulating gradients over 2 micro-steps"));
+  budgeted.optimizer.accumulate = 2;
+  CHECK_FALSE(jit(model, budgeted).recomputes_activations());
   // Micro-steps split each rank's rows: 8 sequences do not make 3.
   CHECK_THROWS_WITH(jit(model, options(1, 3, true)), Catch::Contains("micro-steps"));
   CHECK_THROWS_WITH(jit(model, options(1, 2, false)), Catch::Contains("set data_parallel"));

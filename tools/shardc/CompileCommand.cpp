@@ -163,22 +163,31 @@ int compileCommand(const std::vector<std::string> &args) {
     shardOptions.splitSummedGradients = optimizer && optimizer->accumulate > 1;
     // --memory-budget compiles trial plans: other world sizes split a
     // data-parallel batch their own way.
-    applyMemoryBudget(memoryBudget, !loss.empty(), worldSize, model, shardOptions,
-                      [&](mlir::MLIRContext &context, int64_t ranks,
-                          const compiler::ShardOptions &options) -> mlir::FailureOr<plan::Plan> {
-                        std::vector<std::string> unused;
-                        const compiler::Graph trial =
-                            dataParallel && ranks != worldSize
-                                ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, ranks,
-                                                        loss, optimizer, unused)
-                                : graph;
-                        mlir::OwningOpRef<mlir::ModuleOp> module =
-                            compiler::buildTcModule(trial, context);
-                        if (mlir::failed(compiler::shardModule(*module, ranks, options,
-                                                               optimizer ? &*optimizer : nullptr)))
-                          return mlir::failure();
-                        return compiler::lowerToPlan(*module);
-                      });
+    const bool training = dataParallel && optimizer.has_value();
+    applyMemoryBudget(
+        memoryBudget, AskedRun{worldSize, !loss.empty(), training ? optimizer->accumulate : 0},
+        model, shardOptions,
+        [&](mlir::MLIRContext &context, const compiler::PlanChoice &choice,
+            const compiler::ShardOptions &options) -> mlir::FailureOr<plan::Plan> {
+          std::optional<compiler::OptimizerOptions> trialOptimizer = optimizer;
+          compiler::ShardOptions trialOptions = options;
+          if (training) {
+            trialOptimizer->accumulate = choice.accumulate;
+            trialOptions.splitSummedGradients = choice.accumulate > 1;
+          }
+          std::vector<std::string> unused;
+          const compiler::Graph trial =
+              dataParallel && (choice.worldSize != worldSize ||
+                               (training && choice.accumulate != optimizer->accumulate))
+                  ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, choice.worldSize, loss,
+                                          trialOptimizer, unused)
+                  : graph;
+          mlir::OwningOpRef<mlir::ModuleOp> module = compiler::buildTcModule(trial, context);
+          if (mlir::failed(compiler::shardModule(*module, choice.worldSize, trialOptions,
+                                                 trialOptimizer ? &*trialOptimizer : nullptr)))
+            return mlir::failure();
+          return compiler::lowerToPlan(*module);
+        });
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);

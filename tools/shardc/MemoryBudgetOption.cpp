@@ -1,28 +1,28 @@
 #include "tools/shardc/MemoryBudgetOption.h"
 
 #include "compiler/Graph.h"
-#include "compiler/MemoryBudget.h"
 #include "runtime/RuntimeError.h"
 
 #include "mlir/IR/Diagnostics.h"
 
+#include <algorithm>
 #include <iostream>
 
 namespace shardc::cli {
 
-void applyMemoryBudget(int64_t budgetBytes, bool grad, int64_t worldSize, const std::string &model,
+void applyMemoryBudget(int64_t budgetBytes, const AskedRun &asked, const std::string &model,
                        compiler::ShardOptions &options, const ContextCompiler &compile) {
   if (budgetBytes <= 0) return;
-  const compiler::PlanCompiler quietly = [&](int64_t ranks,
-                                             bool recompute) -> std::optional<plan::Plan> {
+  const compiler::PlanCompiler quietly =
+      [&](const compiler::PlanChoice &choice) -> std::optional<plan::Plan> {
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     mlir::ScopedDiagnosticHandler silence(&context,
                                           [](mlir::Diagnostic &) { return mlir::success(); });
     compiler::ShardOptions trial = options;
-    trial.recomputeActivations = recompute;
+    trial.recomputeActivations = choice.recompute;
     try {
-      mlir::FailureOr<plan::Plan> plan = compile(context, ranks, trial);
+      mlir::FailureOr<plan::Plan> plan = compile(context, choice, trial);
       if (mlir::failed(plan)) return std::nullopt;
       return std::move(*plan);
     } catch (const compiler::GraphError &) {  // a batch that does not split so
@@ -31,12 +31,14 @@ void applyMemoryBudget(int64_t budgetBytes, bool grad, int64_t worldSize, const 
       return std::nullopt;
     }
   };
-  std::optional<plan::Plan> asAsked = quietly(worldSize, options.recomputeActivations);
+  std::optional<plan::Plan> asAsked = quietly(compiler::PlanChoice{
+      asked.worldSize, options.recomputeActivations, std::max<int64_t>(asked.accumulate, 1)});
   if (!asAsked) return;  // the command's own compilation says why
   compiler::MemoryBudget budget;
   budget.bytesPerRank = budgetBytes;
   budget.recomputing = options.recomputeActivations;
-  budget.mayRecompute = grad && !options.recomputeActivations;
+  budget.mayRecompute = asked.grad && !options.recomputeActivations;
+  budget.accumulate = asked.accumulate;
   try {
     compiler::BudgetFit fit = compiler::fitMemoryBudget(std::move(*asAsked), budget, quietly);
     if (fit.recomputed) {

@@ -1,6 +1,7 @@
 // `--memory-budget SIZE` (docs/cli.md), for `shardc compile` and `shardc run`.
 #pragma once
 
+#include "compiler/MemoryBudget.h"
 #include "compiler/Pipeline.h"
 #include "runtime/Plan.h"
 
@@ -13,17 +14,27 @@
 
 namespace shardc::cli {
 
-/// The command's own compilation: MODEL at `worldSize` with `options`, its
-/// errors reported through `context`.
+/// The command's own compilation of MODEL as `choice` says (its world size,
+/// and its micro-steps for data-parallel training; `options` carries the
+/// recomputation), its errors reported through `context`.
 using ContextCompiler = std::function<mlir::FailureOr<plan::Plan>(
-    mlir::MLIRContext &context, int64_t worldSize, const compiler::ShardOptions &options)>;
+    mlir::MLIRContext &context, const compiler::PlanChoice &choice,
+    const compiler::ShardOptions &options)>;
 
-/// With a budget (bytes per rank; 0: none) and `grad` (a joint graph):
-/// turns on options.recomputeActivations when the plan fits only so (a
-/// note says so). Throws compiler::MemoryBudgetError, naming `model`, when
-/// no plan at `worldSize` fits; the trial compilations print nothing (the
+/// The run as asked: its world size, `grad` (a joint graph) and, for
+/// data-parallel training, its micro-steps per optimizer step (else 0).
+struct AskedRun {
+  int64_t worldSize = 1;
+  bool grad = false;
+  int64_t accumulate = 0;
+};
+
+/// With a budget (bytes per rank; 0: none): turns on
+/// options.recomputeActivations when the plan fits only so (a note says
+/// so). Throws compiler::MemoryBudgetError, naming `model`, when no plan
+/// at the asked world size fits; the trial compilations print nothing (the
 /// command's own compilation reports a model that does not compile).
-void applyMemoryBudget(int64_t budgetBytes, bool grad, int64_t worldSize, const std::string &model,
+void applyMemoryBudget(int64_t budgetBytes, const AskedRun &asked, const std::string &model,
                        compiler::ShardOptions &options, const ContextCompiler &compile);
 
 }  // namespace shardc::cli

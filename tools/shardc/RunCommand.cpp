@@ -368,13 +368,22 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
       options.inputs = readBatchFile(firstInputs, dataParallel ? s.inputBatchDims : BatchDims{});
     const int64_t globalRows =
         dataParallel ? globalBatchRows(graph, options.inputs, firstInputs) : 0;
-    const ContextCompiler compile = [&](mlir::MLIRContext &in, int64_t ranks,
+    const ContextCompiler compile = [&](mlir::MLIRContext &in, const compiler::PlanChoice &choice,
                                         const compiler::ShardOptions &shard) {
+      // --memory-budget's trials of other numbers of micro-steps: the same
+      // training step, split so.
+      std::optional<compiler::DataParallelTraining> resplit;
+      compiler::DataParallelTraining *step = training ? &*training : nullptr;
+      if (training && choice.accumulate != training->optimizer.accumulate) {
+        resplit = training;
+        resplit->optimizer.accumulate = choice.accumulate;
+        step = &*resplit;
+      }
       mlir::FailureOr<plan::Plan> compiled =
-          dataParallel ? compiler::compileDataParallel(graph, globalRows, ranks, in, shard,
-                                                       training ? &*training : nullptr)
-                       : compiler::compileToPlan(graph, ranks, in, shard,
-                                                 s.optimizer ? &*s.optimizer : nullptr);
+          dataParallel
+              ? compiler::compileDataParallel(graph, globalRows, choice.worldSize, in, shard, step)
+              : compiler::compileToPlan(graph, choice.worldSize, in, shard,
+                                        s.optimizer ? &*s.optimizer : nullptr);
       if (mlir::succeeded(compiled) && s.initOnly)  // no forward: nothing to feed or predict
         compiled->functions.erase(
             std::remove_if(compiled->functions.begin(), compiled->functions.end(),
@@ -382,9 +391,13 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
             compiled->functions.end());
       return compiled;
     };
-    applyMemoryBudget(s.memoryBudget, s.parsed.has("--grad"), s.worldSize, model, shardOptions,
-                      compile);
-    mlir::FailureOr<plan::Plan> compiled = compile(context, s.worldSize, shardOptions);
+    applyMemoryBudget(s.memoryBudget,
+                      AskedRun{s.worldSize, s.parsed.has("--grad"),
+                               training ? training->optimizer.accumulate : 0},
+                      model, shardOptions, compile);
+    const int64_t accumulate = training ? training->optimizer.accumulate : 1;
+    mlir::FailureOr<plan::Plan> compiled = compile(
+        context, {s.worldSize, shardOptions.recomputeActivations, accumulate}, shardOptions);
     if (mlir::failed(compiled))
       return kBadInput;
     if (training) noteWithoutGradient(training->loss, training->withoutGradient);
