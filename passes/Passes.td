@@ -219,6 +219,14 @@ def TcRecomputeActivations : Pass<"tc-recompute-activations",
       %dw2 = tc.matmul %dyt, %a2
       %da = tc.mul %g1, %h2
 
+    Across another run of the same unit (gradient accumulation's next
+    micro-step, a weight-shared block applied again) a value is recomputed
+    only when every value its clones read from before the run is read
+    at or after the stretch's first read anyway: a micro-step's weight
+    gradient, which the next micro-step adds to its own, stays as it is
+    instead of keeping that earlier backward's inputs alive across the next
+    forward.
+
     A value also read elsewhere after its run (another unit, the results)
     stays alive anyway and is not recomputed; parameter reads are not
     activations (`tc-fsdp` gathers the unit again for the stretch). Ops

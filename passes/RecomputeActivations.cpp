@@ -25,6 +25,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::tc {
@@ -58,11 +59,52 @@ bool collectDefinitions(Operation *op, int64_t span, const UnitBody &body,
   return true;
 }
 
+/// Where each value is read last in the body as read (before any clone).
+DenseMap<Value, int64_t> lastReads(const UnitBody &body) {
+  DenseMap<Value, int64_t> last;
+  for (auto [at, op] : llvm::enumerate(body.ops))
+    for (Value operand : op->getOperands())
+      last[operand] = static_cast<int64_t>(at);
+  return last;
+}
+
+/// Whether run `reader` may recompute what run `span` of its unit computed
+/// (the clones in `needed`). Always when the unit does not run in between:
+/// the unit's forward and its backward, reading the checkpoint (what `span`
+/// read from outside itself) kept alive for the purpose. Across another run
+/// of the unit only when every value the clones read from outside `span`
+/// is read at or after `firstRead` anyway: a weight-shared block's forward
+/// recomputed for its backward, but not a micro-step's weight gradient,
+/// which the next micro-step's backward adds to its own (gradient
+/// accumulation): recomputing it there would keep that earlier backward's
+/// incoming gradient and activations alive across the next forward.
+bool mayRecompute(const llvm::SetVector<Operation *> &needed, int64_t span,
+                  int64_t reader, int64_t firstRead, const UnitBody &body,
+                  const DenseMap<Value, int64_t> &lastRead) {
+  StringRef unit = body.runs[reader].unit;
+  if (llvm::none_of(llvm::seq(span + 1, reader), [&](int64_t between) {
+        return body.runs[between].unit == unit;
+      }))
+    return true;
+  for (Operation *op : needed)
+    for (Value operand : op->getOperands()) {
+      Operation *definition = operand.getDefiningOp();
+      // The function's inputs live throughout; parameter reads are
+      // gathered for the reader anew (tc-fsdp).
+      if (!definition || isa<UseOp>(definition) ||
+          body.spanOf(body.at(definition)) == span)
+        continue;
+      if (lastRead.lookup(operand) < firstRead)
+        return false;
+    }
+  return true;
+}
+
 /// Makes the reads of `values` within the reach of run `reader` read
 /// recomputed values: their definitions, cloned in order right before the
 /// first such read, each computed from what its run read from outside it.
-void recomputeFor(int64_t reader, ArrayRef<Value> values,
-                  const UnitBody &body) {
+void recomputeFor(int64_t reader, ArrayRef<Value> values, const UnitBody &body,
+                  const DenseMap<Value, int64_t> &lastRead) {
   StringRef unit = body.runs[reader].unit;
   auto inReach = [&](Operation *user) {
     int64_t at = body.at(user);
@@ -73,15 +115,19 @@ void recomputeFor(int64_t reader, ArrayRef<Value> values,
   int64_t insertAt = static_cast<int64_t>(body.ops.size()) - 1;
   for (Value value : values) {
     Operation *definition = value.getDefiningOp();
+    const int64_t span = body.spanOf(body.at(definition));
     llvm::SetVector<Operation *> needed;
-    if (!collectDefinitions(definition, body.spanOf(body.at(definition)), body,
-                            needed))
+    if (!collectDefinitions(definition, span, body, needed))
       continue; // kept alive, as without this pass
-    clones.insert(needed.begin(), needed.end());
-    recomputed.push_back(value);
+    int64_t firstRead = static_cast<int64_t>(body.ops.size()) - 1;
     for (Operation *user : value.getUsers())
       if (inReach(user))
-        insertAt = std::min(insertAt, body.at(user));
+        firstRead = std::min(firstRead, body.at(user));
+    if (!mayRecompute(needed, span, reader, firstRead, body, lastRead))
+      continue;
+    clones.insert(needed.begin(), needed.end());
+    recomputed.push_back(value);
+    insertAt = std::min(insertAt, firstRead);
   }
   if (recomputed.empty())
     return;
@@ -142,8 +188,9 @@ struct TcRecomputeActivationsPass
     // Positions stay those of the original body: each run's clones go
     // before an op of its own reach and read only originals and each
     // other, so no later rewrite reads a clone's position.
+    const DenseMap<Value, int64_t> lastRead = lastReads(*body);
     for (auto &[reader, values] : recomputable(*body))
-      recomputeFor(reader, values, *body);
+      recomputeFor(reader, values, *body, lastRead);
   }
 };
 

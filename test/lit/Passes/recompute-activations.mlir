@@ -169,3 +169,74 @@ func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %h1 = tc.linear %h0, %w1 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
   return %h1 : tensor<2x4xf32>
 }
+
+// -----
+// Two micro-steps of gradient accumulation, each embedding its input with
+// the root's @head, then b0 (fc1, relu, fc2), the head, and b0's backward
+// (fc1's weight gradient reads the block's input %e). Each backward
+// recomputes its own micro-step's activations from that input. Micro-step
+// 2's backward (b0's fourth run) adds micro-step 1's weight gradients to
+// its own; those are not recomputed there: that would read micro-step 1's
+// incoming gradient %g1 and activations again, keeping them alive across
+// micro-step 2's forward.
+
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[E1:.*]] = tc.linear %arg0
+// CHECK:         %[[G1:.*]] = tc.linear %{{.*}}, %[[HW:.*]] :
+// CHECK:         %[[H1C:.*]] = tc.linear %[[E1]]
+// CHECK-NEXT:    %[[A1C:.*]] = tc.relu %[[H1C]]
+// CHECK:         %[[DV1:.*]] = tc.matmul %{{.*}}, %[[A1C]]
+// CHECK:         %[[DW1:.*]] = tc.matmul %{{.*}}, %[[E1]]
+// CHECK:         %[[E2:.*]] = tc.linear %arg1
+// CHECK:         %[[G2:.*]] = tc.linear %{{.*}}, %[[HW]] :
+// CHECK:         %[[H2C:.*]] = tc.linear %[[E2]]
+// CHECK-NEXT:    %[[A2C:.*]] = tc.relu %[[H2C]]
+// CHECK:         %[[DV2:.*]] = tc.matmul %{{.*}}, %[[A2C]]
+// CHECK-NEXT:    %[[SUMV:.*]] = tc.add %[[DV1]], %[[DV2]]
+// CHECK:         %[[DW2:.*]] = tc.matmul %{{.*}}, %[[E2]]
+// CHECK-NEXT:    %[[SUMW:.*]] = tc.add %[[DW1]], %[[DW2]]
+// CHECK-NOT:     tc.relu
+// CHECK:         return %[[SUMV]], %[[SUMW]]
+tc.param @b0.fc1 : tensor<4x4xf32> device "cpu" unit "b0"
+tc.param @b0.fc2 : tensor<4x4xf32> device "cpu" unit "b0"
+tc.param @head : tensor<4x4xf32> device "cpu" unit "root"
+func.func @init() {
+  %0 = tc.ones : tensor<4x4xf32>
+  tc.materialize %0 into @b0.fc1 : tensor<4x4xf32>
+  %1 = tc.ones : tensor<4x4xf32>
+  tc.materialize %1 into @b0.fc2 : tensor<4x4xf32>
+  %2 = tc.ones : tensor<4x4xf32>
+  tc.materialize %2 into @head : tensor<4x4xf32>
+  return
+}
+func.func @forward(%x1: tensor<2x4xf32>, %x2: tensor<2x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %hw = tc.use @head : tensor<4x4xf32>
+  %w0 = tc.use @b0.fc1 : tensor<4x4xf32>
+  %v0 = tc.use @b0.fc2 : tensor<4x4xf32>
+  %e1 = tc.linear %x1, %hw : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %h1 = tc.linear %e1, %w0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %a1 = tc.relu %h1 : tensor<2x4xf32>
+  %y1 = tc.linear %a1, %v0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %g1 = tc.linear %y1, %hw : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %da1 = tc.matmul %g1, %v0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %gt1 = tc.transpose %g1, 0, 1 : tensor<2x4xf32> -> tensor<4x2xf32>
+  %dv1 = tc.matmul %gt1, %a1 : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+  %dh1 = tc.mul %da1, %h1 : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %dht1 = tc.transpose %dh1, 0, 1 : tensor<2x4xf32> -> tensor<4x2xf32>
+  %dw1 = tc.matmul %dht1, %e1 : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+  %dx1 = tc.matmul %dh1, %w0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %e2 = tc.linear %x2, %hw : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %h2 = tc.linear %e2, %w0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %a2 = tc.relu %h2 : tensor<2x4xf32>
+  %y2 = tc.linear %a2, %v0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %g2 = tc.linear %y2, %hw : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %da2 = tc.matmul %g2, %v0 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %gt2 = tc.transpose %g2, 0, 1 : tensor<2x4xf32> -> tensor<4x2xf32>
+  %dv2 = tc.matmul %gt2, %a2 : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+  %sumv = tc.add %dv1, %dv2 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %dh2 = tc.mul %da2, %h2 : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %dht2 = tc.transpose %dh2, 0, 1 : tensor<2x4xf32> -> tensor<4x2xf32>
+  %dw2 = tc.matmul %dht2, %e2 : tensor<4x2xf32>, tensor<2x4xf32> -> tensor<4x4xf32>
+  %sumw = tc.add %dw1, %dw2 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return %sumv, %sumw : tensor<4x4xf32>, tensor<4x4xf32>
+}
