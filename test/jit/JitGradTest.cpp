@@ -14,6 +14,32 @@
 
 using namespace shardc;
 
+namespace {
+
+/// Four blocks and 256 tokens (16 x 16): activations outweigh the full
+/// gradients returned.
+gpt::Config fourBlocks() {
+  gpt::Config config;
+  config.layers = 4;
+  return config;
+}
+
+/// The loss of `model` over 16 x 16 tokens at 2 ranks.
+JitOptions tokenLossOptions(GptLoss &model) {
+  JitOptions options = lossOptions(model, 2);
+  options.inputs = model.lossInputs(16, 16);
+  return options;
+}
+
+void checkSameBytes(const std::vector<HostTensor> &out, const std::vector<HostTensor> &expected) {
+  REQUIRE(out.size() == expected.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    INFO(out[i].name);
+    CHECK(out[i].data == expected[i].data);
+  }
+}
+
+}  // namespace
 
 TEST_CASE("jit grad: the loss and every parameter's gradient, equal at N = 1, 2, 3",
           "[jit][grad]") {
@@ -33,11 +59,7 @@ TEST_CASE("jit grad: the loss and every parameter's gradient, equal at N = 1, 2,
     INFO("world size " << n);
     CompiledModel sharded = one.with_world_size(n);
     std::vector<HostTensor> out = sharded.forward(inputs);
-    REQUIRE(out.size() == reference.size());
-    for (size_t i = 0; i < out.size(); ++i) {
-      INFO(out[i].name);
-      CHECK(out[i].data == reference[i].data);
-    }
+    checkSameBytes(out, reference);
     for (const RankMemory &r : sharded.memory_report().ranks)
       CHECK(r.forward_peak == r.forward_predicted_peak);
   }
@@ -47,13 +69,8 @@ TEST_CASE("jit grad: recompute_activations gives the same bytes at a lower peak"
   // Activation checkpointing per unit (docs/training.md): each block's
   // backward recomputes its forward, so its activations are not kept
   // across the other blocks; kernels are deterministic, so nothing changes.
-  // Four blocks and 256 tokens, so that activations outweigh the full
-  // gradients returned.
-  gpt::Config config;
-  config.layers = 4;
-  GptLoss model(config);
-  JitOptions options = lossOptions(model, 2);
-  options.inputs = model.lossInputs(16, 16);
+  GptLoss model(fourBlocks());
+  JitOptions options = tokenLossOptions(model);
   CompiledModel keep = jit(model, options);
   options.recompute_activations = true;
   CompiledModel recompute = jit(model, options);
@@ -61,11 +78,7 @@ TEST_CASE("jit grad: recompute_activations gives the same bytes at a lower peak"
   std::vector<HostTensor> expected = keep.forward(inputs);
   std::vector<HostTensor> out = recompute.forward(inputs);
 
-  REQUIRE(out.size() == expected.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    INFO(out[i].name);
-    CHECK(out[i].data == expected[i].data);
-  }
+  checkSameBytes(out, expected);
   const MemoryReport keptReport = keep.memory_report();
   const MemoryReport recomputedReport = recompute.memory_report();
   for (size_t r = 0; r < 2; ++r) {
@@ -84,11 +97,8 @@ TEST_CASE("jit grad: memory_budget_bytes recomputes only when that is what fits"
   // between the two plans' peaks gets the recomputing plan, one the plain
   // plan fits keeps it, and one nothing at this world size fits is an
   // Error naming a world size that does.
-  gpt::Config config;
-  config.layers = 4;
-  GptLoss model(config);
-  JitOptions options = lossOptions(model, 2);
-  options.inputs = model.lossInputs(16, 16);
+  GptLoss model(fourBlocks());
+  JitOptions options = tokenLossOptions(model);
   CompiledModel keep = jit(model, options);
   options.recompute_activations = true;
   const int64_t recomputingPeak = jit(model, options).predicted_peak_bytes();
@@ -106,11 +116,7 @@ TEST_CASE("jit grad: memory_budget_bytes recomputes only when that is what fits"
   std::vector<HostTensor> inputs = keep.example_inputs(3);
   std::vector<HostTensor> expected = keep.forward(inputs);
   std::vector<HostTensor> out = fitted.forward(inputs);
-  REQUIRE(out.size() == expected.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    INFO(out[i].name);
-    CHECK(out[i].data == expected[i].data);
-  }
+  checkSameBytes(out, expected);
   for (const RankMemory &rank : fitted.memory_report().ranks) {
     CHECK(rank.forward_peak <= options.memory_budget_bytes);
     CHECK(rank.init_peak <= options.memory_budget_bytes);
