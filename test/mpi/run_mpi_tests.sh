@@ -11,7 +11,8 @@
 #     time out themselves (--timeout 5), say so and exit non-zero.
 #     --data-parallel on a 5-row batch: the same bytes as local and N = 1.
 #  3. ranks that compiled different plans, and --world-size != -np, are
-#     refused; --device cuda where no GPU is visible exits 1 naming why.
+#     refused; a plan over --memory-budget exits 2 before any collective;
+#     --device cuda where no GPU is visible exits 1 naming why.
 # usage: run_mpi_tests.sh SHARDC SOURCE_DIR [MPIRUN]
 set -u
 SHARDC=$1
@@ -212,6 +213,22 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "disagrees with the 2 MPI processes" "$WORK/ws.err" &&
   pass "--world-size that disagrees with -np: exit 2" ||
   { fail "--world-size mismatch (exit $rc)"; cat "$WORK/ws.err"; }
+
+# --memory-budget (docs/cli.md): every process finds the plan over the
+# budget before any collective and the job exits 2 at once, no file; a
+# budget it fits changes nothing.
+"${MPI[@]}" -np 2 "$SHARDC" run "$SRC/examples/seed.json" --backend mpi --timeout 5 \
+  --memory-budget 6MB --outputs "$WORK/budget.st" > "$WORK/budget.out" 2> "$WORK/budget.err"
+rc=$?
+[ $rc -eq 2 ] && [ ! -e "$WORK/budget.st" ] &&
+  grep -q "over the memory budget of 6,000,000 bytes per rank" "$WORK/budget.err" &&
+  pass "--backend mpi --memory-budget below the plan: exit 2, no file" ||
+  { fail "--backend mpi --memory-budget below the plan (exit $rc)"; cat "$WORK/budget.err"; }
+"${MPI[@]}" -np 2 "$SHARDC" run "$SRC/examples/seed.json" --backend mpi --memory-budget 16MiB \
+  > "$WORK/roomy.out" 2> "$WORK/roomy.err" &&
+  grep -q "predicted == measured on every rank: yes" "$WORK/roomy.out" &&
+  pass "--backend mpi --memory-budget the plan fits: runs" ||
+  { fail "--backend mpi --memory-budget the plan fits"; cat "$WORK/roomy.err"; }
 
 # --device cuda with the GPUs hidden (CUDA_VISIBLE_DEVICES empty, on every
 # machine): every rank says why and the job exits 1 at once, no file. The
