@@ -304,10 +304,10 @@ void checkBatch(const plan::Plan &plan, const std::vector<runtime::HostTensor> &
 }
 
 /// --load: every parameter the checkpoint holds is read from it (a note
-/// lists those that keep their own init); without it, the files the
-/// graph's own load ops name must exist.
+/// lists those that keep their own init, unless `quiet`); without it, the
+/// files the graph's own load ops name must exist.
 void prepareParamInits(compiler::Graph &graph, const std::string &load,
-                       const std::vector<RenameRule> &renames) {
+                       const std::vector<RenameRule> &renames, bool quiet = false) {
   if (load.empty()) return requireLoadFiles(graph);
   std::vector<std::string> kept = applyCheckpointLoad(graph, load, renames);
   const size_t saved = static_cast<size_t>(
@@ -317,7 +317,7 @@ void prepareParamInits(compiler::Graph &graph, const std::string &load,
     throw runtime::checkpoint::CheckpointError(
         load + ": none of the model's " + std::to_string(saved) +
         " parameter(s) is in the checkpoint (check the names, or --rename)");
-  if (!kept.empty()) {
+  if (!kept.empty() && !quiet) {
     std::cerr << "shardc: note: " << kept.size()
               << " parameter(s) not in the checkpoint keep their own init:";
     for (size_t i = 0; i < kept.size() && i < 8; ++i) std::cerr << " " << kept[i];
@@ -346,8 +346,14 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
       graph = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""), s.masterDtype);
     }
     const std::string load = s.parsed.get("--load", "");
+    // Each compilation of a data-parallel step prepares its own joint graph
+    // (--memory-budget's trials too): the note once.
+    bool noted = false;
     if (training)
-      training->prepare = [&](compiler::Graph &step) { prepareParamInits(step, load, s.renames); };
+      training->prepare = [&](compiler::Graph &step) {
+        prepareParamInits(step, load, s.renames, noted);
+        noted = true;
+      };
     else
       prepareParamInits(graph, load, s.renames);
     mlir::MLIRContext context;
