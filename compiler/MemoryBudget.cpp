@@ -20,11 +20,45 @@ std::string describePeak(const RankPeak &peak) {
          (peak.function.empty() ? "no function" : peak.function) + ")";
 }
 
-/// A choice the search found, as the error words it.
-struct Tried {
-  PlanChoice choice;
-  RankPeak peak;
-};
+/// The plan as asked.
+PlanChoice askedChoice(int64_t worldSize, const MemoryBudget &budget) {
+  return PlanChoice{.worldSize = worldSize,
+                    .recompute = budget.recomputing,
+                    .prefetch = budget.prefetching,
+                    .accumulate = std::max<int64_t>(budget.accumulate, 1)};
+}
+
+/// `base` as asked, then with each remedy the compiler may choose, the
+/// cheaper first: no prefetching (a gather no longer overlaps compute),
+/// recomputing activations (a unit's forward again), both.
+std::vector<PlanChoice> remedies(PlanChoice base, const MemoryBudget &budget) {
+  std::vector<PlanChoice> choices{base};
+  auto add = [&](bool prefetch, bool recompute) {
+    PlanChoice choice = base;
+    choice.prefetch = prefetch;
+    choice.recompute = recompute;
+    choices.push_back(choice);
+  };
+  if (budget.prefetching)
+    add(false, base.recompute);
+  if (budget.mayRecompute)
+    add(base.prefetch, true);
+  if (budget.prefetching && budget.mayRecompute)
+    add(false, true);
+  return choices;
+}
+
+/// What a choice changes from the plan as asked: "recomputing activations,
+/// without prefetching"; empty when nothing.
+std::string describeRemedy(const PlanChoice &choice,
+                           const MemoryBudget &budget) {
+  std::string text;
+  if (choice.recompute && !budget.recomputing)
+    text = "recomputing activations";
+  if (!choice.prefetch && budget.prefetching)
+    text += (text.empty() ? "" : ", ") + std::string("without prefetching");
+  return text;
+}
 
 /// "with 4 ranks, recomputing activations" / "accumulating gradients over
 /// 4 micro-steps".
@@ -34,26 +68,25 @@ std::string describeChoice(const PlanChoice &choice, const MemoryBudget &budget,
       byRanks ? "with " + std::to_string(choice.worldSize) + " ranks"
               : "accumulating gradients over " +
                     std::to_string(choice.accumulate) + " micro-steps";
-  if (choice.recompute && !budget.recomputing)
-    text += ", recomputing activations";
-  return text;
+  const std::string remedy = describeRemedy(choice, budget);
+  return remedy.empty() ? text : text + ", " + remedy;
 }
 
-/// Compiles each choice `next` gives (doubling its count from `first`)
-/// with and, where the compiler may choose, without recomputation (the
-/// faster plan first), until one fits; the least tried otherwise.
+/// A choice compiled, with its largest rank peak.
+struct Tried {
+  PlanChoice choice;
+  RankPeak peak;
+};
+
+/// Compiles each choice `next` gives (doubling its count from `first` to
+/// `last`) with each remedy, until one fits; the least tried otherwise.
 template <typename Next>
 std::pair<std::optional<Tried>, bool>
 firstThatFits(const MemoryBudget &budget, const PlanCompiler &compile,
               int64_t first, int64_t last, Next next) {
-  std::vector<bool> variants{budget.recomputing};
-  if (budget.mayRecompute)
-    variants.push_back(true);
   std::optional<Tried> least;
   for (int64_t count = first; count <= last; count *= 2)
-    for (bool recompute : variants) {
-      PlanChoice choice = next(count);
-      choice.recompute = recompute;
+    for (const PlanChoice &choice : remedies(next(count), budget)) {
       std::optional<plan::Plan> plan = compile(choice);
       if (!plan)
         continue;
@@ -70,11 +103,12 @@ firstThatFits(const MemoryBudget &budget, const PlanCompiler &compile,
 /// a clause of the error; else the least any of them needs.
 std::string moreRanks(const PlanChoice &asked, const MemoryBudget &budget,
                       const PlanCompiler &compile) {
-  auto [tried, fits] =
-      firstThatFits(budget, compile, asked.worldSize * 2, budget.maxWorldSize,
-                    [&](int64_t ranks) {
-                      return PlanChoice{ranks, false, asked.accumulate};
-                    });
+  auto [tried, fits] = firstThatFits(budget, compile, asked.worldSize * 2,
+                                     budget.maxWorldSize, [&](int64_t ranks) {
+                                       PlanChoice choice = asked;
+                                       choice.worldSize = ranks;
+                                       return choice;
+                                     });
   if (!tried)
     return "";
   if (fits)
@@ -97,11 +131,12 @@ std::string moreMicroSteps(const PlanChoice &asked, const MemoryBudget &budget,
                            const PlanCompiler &compile) {
   if (budget.accumulate < 1)
     return "";
-  auto [tried, fits] =
-      firstThatFits(budget, compile, budget.accumulate * 2,
-                    budget.maxAccumulate, [&](int64_t steps) {
-                      return PlanChoice{asked.worldSize, false, steps};
-                    });
+  auto [tried, fits] = firstThatFits(budget, compile, budget.accumulate * 2,
+                                     budget.maxAccumulate, [&](int64_t steps) {
+                                       PlanChoice choice = asked;
+                                       choice.accumulate = steps;
+                                       return choice;
+                                     });
   if (!fits)
     return "";
   return "; at " + std::to_string(asked.worldSize) + " ranks it fits " +
@@ -113,30 +148,34 @@ std::string moreMicroSteps(const PlanChoice &asked, const MemoryBudget &budget,
 
 BudgetFit fitMemoryBudget(plan::Plan plan, const MemoryBudget &budget,
                           const PlanCompiler &compile) {
+  const PlanChoice asked = askedChoice(plan.worldSize, budget);
   const RankPeak peak = runtime::largestPredictedPeak(plan);
   if (peak.bytes <= budget.bytesPerRank)
-    return {std::move(plan), false, ""};
-  const PlanChoice asked{plan.worldSize, budget.recomputing,
-                         std::max<int64_t>(budget.accumulate, 1)};
-  const std::string over = "over the memory budget of " +
-                           groupedDigits(budget.bytesPerRank) +
-                           " bytes per rank";
-  std::string recomputing;
-  if (budget.mayRecompute) {
-    PlanChoice recompute = asked;
-    recompute.recompute = true;
-    if (std::optional<plan::Plan> recomputed = compile(recompute)) {
-      const RankPeak fewer = runtime::largestPredictedPeak(*recomputed);
-      if (fewer.bytes <= budget.bytesPerRank)
-        return {std::move(*recomputed), true,
-                "the plan needs " + describePeak(peak) + ", " + over +
-                    ": recomputing activations, it needs " +
-                    groupedDigits(fewer.bytes) + " bytes"};
-      recomputing = "; recomputing activations, " + describePeak(fewer);
-    }
+    return {std::move(plan), asked, ""};
+  const std::string needs =
+      "the plan needs " + describePeak(peak) + ", over the memory budget of " +
+      groupedDigits(budget.bytesPerRank) + " bytes per rank";
+  // The remedies at this world size: the first that fits is the plan;
+  // otherwise the error gives the least of them.
+  std::optional<Tried> least;
+  const std::vector<PlanChoice> choices = remedies(asked, budget);
+  for (auto choice = choices.begin() + 1; choice != choices.end(); ++choice) {
+    std::optional<plan::Plan> remedied = compile(*choice);
+    if (!remedied)
+      continue;
+    const RankPeak fewer = runtime::largestPredictedPeak(*remedied);
+    if (fewer.bytes <= budget.bytesPerRank)
+      return {std::move(*remedied), *choice,
+              needs + ": " + describeRemedy(*choice, budget) + ", it needs " +
+                  groupedDigits(fewer.bytes) + " bytes"};
+    if (!least || fewer.bytes < least->peak.bytes)
+      least = Tried{*choice, fewer};
   }
-  throw MemoryBudgetError("the plan needs " + describePeak(peak) + ", " + over +
-                          recomputing + moreRanks(asked, budget, compile) +
+  const std::string remedied =
+      least ? "; " + describeRemedy(least->choice, budget) + ", " +
+                  describePeak(least->peak)
+            : "";
+  throw MemoryBudgetError(needs + remedied + moreRanks(asked, budget, compile) +
                           moreMicroSteps(asked, budget, compile));
 }
 

@@ -3,10 +3,11 @@
 // `--memory-budget` (docs/cli.md) and JitOptions::memory_budget_bytes. Every
 // rank's peak is predicted exactly from the plan, so whether a run fits is
 // known before a byte is allocated: FSDP finds out with an out-of-memory
-// error after init. When the plan does not fit, the compiler tries the one
-// remedy it owns (recomputing activations, which changes time, not values);
-// when nothing it may choose fits, the error says what would: more ranks,
-// or (data-parallel training) more micro-steps per optimizer step.
+// error after init. When the plan does not fit, the compiler tries the
+// remedies it owns, which change time, not values: gathering each unit
+// only when it runs (no prefetching), then recomputing activations, then
+// both. When nothing it may choose fits, the error says what would: more
+// ranks, or (data-parallel training) more micro-steps per optimizer step.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -32,6 +33,7 @@ public:
 struct PlanChoice {
   int64_t worldSize = 1;
   bool recompute = false;
+  bool prefetch = false; // gather the next unit while one computes
   /// Micro-steps per optimizer step (data-parallel training's gradient
   /// accumulation; 1 otherwise).
   int64_t accumulate = 1;
@@ -49,6 +51,9 @@ struct MemoryBudget {
   /// recomputing is the compiler's to choose.
   bool mayRecompute = false;
   bool recomputing = false; // the plan recomputes activations already
+  /// The plan prefetches (--prefetch): not prefetching is the compiler's to
+  /// choose.
+  bool prefetching = false;
   /// Data-parallel training with this many micro-steps per optimizer step:
   /// an error also names the gradient accumulation that would fit at this
   /// world size (a user's choice: it changes the gradients' rounding). 0:
@@ -61,15 +66,17 @@ struct MemoryBudget {
 /// What fitMemoryBudget chose.
 struct BudgetFit {
   plan::Plan plan;
-  bool recomputed = false; // the compiler turned recomputation on
-  std::string note;        // says so, with both peaks; empty otherwise
+  PlanChoice choice; // how `plan` was compiled
+  std::string note;  // what changed and both peaks; empty when nothing did
 };
 
-/// `plan` when its largest predicted rank peak is within the budget; else
-/// the plan `compile` gives recomputing activations, when the budget allows
-/// that and it fits. Otherwise throws MemoryBudgetError naming the smallest
-/// world size (doubling the plan's, up to maxWorldSize) and the fewest
-/// micro-steps (doubling, data-parallel training) that fit.
+/// `plan` (compiled as `budget` says it was) when its largest predicted
+/// rank peak is within the budget; else the first plan `compile` gives
+/// that fits, without prefetching, then recomputing activations, then
+/// both, as far as the budget lets the compiler choose. Otherwise throws
+/// MemoryBudgetError naming the smallest world size (doubling the plan's,
+/// up to maxWorldSize) and the fewest micro-steps (doubling, data-parallel
+/// training) that fit.
 BudgetFit fitMemoryBudget(plan::Plan plan, const MemoryBudget &budget,
                           const PlanCompiler &compile);
 

@@ -233,6 +233,8 @@ struct CompiledModel::Impl {
   /// The plan recomputes activations: asked for, or chosen to fit
   /// memory_budget_bytes.
   bool recomputing = false;
+  /// The plan prefetches: asked for and kept within memory_budget_bytes.
+  bool prefetching = false;
   std::vector<ParameterInfo> params;
   /// Every rank's device and shards; created by the first init/load/forward.
   std::unique_ptr<runtime::LocalSession> session;
@@ -357,12 +359,14 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
                             options.data_parallel, optimizer ? &*optimizer : nullptr,
                             training ? &*training : nullptr);
   impl->recomputing = options.recompute_activations;
+  impl->prefetching = options.prefetch;
   if (options.memory_budget_bytes > 0) {
     // Trial plans at this and other world sizes (compiler/MemoryBudget.h).
     const compiler::PlanCompiler trial =
         [&](const compiler::PlanChoice &choice) -> std::optional<plan::Plan> {
       compiler::ShardOptions shard = shardOptions(options);
       shard.recomputeActivations = choice.recompute;
+      shard.prefetch = choice.prefetch;
       std::optional<compiler::DataParallelTraining> resplit = training;
       if (resplit) resplit->optimizer.accumulate = choice.accumulate;
       try {
@@ -376,12 +380,14 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
     compiler::MemoryBudget budget;
     budget.bytesPerRank = options.memory_budget_bytes;
     budget.recomputing = options.recompute_activations;
+    budget.prefetching = options.prefetch;
     budget.mayRecompute = !options.grad.empty() && !options.recompute_activations;
     budget.accumulate = training ? training->optimizer.accumulate : 0;
     try {
       compiler::BudgetFit fit = compiler::fitMemoryBudget(std::move(impl->plan), budget, trial);
       impl->plan = std::move(fit.plan);
-      impl->recomputing = impl->recomputing || fit.recomputed;
+      impl->recomputing = fit.choice.recompute;
+      impl->prefetching = fit.choice.prefetch;
     } catch (const compiler::MemoryBudgetError &error) {
       throw Error(std::string("jit: ") + error.what() + " (memory_budget_bytes)");
     }
@@ -609,6 +615,7 @@ CompiledModel CompiledModel::with_world_size(int64_t world_size) const {
 
 int64_t CompiledModel::world_size() const { return impl_->plan.worldSize; }
 bool CompiledModel::recomputes_activations() const { return impl_->recomputing; }
+bool CompiledModel::prefetches() const { return impl_->prefetching; }
 int64_t CompiledModel::predicted_peak_bytes() const {
   return runtime::largestPredictedPeak(impl_->plan).bytes;
 }

@@ -116,9 +116,10 @@ struct JitOptions {
   bool recompute_activations = false;
   /// Bytes each rank may hold at its peak (docs/jit.md, `shardc
   /// --memory-budget`); 0: no budget. Every rank's peak is predicted
-  /// exactly at compile time: with grad, activations are recomputed when
-  /// only that fits (recomputes_activations() says so); a plan that cannot
-  /// fit is an Error naming the world size that would.
+  /// exactly at compile time: prefetch is left out and, with grad,
+  /// activations are recomputed when only that fits (prefetches() and
+  /// recomputes_activations() say so); a plan that cannot fit is an Error
+  /// naming the world size that would.
   int64_t memory_budget_bytes = 0;
   /// Master weights (docs/jit.md): "float32" (or "float64") stores every
   /// bfloat16 / float16 parameter in that dtype (init, shards, the optimizer
@@ -233,6 +234,9 @@ public:
   /// Activations are recomputed in the backward: recompute_activations, or
   /// chosen to fit memory_budget_bytes.
   bool recomputes_activations() const;
+  /// The next unit is gathered while one computes: prefetch, unless
+  /// leaving it out was what fit memory_budget_bytes.
+  bool prefetches() const;
   /// The largest rank's predicted peak over init and forward (docs/plan.md;
   /// what the ledger measures on the CPU), known before anything runs.
   int64_t predicted_peak_bytes() const;

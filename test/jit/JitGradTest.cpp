@@ -108,6 +108,17 @@ TEST_CASE("jit grad: memory_budget_bytes recomputes only when that is what fits"
 
   options.memory_budget_bytes = keep.predicted_peak_bytes();
   CHECK_FALSE(jit(model, options).recomputes_activations());
+  // Prefetching holds two units at once; the same budget leaves it out
+  // first, before recomputing anything.
+  options.prefetch = true;
+  options.memory_budget_bytes = 0;
+  REQUIRE(jit(model, options).predicted_peak_bytes() > keep.predicted_peak_bytes());
+  options.memory_budget_bytes = keep.predicted_peak_bytes();
+  CompiledModel withoutPrefetch = jit(model, options);
+  CHECK_FALSE(withoutPrefetch.prefetches());
+  CHECK_FALSE(withoutPrefetch.recomputes_activations());
+  CHECK(withoutPrefetch.predicted_peak_bytes() == keep.predicted_peak_bytes());
+  options.prefetch = false;
 
   options.memory_budget_bytes = (keep.predicted_peak_bytes() + recomputingPeak) / 2;
   CompiledModel fitted = jit(model, options);

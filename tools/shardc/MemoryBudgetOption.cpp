@@ -21,6 +21,7 @@ void applyMemoryBudget(int64_t budgetBytes, const AskedRun &asked, const std::st
                                           [](mlir::Diagnostic &) { return mlir::success(); });
     compiler::ShardOptions trial = options;
     trial.recomputeActivations = choice.recompute;
+    trial.prefetch = choice.prefetch;
     try {
       mlir::FailureOr<plan::Plan> plan = compile(context, choice, trial);
       if (mlir::failed(plan)) return std::nullopt;
@@ -31,20 +32,29 @@ void applyMemoryBudget(int64_t budgetBytes, const AskedRun &asked, const std::st
       return std::nullopt;
     }
   };
-  std::optional<plan::Plan> asAsked = quietly(compiler::PlanChoice{
-      asked.worldSize, options.recomputeActivations, std::max<int64_t>(asked.accumulate, 1)});
+  std::optional<plan::Plan> asAsked =
+      quietly({.worldSize = asked.worldSize,
+               .recompute = options.recomputeActivations,
+               .prefetch = options.prefetch,
+               .accumulate = std::max<int64_t>(asked.accumulate, 1)});
   if (!asAsked) return;  // the command's own compilation says why
   compiler::MemoryBudget budget;
   budget.bytesPerRank = budgetBytes;
   budget.recomputing = options.recomputeActivations;
   budget.mayRecompute = asked.grad && !options.recomputeActivations;
+  budget.prefetching = options.prefetch;
   budget.accumulate = asked.accumulate;
   try {
     compiler::BudgetFit fit = compiler::fitMemoryBudget(std::move(*asAsked), budget, quietly);
-    if (fit.recomputed) {
-      options.recomputeActivations = true;
-      std::cerr << "shardc: note: " << fit.note << " (--recompute-activations)\n";
-    }
+    if (fit.note.empty()) return;
+    // The note says which options the plan now stands for.
+    std::string as;
+    if (fit.choice.recompute && !options.recomputeActivations) as = "--recompute-activations";
+    if (!fit.choice.prefetch && options.prefetch)
+      as += (as.empty() ? "" : ", ") + std::string("no --prefetch");
+    options.recomputeActivations = fit.choice.recompute;
+    options.prefetch = fit.choice.prefetch;
+    std::cerr << "shardc: note: " << fit.note << " (as " << as << ")\n";
   } catch (const compiler::MemoryBudgetError &error) {
     throw compiler::MemoryBudgetError(model + ": " + error.what() + " (--memory-budget)");
   }

@@ -29,9 +29,9 @@ struct AskedRun {
   int64_t accumulate = 0;
 };
 
-/// With a budget (bytes per rank; 0: none): turns on
-/// options.recomputeActivations when the plan fits only so (a note says
-/// so). Throws compiler::MemoryBudgetError, naming `model`, when no plan
+/// With a budget (bytes per rank; 0: none): turns off options.prefetch
+/// and / or turns on options.recomputeActivations when the plan fits only
+/// so (a note says so). Throws compiler::MemoryBudgetError, naming `model`, when no plan
 /// at the asked world size fits; the trial compilations print nothing (the
 /// command's own compilation reports a model that does not compile).
 void applyMemoryBudget(int64_t budgetBytes, const AskedRun &asked, const std::string &model,

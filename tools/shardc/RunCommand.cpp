@@ -402,8 +402,12 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
                                training ? training->optimizer.accumulate : 0},
                       model, shardOptions, compile);
     const int64_t accumulate = training ? training->optimizer.accumulate : 1;
-    mlir::FailureOr<plan::Plan> compiled = compile(
-        context, {s.worldSize, shardOptions.recomputeActivations, accumulate}, shardOptions);
+    mlir::FailureOr<plan::Plan> compiled = compile(context,
+                                                   {.worldSize = s.worldSize,
+                                                    .recompute = shardOptions.recomputeActivations,
+                                                    .prefetch = shardOptions.prefetch,
+                                                    .accumulate = accumulate},
+                                                   shardOptions);
     if (mlir::failed(compiled))
       return kBadInput;
     if (training) noteWithoutGradient(training->loss, training->withoutGradient);
