@@ -78,15 +78,17 @@ struct Tried {
   RankPeak peak;
 };
 
-/// Compiles each choice `next` gives (doubling its count from `first` to
-/// `last`) with each remedy, until one fits; the least tried otherwise.
-template <typename Next>
+/// Compiles `asked` with its `count` field doubled from `first` to `last`,
+/// each with each remedy, until one fits; the least tried otherwise.
 std::pair<std::optional<Tried>, bool>
 firstThatFits(const MemoryBudget &budget, const PlanCompiler &compile,
-              int64_t first, int64_t last, Next next) {
+              const PlanChoice &asked, int64_t PlanChoice::*count,
+              int64_t first, int64_t last) {
   std::optional<Tried> least;
-  for (int64_t count = first; count <= last; count *= 2)
-    for (const PlanChoice &choice : remedies(next(count), budget)) {
+  for (int64_t n = first; n <= last; n *= 2) {
+    PlanChoice base = asked;
+    base.*count = n;
+    for (const PlanChoice &choice : remedies(base, budget)) {
       std::optional<plan::Plan> plan = compile(choice);
       if (!plan)
         continue;
@@ -96,6 +98,7 @@ firstThatFits(const MemoryBudget &budget, const PlanCompiler &compile,
       if (!least || peak.bytes < least->peak.bytes)
         least = Tried{choice, peak};
     }
+  }
   return {least, false};
 }
 
@@ -103,12 +106,9 @@ firstThatFits(const MemoryBudget &budget, const PlanCompiler &compile,
 /// a clause of the error; else the least any of them needs.
 std::string moreRanks(const PlanChoice &asked, const MemoryBudget &budget,
                       const PlanCompiler &compile) {
-  auto [tried, fits] = firstThatFits(budget, compile, asked.worldSize * 2,
-                                     budget.maxWorldSize, [&](int64_t ranks) {
-                                       PlanChoice choice = asked;
-                                       choice.worldSize = ranks;
-                                       return choice;
-                                     });
+  auto [tried, fits] =
+      firstThatFits(budget, compile, asked, &PlanChoice::worldSize,
+                    asked.worldSize * 2, budget.maxWorldSize);
   if (!tried)
     return "";
   if (fits)
@@ -131,12 +131,9 @@ std::string moreMicroSteps(const PlanChoice &asked, const MemoryBudget &budget,
                            const PlanCompiler &compile) {
   if (budget.accumulate < 1)
     return "";
-  auto [tried, fits] = firstThatFits(budget, compile, budget.accumulate * 2,
-                                     budget.maxAccumulate, [&](int64_t steps) {
-                                       PlanChoice choice = asked;
-                                       choice.accumulate = steps;
-                                       return choice;
-                                     });
+  auto [tried, fits] =
+      firstThatFits(budget, compile, asked, &PlanChoice::accumulate,
+                    budget.accumulate * 2, budget.maxAccumulate);
   if (!fits)
     return "";
   return "; at " + std::to_string(asked.worldSize) + " ranks it fits " +
