@@ -109,7 +109,9 @@ struct Region {
 ///     moeExpertsBackward's moeExpertsBackwardWorkBytes (p.wrt), hidden
 ///     and gatedGrad optional (gatedGrad only with hidden),
 ///     moeExpertsHidden's moeExpertsHiddenWorkBytes, moeExpertsGatedGrad's
-///     moeExpertsGatedGradWorkBytes; index is
+///     moeExpertsGatedGradWorkBytes; linearCrossEntropy is the forward
+///     (scale == nullptr, y the 0-d loss) or, with scale, the backward
+///     (p.wrt), `workspace` holding linearCrossEntropyWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64), acc only
 ///     embedding_backward's optional third operand; compare is
 ///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
@@ -167,6 +169,10 @@ struct Region {
   VIRTUAL void moeExpertsGatedGrad(const KTensor &grad, const KTensor &index,                \
                                    const KTensor &down, const KTensor &y,                    \
                                    std::byte *workspace) SUFFIX;                             \
+  VIRTUAL void linearCrossEntropy(const LossHeadParams &p, const KTensor &x,                 \
+                                  const KTensor &target, const KTensor &weight,              \
+                                  const KTensor *scale, const KTensor &y,                    \
+                                  std::byte *workspace) SUFFIX;                              \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
                      const KTensor *index, const KTensor *acc, const KTensor &y) SUFFIX;     \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \

@@ -145,6 +145,11 @@ void CpuBackend::reduce(ReduceKind kind, const KTensor &x, const std::vector<int
 void CpuBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) {
   unaryKernel(op, a, b, x, y, threads_);
 }
+void CpuBackend::linearCrossEntropy(const LossHeadParams &p, const KTensor &x,
+                                    const KTensor &target, const KTensor &weight,
+                                    const KTensor *scale, const KTensor &y, std::byte *workspace) {
+  linearCrossEntropyKernel(p, x, target, weight, scale, y, workspace, threads_);
+}
 void CpuBackend::moeExperts(const MoeParams &p, const KTensor &x, const KTensor &index,
                             const KTensor &weights, const KTensor &gateUp, const KTensor &down,
                             const KTensor &y, std::byte *workspace) {

@@ -154,6 +154,11 @@ void Backend::moeExpertsGatedGrad(const KTensor &, const KTensor &, const KTenso
                                   const KTensor &, std::byte *) {
   noKernel(OpCode::MoeExpertsGatedGrad);
 }
+void Backend::linearCrossEntropy(const LossHeadParams &, const KTensor &, const KTensor &,
+                                 const KTensor &, const KTensor *scale, const KTensor &,
+                                 std::byte *) {
+  noKernel(scale ? OpCode::LinearCrossEntropyBackward : OpCode::LinearCrossEntropy);
+}
 
 namespace {
 
@@ -553,6 +558,11 @@ private:
                                            in[5], optional(6), optional(7), y, work.data());
       return backend_.moeExperts(moeParams(inst.attrs), in[0], in[1], in[2], in[3], in[4], y,
                                  work.data());
+    }
+    case OpFamily::LossHead: {
+      DeviceBuffer work = workspace(inst, out);
+      return backend_.linearCrossEntropy(lossHeadParams(inst.attrs), in[0], in[1], in[2],
+                                         optional(3), y, work.data());
     }
     case OpFamily::Compare:
       return backend_.compare(static_cast<CompareOp>(info.variant), in[0], optional(1),

@@ -389,12 +389,7 @@ void softmaxKernel(const KTensor &x, int64_t dim, const KTensor &y, int threads)
     if (inner == 1) loadFloats(x.dtype, x.data, base, L, v);
     else
       for (int64_t i = 0; i < L; ++i) loadFloats(x.dtype, x.data, base + i * inner, 1, v + i);
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < L; ++i) mx = std::max(mx, v[i]);
-    if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: exp gives 0, 0/0 = NaN as torch
-    cpu::vecExpShifted(v, mx, v, L);
-    const double inv = 1.0 / cpu::sumLanes(v, L);
-    for (int64_t i = 0; i < L; ++i) v[i] = static_cast<float>(v[i] * inv);
+    cpu::softmaxRow(v, L);
     if (inner == 1) storeFloats(y.dtype, v, L, y.data, base);
     else
       for (int64_t i = 0; i < L; ++i) storeFloats(y.dtype, v + i, 1, y.data, base + i * inner);
@@ -584,6 +579,14 @@ void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y
 
 // ------------------------------------------------------------ cross entropy --
 
+double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, static_cast<double>(row[c]));
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(row[c]) - mx);
+  return mx + std::log(sum) - row[target];
+}
+
 void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                         const KTensor &loss) {
   const char *op = "cross_entropy";
@@ -600,11 +603,7 @@ void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t i
   for (int64_t n = 0; n < N; ++n) {
     if (target[n] == ignoreIndex) continue;
     loadFloats(logits.dtype, logits.data, n * C, C, row.data());
-    double mx = -std::numeric_limits<double>::infinity();
-    for (float v : row) mx = std::max(mx, static_cast<double>(v));
-    double sum = 0;
-    for (float v : row) sum += std::exp(static_cast<double>(v) - mx);
-    total += mx + std::log(sum) - row[target[n]];
+    total += crossEntropyRowLoss(row.data(), C, target[n]);
     ++counted;
   }
   const float value = static_cast<float>(total / static_cast<double>(counted));

@@ -121,4 +121,9 @@ void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y
 void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                         const KTensor &loss);
 
+/// One counted row's term of crossEntropyKernel's sum, in its arithmetic
+/// (double): logsumexp(row) - row[target] (linear_cross_entropy sums the
+/// same terms in the same order).
+double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target);
+
 }  // namespace shardc::runtime

@@ -639,4 +639,35 @@ int64_t moeExpertsBackwardWorkBytes(MoeOperand wrt, int64_t tokens, int64_t k, i
   return (block + accumulator) * 4;
 }
 
+// ---- a language model's head and loss, fused -------------------------------------
+
+Shape linearCrossEntropyShape(const Shape &x, const Shape &target, const Shape &weight) {
+  if (x.size() != 2 || target.size() != 1 || target[0] != x[0] || weight.size() != 2 ||
+      weight[1] != x[1])
+    fail("linear_cross_entropy", "takes x [N, H], target [N] and weight [V, H], got x " +
+                                     shapeToString(x) + ", target " + shapeToString(target) +
+                                     " and weight " + shapeToString(weight));
+  return {};
+}
+
+Shape linearCrossEntropyBackwardShape(LossHeadOperand wrt, const Shape &x, const Shape &target,
+                                      const Shape &weight, const Shape &scale) {
+  // The forward's rule first, its message naming the forward's op.
+  linearCrossEntropyShape(x, target, weight);
+  if (scale != Shape{x[0], 1})
+    fail("linear_cross_entropy_backward",
+         "scale must be [N, 1] = " + shapeToString({x[0], 1}) + ", got " + shapeToString(scale));
+  return wrt == LossHeadOperand::Input ? x : weight;
+}
+
+int64_t linearCrossEntropyWorkBytes(LossHeadKind kind, LossHeadOperand wrt, int64_t tokens,
+                                    int64_t vocab, int64_t hidden, plan::DType dtype) {
+  const int64_t rows = std::min(kLossHeadRows, tokens);
+  const int64_t logits = rows * vocab * 4;
+  if (kind == LossHeadKind::Forward || wrt == LossHeadOperand::Input || dtype == plan::DType::F32)
+    return logits;
+  const int64_t columns = std::min(kLossHeadColumns, vocab);
+  return logits + tokens * (4 + 8) + rows * columns * 4 + columns * hidden * 4;
+}
+
 }  // namespace shardc::runtime

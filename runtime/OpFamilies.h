@@ -19,6 +19,7 @@
 #include "runtime/ForwardKernels.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -348,5 +349,48 @@ int64_t moeExpertsHiddenWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int
 /// moe_experts_gated_grad's working memory: one block of rows' output
 /// gradient and da' in float ((H + I) floats a row).
 int64_t moeExpertsGatedGradWorkBytes(int64_t tokens, int64_t k, int64_t hidden, int64_t inner);
+
+// ---- a language model's head and loss, fused ------------------------------------
+
+/// linear_cross_entropy(x [N, H], target [N] int64, weight [V, H]) -> a 0-d
+/// loss: cross_entropy(linear(x, weight), target), the mean over targets
+/// other than `ignore_index` (default -100), without the [N, V] logits: they
+/// are made kLossHeadRows rows at a time (the op table's workspace). The
+/// same bits as linear then cross_entropy: a row's logits do not depend on
+/// the rows sharing its GEMM (runtime/cpu/Gemm.h) and the loss sums the
+/// rows in order, as cross_entropy's kernel does.
+/// linear_cross_entropy_backward(x, target, weight, scale [N, 1]): the
+/// gradient of that loss's sum over rows, row n scaled by scale[n] (the
+/// `cross_entropy` gradient rule's share of the mean), with respect to x
+/// (`wrt` "input": [N, H]) or weight (`wrt` "weight": [V, H]): the bits of
+/// cross_entropy_backward, mul by scale, then linear's two gradient GEMMs,
+/// with the logits recomputed per block of rows (and, for a 16-bit weight
+/// gradient, per block of vocabulary columns, so that no float [V, H]
+/// accumulator is held). x and weight one float dtype; `logits_dtype`
+/// (default: x's) is the dtype the logits are cast to before the loss (a
+/// bfloat16 model's logits.float(), as Hugging Face's loss does): the
+/// loss's and scale's dtype, the logits' gradient made in it and cast back.
+enum class LossHeadKind { Forward, Backward };
+/// linear_cross_entropy_backward's `wrt`.
+enum class LossHeadOperand { Input, Weight };
+struct LossHeadParams {
+  int64_t ignoreIndex = -100;
+  LossHeadOperand wrt = LossHeadOperand::Input;  // backward only
+  std::optional<plan::DType> logitsDtype;        // absent: x's dtype
+};
+Shape linearCrossEntropyShape(const Shape &x, const Shape &target, const Shape &weight);
+Shape linearCrossEntropyBackwardShape(LossHeadOperand wrt, const Shape &x, const Shape &target,
+                                      const Shape &weight, const Shape &scale);
+/// Rows of logits made at once; a multiple of the GEMM's k group (a weight
+/// gradient summed block of rows by block of rows keeps one call's bits).
+inline constexpr int64_t kLossHeadRows = 256;
+/// Vocabulary columns per block of a 16-bit weight gradient.
+inline constexpr int64_t kLossHeadColumns = 1024;
+/// The kernels' working memory (the op table's workspace): one block of
+/// rows' logits in float, and for a weight gradient of a 16-bit x (`dtype`)
+/// each row's softmax statistics (a float and a double), one block of
+/// logits in float and a float accumulator of a block of columns.
+int64_t linearCrossEntropyWorkBytes(LossHeadKind kind, LossHeadOperand wrt, int64_t tokens,
+                                    int64_t vocab, int64_t hidden, plan::DType dtype);
 
 }  // namespace shardc::runtime

@@ -109,6 +109,31 @@ void requireFloat(const OpInfo &info, std::span<const TensorType> operands) {
   }
 }
 
+/// linear_cross_entropy(_backward): x and weight of one float dtype, int64
+/// targets, scale of the logits' dtype. Returns the result's dtype: the
+/// loss's (the logits'), or x's for a gradient.
+plan::DType lossHeadDtype(const OpInfo &info, std::span<const TensorType> operands,
+                          const AttrMap &attrs) {
+  const plan::DType x = operands[0].dtype;
+  const plan::DType logits = lossHeadParams(attrs).logitsDtype.value_or(x);
+  auto require = [&](size_t i, plan::DType want, const char *what) {
+    if (operands[i].dtype != want)
+      checks::fail(info.name, std::string(what) + " (operand " + std::to_string(i) + ") is " +
+                                  plan::dtypeName(operands[i].dtype) + "; expects " +
+                                  plan::dtypeName(want));
+  };
+  if (!checks::isFloatStorage(x))
+    checks::fail(info.name, std::string("x (operand 0) is ") + plan::dtypeName(x) +
+                                "; expects float32, bfloat16 or float16");
+  require(1, plan::DType::I64, "target");
+  require(2, x, "weight");
+  if (operands.size() > 3) {
+    require(3, logits, "scale");
+    return x;
+  }
+  return logits;
+}
+
 Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMap &attrs) {
   auto optional = [&](size_t i) { return i < in.size() ? &in[i].shape : nullptr; };
   switch (info.family) {
@@ -164,6 +189,13 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
       return moeExpertsBackwardShape(p.wrt, in[0].shape, in[1].shape, in[2].shape, in[3].shape,
                                      in[4].shape, in[5].shape, optional(6), optional(7));
     return moeExpertsShape(in[0].shape, in[1].shape, in[2].shape, in[3].shape, in[4].shape);
+  }
+  case OpFamily::LossHead: {
+    const LossHeadParams p = lossHeadParams(attrs);  // checks `wrt`
+    if (static_cast<LossHeadKind>(info.variant) == LossHeadKind::Backward)
+      return linearCrossEntropyBackwardShape(p.wrt, in[0].shape, in[1].shape, in[2].shape,
+                                             in[3].shape);
+    return linearCrossEntropyShape(in[0].shape, in[1].shape, in[2].shape);
   }
   case OpFamily::Compare:
     compareValue(info, in.size(), attrs);  // one operand and a value, or two
@@ -244,6 +276,27 @@ MoeParams moeParams(const AttrMap &attrs) {
     p.activation = gateActivationNamed(std::get<std::string>(it->second));
   if (auto it = attrs.find("wrt"); it != attrs.end())
     p.wrt = moeOperandNamed(std::get<std::string>(it->second));
+  return p;
+}
+
+LossHeadParams lossHeadParams(const AttrMap &attrs) {
+  LossHeadParams p;
+  p.ignoreIndex = intOr(attrs, "ignore_index", -100);
+  if (auto it = attrs.find("wrt"); it != attrs.end()) {
+    const std::string &wrt = std::get<std::string>(it->second);
+    if (wrt == "weight")
+      p.wrt = LossHeadOperand::Weight;
+    else if (wrt != "input")
+      checks::fail("linear_cross_entropy_backward",
+                   "wrt must be \"input\" or \"weight\", got \"" + wrt + "\"");
+  }
+  if (auto it = attrs.find("logits_dtype"); it != attrs.end()) {
+    p.logitsDtype = castDTypeNamed(std::get<std::string>(it->second));
+    if (!checks::isFloatStorage(*p.logitsDtype))
+      checks::fail("linear_cross_entropy",
+                   "logits_dtype must be float32, bfloat16 or float16, got " +
+                       std::get<std::string>(it->second));
+  }
   return p;
 }
 
@@ -346,11 +399,14 @@ TensorType resultType(const OpInfo &info, std::span<const TensorType> operands,
                                 " operands, got " + std::to_string(n));
   const bool values = info.family == OpFamily::Compare || info.family == OpFamily::Where ||
                       info.family == OpFamily::Cast || info.family == OpFamily::Scan;
+  plan::DType dtype = operands[0].dtype;
   if (values)
     requireValues(info, operands);
+  else if (info.family == OpFamily::LossHead)
+    dtype = lossHeadDtype(info, operands, attrs);
   else
     requireFloat(info, operands);
-  TensorType result{shapeRule(info, operands, attrs), operands[0].dtype};
+  TensorType result{shapeRule(info, operands, attrs), dtype};
   if (info.family == OpFamily::Compare) result.dtype = plan::DType::I64;
   if (info.family == OpFamily::Cast) result.dtype = castParams(attrs).dtype;
   if (info.family == OpFamily::Where) result.dtype = operands[1].dtype;

@@ -49,6 +49,10 @@ ReduceArgs reduceArgs(const plan::OpInfo &info, const AttrMap &attrs);
 /// pow exponent, softplus beta (1) and threshold (20).
 IndexParams indexParams(IndexKind kind, const AttrMap &attrs);
 MoeParams moeParams(const AttrMap &attrs);
+/// linear_cross_entropy(_backward): `ignore_index` (-100), `wrt` "input" or
+/// "weight" (backward only; other names fail naming both), `logits_dtype`
+/// (a float dtype's name).
+LossHeadParams lossHeadParams(const AttrMap &attrs);
 
 /// eq, ne, ...: `value` (the scalar form, one operand), absent with two
 /// operands; cast: `dtype`; cumsum: `dim`, `reverse`.

@@ -77,6 +77,24 @@ Workspace moeExpertsBackwardWorkspace(const Buffer &output, std::span<const Buff
           output.name + ".experts"};
 }
 
+Workspace linearCrossEntropyWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                                      int64_t) {
+  // x [N, H], target [N], weight [V, H] (, scale): the executor checks them
+  // (the family's rule) before it allocates.
+  if (inputs.size() < 3 || inputs[0]->shape.size() != 2 || inputs[2]->shape.size() != 2) return {};
+  using runtime::LossHeadKind;
+  using runtime::LossHeadOperand;
+  const std::vector<int64_t> &x = inputs[0]->shape, &weight = inputs[2]->shape;
+  const LossHeadKind kind = inputs.size() == 3 ? LossHeadKind::Forward : LossHeadKind::Backward;
+  // A workspace rule sees no attributes: `wrt` is the operand whose shape
+  // the result has; when x and weight agree ([N, H] with N = V), the larger
+  // rule (the weight's) holds either.
+  const LossHeadOperand wrt =
+      output.shape == weight ? LossHeadOperand::Weight : LossHeadOperand::Input;
+  return {runtime::linearCrossEntropyWorkBytes(kind, wrt, x[0], weight[0], x[1], inputs[0]->dtype),
+          output.name + ".logits"};
+}
+
 Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
                                  int64_t) {
   // One window of a root's rows as received (the gradient's dtype), and
@@ -108,6 +126,7 @@ using runtime::CompareOp;
 using runtime::ConvKind;
 using runtime::ExpertsKind;
 using runtime::IndexKind;
+using runtime::LossHeadKind;
 using runtime::PoolKind;
 using runtime::ReduceKind;
 using runtime::UnaryOp;
@@ -184,6 +203,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::View: return "view";
   case OpFamily::Index: return "index";
   case OpFamily::Experts: return "experts";
+  case OpFamily::LossHead: return "loss head";
   case OpFamily::Compare: return "comparison";
   case OpFamily::Where: return "where";
   case OpFamily::Cast: return "cast";

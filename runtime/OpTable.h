@@ -62,15 +62,34 @@ using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer
 // View (as_strided): a strided read of the input, the views-and-copies family.
 // Index (topk, gather): indices chosen by values, and reads at computed indices.
 // Experts (moe_experts): a mixture of experts' experts, tokens grouped by expert.
+// LossHead (linear_cross_entropy): a language model's head and loss, fused.
 // Compare (eq, ne, lt, le, gt, ge), Where, Cast, Scan (cumsum): integer
 // values, selection by them and dtype conversion, the ops that take int64
 // operands besides float ones.
 // Sample (grid_sample): reads of x at computed fractional positions.
 // Random (dropout): values decided by a counter-based random mask (runtime/DropoutMask.h).
 // AllReduce (all_reduce_sum): a value summed over the ranks, inside forward.
-enum class OpFamily : uint8_t { None, Conv, Pool, AdaptivePool, BatchNorm, GroupNorm, Reduce, Unary,
-                                View, Index, Experts, Compare, Where, Cast, Scan, Sample,
-                                Random, AllReduce };
+enum class OpFamily : uint8_t {
+  None,
+  Conv,
+  Pool,
+  AdaptivePool,
+  BatchNorm,
+  GroupNorm,
+  Reduce,
+  Unary,
+  View,
+  Index,
+  Experts,
+  LossHead,
+  Compare,
+  Where,
+  Cast,
+  Scan,
+  Sample,
+  Random,
+  AllReduce
+};
 const char *opFamilyName(OpFamily family);
 
 inline constexpr int kAny = -1;  // no upper bound on the operand count

@@ -53,6 +53,11 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
 void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
                   int threads);
 
+/// linear_cross_entropy (scale == nullptr) and its backward (p.wrt)
+/// (LossHeadKernels.cpp); `workspace` holds linearCrossEntropyWorkBytes.
+void linearCrossEntropyKernel(const LossHeadParams &p, const KTensor &x, const KTensor &target,
+                              const KTensor &weight, const KTensor *scale, const KTensor &y,
+                              std::byte *workspace, int threads);
 /// moe_experts; `workspace` holds moeExpertsWorkBytes(T, k, H, I, y.dtype).
 void moeExpertsKernel(const MoeParams &p, const KTensor &x, const KTensor &index,
                       const KTensor &weights, const KTensor &gateUp, const KTensor &down,

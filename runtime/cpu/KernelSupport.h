@@ -8,9 +8,13 @@
 #include "runtime/ForwardKernels.h"
 #include "runtime/HalfFloat.h"
 #include "runtime/cpu/KernelTeam.h"
+#include "runtime/cpu/VectorMath.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace shardc::runtime::cpu {
 
@@ -85,6 +89,28 @@ inline double sumLanes(const float *v, int64_t n) {
   for (int j = 0; i < n; ++i, ++j) acc[j] += static_cast<double>(v[i]);
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
+
+/// The `softmax` op's arithmetic on one row of n floats, in two steps so
+/// that a block of the row's columns can be finished alone (a fused loss
+/// head's weight gradient, cpu/LossHeadKernels.cpp): softmaxRowExps writes
+/// exp(v[i] - max) over v and returns the shift and 1 / sum;
+/// softmaxRowScale then gives v[i] * inv rounded to float. exp's bits do
+/// not depend on an element's place in the array (VectorMath.h).
+struct SoftmaxRowStats {
+  float shift;
+  double inv;
+};
+inline SoftmaxRowStats softmaxRowExps(float *v, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, v[i]);
+  if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: exp gives 0, 0/0 = NaN as torch
+  vecExpShifted(v, mx, v, n);
+  return {mx, 1.0 / sumLanes(v, n)};
+}
+inline void softmaxRowScale(float *v, int64_t n, double inv) {
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(v[i] * inv);
+}
+inline void softmaxRow(float *v, int64_t n) { softmaxRowScale(v, n, softmaxRowExps(v, n).inv); }
 
 /// Sum of (v[i] - mean)^2 in double, in sumLanes' order.
 inline double sumSquaredDeviationsLanes(const float *v, int64_t n, double mean) {

@@ -231,6 +231,12 @@ void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const
   Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, hidden, gatedGrad, y,
                               workspace);
 }
+void CudaBackend::linearCrossEntropy(const LossHeadParams &p, const KTensor &x,
+                                     const KTensor &target, const KTensor &weight,
+                                     const KTensor *scale, const KTensor &y, std::byte *workspace) {
+  // no kernel: kCudaUnsupportedOps
+  Backend::linearCrossEntropy(p, x, target, weight, scale, y, workspace);
+}
 void CudaBackend::maxPoolBackward(const PoolParams &p, const KTensor &x, const KTensor &grad,
                                   const KTensor &dx) {
   Backend::maxPoolBackward(p, x, grad, dx);  // no kernel: kCudaUnsupportedOps

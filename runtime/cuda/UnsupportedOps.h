@@ -18,6 +18,11 @@
 // windows whose maximum it holds. grid_sample_backward's neither (2026-12-06): its input
 // gradient scatters each output's taps, so a deterministic kernel would sort the taps by the
 // pixel they land on, as the CPU kernel's one task per plane does in output order.
+// linear_cross_entropy and its backward (a language model's head and loss
+// fused, 2026-12-07) neither: on the GPU they would be cuBLAS calls per
+// block of rows around the device's softmax and cross-entropy kernels; until
+// a GPU can run them, a graph keeps its linear and cross_entropy there
+// (compiler/FuseLinearCrossEntropy.h fuses only when asked).
 #pragma once
 
 #include "runtime/OpTable.h"
@@ -26,9 +31,10 @@
 
 namespace shardc::runtime::cuda {
 
-inline constexpr std::array<plan::OpCode, 6> kCudaUnsupportedOps{
-    plan::OpCode::GradNorm,         plan::OpCode::MoeExpertsBackward,
-    plan::OpCode::MoeExpertsHidden, plan::OpCode::MoeExpertsGatedGrad,
-    plan::OpCode::MaxPoolBackward,  plan::OpCode::GridSampleBackward};
+inline constexpr std::array<plan::OpCode, 8> kCudaUnsupportedOps{
+    plan::OpCode::GradNorm,           plan::OpCode::MoeExpertsBackward,
+    plan::OpCode::MoeExpertsHidden,   plan::OpCode::MoeExpertsGatedGrad,
+    plan::OpCode::MaxPoolBackward,    plan::OpCode::GridSampleBackward,
+    plan::OpCode::LinearCrossEntropy, plan::OpCode::LinearCrossEntropyBackward};
 
 }  // namespace shardc::runtime::cuda

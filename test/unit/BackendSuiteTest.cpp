@@ -583,6 +583,13 @@ std::vector<SuiteCase> suiteCases() {
           attrs = {{"dim", int64_t{0}}};
         }
         break;
+      case OpFamily::LossHead:  // 6 rows of 8 into 9 classes; the weight's gradient
+        in = {input("x", dt, {6, 8}), input("t", DType::I64, {6}, 9), input("w", dt, {9, 8})};
+        if (info.code == OpCode::LinearCrossEntropyBackward) {
+          in.push_back(input("scale", dt, {6, 1}));
+          attrs = {{"wrt", std::string("weight")}};
+        }
+        break;
       case OpFamily::Compare:  // ties and NaNs (tiedInput), broadcast
         in = {tiedInput("a", dt, {4, 1, 9}), tiedInput("b", dt, {3, 1})};
         break;
