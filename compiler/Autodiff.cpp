@@ -1,6 +1,8 @@
 //===- Autodiff.cpp - a graph's backward pass, as more graph nodes --------===//
 #include "compiler/Autodiff.h"
+#include "compiler/FuseLinearCrossEntropy.h"
 #include "compiler/GradientRules.h"
+#include "compiler/GraphWriter.h"
 #include "compiler/MasterWeights.h"
 
 #include <map>
@@ -56,14 +58,23 @@ std::set<std::string> feedLoss(const Graph &graph, const std::string &loss) {
 } // namespace
 
 JointGraph withGradients(const std::string &fileText,
-                         const std::string &sourceName,
-                         const std::string &loss) {
+                         const std::string &sourceName, const std::string &loss,
+                         bool fuseLinearCrossEntropy) {
   // The joint graph extends the file's own JSON, which must be the graph
   // parseGraph reads: master weights expanded (a no-op when already done).
-  const std::string graphText = expandMasterWeights(fileText, sourceName);
+  std::string graphText = expandMasterWeights(fileText, sourceName);
   Graph graph = parseGraph(graphText, sourceName);
   GraphReader reader(sourceName);
   const std::string where = sourceName + ": --grad " + loss + ": ";
+  if (fuseLinearCrossEntropy) {
+    std::string whyNot;
+    if (!compiler::fuseLinearCrossEntropy(graph, whyNot))
+      throw GraphError(
+          where + "--fuse-linear-cross-entropy: nothing to fuse: " +
+          (whyNot.empty() ? "the graph has no cross_entropy" : whyNot));
+    graphText = rewrittenGraphText(graphText, graph);
+    graph = parseGraph(graphText, sourceName);
+  }
 
   ValueTypes types;
   for (const GraphParam &param : graph.params)

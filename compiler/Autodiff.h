@@ -36,8 +36,12 @@ struct JointGraph {
 /// GraphError naming the file and the reason: a loss that is not a 0-d
 /// floating value, or does not depend on any parameter; ops without a
 /// gradient rule on the way (all of them, each with its node).
+/// fuseLinearCrossEntropy: first make each cross_entropy of a linear's
+/// logits one linear_cross_entropy op (FuseLinearCrossEntropy.h: the same
+/// bits, no [tokens, vocabulary] logits); a graph with none to fuse is a
+/// GraphError saying why.
 JointGraph withGradients(const std::string &graphText,
-                         const std::string &sourceName,
-                         const std::string &loss);
+                         const std::string &sourceName, const std::string &loss,
+                         bool fuseLinearCrossEntropy = false);
 
 } // namespace shardc::compiler

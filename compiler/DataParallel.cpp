@@ -58,9 +58,9 @@ Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
                                  steps > 1 ? &countTotals : nullptr);
   if (steps > 1)
     scaleSharesPerMicroStep(rebatched, steps);
-  JointGraph joint =
-      withGradients(rewrittenGraphText(training.graphText, rebatched),
-                    graph.sourceName, training.loss);
+  JointGraph joint = withGradients(
+      rewrittenGraphText(training.graphText, rebatched), graph.sourceName,
+      training.loss, training.fuseLinearCrossEntropy);
   training.withoutGradient = joint.withoutGradient;
   Graph step = parseGraph(joint.text, graph.sourceName);
   if (steps > 1)

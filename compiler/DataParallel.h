@@ -75,6 +75,8 @@ struct DataParallelTraining {
   /// a file's text).
   std::string graphText;
   std::string loss;
+  /// withGradients' fuseLinearCrossEntropy (--fuse-linear-cross-entropy).
+  bool fuseLinearCrossEntropy = false;
   OptimizerOptions optimizer;
   /// Run on each joint graph before it is compiled (--load's rewrite of the
   /// init chains); may be empty.

@@ -187,11 +187,7 @@ private:
   }
 
   std::string fresh(const std::string &stem) {
-    std::string name = stem;
-    for (int n = 1; taken_.count(name); ++n)
-      name = stem + "." + std::to_string(n);
-    taken_.insert(name);
-    return name;
+    return freshValueName(taken_, stem);
   }
 
   /// What copy `k` reads for the joint graph's `name`.

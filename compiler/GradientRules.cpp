@@ -183,6 +183,22 @@ Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
   return out;
 }
 
+/// The gradient of a mean cross entropy over targets [N] at each row's
+/// term, [N, 1] of dtype `dt`: g over the number of targets other than -100
+/// (torch's ignore_index), 0 at an ignored row.
+std::string crossEntropyRowScale(GradientBuilder &b, const std::string &targets,
+                                 plan::DType dt, const std::string &g) {
+  const int64_t N = b.shape(targets)[0];
+  std::string column = b.reshape(targets, {N, 1});
+  std::string counted =
+      b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
+  // No counted target (every one ignored): no gradient rather than 0 / 0
+  // (a data-parallel rank's rows may all be ignored; Rebatch.cpp).
+  std::string count =
+      b.op("clamp_out", {b.op("sum", {counted})}, {{"min", 1.0}});
+  return b.div(b.mul(counted, g), count);
+}
+
 /// cross_entropy(logits [N, C], targets [N]): the mean over targets other
 /// than -100 (torch's ignore_index) of -log softmax(logits)[target]. Its
 /// gradient is softmax minus a one-hot, scaled per row; the
@@ -191,19 +207,37 @@ Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
 /// float tensors.
 Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
   const std::string &logits = s.input(0), &targets = s.input(1);
-  const int64_t N = b.shape(logits)[0];
-  const plan::DType dt = b.dtype(logits);
-  std::string column = b.reshape(targets, {N, 1});
-  std::string counted =
-      b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
-  // No counted target (every one ignored): no gradient rather than 0 / 0
-  // (a data-parallel rank's rows may all be ignored; Rebatch.cpp).
-  std::string count =
-      b.op("clamp_out", {b.op("sum", {counted})}, {{"min", 1.0}});
-  std::string perRow = b.div(b.mul(counted, s.grad()), count); // [N, 1]
   if (!s.wanted[0])
     return {"", ""};
+  std::string perRow =
+      crossEntropyRowScale(b, targets, b.dtype(logits), s.grad());
   return {b.mul(b.op("cross_entropy_backward", {logits, targets}), perRow), ""};
+}
+
+/// linear_cross_entropy(x [N, H], targets, weight [V, H]): cross_entropy of
+/// linear(x, weight), fused (compiler/FuseLinearCrossEntropy.h). Its
+/// gradients are those of the two ops it replaces, made by
+/// linear_cross_entropy_backward from the same per-row scale, each
+/// recomputing the logits a block of rows at a time: no [N, V] tensor is
+/// held between forward and backward or made in backward.
+Grads linearCrossEntropyRule(GradientBuilder &b, const GradientStep &s) {
+  const std::string &x = s.input(0), &targets = s.input(1),
+                    &weight = s.input(2);
+  Grads out(3);
+  if (!s.wanted[0] && !s.wanted[2])
+    return out;
+  // The scale in the loss's dtype (the logits', after a cast if any).
+  std::string perRow = crossEntropyRowScale(b, targets, s.node.dtype, s.grad());
+  json attributes = json::object();
+  if (const plan::AttrValue *dtype = attr(s.node, "logits_dtype"))
+    attributes["logits_dtype"] = std::get<std::string>(*dtype);
+  for (size_t i : {size_t{0}, size_t{2}})
+    if (s.wanted[i]) {
+      attributes["wrt"] = i == 0 ? "input" : "weight";
+      out[i] = b.op("linear_cross_entropy_backward",
+                    {x, targets, weight, perRow}, attributes);
+    }
+  return out;
 }
 
 /// embedding(weight [V, D], ids): row v's gradient sums g over the ids equal
@@ -424,6 +458,7 @@ RuleTable basicRules() {
       {"layer_norm", layerNormRule},
       {"rms_norm", rmsNormRule},
       {"cross_entropy", crossEntropyRule},
+      {"linear_cross_entropy", linearCrossEntropyRule},
       {"embedding", embeddingRule},
       {"embedding_backward", embeddingBackwardRule},
       {"reshape",

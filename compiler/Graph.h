@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -136,6 +137,17 @@ inline GraphParam fillConstant(const std::string &name, double value,
   param.init = {fill};
   param.path = path;
   return param;
+}
+
+/// A name for a value a rewrite adds: `stem`, else the first of stem.1,
+/// stem.2, ... not in `taken`, which then holds it.
+inline std::string freshValueName(std::set<std::string> &taken,
+                                  const std::string &stem) {
+  std::string name = stem;
+  for (int k = 1; taken.count(name); ++k)
+    name = stem + "." + std::to_string(k);
+  taken.insert(name);
+  return name;
 }
 
 /// Parses and validates a graph file's text; throws GraphError.

@@ -4,10 +4,12 @@
 // rank's peak is predicted exactly from the plan, so whether a run fits is
 // known before a byte is allocated: FSDP finds out with an out-of-memory
 // error after init. When the plan does not fit, the compiler tries the
-// remedies it owns, which change time, not values: gathering each unit
-// only when it runs (no prefetching), then recomputing activations, then
-// both. When nothing it may choose fits, the error says what would: more
-// ranks, or (data-parallel training) more micro-steps per optimizer step.
+// remedies it owns, which change time, not values, the cheaper first:
+// gathering each unit only when it runs (no prefetching), fusing the head
+// and its loss (the head's GEMM twice more), recomputing activations (a
+// forward more), and their combinations. When nothing it may choose fits,
+// the error says what would: more ranks, or (data-parallel training) more
+// micro-steps per optimizer step.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -34,6 +36,9 @@ struct PlanChoice {
   int64_t worldSize = 1;
   bool recompute = false;
   bool prefetch = false; // gather the next unit while one computes
+  /// The loss cross_entropy(linear(h, W)) as one op
+  /// (--fuse-linear-cross-entropy).
+  bool fuse = false;
   /// Micro-steps per optimizer step (data-parallel training's gradient
   /// accumulation; 1 otherwise).
   int64_t accumulate = 1;
@@ -51,6 +56,11 @@ struct MemoryBudget {
   /// recomputing is the compiler's to choose.
   bool mayRecompute = false;
   bool recomputing = false; // the plan recomputes activations already
+  /// The plan is a joint graph compiled without fusing its head and loss:
+  /// fusing is the compiler's to choose (a graph with nothing to fuse
+  /// cannot be compiled so: that choice is skipped).
+  bool mayFuse = false;
+  bool fusing = false; // the plan fuses them already
   /// The plan prefetches (--prefetch): not prefetching is the compiler's to
   /// choose.
   bool prefetching = false;
@@ -72,8 +82,9 @@ struct BudgetFit {
 
 /// `plan` (compiled as `budget` says it was) when its largest predicted
 /// rank peak is within the budget; else the first plan `compile` gives
-/// that fits, without prefetching, then recomputing activations, then
-/// both, as far as the budget lets the compiler choose. Otherwise throws
+/// that fits, without prefetching, fusing the head and its loss, both,
+/// then recomputing activations alone and with the others, as far as the
+/// budget lets the compiler choose. Otherwise throws
 /// MemoryBudgetError naming the smallest world size (doubling the plan's,
 /// up to maxWorldSize) and the fewest micro-steps (doubling, data-parallel
 /// training) that fit.

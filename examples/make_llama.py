@@ -5,6 +5,8 @@
     python3 examples/make_llama.py --preset llama3.1-405b --dtype bfloat16 -o x.json
     python3 examples/make_llama.py --layers 2 --hidden 64 --heads 8 --kv-heads 2 \\
         --ffn 128 --vocab 97 -o small.json
+    python3 examples/make_llama.py --preset llama3-70b --dtype bfloat16 \\
+        --seq 4096 --loss -o llama3-70b-loss.json   # for shardc run --grad loss
 
 Presets are the Hugging Face config.json of each model (num_hidden_layers,
 hidden_size, num_attention_heads, num_key_value_heads, intermediate_size,
@@ -16,6 +18,9 @@ frequencies only, not the parameters or their init; the graph's
 rotary_embedding has no scaling, so the 405B forward is Llama 3's.
 The model itself is examples/make_models.py's `llama` builder (HF names,
 RMSNorm, RoPE, SwiGLU, grouped-query attention, normal(0, 0.02) init).
+--loss adds an input `targets` [B, T] and makes the graph's one output
+`loss`, the next-token cross entropy of the logits cast to float32 (as
+Hugging Face's LlamaForCausalLM computes its loss: logits.float()).
 """
 
 import argparse
@@ -50,6 +55,22 @@ def build(config, dtype="float32", batch=1, seq=16, name="llama"):
         dtype=dtype).to_json()
 
 
+def with_loss(graph, batch, seq, vocab):
+    """`graph`'s logits [B, T, V] under a next-token loss: targets [B, T],
+    cross_entropy of the logits cast to float32, the one output "loss"."""
+    tokens = batch * seq
+    graph["inputs"].append({"name": "targets", "shape": [batch, seq], "dtype": "int64",
+                            "high": vocab})
+    graph["nodes"] += [
+        {"name": "logits.float", "op": "cast", "inputs": ["logits"], "dtype": "float32"},
+        {"name": "logits.flat", "op": "reshape", "inputs": ["logits.float"],
+         "shape": [tokens, vocab]},
+        {"name": "targets.flat", "op": "reshape", "inputs": ["targets"], "shape": [tokens]},
+        {"name": "loss", "op": "cross_entropy", "inputs": ["logits.flat", "targets.flat"]},
+    ]
+    graph["outputs"] = ["loss"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS))
@@ -61,6 +82,9 @@ def main(argv=None):
                     help="forward input length T (default 16: init is the "
                     "point; the forward's activations grow with it)")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--loss", action="store_true",
+                    help="output the mean next-token loss over targets [B, T] "
+                    "instead of the logits")
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
     config = dict(PRESETS[args.preset]) if args.preset else {}
@@ -79,6 +103,8 @@ def main(argv=None):
         ap.error("--heads must be a multiple of --kv-heads (query groups)")
     name = args.preset or "llama"
     graph = build(config, args.dtype, args.batch, args.seq, name)
+    if args.loss:
+        with_loss(graph, args.batch, args.seq, config["vocab"])
     make_models.write_graph(graph, args.output)
     return 0
 

@@ -39,6 +39,10 @@ namespace {
 struct Traced {
   compiler::Graph graph;
   std::string json;
+  /// The traced forward (master weights expanded) before --grad's backward
+  /// was added: the joint graph is made again from it when the head and its
+  /// loss are fused to fit a memory budget.
+  std::string forwardJson;
   std::map<std::string, int64_t> intBounds;
   int64_t traceCount = 0;
 };
@@ -192,10 +196,12 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
                 "(its gradients exist only summed into each rank's shards; docs/training.md)");
   // A data-parallel step splits the forward before it differentiates it
   // (compileGraph); the others differentiate the whole graph here.
+  traced->forwardJson = traced->json;
   if (!options.grad.empty() && !options.data_parallel) {
     try {  // the joint forward and backward graph (compiler/Autodiff.h)
       compiler::JointGraph joint =
-          compiler::withGradients(traced->json, options.name + " (traced)", options.grad);
+          compiler::withGradients(traced->json, options.name + " (traced)", options.grad,
+                                  options.fuse_linear_cross_entropy);
       traced->json = std::move(joint.text);
       traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");
     } catch (const compiler::GraphError &error) {
@@ -309,6 +315,7 @@ dataParallelTraining(const Traced &traced, const JitOptions &options,
   compiler::DataParallelTraining training;
   training.graphText = traced.json;
   training.loss = options.grad;
+  training.fuseLinearCrossEntropy = options.fuse_linear_cross_entropy;
   training.optimizer = *optimizer;
   training.prepare = std::move(prepare);
   return training;
@@ -340,6 +347,9 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (options.recompute_activations && options.grad.empty())
     throw Error("jit: recompute_activations recomputes in the backward what the forward "
                 "computed; set grad to the loss output (docs/training.md)");
+  if (options.fuse_linear_cross_entropy && options.grad.empty())
+    throw Error("jit: fuse_linear_cross_entropy fuses the loss of a training pass; set grad to "
+                "the loss output (docs/training.md)");
   if (options.memory_budget_bytes < 0)
     throw Error("jit: memory_budget_bytes must be 0 (no budget) or positive, got " +
                 std::to_string(options.memory_budget_bytes));
@@ -361,6 +371,22 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   impl->recomputing = options.recompute_activations;
   impl->prefetching = options.prefetch;
   if (options.memory_budget_bytes > 0) {
+    // The trace with its head and loss fused (a joint graph made again from
+    // the traced forward; a data-parallel step fuses its own), once asked for.
+    std::shared_ptr<Traced> fusedTrace;
+    auto fused = [&]() -> std::shared_ptr<const Traced> {
+      if (!fusedTrace) {
+        fusedTrace = std::make_shared<Traced>(*traced);
+        if (!options.data_parallel) {
+          fusedTrace->json =
+              compiler::withGradients(traced->forwardJson, options.name + " (traced)", options.grad,
+                                      /*fuseLinearCrossEntropy=*/true)
+                  .text;
+          fusedTrace->graph = compiler::parseGraph(fusedTrace->json, options.name + " (traced)");
+        }
+      }
+      return fusedTrace;
+    };
     // Trial plans at this and other world sizes (compiler/MemoryBudget.h).
     const compiler::PlanCompiler trial =
         [&](const compiler::PlanChoice &choice) -> std::optional<plan::Plan> {
@@ -368,12 +394,18 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
       shard.recomputeActivations = choice.recompute;
       shard.prefetch = choice.prefetch;
       std::optional<compiler::DataParallelTraining> resplit = training;
-      if (resplit) resplit->optimizer.accumulate = choice.accumulate;
+      if (resplit) {
+        resplit->optimizer.accumulate = choice.accumulate;
+        resplit->fuseLinearCrossEntropy = choice.fuse;
+      }
       try {
-        return compileGraph(traced->graph, choice.worldSize, shard, "compiling",
-                            options.data_parallel, optimizer ? &*optimizer : nullptr,
+        const bool other = choice.fuse != options.fuse_linear_cross_entropy;
+        return compileGraph(other ? fused()->graph : traced->graph, choice.worldSize, shard,
+                            "compiling", options.data_parallel, optimizer ? &*optimizer : nullptr,
                             resplit ? &*resplit : nullptr);
       } catch (const Error &) {  // a batch that does not split so
+        return std::nullopt;
+      } catch (const compiler::GraphError &) {  // nothing to fuse
         return std::nullopt;
       }
     };
@@ -382,12 +414,20 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
     budget.recomputing = options.recompute_activations;
     budget.prefetching = options.prefetch;
     budget.mayRecompute = !options.grad.empty() && !options.recompute_activations;
+    budget.fusing = options.fuse_linear_cross_entropy;
+    budget.mayFuse = !options.grad.empty() && !options.fuse_linear_cross_entropy;
     budget.accumulate = training ? training->optimizer.accumulate : 0;
     try {
       compiler::BudgetFit fit = compiler::fitMemoryBudget(std::move(impl->plan), budget, trial);
       impl->plan = std::move(fit.plan);
       impl->recomputing = fit.choice.recompute;
       impl->prefetching = fit.choice.prefetch;
+      if (fit.choice.fuse && !options.fuse_linear_cross_entropy) {
+        // The plan runs the fused graph: so do load(), graph_json() and
+        // with_world_size() from now on.
+        impl->traced = fused();
+        impl->options.fuse_linear_cross_entropy = true;
+      }
     } catch (const compiler::MemoryBudgetError &error) {
       throw Error(std::string("jit: ") + error.what() + " (memory_budget_bytes)");
     }
@@ -616,6 +656,9 @@ CompiledModel CompiledModel::with_world_size(int64_t world_size) const {
 int64_t CompiledModel::world_size() const { return impl_->plan.worldSize; }
 bool CompiledModel::recomputes_activations() const { return impl_->recomputing; }
 bool CompiledModel::prefetches() const { return impl_->prefetching; }
+bool CompiledModel::fuses_linear_cross_entropy() const {
+  return impl_->options.fuse_linear_cross_entropy;
+}
 int64_t CompiledModel::predicted_peak_bytes() const {
   return runtime::largestPredictedPeak(impl_->plan).bytes;
 }

@@ -114,10 +114,17 @@ struct JitOptions {
   /// forward computed, from the unit's input, instead of keeping it alive
   /// across the rest of the model; the same gradients, bit for bit.
   bool recompute_activations = false;
+  /// With grad: a loss cross_entropy(linear(h, W), targets) becomes one op
+  /// that makes the logits a block of rows at a time, in forward and again
+  /// in backward (docs/training.md, "Fusing the head and its loss"): no
+  /// [tokens, vocabulary] tensor is held; the same loss and gradients, bit
+  /// for bit. A traced graph with no such loss is an Error saying why.
+  bool fuse_linear_cross_entropy = false;
   /// Bytes each rank may hold at its peak (docs/jit.md, `shardc
   /// --memory-budget`); 0: no budget. Every rank's peak is predicted
-  /// exactly at compile time: prefetch is left out and, with grad,
-  /// activations are recomputed when only that fits (prefetches() and
+  /// exactly at compile time: prefetch is left out and, with grad, the head
+  /// and its loss fused and / or activations recomputed when only that fits
+  /// (prefetches(), fuses_linear_cross_entropy() and
   /// recomputes_activations() say so); a plan that cannot fit is an Error
   /// naming the world size that would.
   int64_t memory_budget_bytes = 0;
@@ -237,6 +244,9 @@ public:
   /// The next unit is gathered while one computes: prefetch, unless
   /// leaving it out was what fit memory_budget_bytes.
   bool prefetches() const;
+  /// The head and its loss are one op: fuse_linear_cross_entropy, or chosen
+  /// to fit memory_budget_bytes (then kept by with_world_size()).
+  bool fuses_linear_cross_entropy() const;
   /// The largest rank's predicted peak over init and forward (docs/plan.md;
   /// what the ledger measures on the CPU), known before anything runs.
   int64_t predicted_peak_bytes() const;

@@ -92,6 +92,48 @@ TEST_CASE("jit grad: recompute_activations gives the same bytes at a lower peak"
                     Catch::Contains("recompute_activations recomputes in the backward"));
 }
 
+TEST_CASE("jit grad: fuse_linear_cross_entropy gives the same bytes at a lower peak",
+          "[jit][grad]") {
+  // The head and its loss as one op (docs/training.md, "Fusing the head
+  // and its loss"): 512 tokens over a vocabulary of 2,000, so the logits
+  // (4 MB) outweigh the op's block of 256 rows (2 MB).
+  gpt::Config config;
+  config.vocab = 2000;
+  GptLoss model(config);
+  JitOptions options = lossOptions(model, 2);
+  options.inputs = model.lossInputs(32, 16);
+  CompiledModel plain = jit(model, options);
+  options.fuse_linear_cross_entropy = true;
+  CompiledModel fused = jit(model, options);
+  CHECK(fused.graph_json().find("\"linear_cross_entropy\"") != std::string::npos);
+  CHECK(plain.graph_json().find("\"linear_cross_entropy\"") == std::string::npos);
+  std::vector<HostTensor> inputs = plain.example_inputs(5);
+  checkSameBytes(fused.forward(inputs), plain.forward(inputs));
+  const MemoryReport plainReport = plain.memory_report();
+  const MemoryReport fusedReport = fused.memory_report();
+  for (size_t r = 0; r < 2; ++r) {
+    CHECK(fusedReport.ranks[r].forward_peak == fusedReport.ranks[r].forward_predicted_peak);
+    CHECK(fusedReport.ranks[r].forward_peak < plainReport.ranks[r].forward_peak);
+  }
+  options.grad.clear();
+  CHECK_THROWS_WITH(jit(model, options),
+                    Catch::Contains("fuse_linear_cross_entropy fuses the loss of a training"));
+
+  // A budget between the two peaks: the fused plan, chosen (cheaper than
+  // recomputing activations), and kept at another world size.
+  options = lossOptions(model, 2);
+  options.inputs = model.lossInputs(32, 16);
+  options.memory_budget_bytes = (plain.predicted_peak_bytes() + fused.predicted_peak_bytes()) / 2;
+  CompiledModel chosen = jit(model, options);
+  CHECK(chosen.fuses_linear_cross_entropy());
+  CHECK_FALSE(chosen.recomputes_activations());
+  CHECK(chosen.predicted_peak_bytes() == fused.predicted_peak_bytes());
+  CHECK(chosen.graph_json() == fused.graph_json());
+  checkSameBytes(chosen.forward(inputs), plain.forward(inputs));
+  CHECK(chosen.with_world_size(3).fuses_linear_cross_entropy());
+  CHECK_FALSE(plain.fuses_linear_cross_entropy());
+}
+
 TEST_CASE("jit grad: memory_budget_bytes recomputes only when that is what fits", "[jit][grad]") {
   // Peaks are predicted exactly at compile time (docs/jit.md): a budget
   // between the two plans' peaks gets the recomputing plan, one the plain

@@ -26,7 +26,9 @@ namespace shardc::cli {
 const char *const kCompileUsage =
     "usage: shardc compile MODEL.json [--world-size N] [--emit tc|sharded|plan]\n"
     "                      [--units REGEX]... [--prefetch] [--memory-plan]\n"
-    "                      [--max-graph-mib M] [--grad LOSS [--recompute-activations]]\n"
+    "                      [--max-graph-mib M]\n"
+    "                      [--grad LOSS [--recompute-activations]\n"
+    "                                   [--fuse-linear-cross-entropy]]\n"
     "                      [--memory-budget SIZE]\n"
     "                      [--master-dtype D]\n"
     "                      [--optimizer sgd|adamw --lr LR ...] [--data-parallel]\n"
@@ -52,10 +54,17 @@ const char *const kCompileUsage =
     "                   what its forward computed, from the unit's input,\n"
     "                   instead of keeping it (activation checkpointing per\n"
     "                   unit; the same gradients, bit for bit)\n"
+    "  --fuse-linear-cross-entropy  with --grad: a loss cross_entropy(linear(h, W),\n"
+    "                   targets) becomes one op that makes the logits 256 rows\n"
+    "                   at a time, in forward and again in backward: no\n"
+    "                   [tokens, vocabulary] tensor is held (the same loss and\n"
+    "                   gradients, bit for bit; the head's GEMM runs 5 times\n"
+    "                   instead of 3)\n"
     "  --memory-budget SIZE  bytes each rank may hold at its peak (80GiB,\n"
-    "                   1.5e9, 800MB): with --grad, activations are\n"
-    "                   recomputed when only that fits; a plan that cannot\n"
-    "                   fit is an error naming a world size that fits\n"
+    "                   1.5e9, 800MB): with --grad, the head and its loss\n"
+    "                   are fused and / or activations recomputed when only\n"
+    "                   that fits; a plan that cannot fit is an error\n"
+    "                   naming a world size that fits\n"
     "  --master-dtype float32|float64  every bfloat16 / float16 parameter\n"
     "                   stored in that dtype and read in its own (master\n"
     "                   weights, docs/graph-format.md)\n"
@@ -86,7 +95,7 @@ std::string printModule(mlir::ModuleOp module) {
 /// it does not depend on are added to `withoutGradient`).
 compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraphBytes,
                                       const std::string &masterDtype, int64_t worldSize,
-                                      const std::string &loss,
+                                      const std::string &loss, bool fuseLinearCrossEntropy,
                                       const std::optional<compiler::OptimizerOptions> &optimizer,
                                       std::vector<std::string> &withoutGradient) {
   compiler::DataParallelTraining training;
@@ -97,6 +106,7 @@ compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraph
   if (!optimizer) return compiler::rebatchGraph(graph, rows, batch);
   compiler::checkTrainingBatchSplits(model, batch, worldSize, optimizer->accumulate);
   training.loss = loss;
+  training.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
   training.optimizer = *optimizer;
   compiler::Graph step = compiler::dataParallelStepGraph(graph, rows, batch, training);
   withoutGradient = training.withoutGradient;
@@ -117,9 +127,10 @@ int compileCommand(const std::vector<std::string> &args) {
                                     "--units",        "--max-graph-mib", "--grad",
                                     "--master-dtype", "--memory-budget"};
     withValue.insert(kTrainValueOptions.begin(), kTrainValueOptions.end());
-    parsed = parseArgs(args, {withValue,
-                              {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel",
-                               "--nesterov", "--recompute-activations"}});
+    parsed =
+        parseArgs(args, {withValue,
+                         {"--help", "-h", "--prefetch", "--memory-plan", "--data-parallel",
+                          "--nesterov", "--recompute-activations", "--fuse-linear-cross-entropy"}});
     if (parsed.has("--help") || parsed.has("-h")) {
       std::cout << kCompileUsage;
       return kSuccess;
@@ -153,20 +164,38 @@ int compileCommand(const std::vector<std::string> &args) {
     const std::string &model = parsed.positional[0];
     const std::string loss = parsed.get("--grad", "");
     const bool dataParallel = parsed.has("--data-parallel");
+    const bool fuse = parsed.has("--fuse-linear-cross-entropy");
     std::vector<std::string> withoutGradient;
-    const compiler::Graph graph =
+    compiler::Graph graph =
         dataParallel ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, worldSize, loss,
-                                             optimizer, withoutGradient)
-                     : loadModelGraph(model, maxGraphBytes, loss, masterDtype);
+                                             fuse, optimizer, withoutGradient)
+                     : loadModelGraph(model, maxGraphBytes, loss, masterDtype, fuse);
     if (dataParallel && optimizer) noteWithoutGradient(loss, withoutGradient);
     shardOptions.sumGradients = dataParallel && optimizer.has_value();
     shardOptions.splitSummedGradients = optimizer && optimizer->accumulate > 1;
-    // --memory-budget compiles trial plans: other world sizes split a
-    // data-parallel batch their own way.
     const bool training = dataParallel && optimizer.has_value();
-    applyMemoryBudget(
-        memoryBudget, AskedRun{worldSize, !loss.empty(), training ? optimizer->accumulate : 0},
-        model, shardOptions,
+    // The graph of another choice (--memory-budget's trials): a
+    // data-parallel batch split over other world sizes or micro-steps, or
+    // the head and its loss fused the other way.
+    auto graphFor = [&](const compiler::PlanChoice &choice) {
+      std::optional<compiler::OptimizerOptions> trialOptimizer = optimizer;
+      if (training) trialOptimizer->accumulate = choice.accumulate;
+      std::vector<std::string> unused;
+      return dataParallel
+                 ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, choice.worldSize, loss,
+                                         choice.fuse, trialOptimizer, unused)
+                 : loadModelGraph(model, maxGraphBytes, loss, masterDtype, choice.fuse,
+                                  /*quiet=*/true);
+    };
+    auto isAsked = [&](const compiler::PlanChoice &choice) {
+      return choice.fuse == fuse &&
+             (!dataParallel || (choice.worldSize == worldSize &&
+                                (!training || choice.accumulate == optimizer->accumulate)));
+    };
+    const bool fused = applyMemoryBudget(
+        memoryBudget,
+        AskedRun{worldSize, !loss.empty(), training ? optimizer->accumulate : 0, fuse}, model,
+        shardOptions,
         [&](mlir::MLIRContext &context, const compiler::PlanChoice &choice,
             const compiler::ShardOptions &options) -> mlir::FailureOr<plan::Plan> {
           std::optional<compiler::OptimizerOptions> trialOptimizer = optimizer;
@@ -175,19 +204,17 @@ int compileCommand(const std::vector<std::string> &args) {
             trialOptimizer->accumulate = choice.accumulate;
             trialOptions.splitSummedGradients = choice.accumulate > 1;
           }
-          std::vector<std::string> unused;
-          const compiler::Graph trial =
-              dataParallel && (choice.worldSize != worldSize ||
-                               (training && choice.accumulate != optimizer->accumulate))
-                  ? dataParallelRankGraph(model, maxGraphBytes, masterDtype, choice.worldSize, loss,
-                                          trialOptimizer, unused)
-                  : graph;
+          const compiler::Graph trial = isAsked(choice) ? graph : graphFor(choice);
           mlir::OwningOpRef<mlir::ModuleOp> module = compiler::buildTcModule(trial, context);
           if (mlir::failed(compiler::shardModule(*module, choice.worldSize, trialOptions,
                                                  trialOptimizer ? &*trialOptimizer : nullptr)))
             return mlir::failure();
           return compiler::lowerToPlan(*module);
         });
+    if (fused != fuse)  // the budget chose to fuse the head and its loss
+      graph = graphFor({.worldSize = worldSize,
+                        .fuse = fused,
+                        .accumulate = training ? optimizer->accumulate : 1});
     mlir::MLIRContext context;
     compiler::loadTcDialects(context);
     CliDiagnosticHandler diagnostics(&context);

@@ -8,11 +8,12 @@
 namespace shardc::cli {
 
 compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
-                               const std::string &gradLoss, const std::string &masterDtype) {
+                               const std::string &gradLoss, const std::string &masterDtype,
+                               bool fuseLinearCrossEntropy, bool quiet) {
   if (gradLoss.empty()) return compiler::loadGraph(path, maxBytes, masterDtype);
-  compiler::JointGraph joint =
-      compiler::withGradients(compiler::readGraphText(path, maxBytes, masterDtype), path, gradLoss);
-  noteWithoutGradient(gradLoss, joint.withoutGradient);
+  compiler::JointGraph joint = compiler::withGradients(
+      compiler::readGraphText(path, maxBytes, masterDtype), path, gradLoss, fuseLinearCrossEntropy);
+  if (!quiet) noteWithoutGradient(gradLoss, joint.withoutGradient);
   return compiler::parseGraph(joint.text, path);
 }
 

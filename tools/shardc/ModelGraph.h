@@ -12,10 +12,13 @@ namespace shardc::cli {
 
 /// Loads MODEL.json, its 16-bit parameters master weights of `masterDtype`
 /// when it is not empty (--master-dtype); with a non-empty `gradLoss`, adds
-/// the backward pass of that loss and notes on stderr the parameters that
-/// get no gradient. Throws compiler::GraphError.
+/// the backward pass of that loss (its head and loss fused first with
+/// `fuseLinearCrossEntropy`) and notes on stderr the parameters that get no
+/// gradient, unless `quiet` (--memory-budget's trials). Throws
+/// compiler::GraphError.
 compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
-                               const std::string &gradLoss, const std::string &masterDtype);
+                               const std::string &gradLoss, const std::string &masterDtype,
+                               bool fuseLinearCrossEntropy = false, bool quiet = false);
 
 /// --master-dtype's value (empty when absent); UsageError unless float32 or
 /// float64.

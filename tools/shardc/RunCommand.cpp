@@ -43,7 +43,7 @@ const char *const kRunUsage =
     "                  [--load CKPT [--rename OLD=NEW]...] [--save FILE.safetensors]\n"
     "                  [--io-buffer-mib N] [--init-only] [--ranks LIST]\n"
     "                  [--threads T] [--device cpu|cuda[:N]] [--repeat R] [--profile]\n"
-    "                  [--grad LOSS [--recompute-activations]\n"
+    "                  [--grad LOSS [--recompute-activations] [--fuse-linear-cross-entropy]\n"
     "                   [--optimizer sgd|adamw --lr LR ... [--steps K]]]\n"
     "                  [--memory-budget SIZE]\n"
     "\n"
@@ -98,6 +98,7 @@ const char *const kRunUsage =
     "                     GPU N); with --backend mpi one GPU per process over\n"
     "                     NCCL (docs/gpu.md)\n"
     "  --units, --prefetch, --max-graph-mib, --grad, --recompute-activations,\n"
+    "  --fuse-linear-cross-entropy,\n"
     "  --memory-budget    as for `shardc compile`; the budget is checked before\n"
     "                     any rank allocates\n"
     "  --master-dtype float32|float64  store every bfloat16 / float16\n"
@@ -340,10 +341,12 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
       training.emplace();
       training->graphText = compiler::readGraphText(model, s.maxGraphBytes, s.masterDtype);
       training->loss = s.parsed.get("--grad", "");
+      training->fuseLinearCrossEntropy = s.parsed.has("--fuse-linear-cross-entropy");
       training->optimizer = *s.optimizer;
       graph = compiler::parseGraph(training->graphText, model);
     } else {
-      graph = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""), s.masterDtype);
+      graph = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""), s.masterDtype,
+                             s.parsed.has("--fuse-linear-cross-entropy"));
     }
     const std::string load = s.parsed.get("--load", "");
     // Each compilation of a data-parallel step prepares its own joint graph
@@ -374,21 +377,36 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
       options.inputs = readBatchFile(firstInputs, dataParallel ? s.inputBatchDims : BatchDims{});
     const int64_t globalRows =
         dataParallel ? globalBatchRows(graph, options.inputs, firstInputs) : 0;
+    const bool fuse = s.parsed.has("--fuse-linear-cross-entropy");
+    // The joint graph with the head and its loss fused the other way
+    // (--memory-budget's trials, and its choice), made once when asked for.
+    std::optional<compiler::Graph> otherFusion;
+    auto graphFusedAs = [&](bool fused) -> const compiler::Graph & {
+      if (fused == fuse || training) return graph;
+      if (!otherFusion) {
+        otherFusion = loadModelGraph(model, s.maxGraphBytes, s.parsed.get("--grad", ""),
+                                     s.masterDtype, fused, /*quiet=*/true);
+        prepareParamInits(*otherFusion, load, s.renames, /*quiet=*/true);
+      }
+      return *otherFusion;
+    };
     const ContextCompiler compile = [&](mlir::MLIRContext &in, const compiler::PlanChoice &choice,
                                         const compiler::ShardOptions &shard) {
-      // --memory-budget's trials of other numbers of micro-steps: the same
-      // training step, split so.
+      // --memory-budget's trials of other numbers of micro-steps or of the
+      // other fusion: the same training step, split or fused so.
       std::optional<compiler::DataParallelTraining> resplit;
       compiler::DataParallelTraining *step = training ? &*training : nullptr;
-      if (training && choice.accumulate != training->optimizer.accumulate) {
+      if (training && (choice.accumulate != training->optimizer.accumulate ||
+                       choice.fuse != training->fuseLinearCrossEntropy)) {
         resplit = training;
         resplit->optimizer.accumulate = choice.accumulate;
+        resplit->fuseLinearCrossEntropy = choice.fuse;
         step = &*resplit;
       }
       mlir::FailureOr<plan::Plan> compiled =
           dataParallel
               ? compiler::compileDataParallel(graph, globalRows, choice.worldSize, in, shard, step)
-              : compiler::compileToPlan(graph, choice.worldSize, in, shard,
+              : compiler::compileToPlan(graphFusedAs(choice.fuse), choice.worldSize, in, shard,
                                         s.optimizer ? &*s.optimizer : nullptr);
       if (mlir::succeeded(compiled) && s.initOnly)  // no forward: nothing to feed or predict
         compiled->functions.erase(
@@ -397,15 +415,17 @@ int prepareRun(const RunSettings &s, const std::string &model, plan::Plan &plan,
             compiled->functions.end());
       return compiled;
     };
-    applyMemoryBudget(s.memoryBudget,
-                      AskedRun{s.worldSize, s.parsed.has("--grad"),
-                               training ? training->optimizer.accumulate : 0},
-                      model, shardOptions, compile);
+    const bool fused =
+        applyMemoryBudget(s.memoryBudget,
+                          AskedRun{s.worldSize, s.parsed.has("--grad"),
+                                   training ? training->optimizer.accumulate : 0, fuse},
+                          model, shardOptions, compile);
     const int64_t accumulate = training ? training->optimizer.accumulate : 1;
     mlir::FailureOr<plan::Plan> compiled = compile(context,
                                                    {.worldSize = s.worldSize,
                                                     .recompute = shardOptions.recomputeActivations,
                                                     .prefetch = shardOptions.prefetch,
+                                                    .fuse = fused,
                                                     .accumulate = accumulate},
                                                    shardOptions);
     if (mlir::failed(compiled))

@@ -26,7 +26,7 @@ RunSettings parseRunSettings(const std::vector<std::string> &args) {
                         "--save-optimizer", "--clip-grad-norm", "--no-weight-decay", "--accumulate",
                         "--memory-budget"},
                        {"--help", "-h", "--prefetch", "--init-only", "--data-parallel", "--profile",
-                        "--nesterov", "--recompute-activations"}});
+                        "--nesterov", "--recompute-activations", "--fuse-linear-cross-entropy"}});
   if (s.parsed.has("--help") || s.parsed.has("-h")) {
     s.help = true;
     return s;

@@ -2,7 +2,11 @@
 next-token loss: targets [B, T] and loss = cross_entropy of the logits over
 the B*T positions, the graph's one output.
 
-    python3 make_lm_loss.py OUT.json LAYERS HEADS WIDTH VOCAB BATCH SEQ
+    python3 make_lm_loss.py OUT.json LAYERS HEADS WIDTH VOCAB BATCH SEQ [bfloat16]
+
+bfloat16: every parameter read in bfloat16 (float32 master weights) and the
+logits cast to float32 before the loss, as a Hugging Face model's loss
+does (logits.float()).
 """
 import json
 import os
@@ -24,5 +28,13 @@ graph["nodes"] += [
     {"name": "loss", "op": "cross_entropy", "inputs": ["logits.flat", "targets.flat"]},
 ]
 graph["outputs"] = ["loss"]
+if sys.argv[8:] == ["bfloat16"]:
+    for param in graph["parameters"]:
+        param["dtype"], param["master_dtype"] = "bfloat16", "float32"
+    flat = next(n for n in graph["nodes"] if n.get("name") == "logits.flat")
+    flat["inputs"] = ["logits.float"]
+    graph["nodes"].insert(graph["nodes"].index(flat),
+                          {"name": "logits.float", "op": "cast", "inputs": ["logits"],
+                           "dtype": "float32"})
 with open(out, "w") as f:
     json.dump(graph, f, indent=1)
