@@ -19,10 +19,11 @@ batch and take the same steps:
   tracking or is made while it tracks, so made before the first step it
   would miss AdamW's state (made there, outside tracking).
 * shardc: the same module exported (tools/export_torch.py), `shardc run
-  --grad loss --optimizer adamw --steps 3` at N = --ranks, with and without
-  --recompute-activations (the graph's one output, the loss, is named
-  "output"); each rank's ledger peak over the steps (exact:
-  the report's prediction is checked equal).
+  --grad loss --optimizer adamw --steps 3` at N = --ranks, as asked, with
+  --recompute-activations, with --fuse-linear-cross-entropy and with both
+  (the graph's one output, the loss, is named "output"); each rank's
+  ledger peak over the steps (exact: the report's prediction is checked
+  equal), and the four runs' trained parameters checked byte-identical.
 
 The losses of both are printed: the same model, weights and batch, so the
 first step's loss agrees to float rounding. So is the second step's wall
@@ -44,6 +45,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 STEPS = 3
+# shardc's rows: as asked, recomputing activations, the head and its loss
+# fused, both. Every row's trained parameters must be byte-identical.
+RECOMPUTE, FUSE = "--recompute-activations", "--fuse-linear-cross-entropy"
+SHARDC_FLAGS = [[], [RECOMPUTE], [FUSE], [RECOMPUTE, FUSE]]
 
 
 def gpt2_lm(layers, width, heads, vocab, positions):
@@ -142,12 +147,16 @@ def fsdp2_step(config, weights, inputs, ranks, checkpointing):
     return json.loads(outs[0][0].strip().splitlines()[-1])
 
 
-def shardc_step(shardc, graph, weights, inputs, ranks, recompute):
+def flags_file(graph, flags):
+    """Where a shardc run with `flags` saves its trained parameters."""
+    return graph + "".join(flags) + ".trained.safetensors"
+
+
+def shardc_step(shardc, graph, weights, inputs, ranks, flags):
     cmd = [shardc, "run", graph, "--load", weights, "--inputs", inputs, "--grad", "output",
            "--optimizer", "adamw", "--lr", "1e-4", "--steps", str(STEPS), "--world-size",
-           str(ranks), "--threads", "1", "--report", "json"]
-    p = subprocess.run(cmd + (["--recompute-activations"] if recompute else []), env=ENV,
-                       capture_output=True, text=True)
+           str(ranks), "--threads", "1", "--report", "json", "--save", flags_file(graph, flags)]
+    p = subprocess.run(cmd + flags, env=ENV, capture_output=True, text=True)
     if p.returncode:
         sys.exit("shardc failed: " + p.stderr.strip())
     report = json.loads(p.stdout)
@@ -191,11 +200,10 @@ def main():
                                                          False)),
                           ("FSDP2 + checkpoint per block",
                            lambda: fsdp2_step(config, weights, inputs, args.ranks, True)),
-                          ("shardc", lambda: shardc_step(args.shardc, graph, weights, inputs,
-                                                         args.ranks, False)),
-                          ("shardc --recompute-activations",
-                           lambda: shardc_step(args.shardc, graph, weights, inputs, args.ranks,
-                                               True))):
+                          *[("shardc" + "".join(" `%s`" % f for f in flags),
+                             (lambda flags: lambda: shardc_step(args.shardc, graph, weights,
+                                                                inputs, args.ranks, flags))(flags))
+                            for flags in SHARDC_FLAGS]):
             result = run()
             rows.append((name, result))
             print("%s: peak %d B%s, losses %s" % (
@@ -203,9 +211,14 @@ def main():
                                               sorted(result.get("parts", {}).items()) if kv[1]),
                 result["losses"]), file=sys.stderr, flush=True)
 
+        trained = [open(flags_file(graph, flags), "rb").read() for flags in SHARDC_FLAGS]
+        same = all(t == trained[0] for t in trained)
+    if not same:
+        sys.exit("shardc's rows trained different parameters")
+
     print("GPT-2 (%d layers, width %d, vocabulary %d), batch %d x %d tokens, AdamW, "
-          "N = %d; rank peak of a step\n" % (args.layers, args.width, args.vocab, args.batch,
-                                             args.seq, args.ranks))
+          "N = %d; rank peak of a step; shardc's rows trained byte-identical parameters\n"
+          % (args.layers, args.width, args.vocab, args.batch, args.seq, args.ranks))
     print("| run | peak per rank | MiB | / FSDP2 | step 2 s | / FSDP2 | first loss |\n"
           "|---|---|---|---|---|---|---|")
     base, base_time = rows[0][1]["peak"], rows[0][1]["step_seconds"]
