@@ -4,7 +4,8 @@
 #     to the local backend; the report shows each process's OS peak RSS
 #     beside its accounted peak; the JSON report carries it too. Training
 #     steps likewise: AdamW, clipping, a training-mode batch norm (buffer
-#     updates), data-parallel dropout, gradient accumulation.
+#     updates), data-parallel dropout, gradient accumulation, a language
+#     model's head and loss fused.
 #  2. a rank dies before forward's first collective (SHARDC_TEST_DIE_AT_RANK):
 #     the job exits non-zero, with the survivors' message, well within the
 #     timeout; and with the launcher told not to abort the job, the survivors
@@ -70,6 +71,11 @@ same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-adamw --grad los
 # bfloat16 into its own block of the gathered unit and gathered in place.
 same_as_local "$SRC/test/lit/shardc/Inputs/master-mlp.json" train-master --grad loss \
   --optimizer adamw --lr 0.01 --steps 3
+# The head and its loss fused (--fuse-linear-cross-entropy, docs/training.md):
+# a next-token LM over a 4,000-token vocabulary, two AdamW steps.
+python3 "$SRC/test/lit/shardc/Inputs/make_lm_loss.py" "$WORK/lm.json" 2 2 32 4000 8 64
+same_as_local "$WORK/lm.json" train-fused-loss --grad loss --fuse-linear-cross-entropy \
+  --optimizer adamw --lr 0.01 --steps 2
 # Gradient clipping: the norm's exact sums gathered over MPI, a replicated
 # 0-d parameter's gradient counted once (docs/training.md).
 same_as_local "$SRC/test/lit/shardc/Inputs/grad-scalar.json" train-clipped --grad loss \
