@@ -3,7 +3,8 @@
 // scaled_dot_product_attention's backward recomputes the probabilities from
 // q and k (as FlashAttention's backward does) rather than keeping the
 // [B, H, T, S] matrix of every layer alive from forward to backward: the
-// joint graph then saves only q, k and v per layer.
+// joint graph then saves only q, k and v per layer. On long sequences the
+// recomputation itself goes a block of queries at a time (sdpa_backward).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/GradientRuleSets.h"
@@ -39,12 +40,31 @@ std::string sumHeads(GradientBuilder &b, const std::string &g, int64_t groups) {
   return b.reshape(b.sumKeep(split, {2}), {s[0], s[1] / groups, s[2], s[3]});
 }
 
+/// Attention whose [B, H, T, S] probabilities reach this many elements (64
+/// MiB in float32: 4,096 queries and keys of one head) is differentiated
+/// by sdpa_backward, a block of queries at a time, instead of the graph ops
+/// below, which hold up to three such tensors at once: the same bits
+/// (runtime/cpu/AttentionBackwardKernels.cpp), for a few more GEMMs.
+constexpr int64_t kBlockwiseAttentionElements = int64_t{1} << 24;
+
 Grads sdpaRule(GradientBuilder &b, const GradientStep &s) {
   const std::string &q = s.input(0), &k = s.input(1), &v = s.input(2);
   const Shape &qs = b.shape(q), &ks = b.shape(k);
   const int64_t T = qs[2], S = ks[2], groups = qs[1] / ks[1];
   const double scale = s.node.number("scale");
   const plan::DType dt = b.dtype(q);
+  if (s.node.inputs.size() == 3 &&
+      qs[0] * qs[1] * T * S >= kBlockwiseAttentionElements) {
+    Grads out(3);
+    static const char *const kOperands[] = {"q", "k", "v"};
+    for (size_t i = 0; i < 3; ++i)
+      if (s.wanted[i])
+        out[i] = b.op("sdpa_backward", {q, k, v, s.grad()},
+                      {{"wrt", kOperands[i]},
+                       {"scale", scale},
+                       {"causal", int64_t{s.node.causal ? 1 : 0}}});
+    return out;
+  }
   std::string kx = repeatHeads(b, k, groups), vx = repeatHeads(b, v, groups);
   std::string scores = b.scale(b.op("matmul", {q, swapLast(b, kx)}), scale);
   const bool masked = s.node.inputs.size() > 3;

@@ -111,7 +111,8 @@ struct Region {
 ///     moeExpertsHidden's moeExpertsHiddenWorkBytes, moeExpertsGatedGrad's
 ///     moeExpertsGatedGradWorkBytes; linearCrossEntropy is the forward
 ///     (scale == nullptr, y the 0-d loss) or, with scale, the backward
-///     (p.wrt), `workspace` holding linearCrossEntropyWorkBytes; index is
+///     (p.wrt), `workspace` holding linearCrossEntropyWorkBytes;
+///     sdpaBackward's `workspace` holds sdpaBackwardWorkBytes; index is
 ///     topk (index == nullptr; y int64) or gather (index int64), acc only
 ///     embedding_backward's optional third operand; compare is
 ///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
@@ -173,6 +174,9 @@ struct Region {
                                   const KTensor &target, const KTensor &weight,              \
                                   const KTensor *scale, const KTensor &y,                    \
                                   std::byte *workspace) SUFFIX;                              \
+  VIRTUAL void sdpaBackward(const AttentionGradParams &p, const KTensor &q, const KTensor &k,  \
+                            const KTensor &v, const KTensor &g, const KTensor &y,            \
+                            std::byte *workspace) SUFFIX;                                    \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
                      const KTensor *index, const KTensor *acc, const KTensor &y) SUFFIX;     \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \

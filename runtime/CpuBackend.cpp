@@ -145,6 +145,11 @@ void CpuBackend::reduce(ReduceKind kind, const KTensor &x, const std::vector<int
 void CpuBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const KTensor &y) {
   unaryKernel(op, a, b, x, y, threads_);
 }
+void CpuBackend::sdpaBackward(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
+                              const KTensor &v, const KTensor &g, const KTensor &y,
+                              std::byte *workspace) {
+  sdpaBackwardKernel(p, q, k, v, g, y, workspace, threads_);
+}
 void CpuBackend::linearCrossEntropy(const LossHeadParams &p, const KTensor &x,
                                     const KTensor &target, const KTensor &weight,
                                     const KTensor *scale, const KTensor &y, std::byte *workspace) {

@@ -154,6 +154,10 @@ void Backend::moeExpertsGatedGrad(const KTensor &, const KTensor &, const KTenso
                                   const KTensor &, std::byte *) {
   noKernel(OpCode::MoeExpertsGatedGrad);
 }
+void Backend::sdpaBackward(const AttentionGradParams &, const KTensor &, const KTensor &,
+                           const KTensor &, const KTensor &, const KTensor &, std::byte *) {
+  noKernel(OpCode::SdpaBackward);
+}
 void Backend::linearCrossEntropy(const LossHeadParams &, const KTensor &, const KTensor &,
                                  const KTensor &, const KTensor *scale, const KTensor &,
                                  std::byte *) {
@@ -563,6 +567,11 @@ private:
       DeviceBuffer work = workspace(inst, out);
       return backend_.linearCrossEntropy(lossHeadParams(inst.attrs), in[0], in[1], in[2],
                                          optional(3), y, work.data());
+    }
+    case OpFamily::Attention: {
+      DeviceBuffer work = workspace(inst, out);
+      return backend_.sdpaBackward(attentionGradParams(inst.attrs), in[0], in[1], in[2], in[3], y,
+                                   work.data());
     }
     case OpFamily::Compare:
       return backend_.compare(static_cast<CompareOp>(info.variant), in[0], optional(1),

@@ -5,6 +5,7 @@
 // shapes.
 #include "runtime/OpFamilies.h"
 
+#include "runtime/AttentionShapes.h"
 #include "runtime/ForwardChecks.h"
 #include "runtime/RuntimeError.h"
 
@@ -668,6 +669,30 @@ int64_t linearCrossEntropyWorkBytes(LossHeadKind kind, LossHeadOperand wrt, int6
     return logits;
   const int64_t columns = std::min(kLossHeadColumns, vocab);
   return logits + tokens * (4 + 8) + rows * columns * 4 + columns * hidden * 4;
+}
+
+// ---- attention's gradient, blockwise ---------------------------------------------
+
+Shape sdpaBackwardShape(AttentionOperand wrt, const Shape &q, const Shape &k, const Shape &v,
+                        const Shape &g) {
+  if (!attentionShapesFit(q, k, v) || g.size() != 4 || g[0] != q[0] || g[1] != q[1] ||
+      g[2] != q[2] || g[3] != v[3])
+    fail("sdpa_backward", "takes q [B, H, T, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] and g [B, "
+                          "H, T, Ev], got q " +
+                              shapeToString(q) + ", k " + shapeToString(k) + ", v " +
+                              shapeToString(v) + " and g " + shapeToString(g));
+  return wrt == AttentionOperand::Q ? q : wrt == AttentionOperand::K ? k : v;
+}
+
+int64_t sdpaBackwardWorkBytes(AttentionOperand wrt, int64_t heads, int64_t kvHeads, int64_t queries,
+                              int64_t keys, int64_t headDim, plan::DType dtype) {
+  const int64_t rows = std::min(kAttentionRows, queries), item = plan::dtypeSize(dtype);
+  // one block's probabilities, their gradient and its product with them
+  // ([rows, S] each) and its row sums, in the dtype
+  const int64_t blocks = rows * (3 * keys + 1) * item;
+  if (wrt == AttentionOperand::Q) return blocks;
+  const int64_t readers = kvHeads > 0 ? heads / kvHeads : 1;
+  return blocks + keys * headDim * 4 + (readers > 1 ? readers * keys * headDim * item : 0);
 }
 
 }  // namespace shardc::runtime

@@ -393,4 +393,36 @@ inline constexpr int64_t kLossHeadColumns = 1024;
 int64_t linearCrossEntropyWorkBytes(LossHeadKind kind, LossHeadOperand wrt, int64_t tokens,
                                     int64_t vocab, int64_t hidden, plan::DType dtype);
 
+// ---- attention's gradient, blockwise ---------------------------------------------
+
+/// sdpa_backward(q [B, H, T, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev], g [B, H,
+/// T, Ev]): the gradient of scaled_dot_product_attention(q, k, v) (no mask;
+/// `causal`, `scale`) with respect to q, k or v (`wrt`), given g, the
+/// gradient of its output: the bits of the graph ops the attention gradient
+/// rule otherwise emits (compiler/AttentionGradients.cpp: scores, softmax,
+/// the probabilities' and scores' gradients, their GEMMs, and for grouped
+/// query heads the sums over each key / value head's readers), made
+/// kAttentionRows query rows at a time, so that no [B, H, T, S] tensor is
+/// held: a k or v gradient sums the blocks' GEMMs along k at multiples of
+/// 256 into a float accumulator, one call's bits (runtime/cpu/Gemm.h).
+enum class AttentionKind { Backward };
+/// sdpa_backward's `wrt`.
+enum class AttentionOperand { Q, K, V };
+struct AttentionGradParams {
+  AttentionOperand wrt = AttentionOperand::Q;
+  bool causal = false;
+  double scale = 1.0;
+};
+Shape sdpaBackwardShape(AttentionOperand wrt, const Shape &q, const Shape &k, const Shape &v,
+                        const Shape &g);
+/// Query rows per block; a multiple of the GEMM's k group.
+inline constexpr int64_t kAttentionRows = 256;
+/// The kernel's working memory (the op table's workspace): one block's
+/// probabilities, their gradient and its product with them ([rows, S] of
+/// the dtype each) and its row sums, and for a k or v gradient a float
+/// accumulator of one head's [S, E] and, with grouped query heads, its
+/// readers' gradients [H / Hkv, S, E] in the dtype.
+int64_t sdpaBackwardWorkBytes(AttentionOperand wrt, int64_t heads, int64_t kvHeads, int64_t queries,
+                              int64_t keys, int64_t headDim, plan::DType dtype);
+
 }  // namespace shardc::runtime

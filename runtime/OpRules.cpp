@@ -197,6 +197,9 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
                                              in[3].shape);
     return linearCrossEntropyShape(in[0].shape, in[1].shape, in[2].shape);
   }
+  case OpFamily::Attention:
+    return sdpaBackwardShape(attentionGradParams(attrs).wrt, in[0].shape, in[1].shape, in[2].shape,
+                             in[3].shape);
   case OpFamily::Compare:
     compareValue(info, in.size(), attrs);  // one operand and a value, or two
     return compareShape(static_cast<CompareOp>(info.variant), in[0].shape, optional(1));
@@ -276,6 +279,20 @@ MoeParams moeParams(const AttrMap &attrs) {
     p.activation = gateActivationNamed(std::get<std::string>(it->second));
   if (auto it = attrs.find("wrt"); it != attrs.end())
     p.wrt = moeOperandNamed(std::get<std::string>(it->second));
+  return p;
+}
+
+AttentionGradParams attentionGradParams(const AttrMap &attrs) {
+  AttentionGradParams p;
+  const std::string wrt = std::get<std::string>(attrs.at("wrt"));
+  if (wrt == "k")
+    p.wrt = AttentionOperand::K;
+  else if (wrt == "v")
+    p.wrt = AttentionOperand::V;
+  else if (wrt != "q")
+    checks::fail("sdpa_backward", "wrt must be \"q\", \"k\" or \"v\", got \"" + wrt + "\"");
+  p.causal = flag("sdpa_backward", attrs, "causal", false);
+  p.scale = floatOr(attrs, "scale", 1.0);
   return p;
 }
 

@@ -53,6 +53,9 @@ MoeParams moeParams(const AttrMap &attrs);
 /// "weight" (backward only; other names fail naming both), `logits_dtype`
 /// (a float dtype's name).
 LossHeadParams lossHeadParams(const AttrMap &attrs);
+/// sdpa_backward: `wrt` "q", "k" or "v" (other names fail naming them),
+/// `causal` 0/1, `scale`.
+AttentionGradParams attentionGradParams(const AttrMap &attrs);
 
 /// eq, ne, ...: `value` (the scalar form, one operand), absent with two
 /// operands; cast: `dtype`; cumsum: `dim`, `reverse`.

@@ -95,6 +95,23 @@ Workspace linearCrossEntropyWorkspace(const Buffer &output, std::span<const Buff
           output.name + ".logits"};
 }
 
+Workspace sdpaBackwardWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
+                                int64_t) {
+  // q [B, H, T, E], k [B, Hkv, S, E], v, g: checked by the family's rule
+  // before the executor allocates. `wrt` from the result's shape (a
+  // workspace rule sees no attributes): q's, else k's or v's, sized for the
+  // larger head dim.
+  if (inputs.size() != 4 || inputs[0]->shape.size() != 4 || inputs[1]->shape.size() != 4 ||
+      inputs[2]->shape.size() != 4)
+    return {};
+  using runtime::AttentionOperand;
+  const std::vector<int64_t> &q = inputs[0]->shape, &k = inputs[1]->shape, &v = inputs[2]->shape;
+  const AttentionOperand wrt = output.shape == q ? AttentionOperand::Q : AttentionOperand::K;
+  return {runtime::sdpaBackwardWorkBytes(wrt, q[1], k[1], q[2], k[2], std::max(k[3], v[3]),
+                                         inputs[0]->dtype),
+          output.name + ".attention"};
+}
+
 Workspace reduceScatterWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
                                  int64_t) {
   // One window of a root's rows as received (the gradient's dtype), and
@@ -122,6 +139,7 @@ Workspace allReduceWorkspace(const Buffer &output, std::span<const Buffer *const
 #include "runtime/OpTable.def"
 #undef SHARDC_OP
 
+using runtime::AttentionKind;
 using runtime::CompareOp;
 using runtime::ConvKind;
 using runtime::ExpertsKind;
@@ -204,6 +222,7 @@ const char *opFamilyName(OpFamily family) {
   case OpFamily::Index: return "index";
   case OpFamily::Experts: return "experts";
   case OpFamily::LossHead: return "loss head";
+  case OpFamily::Attention: return "attention";
   case OpFamily::Compare: return "comparison";
   case OpFamily::Where: return "where";
   case OpFamily::Cast: return "cast";

@@ -63,6 +63,7 @@ using WorkspaceRule = Workspace (*)(const Buffer &output, std::span<const Buffer
 // Index (topk, gather): indices chosen by values, and reads at computed indices.
 // Experts (moe_experts): a mixture of experts' experts, tokens grouped by expert.
 // LossHead (linear_cross_entropy): a language model's head and loss, fused.
+// Attention (sdpa_backward): attention's gradient, a block of queries at a time.
 // Compare (eq, ne, lt, le, gt, ge), Where, Cast, Scan (cumsum): integer
 // values, selection by them and dtype conversion, the ops that take int64
 // operands besides float ones.
@@ -82,6 +83,7 @@ enum class OpFamily : uint8_t {
   Index,
   Experts,
   LossHead,
+  Attention,
   Compare,
   Where,
   Cast,

@@ -53,6 +53,11 @@ void embeddingBackwardKernel(const IndexParams &p, const KTensor &src, const KTe
 void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, const KTensor &y,
                   int threads);
 
+/// sdpa_backward (AttentionBackwardKernels.cpp); `workspace` holds
+/// sdpaBackwardWorkBytes.
+void sdpaBackwardKernel(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
+                        const KTensor &v, const KTensor &g, const KTensor &y, std::byte *workspace,
+                        int threads);
 /// linear_cross_entropy (scale == nullptr) and its backward (p.wrt)
 /// (LossHeadKernels.cpp); `workspace` holds linearCrossEntropyWorkBytes.
 void linearCrossEntropyKernel(const LossHeadParams &p, const KTensor &x, const KTensor &target,

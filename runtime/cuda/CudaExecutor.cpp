@@ -4,6 +4,7 @@
 #include "runtime/RuntimeError.h"
 #include "runtime/checkpoint/SafetensorsIndex.h"
 #include "runtime/checkpoint/ShardReader.h"
+#include "runtime/cpu/FamilyKernels.h"
 #include "runtime/cuda/CudaCheck.h"
 #include "runtime/cuda/CudaFamilies.h"
 #include "runtime/cuda/CudaForward.h"
@@ -230,6 +231,28 @@ void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const
   // no kernel: kCudaUnsupportedOps
   Backend::moeExpertsBackward(p, x, index, weights, gateUp, down, grad, hidden, gatedGrad, y,
                               workspace);
+}
+void CudaBackend::sdpaBackward(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
+                               const KTensor &v, const KTensor &g, const KTensor &y, std::byte *) {
+  // On the host, as orthogonal: the operands copied over, the CPU kernel
+  // (its bits), the result copied back. Slow, but a long sequence's
+  // training pass runs; a FlashAttention-style CUDA kernel is not written
+  // before a GPU can run it.
+  std::vector<std::vector<std::byte>> held;
+  auto onHost = [&](const KTensor &t) {
+    held.emplace_back(static_cast<size_t>(t.numel() * dtypeSize(t.dtype)));
+    cuda::copyToHost(device_, held.back().data(), t.data, held.back().size());
+    return KTensor{t.dtype, t.shape, held.back().data()};
+  };
+  held.reserve(5);
+  const KTensor hq = onHost(q), hk = onHost(k), hv = onHost(v), hg = onHost(g);
+  std::vector<std::byte> out(static_cast<size_t>(y.numel() * dtypeSize(y.dtype)));
+  std::vector<std::byte> work(static_cast<size_t>(
+      sdpaBackwardWorkBytes(p.wrt, q.shape[1], k.shape[1], q.shape[2], k.shape[2],
+                            std::max(k.shape[3], v.shape[3]), q.dtype)));
+  sdpaBackwardKernel(p, hq, hk, hv, hg, KTensor{y.dtype, y.shape, out.data()}, work.data(),
+                     hostThreads_);
+  copyToDevice(device_, y.data, out.data(), out.size());
 }
 void CudaBackend::linearCrossEntropy(const LossHeadParams &p, const KTensor &x,
                                      const KTensor &target, const KTensor &weight,

@@ -22,7 +22,9 @@
 // fused, 2026-12-07) neither: on the GPU they would be cuBLAS calls per
 // block of rows around the device's softmax and cross-entropy kernels; until
 // a GPU can run them, a graph keeps its linear and cross_entropy there
-// (compiler/FuseLinearCrossEntropy.h fuses only when asked).
+// (compiler/FuseLinearCrossEntropy.h fuses only when asked). sdpa_backward
+// (attention's gradient a block of queries at a time, 2026-12-07) runs its
+// CPU kernel on the host, as orthogonal does (CudaBackend::sdpaBackward).
 #pragma once
 
 #include "runtime/OpTable.h"

@@ -590,6 +590,11 @@ std::vector<SuiteCase> suiteCases() {
           attrs = {{"wrt", std::string("weight")}};
         }
         break;
+      case OpFamily::Attention:  // k's gradient, 4 query heads reading 2, causal
+        in = {input("q", dt, {2, 4, 5, 8}), input("k", dt, {2, 2, 6, 8}),
+              input("v", dt, {2, 2, 6, 4}), input("g", dt, {2, 4, 5, 4})};
+        attrs = {{"wrt", std::string("k")}, {"scale", 0.35}, {"causal", int64_t{1}}};
+        break;
       case OpFamily::Compare:  // ties and NaNs (tiedInput), broadcast
         in = {tiedInput("a", dt, {4, 1, 9}), tiedInput("b", dt, {3, 1})};
         break;
