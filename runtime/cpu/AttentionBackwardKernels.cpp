@@ -223,12 +223,7 @@ void sdpaBackwardKernel(const AttentionGradParams &p, const KTensor &q, const KT
   if (d.B * d.H * d.T == 0 || y.numel() == 0) return;
   const Work w = carve(workspace, d, dt, p.wrt);
   // The rule's 0-d constant: the scale rounded to the dtype.
-  float scale = static_cast<float>(p.scale);
-  if (dt != DType::F32) {
-    uint16_t bits;
-    cpu::storeFloats(dt, &scale, 1, &bits, 0);
-    cpu::loadFloats(dt, &bits, 0, 1, &scale);
-  }
+  const float scale = cpu::roundedTo(dt, static_cast<float>(p.scale));
   if (p.wrt == AttentionOperand::Q) return queryGrad(p, d, q, k, v, g, y, w, scale, threads);
   keyValueGrad(p, d, q, k, v, g, y, w, scale, threads);
 }

@@ -61,6 +61,14 @@ inline void storeFloats(plan::DType dtype, const float *src, int64_t n, void *ba
   }
 }
 
+/// v rounded to `dtype` (bfloat16, float16; float32 unchanged) and widened
+/// back: what storing it and reading it again gives.
+inline float roundedTo(plan::DType dtype, float v) {
+  if (dtype == plan::DType::BF16) return bfloat16BitsToFloat(floatToBFloat16Bits(v));
+  if (dtype == plan::DType::F16) return halfBitsToFloat(floatToHalfBits(v));
+  return v;
+}
+
 /// Runs task(i) for i in [0, tasks) on up to `threads` threads (the calling
 /// thread's kernel team, KernelTeam.h); on this thread alone when the whole
 /// job is small (work = rough count of element operations). Results must

@@ -58,14 +58,6 @@ Head headOf(const char *op, const LossHeadParams &p, const KTensor &x, const KTe
   return head;
 }
 
-/// v rounded to `dtype` and widened back (what storing it and reading it
-/// again gives).
-float roundedTo(DType dtype, float v) {
-  if (dtype == DType::BF16) return bfloat16BitsToFloat(floatToBFloat16Bits(v));
-  if (dtype == DType::F16) return halfBitsToFloat(floatToHalfBits(v));
-  return v;
-}
-
 /// Rows of `cols` values of dtype `from` at `data` rewritten in place as
 /// dtype `to` (a cast), each rounded once.
 void castRows(const void *data, DType from, DType to, int64_t rows, int64_t cols) {
@@ -119,7 +111,7 @@ void logitsBlock(const KTensor &x, const KTensor &weight, const Head &head, int6
   auto *values = static_cast<float *>(out);
   const int64_t count = rows * cols;
   for (int64_t i = 0; i < count; ++i)
-    values[i] = roundedTo(head.logits, roundedTo(head.x, values[i]));
+    values[i] = cpu::roundedTo(head.logits, cpu::roundedTo(head.x, values[i]));
   castRows(out, DType::F32, head.logits, rows, cols);
 }
 
@@ -263,16 +255,16 @@ void weightGradBlocked(const LossHeadParams &p, const KTensor &x, const Head &he
       cpu::parallelTasks(rows, threads, rows * cols * 8, [&](int64_t r) {
         const int64_t n = n0 + r, t = head.target[n];
         float *g = gradBlock + r * cols;
-        for (int64_t j = 0; j < cols; ++j) g[j] = roundedTo(L, roundedTo(X, g[j]));
+        for (int64_t j = 0; j < cols; ++j) g[j] = cpu::roundedTo(L, cpu::roundedTo(X, g[j]));
         cpu::vecExpShifted(g, shift[n], g, cols);
         cpu::softmaxRowScale(g, cols, inv[n]);
         for (int64_t j = 0; j < cols; ++j) {
           // softmax's value as stored, one subtracted at the target (an
           // ignored row: zeros), times the row's scale, then the cast to
           // x's dtype, each rounded.
-          float v = t == p.ignoreIndex ? 0.0f : roundedTo(L, g[j]);
-          if (c0 + j == t) v = roundedTo(L, v - 1.0f);
-          g[j] = roundedTo(X, roundedTo(L, v * scales[static_cast<size_t>(n)]));
+          float v = t == p.ignoreIndex ? 0.0f : cpu::roundedTo(L, g[j]);
+          if (c0 + j == t) v = cpu::roundedTo(L, v - 1.0f);
+          g[j] = cpu::roundedTo(X, cpu::roundedTo(L, v * scales[static_cast<size_t>(n)]));
         }
       });
       accumulateWeightGrad(x, head, n0, rows, cols, DType::F32, gradBlock, acc, threads);

@@ -41,10 +41,8 @@ struct Block<float> {
     cpu::storeFloats(dtype, src, n, base, offset);
   }
   static void round(plan::DType dtype, float *v, int64_t n) {
-    if (dtype == plan::DType::BF16)
-      for (int64_t i = 0; i < n; ++i) v[i] = bfloat16BitsToFloat(floatToBFloat16Bits(v[i]));
-    else if (dtype == plan::DType::F16)
-      for (int64_t i = 0; i < n; ++i) v[i] = halfBitsToFloat(floatToHalfBits(v[i]));
+    if (dtype == plan::DType::BF16 || dtype == plan::DType::F16)
+      for (int64_t i = 0; i < n; ++i) v[i] = cpu::roundedTo(dtype, v[i]);
   }
 };
 

@@ -145,7 +145,7 @@ int compileCommand(const std::vector<std::string> &args) {
     if (emit != "tc" && emit != "sharded" && emit != "plan")
       throw UsageError("--emit must be tc, sharded or plan, got '" + emit + "'");
     optimizer = parseOptimizerOptions(parsed);
-    requireGradForRecompute(parsed);
+    requireGradForBackwardOptions(parsed);
     implyDataParallel(parsed);
     if (parsed.has("--grad") && parsed.has("--data-parallel") && !optimizer)
       throw UsageError("--grad with --data-parallel is a data-parallel training step: give "

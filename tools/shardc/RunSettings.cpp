@@ -72,7 +72,7 @@ RunSettings parseRunSettings(const std::vector<std::string> &args) {
                                  : s.parsed.has("--outputs") ? "--outputs"
                                                              : "--data-parallel") +
                      " needs forward, which --init-only does not run");
-  requireGradForRecompute(s.parsed);
+  requireGradForBackwardOptions(s.parsed);
   if (s.parsed.has("--grad") && s.initOnly)
     throw UsageError("--grad needs the forward; leave out --init-only");
   s.optimizer = parseOptimizerOptions(s.parsed);

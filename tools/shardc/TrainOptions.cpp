@@ -100,7 +100,7 @@ void implyDataParallel(ParsedArgs &parsed) {
   if (parsed.has("--accumulate")) parsed.flags.insert("--data-parallel");
 }
 
-void requireGradForRecompute(const ParsedArgs &parsed) {
+void requireGradForBackwardOptions(const ParsedArgs &parsed) {
   if (parsed.has("--recompute-activations") && !parsed.has("--grad"))
     throw UsageError(
         "--recompute-activations needs --grad LOSS: it recomputes in the backward what the "

@@ -29,6 +29,6 @@ void implyDataParallel(ParsedArgs &parsed);
 /// --recompute-activations changes what a backward keeps from its forward,
 /// --fuse-linear-cross-entropy how a backward's loss is made: without
 /// --grad there is no backward. Throws UsageError then.
-void requireGradForRecompute(const ParsedArgs &parsed);
+void requireGradForBackwardOptions(const ParsedArgs &parsed);
 
 }  // namespace shardc::cli
