@@ -34,9 +34,9 @@ namespace shardc::compiler {
 /// rows, or when an output is neither a batch value (concatenated over
 /// ranks) nor a 0-d share.
 /// cross_entropy's share is its mean times this rank's counted targets
-/// (those other than -100) over all ranks' (a count summed over ranks), so
-/// the shares add up to the global batch's mean (a rank with no rows joins
-/// that sum with zeros: runtime::collectivesOnly). `countTotals`, when
+/// (those other than its ignore_index) over all ranks' (a count summed over
+/// ranks), so the shares add up to the global batch's mean (a rank with no rows
+/// joins that sum with zeros: runtime::collectivesOnly). `countTotals`, when
 /// given, receives the names of the nodes that sum those counts over ranks,
 /// which are then there even when `rows` is the whole `globalRows`
 /// (gradient accumulation sums them over the micro-steps too:

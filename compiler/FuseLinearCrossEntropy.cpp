@@ -75,13 +75,6 @@ Match match(const Graph &graph, const Values &values, size_t lossIndex) {
   Match m;
   m.loss = lossIndex;
   const std::string where = "cross_entropy '" + loss.names[0] + "'";
-  if (auto it = loss.attrs.find("ignore_index");
-      it != loss.attrs.end() && std::get<int64_t>(it->second) != -100) {
-    m.why = where + " has ignore_index " +
-            std::to_string(std::get<int64_t>(it->second)) +
-            " (only torch's -100 is fused)";
-    return m;
-  }
   std::string value = loss.inputs[0];
   const Shape logits = values.shapes.at(value);
   const GraphNode *node = nullptr;
@@ -176,6 +169,8 @@ int fuseLinearCrossEntropy(Graph &graph, std::string &whyNot) {
     fused.path = loss.path;
     if (loss.dtype != linear.dtype)
       fused.attrs["logits_dtype"] = std::string(plan::dtypeName(loss.dtype));
+    if (const int64_t ignored = ignoredTarget(loss); ignored != -100)
+      fused.attrs["ignore_index"] = ignored;
     nodes.push_back(std::move(fused));
     replacement[m.loss] = std::move(nodes);
   }

@@ -25,7 +25,7 @@ namespace shardc::compiler {
 /// has no bias, its output and the reshapes between (and at most one cast,
 /// a bfloat16 model's logits.float(): the op's logits_dtype) are read by
 /// nothing else (and are not outputs), the logits keep the vocabulary as
-/// their last dim, and cross_entropy's ignore_index is torch's -100. Returns
+/// their last dim (the fused op keeps the loss's ignore_index). Returns
 /// how many it fused; `whyNot` gets, for the first cross_entropy it could not
 /// fuse, the reason (e.g. "its logits 'out' come from add, not a linear").
 int fuseLinearCrossEntropy(Graph &graph, std::string &whyNot);

@@ -17,11 +17,11 @@
 //
 // The loss is the whole global batch's, whatever K: each micro-step's loss
 // is its share of the global batch (a mean's rows over the global batch's
-// rows), and cross_entropy's counted targets (not -100) are counted over
-// every micro-step of every rank before the first forward, so padding
-// that falls unevenly on the micro-steps weighs each target once (where a
-// loop that divides each micro-batch's mean by K weighs a micro-step's few
-// targets like another's many).
+// rows), and cross_entropy's counted targets (not ignore_index) are counted
+// over every micro-step of every rank before the first forward, so padding that
+// falls unevenly on the micro-steps weighs each target once (where a loop that
+// divides each micro-batch's mean by K weighs a micro-step's few targets like
+// another's many).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -184,14 +184,15 @@ Grads rmsNormRule(GradientBuilder &b, const GradientStep &s) {
 }
 
 /// The gradient of a mean cross entropy over targets [N] at each row's
-/// term, [N, 1] of dtype `dt`: g over the number of targets other than -100
-/// (torch's ignore_index), 0 at an ignored row.
+/// term, [N, 1] of dtype `dt`: g over the number of targets other than
+/// `ignored` (torch's ignore_index), 0 at an ignored row.
 std::string crossEntropyRowScale(GradientBuilder &b, const std::string &targets,
-                                 plan::DType dt, const std::string &g) {
+                                 int64_t ignored, plan::DType dt,
+                                 const std::string &g) {
   const int64_t N = b.shape(targets)[0];
   std::string column = b.reshape(targets, {N, 1});
-  std::string counted =
-      b.asFloat(b.op("ne", {column}, {{"value", -100.0}}), dt);
+  std::string counted = b.asFloat(
+      b.op("ne", {column}, {{"value", static_cast<double>(ignored)}}), dt);
   // No counted target (every one ignored): no gradient rather than 0 / 0
   // (a data-parallel rank's rows may all be ignored; Rebatch.cpp).
   std::string count =
@@ -200,7 +201,8 @@ std::string crossEntropyRowScale(GradientBuilder &b, const std::string &targets,
 }
 
 /// cross_entropy(logits [N, C], targets [N]): the mean over targets other
-/// than -100 (torch's ignore_index) of -log softmax(logits)[target]. Its
+/// than its ignore_index (torch's, -100 by default) of
+/// -log softmax(logits)[target]. Its
 /// gradient is softmax minus a one-hot, scaled per row; the
 /// cross_entropy_backward op makes it in one [N, C] tensor (a language
 /// model's vocabulary wide) without the one-hot's own [N, C] int64 and
@@ -209,9 +211,15 @@ Grads crossEntropyRule(GradientBuilder &b, const GradientStep &s) {
   const std::string &logits = s.input(0), &targets = s.input(1);
   if (!s.wanted[0])
     return {"", ""};
+  const int64_t ignored = ignoredTarget(s.node);
   std::string perRow =
-      crossEntropyRowScale(b, targets, b.dtype(logits), s.grad());
-  return {b.mul(b.op("cross_entropy_backward", {logits, targets}), perRow), ""};
+      crossEntropyRowScale(b, targets, ignored, b.dtype(logits), s.grad());
+  json attributes = json::object();
+  if (ignored != -100)
+    attributes["ignore_index"] = ignored;
+  return {b.mul(b.op("cross_entropy_backward", {logits, targets}, attributes),
+                perRow),
+          ""};
 }
 
 /// linear_cross_entropy(x [N, H], targets, weight [V, H]): cross_entropy of
@@ -227,8 +235,12 @@ Grads linearCrossEntropyRule(GradientBuilder &b, const GradientStep &s) {
   if (!s.wanted[0] && !s.wanted[2])
     return out;
   // The scale in the loss's dtype (the logits', after a cast if any).
-  std::string perRow = crossEntropyRowScale(b, targets, s.node.dtype, s.grad());
+  const int64_t ignored = ignoredTarget(s.node);
+  std::string perRow =
+      crossEntropyRowScale(b, targets, ignored, s.node.dtype, s.grad());
   json attributes = json::object();
+  if (ignored != -100)
+    attributes["ignore_index"] = ignored;
   if (const plan::AttrValue *dtype = attr(s.node, "logits_dtype"))
     attributes["logits_dtype"] = std::get<std::string>(*dtype);
   for (size_t i : {size_t{0}, size_t{2}})

@@ -150,6 +150,16 @@ inline std::string freshValueName(std::set<std::string> &taken,
   return name;
 }
 
+/// The target a cross_entropy or linear_cross_entropy leaves out of its
+/// mean: torch's ignore_index, -100 unless the node says otherwise.
+inline int64_t ignoredTarget(const GraphNode &loss) {
+  if (auto it = loss.numbers.find("ignore_index"); it != loss.numbers.end())
+    return static_cast<int64_t>(it->second);
+  if (auto it = loss.attrs.find("ignore_index"); it != loss.attrs.end())
+    return std::get<int64_t>(it->second);
+  return -100;
+}
+
 /// Parses and validates a graph file's text; throws GraphError.
 Graph parseGraph(const std::string &text, const std::string &sourceName);
 

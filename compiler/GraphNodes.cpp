@@ -446,6 +446,10 @@ const std::map<std::string, Rule> &rules() {
                   std::to_string(logits[0]) + "]");
          r.node().dtype = r.dtype(0);
          r.node().shapes = {Shape{}};
+         // torch's ignore_index: the targets left out of the mean (nanoGPT
+         // pads with -1, a tokenizer's pad id may be a class, as in torch).
+         r.node().numbers["ignore_index"] =
+             static_cast<double>(r.integer("ignore_index", -100));
        }},
   };
   return table;

@@ -228,7 +228,8 @@ SmallVector<Value> buildNode(OpBuilder &builder, Location loc,
   if (op == "cat")
     return {builder.create<tc::CatOp>(loc, type, in, i64(node.integer("dim")))};
   if (op == "cross_entropy")
-    return {builder.create<tc::CrossEntropyOp>(loc, type, in[0], in[1])};
+    return {builder.create<tc::CrossEntropyOp>(loc, type, in[0], in[1],
+                                               i64(ignoredTarget(node)))};
   assert(op == "split" && "the graph reader admits no other op");
   // A split is one slice per piece.
   SmallVector<Value> pieces;

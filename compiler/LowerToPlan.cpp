@@ -582,9 +582,10 @@ private:
     } else if (auto cat = dyn_cast<tc::CatOp>(op)) {
       opcode = plan::OpCode::Cat;
       attrs["dim"] = cat.getDimAttr().getInt();
-    } else if (isa<tc::CrossEntropyOp>(op))
+    } else if (auto loss = dyn_cast<tc::CrossEntropyOp>(op)) {
       opcode = plan::OpCode::CrossEntropy;
-    else if (auto table = dyn_cast<tc::TableOp>(op)) {
+      attrs["ignore_index"] = loss.getIgnoreIndexAttr().getInt();
+    } else if (auto table = dyn_cast<tc::TableOp>(op)) {
       // A family op: the opcode of its name, its attributes copied.
       FailureOr<std::map<std::string, plan::AttrValue>> tableAttrs = tc::tableAttrs(table);
       if (failed(tableAttrs))

@@ -445,8 +445,8 @@ private:
   }
 
   /// cross_entropy's share of the global batch's mean: this rank's mean
-  /// times its counted targets (those other than -100, torch's
-  /// ignore_index) over all ranks' (all_reduce_sum), 0 on a rank that
+  /// times its counted targets (those other than its ignore_index, torch's
+  /// -100 by default) over all ranks' (all_reduce_sum), 0 on a rank that
   /// counts none. The shares add up to the whole batch's mean however the
   /// ignored targets fall on the ranks, and whatever rows each rank holds;
   /// a constant fraction of the rows gives the mean of the ranks' means
@@ -455,13 +455,14 @@ private:
     const std::string name = node.names[0], targets = node.inputs[1],
                       path = node.path;
     const plan::DType dtype = node.dtype;
+    const double ignored = static_cast<double>(ignoredTarget(node));
     node.names[0] = freshName(name + ".rows" + std::to_string(rows_));
     const std::string mean = node.names[0];
     shapes_[mean] = {};
     result_.nodes.push_back(std::move(node));
     const std::string kept = appendNode(
         name + ".counted", "ne", true, {targets}, shapes_.at(targets),
-        plan::DType::I64, path, {{"value", -100.0}});
+        plan::DType::I64, path, {{"value", ignored}});
     // Counts in float32 (exact to 2^24 targets), whatever the loss's dtype;
     // the fraction is rounded to it once.
     const plan::DType f32 = plan::DType::F32;

@@ -319,9 +319,11 @@ Tensor cat(const std::vector<Tensor> &tensors, int64_t dim, SourceLocation loc) 
     inputs.push_back(&t);
   return one("cat", inputs, {{"dim", dim}}, loc);
 }
-Tensor cross_entropy(const Tensor &logits, const Tensor &targets,
+Tensor cross_entropy(const Tensor &logits, const Tensor &targets, int64_t ignore_index,
                      SourceLocation loc) {
-  return one("cross_entropy", {&logits, &targets}, json::object(), loc);
+  json attributes = json::object();
+  if (ignore_index != -100) attributes["ignore_index"] = ignore_index;
+  return one("cross_entropy", {&logits, &targets}, attributes, loc);
 }
 
 } // namespace shardc

@@ -596,7 +596,8 @@ void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t i
   for (int64_t n = 0; n < N; ++n)
     if (target[n] != ignoreIndex && (target[n] < 0 || target[n] >= C))
       fail(op, "target " + std::to_string(target[n]) + " at index " + std::to_string(n) +
-                   " is out of range for C = " + std::to_string(C) + " classes");
+                   " is out of range for C = " + std::to_string(C) +
+                   " classes and is not ignore_index (" + std::to_string(ignoreIndex) + ")");
   std::vector<float> row(static_cast<size_t>(C));
   double total = 0;
   int64_t counted = 0;

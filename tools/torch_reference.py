@@ -427,7 +427,7 @@ class Interpreter:
         if op == "cat":
             return [torch.cat(list(a), dim=n["dim"])]
         if op == "cross_entropy":
-            return [F.cross_entropy(a[0], a[1])]
+            return [F.cross_entropy(a[0], a[1], ignore_index=int(n.get("ignore_index", -100)))]
         if op in ("sum", "mean"):
             dims = n.get("dims") or list(range(a[0].dim()))
             fn = torch.sum if op == "sum" else torch.mean

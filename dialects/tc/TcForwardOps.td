@@ -152,7 +152,12 @@ def Tc_CatOp : Tc_Op<"cat", [Pure]> {
 
 def Tc_CrossEntropyOp : Tc_Op<"cross_entropy", [Pure]> {
   let summary = "Mean of -log softmax(logits)[target] (torch's default)";
-  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets);
+  let description = [{
+    The mean over the targets other than `ignore_index` (torch's, default
+    -100; printed only when it differs) of -log softmax(logits)[target].
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->`

@@ -159,8 +159,9 @@ Tensor rotary_embedding(const Tensor &x, double theta = 10000.0,
                         SourceLocation loc = SourceLocation::current());
 Tensor cat(const std::vector<Tensor> &tensors, int64_t dim,
            SourceLocation loc = SourceLocation::current());
-/// logits [N, C], targets int64 [N] -> 0-d mean loss.
-Tensor cross_entropy(const Tensor &logits, const Tensor &targets,
+/// logits [N, C], targets int64 [N] -> 0-d mean loss over the targets
+/// other than ignore_index (torch's; -100 by default).
+Tensor cross_entropy(const Tensor &logits, const Tensor &targets, int64_t ignore_index = -100,
                      SourceLocation loc = SourceLocation::current());
 
 } // namespace shardc

@@ -129,7 +129,8 @@ void crossEntropy(CudaDevice &device, const KTensor &logits, const KTensor &targ
   int64_t target = 0;
   copyToHost(device, &target, targetData + bad, sizeof target);
   checks::fail(op, "target " + std::to_string(target) + " at index " + std::to_string(bad) +
-                       " is out of range for C = " + std::to_string(C) + " classes");
+                       " is out of range for C = " + std::to_string(C) +
+                   " classes and is not ignore_index (" + std::to_string(ignoreIndex) + ")");
 }
 
 }  // namespace shardc::runtime::cuda

@@ -44,3 +44,15 @@ class KwargsForward(nn.Module):
 
     def forward(self, x, **kwargs):
         return self.fc(x)
+
+
+
+class SummedLoss(nn.Module):
+    """F.cross_entropy(reduction="sum"): the graph's cross_entropy is a mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        return nn.functional.cross_entropy(self.fc(x), y, reduction="sum")

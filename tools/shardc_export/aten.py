@@ -762,17 +762,19 @@ def log_softmax(self, node, x, dim, half_to_float=False):
 
 def nll_loss(self, node, x, target, weight=None, reduction=1, ignore_index=-100):
     """nll_loss_forward of log_softmax over the classes of [N, C] logits,
-    mean over the targets other than -100: F.cross_entropy, the graph's
-    cross_entropy op. Returns (loss, total_weight); only the loss is mapped."""
+    mean over the targets other than ignore_index: F.cross_entropy, the
+    graph's cross_entropy op. Returns (loss, total_weight); only the loss is
+    mapped."""
     source = self.log_softmax_of.get(getattr(x, "name", None))
     if source is None or source[1] != 1 or len(source[0].shape) != 2:
         self.fail(node, "nll_loss of anything but log_softmax over the classes of [N, C] "
                         "logits (F.cross_entropy) has no graph op")
-    if weight is not None or reduction != 1 or ignore_index != -100:
-        self.fail(node, "cross_entropy with class weights, a reduction other than mean or an "
-                        "ignore_index other than -100 has no graph op")
+    if weight is not None or reduction != 1:
+        self.fail(node, "cross_entropy with class weights or a reduction other than mean "
+                        "has no graph op")
+    attrs = {} if ignore_index == -100 else {"ignore_index": int(ignore_index)}
     loss = self.emit(node, "cross_entropy", [source[0], self.tensor(node, target)],
-                     node.meta["val"][0])
+                     node.meta["val"][0], **attrs)
     return Multi([loss, None])
 
 
@@ -1387,7 +1389,15 @@ def reduction(op):
         attrs = {"keepdim": int(bool(keepdim))}
         if dim:
             attrs["dims"] = [int(d) for d in dim]
-        return self.emit(node, op, [x], node.meta["val"], **attrs)
+        out = node.meta["val"]
+        if not x.val.dtype.is_floating_point and op in ("sum", "amax", "amin"):
+            # A count of a mask (label smoothing's counted targets, a padding
+            # mask's lengths): the graph reduces floats, so in float64, exact
+            # to 2^53, and back.
+            wide = self.emit(node, "cast", [x], x.val.to(torch.float64), dtype="float64")
+            total = self.emit(node, op, [wide], out.to(torch.float64), **attrs)
+            return self.emit(node, "cast", [total], out, dtype="int64")
+        return self.emit(node, op, [x], out, **attrs)
     return rule
 
 

@@ -508,6 +508,30 @@ class Lowering(GraphEmitter):
         self.fail(node, "masked_fill is supported only as the causal mask of an attention "
                   "(scores.masked_fill(tril_mask == 0, -inf))")
 
+    def cross_entropy(self, node, base, kw, out):
+        """F.cross_entropy(input, target, weight, size_average, ignore_index,
+        reduce, reduction, label_smoothing): the graph's cross_entropy is the
+        mean over the targets other than ignore_index (nanoGPT passes -1).
+        What it cannot express is refused, never dropped."""
+        if kw(2, "weight") is not None:
+            self.fail(node, "cross_entropy with class weights has no graph op")
+        if kw(3, "size_average") is not None or kw(5, "reduce") is not None:
+            self.fail(node, "cross_entropy's deprecated size_average / reduce arguments "
+                            "have no graph op (use reduction)")
+        if kw(6, "reduction", "mean") != "mean":
+            self.fail(node, "cross_entropy with reduction=%r has no graph op (only 'mean')"
+                      % (kw(6, "reduction", "mean"),))
+        if kw(7, "label_smoothing", 0.0) not in (0, 0.0):
+            self.fail(node, "cross_entropy with label_smoothing has no graph op")
+        ignore_index = kw(4, "ignore_index", -100)
+        if not isinstance(ignore_index, int):
+            self.fail(node, "cross_entropy's ignore_index must be a Python int, got %r"
+                      % (ignore_index,))
+        attrs = {} if ignore_index == -100 else {"ignore_index": ignore_index}
+        return self.emit(base, "cross_entropy", [self.need(node, kw(0, "input")),
+                                                 self.need(node, kw(1, "target"))], out,
+                         **attrs)
+
     # -- call_function
     def lower_function(self, node, fn, args, kwargs, out):
         base = node.name
@@ -579,8 +603,7 @@ class Lowering(GraphEmitter):
             xs = [self.need(node, x) for x in kw(0, "tensors")]
             return self.emit(base, "cat", xs, out, dim=int(kw(1, "dim", 0)))
         if fn is F.cross_entropy:
-            return self.emit(base, "cross_entropy", [self.need(node, a[0]),
-                                                     self.need(node, kw(1, "target"))], out)
+            return self.cross_entropy(node, base, kw, out)
         sdpa = getattr(F, "scaled_dot_product_attention", None)
         if sdpa is not None and fn is sdpa:
             if kw(3, "attn_mask") is not None or kw(4, "dropout_p", 0.0) not in (0, 0.0):

@@ -54,6 +54,11 @@ func.func @forward(%ids: tensor<2x8xi64>, %wte: tensor<101x32xf32>, %w: tensor<9
   %flat = tc.reshape %logits : tensor<2x8x101xf32> -> tensor<16x101xf32>
   // CHECK: tc.cross_entropy %{{.*}}, %{{.*}} : tensor<16x101xf32>, tensor<16xi64> -> tensor<f32>
   %loss = tc.cross_entropy %flat, %targets : tensor<16x101xf32>, tensor<16xi64> -> tensor<f32>
+  // torch's ignore_index is printed only when it is not -100.
+  // CHECK: tc.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : tensor<16x101xf32>
+  %padded = tc.cross_entropy %flat, %targets {ignore_index = -1 : i64} : tensor<16x101xf32>, tensor<16xi64> -> tensor<f32>
+  // CHECK-NOT: ignore_index = -100
+  %default = tc.cross_entropy %flat, %targets {ignore_index = -100 : i64} : tensor<16x101xf32>, tensor<16xi64> -> tensor<f32>
   // CHECK: tc.gelu %{{.*}} approximate "none" : tensor<2x8x32xbf16>
   %hb = tc.gelu %h approximate "none" : tensor<2x8x32xbf16>
   return %loss : tensor<f32>
