@@ -53,13 +53,19 @@ Grads sdpaRule(GradientBuilder &b, const GradientStep &s) {
   const int64_t T = qs[2], S = ks[2], groups = qs[1] / ks[1];
   const double scale = s.node.number("scale");
   const plan::DType dt = b.dtype(q);
-  if (s.node.inputs.size() == 3 &&
+  const bool masked = s.node.inputs.size() > 3;
+  // A mask's own gradient (a learned bias) is the scores' gradient summed
+  // to its shape: the graph ops below make it; sdpa_backward does not.
+  if (!(masked && s.wanted[3]) &&
       qs[0] * qs[1] * T * S >= kBlockwiseAttentionElements) {
-    Grads out(3);
+    Grads out(s.node.inputs.size());
+    std::vector<std::string> operands = {q, k, v, s.grad()};
+    if (masked)
+      operands.push_back(s.input(3));
     static const char *const kOperands[] = {"q", "k", "v"};
     for (size_t i = 0; i < 3; ++i)
       if (s.wanted[i])
-        out[i] = b.op("sdpa_backward", {q, k, v, s.grad()},
+        out[i] = b.op("sdpa_backward", operands,
                       {{"wrt", kOperands[i]},
                        {"scale", scale},
                        {"causal", int64_t{s.node.causal ? 1 : 0}}});
@@ -67,7 +73,6 @@ Grads sdpaRule(GradientBuilder &b, const GradientStep &s) {
   }
   std::string kx = repeatHeads(b, k, groups), vx = repeatHeads(b, v, groups);
   std::string scores = b.scale(b.op("matmul", {q, swapLast(b, kx)}), scale);
-  const bool masked = s.node.inputs.size() > 3;
   if (masked)
     scores = b.add(scores, s.input(3));
   if (s.node.causal) { // key j is seen by query i when j <= i (top left)

@@ -21,6 +21,9 @@ RMSNorm, RoPE, SwiGLU, grouped-query attention, normal(0, 0.02) init).
 --loss adds an input `targets` [B, T] and makes the graph's one output
 `loss`, the next-token cross entropy of the logits cast to float32 (as
 Hugging Face's LlamaForCausalLM computes its loss: logits.float()).
+--padding-mask adds an input `padding_mask` [B, 1, 1, T] of the parameter
+dtype (0 for a real token, -inf for padding), added by every attention to
+its scores on top of the causal mask: a padded batch.
 """
 
 import argparse
@@ -71,6 +74,16 @@ def with_loss(graph, batch, seq, vocab):
     graph["outputs"] = ["loss"]
 
 
+def with_padding_mask(graph, batch, seq, dtype):
+    """Every attention of `graph` also reads `padding_mask` [B, 1, 1, T]:
+    sdpa's additive mask over the keys (a padded batch)."""
+    graph["inputs"].append({"name": "padding_mask", "shape": [batch, 1, 1, seq],
+                            "dtype": dtype})
+    for node in graph["nodes"]:
+        if node["op"] == "scaled_dot_product_attention":
+            node["inputs"].append("padding_mask")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS))
@@ -85,6 +98,9 @@ def main(argv=None):
     ap.add_argument("--loss", action="store_true",
                     help="output the mean next-token loss over targets [B, T] "
                     "instead of the logits")
+    ap.add_argument("--padding-mask", action="store_true",
+                    help="add an input padding_mask [B, 1, 1, T] that every "
+                    "attention adds to its scores (a padded batch)")
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args(argv)
     config = dict(PRESETS[args.preset]) if args.preset else {}
@@ -105,6 +121,8 @@ def main(argv=None):
     graph = build(config, args.dtype, args.batch, args.seq, name)
     if args.loss:
         with_loss(graph, args.batch, args.seq, config["vocab"])
+    if args.padding_mask:
+        with_padding_mask(graph, args.batch, args.seq, args.dtype)
     make_models.write_graph(graph, args.output)
     return 0
 

@@ -112,7 +112,8 @@ struct Region {
 ///     moeExpertsGatedGradWorkBytes; linearCrossEntropy is the forward
 ///     (scale == nullptr, y the 0-d loss) or, with scale, the backward
 ///     (p.wrt), `workspace` holding linearCrossEntropyWorkBytes;
-///     sdpaBackward's `workspace` holds sdpaBackwardWorkBytes; index is
+///     sdpaBackward's `workspace` holds sdpaBackwardWorkBytes, mask
+///     optional (sdpa's); index is
 ///     topk (index == nullptr; y int64) or gather (index int64), acc only
 ///     embedding_backward's optional third operand; compare is
 ///     the scalar form (a OP value) when b == nullptr; convWeightGrad is
@@ -175,8 +176,8 @@ struct Region {
                                   const KTensor *scale, const KTensor &y,                    \
                                   std::byte *workspace) SUFFIX;                              \
   VIRTUAL void sdpaBackward(const AttentionGradParams &p, const KTensor &q, const KTensor &k,  \
-                            const KTensor &v, const KTensor &g, const KTensor &y,            \
-                            std::byte *workspace) SUFFIX;                                    \
+                            const KTensor &v, const KTensor &g, const KTensor *mask,         \
+                            const KTensor &y, std::byte *workspace) SUFFIX;                  \
   VIRTUAL void index(IndexKind kind, const IndexParams &p, const KTensor &x,                 \
                      const KTensor *index, const KTensor *acc, const KTensor &y) SUFFIX;     \
   VIRTUAL void compare(CompareOp op, const KTensor &a, const KTensor *b, double value,       \

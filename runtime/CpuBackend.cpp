@@ -146,9 +146,9 @@ void CpuBackend::unary(UnaryOp op, double a, double b, const KTensor &x, const K
   unaryKernel(op, a, b, x, y, threads_);
 }
 void CpuBackend::sdpaBackward(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
-                              const KTensor &v, const KTensor &g, const KTensor &y,
-                              std::byte *workspace) {
-  sdpaBackwardKernel(p, q, k, v, g, y, workspace, threads_);
+                              const KTensor &v, const KTensor &g, const KTensor *mask,
+                              const KTensor &y, std::byte *workspace) {
+  sdpaBackwardKernel(p, q, k, v, g, mask, y, workspace, threads_);
 }
 void CpuBackend::linearCrossEntropy(const LossHeadParams &p, const KTensor &x,
                                     const KTensor &target, const KTensor &weight,

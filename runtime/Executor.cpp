@@ -155,7 +155,8 @@ void Backend::moeExpertsGatedGrad(const KTensor &, const KTensor &, const KTenso
   noKernel(OpCode::MoeExpertsGatedGrad);
 }
 void Backend::sdpaBackward(const AttentionGradParams &, const KTensor &, const KTensor &,
-                           const KTensor &, const KTensor &, const KTensor &, std::byte *) {
+                           const KTensor &, const KTensor &, const KTensor *, const KTensor &,
+                           std::byte *) {
   noKernel(OpCode::SdpaBackward);
 }
 void Backend::linearCrossEntropy(const LossHeadParams &, const KTensor &, const KTensor &,
@@ -570,8 +571,8 @@ private:
     }
     case OpFamily::Attention: {
       DeviceBuffer work = workspace(inst, out);
-      return backend_.sdpaBackward(attentionGradParams(inst.attrs), in[0], in[1], in[2], in[3], y,
-                                   work.data());
+      return backend_.sdpaBackward(attentionGradParams(inst.attrs), in[0], in[1], in[2], in[3],
+                                   optional(4), y, work.data());
     }
     case OpFamily::Compare:
       return backend_.compare(static_cast<CompareOp>(info.variant), in[0], optional(1),

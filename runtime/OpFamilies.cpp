@@ -674,13 +674,16 @@ int64_t linearCrossEntropyWorkBytes(LossHeadKind kind, LossHeadOperand wrt, int6
 // ---- attention's gradient, blockwise ---------------------------------------------
 
 Shape sdpaBackwardShape(AttentionOperand wrt, const Shape &q, const Shape &k, const Shape &v,
-                        const Shape &g) {
+                        const Shape &g, const Shape *mask) {
   if (!attentionShapesFit(q, k, v) || g.size() != 4 || g[0] != q[0] || g[1] != q[1] ||
       g[2] != q[2] || g[3] != v[3])
     fail("sdpa_backward", "takes q [B, H, T, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] and g [B, "
                           "H, T, Ev], got q " +
                               shapeToString(q) + ", k " + shapeToString(k) + ", v " +
                               shapeToString(v) + " and g " + shapeToString(g));
+  if (const Shape scores{q[0], q[1], q[2], k[2]}; mask && !attentionMaskFits(*mask, scores))
+    fail("sdpa_backward", "mask " + shapeToString(*mask) + " does not broadcast to the scores " +
+                              shapeToString(scores) + " (4-d, each dim 1 or the scores')");
   return wrt == AttentionOperand::Q ? q : wrt == AttentionOperand::K ? k : v;
 }
 

@@ -396,9 +396,11 @@ int64_t linearCrossEntropyWorkBytes(LossHeadKind kind, LossHeadOperand wrt, int6
 // ---- attention's gradient, blockwise ---------------------------------------------
 
 /// sdpa_backward(q [B, H, T, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev], g [B, H,
-/// T, Ev]): the gradient of scaled_dot_product_attention(q, k, v) (no mask;
-/// `causal`, `scale`) with respect to q, k or v (`wrt`), given g, the
-/// gradient of its output: the bits of the graph ops the attention gradient
+/// T, Ev][, mask]): the gradient of scaled_dot_product_attention(q, k, v
+/// [, mask]) (`causal`, `scale`; the mask additive, of q's dtype, 4-d, each
+/// dim 1 or the scores' [B, H, T, S], as sdpa's) with respect to q, k or v
+/// (`wrt`), given g, the gradient of its output: the bits of the graph ops
+/// the attention gradient
 /// rule otherwise emits (compiler/AttentionGradients.cpp: scores, softmax,
 /// the probabilities' and scores' gradients, their GEMMs, and for grouped
 /// query heads the sums over each key / value head's readers), made
@@ -414,7 +416,7 @@ struct AttentionGradParams {
   double scale = 1.0;
 };
 Shape sdpaBackwardShape(AttentionOperand wrt, const Shape &q, const Shape &k, const Shape &v,
-                        const Shape &g);
+                        const Shape &g, const Shape *mask = nullptr);
 /// Query rows per block; a multiple of the GEMM's k group.
 inline constexpr int64_t kAttentionRows = 256;
 /// The kernel's working memory (the op table's workspace): one block's

@@ -199,7 +199,7 @@ Shape shapeRule(const OpInfo &info, std::span<const TensorType> in, const AttrMa
   }
   case OpFamily::Attention:
     return sdpaBackwardShape(attentionGradParams(attrs).wrt, in[0].shape, in[1].shape, in[2].shape,
-                             in[3].shape);
+                             in[3].shape, in.size() > 4 ? &in[4].shape : nullptr);
   case OpFamily::Compare:
     compareValue(info, in.size(), attrs);  // one operand and a value, or two
     return compareShape(static_cast<CompareOp>(info.variant), in[0].shape, optional(1));

@@ -97,11 +97,11 @@ Workspace linearCrossEntropyWorkspace(const Buffer &output, std::span<const Buff
 
 Workspace sdpaBackwardWorkspace(const Buffer &output, std::span<const Buffer *const> inputs,
                                 int64_t) {
-  // q [B, H, T, E], k [B, Hkv, S, E], v, g: checked by the family's rule
-  // before the executor allocates. `wrt` from the result's shape (a
-  // workspace rule sees no attributes): q's, else k's or v's, sized for the
-  // larger head dim.
-  if (inputs.size() != 4 || inputs[0]->shape.size() != 4 || inputs[1]->shape.size() != 4 ||
+  // q [B, H, T, E], k [B, Hkv, S, E], v, g[, mask]: checked by the
+  // family's rule before the executor allocates. `wrt` from the result's
+  // shape (a workspace rule sees no attributes): q's, else k's or v's,
+  // sized for the larger head dim.
+  if (inputs.size() < 4 || inputs[0]->shape.size() != 4 || inputs[1]->shape.size() != 4 ||
       inputs[2]->shape.size() != 4)
     return {};
   using runtime::AttentionOperand;

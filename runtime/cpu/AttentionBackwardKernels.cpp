@@ -91,26 +91,56 @@ void rowsTimesKeys(DType dt, const void *a, int64_t aOffset, const void *b, int6
             threads);
 }
 
+/// The rows [t0, t0 + rows) of head (b, h) of an additive mask that
+/// broadcasts to the scores [B, H, T, S] (each dim 1 or the scores'): a
+/// [rows or 1, S or 1] tensor, which the add kernel broadcasts as the
+/// rule's `add` over the whole scores does.
+KTensor maskRows(const KTensor &mask, int64_t b, int64_t h, int64_t t0, int64_t rows) {
+  const Shape &m = mask.shape;
+  const int64_t offset =
+      ((m[0] > 1 ? b : 0) * m[1] + (m[1] > 1 ? h : 0)) * m[2] * m[3] + (m[2] > 1 ? t0 : 0) * m[3];
+  return KTensor{mask.dtype,
+                 {m[2] > 1 ? rows : 1, m[3]},
+                 static_cast<std::byte *>(mask.data) + offset * plan::dtypeSize(mask.dtype)};
+}
+
 /// Block rows [t0, t0 + rows) of head (b, h): the probabilities into
 /// w.probs, and unless only v's gradient is wanted, the scores' gradient
 /// into w.grad.
 void blockGradients(const AttentionGradParams &p, const Dims &d, const KTensor &q, const KTensor &k,
-                    const KTensor &v, const KTensor &g, int64_t b, int64_t h, int64_t t0,
-                    int64_t rows, float scale, const Work &w, int threads) {
+                    const KTensor &v, const KTensor &g, const KTensor *mask, int64_t b, int64_t h,
+                    int64_t t0, int64_t rows, float scale, const Work &w, int threads) {
   const DType dt = q.dtype;
   const int64_t bh = b * d.H + h, bkv = b * d.Hkv + h / d.readers();
-  // scores = q k^T (times the scale), -inf above the diagonal when causal
+  // scores = q k^T (times the scale, plus the mask), -inf above the
+  // diagonal when causal
   rowsTimesKeys(dt, q.data, (bh * d.T + t0) * d.E, k.data, bkv * d.S * d.E, rows, d.S, d.E, w.probs,
                 threads);
   if (p.scale != 1.0) scaleValues(dt, w.probs, rows * d.S, scale, threads);
+  const KTensor probs{dt, {rows, d.S}, w.probs};
+  if (mask) binaryKernel(BinaryOp::Add, probs, maskRows(*mask, b, h, t0, rows), probs, threads);
   if (p.causal) {
     const float minusInf = -std::numeric_limits<float>::infinity();
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = t0 + r + 1; j < d.S; ++j)
         cpu::storeFloats(dt, &minusInf, 1, w.probs, r * d.S + j);
   }
-  const KTensor probs{dt, {rows, d.S}, w.probs};
+  // A masked query whose keys are all -inf attends to nothing: zeros, as
+  // the forward kernel (torch's safe softmax), where softmax gives NaN. The
+  // rule finds those rows by their amax, whose difference with itself is
+  // not 0 (-inf, and so also +inf and NaN): so does this.
+  const KTensor tops{dt, {rows, 1}, w.rowSums};
+  if (mask) reduceKernel(ReduceKind::Amax, probs, {1}, 0, tops, threads);
   softmaxKernel(probs, 1, probs, threads);
+  if (mask) {
+    const float zero = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      float top = 0;
+      cpu::loadFloats(dt, w.rowSums, r, 1, &top);
+      if (!(top - top == 0.0f))
+        for (int64_t j = 0; j < d.S; ++j) cpu::storeFloats(dt, &zero, 1, w.probs, r * d.S + j);
+    }
+  }
   if (p.wrt == AttentionOperand::V) return;
   // dprobs = g v^T; dscores = probs (dprobs - rowsum(dprobs probs))
   const KTensor grad{dt, {rows, d.S}, w.grad}, product{dt, {rows, d.S}, w.product},
@@ -125,14 +155,14 @@ void blockGradients(const AttentionGradParams &p, const Dims &d, const KTensor &
 
 /// q's gradient: each block's scores' gradient times k, times the scale.
 void queryGrad(const AttentionGradParams &p, const Dims &d, const KTensor &q, const KTensor &k,
-               const KTensor &v, const KTensor &g, const KTensor &y, const Work &w, float scale,
-               int threads) {
+               const KTensor &v, const KTensor &g, const KTensor *mask, const KTensor &y,
+               const Work &w, float scale, int threads) {
   const DType dt = q.dtype;
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h)
       for (int64_t t0 = 0; t0 < d.T; t0 += kAttentionRows) {
         const int64_t rows = std::min(kAttentionRows, d.T - t0);
-        blockGradients(p, d, q, k, v, g, b, h, t0, rows, scale, w, threads);
+        blockGradients(p, d, q, k, v, g, mask, b, h, t0, rows, scale, w, threads);
         const int64_t bh = b * d.H + h, bkv = b * d.Hkv + h / d.readers();
         cpu::gemm({rows,
                    d.E,
@@ -160,8 +190,8 @@ void queryGrad(const AttentionGradParams &p, const Dims &d, const KTensor &q, co
 /// the query rows and rounded once (k: then times the scale); a key / value
 /// head read by several query heads sums theirs (the reduce kernel's sum).
 void keyValueGrad(const AttentionGradParams &p, const Dims &d, const KTensor &q, const KTensor &k,
-                  const KTensor &v, const KTensor &g, const KTensor &y, const Work &w, float scale,
-                  int threads) {
+                  const KTensor &v, const KTensor &g, const KTensor *mask, const KTensor &y,
+                  const Work &w, float scale, int threads) {
   const DType dt = q.dtype;
   const int64_t item = plan::dtypeSize(dt), G = d.readers();
   const bool key = p.wrt == AttentionOperand::K;
@@ -174,7 +204,7 @@ void keyValueGrad(const AttentionGradParams &p, const Dims &d, const KTensor &q,
         std::memset(w.acc, 0, static_cast<size_t>(headElems) * 4);
         for (int64_t t0 = 0; t0 < d.T; t0 += kAttentionRows) {
           const int64_t rows = std::min(kAttentionRows, d.T - t0);
-          blockGradients(p, d, q, k, v, g, b, h, t0, rows, scale, w, threads);
+          blockGradients(p, d, q, k, v, g, mask, b, h, t0, rows, scale, w, threads);
           cpu::GemmArgs a{d.S,
                           width,
                           rows,
@@ -210,22 +240,23 @@ void keyValueGrad(const AttentionGradParams &p, const Dims &d, const KTensor &q,
 }  // namespace
 
 void sdpaBackwardKernel(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
-                        const KTensor &v, const KTensor &g, const KTensor &y, std::byte *workspace,
-                        int threads) {
-  const Shape expected = sdpaBackwardShape(p.wrt, q.shape, k.shape, v.shape, g.shape);
+                        const KTensor &v, const KTensor &g, const KTensor *mask, const KTensor &y,
+                        std::byte *workspace, int threads) {
+  const Shape expected =
+      sdpaBackwardShape(p.wrt, q.shape, k.shape, v.shape, g.shape, mask ? &mask->shape : nullptr);
   const DType dt = q.dtype;
   if (y.shape != expected || !checks::isFloatStorage(dt) || k.dtype != dt || v.dtype != dt ||
-      g.dtype != dt || y.dtype != dt)
-    checks::fail("sdpa_backward", "takes q, k, v, g and the result of one float dtype, the "
-                                  "result " +
+      g.dtype != dt || y.dtype != dt || (mask && mask->dtype != dt))
+    checks::fail("sdpa_backward", "takes q, k, v, g, the mask and the result of one float dtype, "
+                                  "the result " +
                                       shapeToString(expected));
   const Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
   if (d.B * d.H * d.T == 0 || y.numel() == 0) return;
   const Work w = carve(workspace, d, dt, p.wrt);
   // The rule's 0-d constant: the scale rounded to the dtype.
   const float scale = cpu::roundedTo(dt, static_cast<float>(p.scale));
-  if (p.wrt == AttentionOperand::Q) return queryGrad(p, d, q, k, v, g, y, w, scale, threads);
-  keyValueGrad(p, d, q, k, v, g, y, w, scale, threads);
+  if (p.wrt == AttentionOperand::Q) return queryGrad(p, d, q, k, v, g, mask, y, w, scale, threads);
+  keyValueGrad(p, d, q, k, v, g, mask, y, w, scale, threads);
 }
 
 }  // namespace shardc::runtime

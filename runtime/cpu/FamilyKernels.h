@@ -54,10 +54,10 @@ void gatherKernel(const IndexParams &p, const KTensor &x, const KTensor &index, 
                   int threads);
 
 /// sdpa_backward (AttentionBackwardKernels.cpp); `workspace` holds
-/// sdpaBackwardWorkBytes.
+/// sdpaBackwardWorkBytes; `mask` optional (sdpa's additive mask).
 void sdpaBackwardKernel(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
-                        const KTensor &v, const KTensor &g, const KTensor &y, std::byte *workspace,
-                        int threads);
+                        const KTensor &v, const KTensor &g, const KTensor *mask, const KTensor &y,
+                        std::byte *workspace, int threads);
 /// linear_cross_entropy (scale == nullptr) and its backward (p.wrt)
 /// (LossHeadKernels.cpp); `workspace` holds linearCrossEntropyWorkBytes.
 void linearCrossEntropyKernel(const LossHeadParams &p, const KTensor &x, const KTensor &target,

@@ -12,6 +12,7 @@
 #include "runtime/cuda/NcclCommunicator.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace shardc::runtime::cuda {
@@ -233,7 +234,8 @@ void CudaBackend::moeExpertsBackward(const MoeParams &p, const KTensor &x, const
                               workspace);
 }
 void CudaBackend::sdpaBackward(const AttentionGradParams &p, const KTensor &q, const KTensor &k,
-                               const KTensor &v, const KTensor &g, const KTensor &y, std::byte *) {
+                               const KTensor &v, const KTensor &g, const KTensor *mask,
+                               const KTensor &y, std::byte *) {
   // On the host, as orthogonal: the operands copied over, the CPU kernel
   // (its bits), the result copied back. Slow, but a long sequence's
   // training pass runs; a FlashAttention-style CUDA kernel is not written
@@ -246,12 +248,13 @@ void CudaBackend::sdpaBackward(const AttentionGradParams &p, const KTensor &q, c
   };
   held.reserve(5);
   const KTensor hq = onHost(q), hk = onHost(k), hv = onHost(v), hg = onHost(g);
+  const std::optional<KTensor> hmask = mask ? std::optional(onHost(*mask)) : std::nullopt;
   std::vector<std::byte> out(static_cast<size_t>(y.numel() * dtypeSize(y.dtype)));
   std::vector<std::byte> work(static_cast<size_t>(
       sdpaBackwardWorkBytes(p.wrt, q.shape[1], k.shape[1], q.shape[2], k.shape[2],
                             std::max(k.shape[3], v.shape[3]), q.dtype)));
-  sdpaBackwardKernel(p, hq, hk, hv, hg, KTensor{y.dtype, y.shape, out.data()}, work.data(),
-                     hostThreads_);
+  sdpaBackwardKernel(p, hq, hk, hv, hg, hmask ? &*hmask : nullptr,
+                     KTensor{y.dtype, y.shape, out.data()}, work.data(), hostThreads_);
   copyToDevice(device_, y.data, out.data(), out.size());
 }
 void CudaBackend::linearCrossEntropy(const LossHeadParams &p, const KTensor &x,

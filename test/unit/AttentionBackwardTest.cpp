@@ -3,7 +3,8 @@
 // for it, run through their own kernels: the scores' GEMM and scale, the
 // causal mask, softmax, the probabilities' and scores' gradients, the
 // GEMMs and, for grouped query heads, the sums over each key / value
-// head's readers. The bytes must be equal: the rule switches to the
+// head's readers; with a mask, its add and the zeroing of a query whose
+// keys are all masked. The bytes must be equal: the rule switches to the
 // blockwise op on long sequences and promises the same gradients. The
 // sizes cross a block of kAttentionRows query rows.
 #include "FamilyTestSupport.h"
@@ -23,12 +24,40 @@ namespace {
 
 constexpr int kThreads = 2;
 
+/// The masks a case adds to the scores.
+enum class Mask {
+  None,
+  Padding,  // [B, 1, 1, S]: batch 1's last 50 keys -inf (a padded batch)
+  Bias,     // [B, H, T, S] values, query 7 of (0, 0) with every key -inf
+  Rows,     // [1, 1, T, S] values shared by every batch and head
+};
+
 struct Case {
   DType dt;
   int64_t H, Hkv;
   bool causal;
   double scale;
+  Mask mask = Mask::None;
 };
+
+TT makeMask(const Case &c, int64_t B, int64_t T, int64_t S) {
+  const double minusInf = -std::numeric_limits<double>::infinity();
+  switch (c.mask) {
+  case Mask::None: break;
+  case Mask::Padding: {
+    TT m = zeros(c.dt, {B, 1, 1, S});
+    for (int64_t j = S - 50; j < S; ++j) m.set(S + j, minusInf);
+    return m;
+  }
+  case Mask::Bias: {
+    TT m = random(c.dt, {B, c.H, T, S}, 5);
+    for (int64_t j = 0; j < S; ++j) m.set(7 * S + j, minusInf);
+    return m;
+  }
+  case Mask::Rows: return random(c.dt, {1, 1, T, S}, 6);
+  }
+  return zeros(c.dt, {0});
+}
 
 /// x [B, Hkv, S, D] with each head repeated for its H / Hkv readers.
 TT repeatHeads(const TT &x, int64_t H) {
@@ -71,11 +100,13 @@ TT sumHeads(const TT &x, int64_t Hkv) {
 }
 
 /// The unfused gradients {dq, dk, dv}, op by op as the rule emits them.
-std::vector<TT> unfused(const Case &c, const TT &q, const TT &k, const TT &v, const TT &g) {
+std::vector<TT> unfused(const Case &c, const TT &q, const TT &k, const TT &v, const TT &g,
+                        const TT *mask) {
   const int64_t B = q.shape[0], H = q.shape[1], T = q.shape[2], E = q.shape[3];
   const int64_t S = k.shape[2], Ev = v.shape[3];
   TT kx = repeatHeads(k, H), vx = repeatHeads(v, H);
   TT scores = scaled(matmul(q, kx, {B, H, T, S}, {false, true}), c.scale);
+  if (mask) scores = binary(BinaryOp::Add, scores, *mask, {B, H, T, S});
   if (c.causal)
     for (int64_t bh = 0; bh < B * H; ++bh)
       for (int64_t i = 0; i < T; ++i)
@@ -83,6 +114,13 @@ std::vector<TT> unfused(const Case &c, const TT &q, const TT &k, const TT &v, co
           scores.set((bh * T + i) * S + j, -std::numeric_limits<double>::infinity());
   TT probs = zeros(q.dtype, {B, H, T, S});
   softmaxKernel(scores.k(), 3, probs.k(), kThreads);
+  if (mask) {  // where(amax - amax != amax - amax, 0, probs)
+    TT tops = zeros(q.dtype, {B, H, T, 1});
+    reduceKernel(ReduceKind::Amax, scores.k(), {3}, 0, tops.k(), kThreads);
+    for (int64_t row = 0; row < B * H * T; ++row)
+      if (const double top = tops.at(row); !(top - top == 0))
+        for (int64_t j = 0; j < S; ++j) probs.set(row * S + j, 0.0);
+  }
   TT dv = sumHeads(matmul(probs, g, {B, H, S, Ev}, {true, false}), k.shape[1]);
   TT dprobs = matmul(g, vx, {B, H, T, S}, {false, true});
   TT product = binary(BinaryOp::Mul, dprobs, probs, {B, H, T, S});
@@ -101,14 +139,22 @@ TEST_CASE("sdpa_backward: the bytes of the attention gradient rule's ops", "[att
   const Case cases[] = {{DType::F32, 4, 2, true, 1 / std::sqrt(8.0)},
                         {DType::BF16, 4, 2, false, 1 / std::sqrt(8.0)},
                         {DType::F32, 2, 2, false, 1.0},
-                        {DType::BF16, 2, 1, true, 0.3}};
+                        {DType::BF16, 2, 1, true, 0.3},
+                        {DType::F32, 4, 2, false, 1 / std::sqrt(8.0), Mask::Padding},
+                        {DType::BF16, 2, 1, true, 0.3, Mask::Padding},
+                        {DType::F32, 2, 2, true, 1.0, Mask::Bias},
+                        {DType::BF16, 4, 4, false, 0.5, Mask::Bias},
+                        {DType::F32, 4, 1, false, 0.3, Mask::Rows}};
   for (const Case &c : cases) {
     INFO(shardc::plan::dtypeName(c.dt)
-         << " H " << c.H << " Hkv " << c.Hkv << " causal " << c.causal << " scale " << c.scale);
+         << " H " << c.H << " Hkv " << c.Hkv << " causal " << c.causal << " scale " << c.scale
+         << " mask " << static_cast<int>(c.mask));
     const int64_t B = 2, T = 300, S = 300, E = 8, Ev = 6;
     const TT q = random(c.dt, {B, c.H, T, E}, 1), k = random(c.dt, {B, c.Hkv, S, E}, 2),
              v = random(c.dt, {B, c.Hkv, S, Ev}, 3), g = random(c.dt, {B, c.H, T, Ev}, 4);
-    const std::vector<TT> want = unfused(c, q, k, v, g);
+    const TT maskValues = makeMask(c, B, T, S);
+    const TT *mask = c.mask == Mask::None ? nullptr : &maskValues;
+    const std::vector<TT> want = unfused(c, q, k, v, g, mask);
     const AttentionOperand operands[] = {AttentionOperand::Q, AttentionOperand::K,
                                          AttentionOperand::V};
     for (int i = 0; i < 3; ++i) {
@@ -118,8 +164,15 @@ TEST_CASE("sdpa_backward: the bytes of the attention gradient rule's ops", "[att
       TT got = zeros(c.dt, want[i].shape);
       std::vector<std::byte> work(static_cast<size_t>(
           sdpaBackwardWorkBytes(p.wrt, c.H, c.Hkv, T, S, std::max(E, Ev), c.dt)));
-      sdpaBackwardKernel(p, q.k(), k.k(), v.k(), g.k(), got.k(), work.data(), kThreads);
+      const KTensor maskTensor = mask ? mask->k() : KTensor{};
+      sdpaBackwardKernel(p, q.k(), k.k(), v.k(), g.k(), mask ? &maskTensor : nullptr, got.k(),
+                         work.data(), kThreads);
       CHECK(got.bytes == want[i].bytes);
+      if (c.mask == Mask::Bias && i == 0) {  // the fully masked query gets no gradient
+        bool zero = true;
+        for (int64_t e = 0; e < E; ++e) zero = zero && got.at(7 * E + e) == 0.0;
+        CHECK(zero);
+      }
     }
   }
 }
@@ -136,4 +189,20 @@ TEST_CASE("sdpa_backward: the workspace holds a block of queries, not [B, H, T, 
         256 * (3 * 4096 + 1) * 2 + 4096 * 128 * 4 + 8 * 4096 * 128 * 2);
   CHECK(sdpaBackwardWorkBytes(AttentionOperand::V, 8, 8, 100, 50, 16, DType::F32) ==
         100 * (3 * 50 + 1) * 4 + 50 * 16 * 4);
+}
+
+TEST_CASE("sdpa_backward: a mask that does not broadcast to the scores is refused",
+          "[attention-grad]") {
+  const DType f32 = DType::F32;
+  const TT q = random(f32, {1, 2, 4, 8}, 1), k = random(f32, {1, 2, 5, 8}, 2),
+           v = random(f32, {1, 2, 5, 8}, 3), g = random(f32, {1, 2, 4, 8}, 4),
+           mask = zeros(f32, {1, 1, 4, 4});
+  TT got = zeros(f32, {1, 2, 4, 8});
+  std::vector<std::byte> work(
+      static_cast<size_t>(sdpaBackwardWorkBytes(AttentionOperand::Q, 2, 2, 4, 5, 8, f32)));
+  const KTensor m = mask.k();
+  CHECK_THROWS_WITH(
+      sdpaBackwardKernel({AttentionOperand::Q, false, 1.0}, q.k(), k.k(), v.k(), g.k(), &m, got.k(),
+                         work.data(), kThreads),
+      Catch::Contains("mask [1, 1, 4, 4] does not broadcast to the scores [1, 2, 4, 5]"));
 }

@@ -590,9 +590,10 @@ std::vector<SuiteCase> suiteCases() {
           attrs = {{"wrt", std::string("weight")}};
         }
         break;
-      case OpFamily::Attention:  // k's gradient, 4 query heads reading 2, causal
+      case OpFamily::Attention:  // k's gradient, 4 query heads reading 2, causal, a mask
         in = {input("q", dt, {2, 4, 5, 8}), input("k", dt, {2, 2, 6, 8}),
-              input("v", dt, {2, 2, 6, 4}), input("g", dt, {2, 4, 5, 4})};
+              input("v", dt, {2, 2, 6, 4}), input("g", dt, {2, 4, 5, 4}),
+              input("mask", dt, {2, 1, 1, 6})};
         attrs = {{"wrt", std::string("k")}, {"scale", 0.35}, {"causal", int64_t{1}}};
         break;
       case OpFamily::Compare:  // ties and NaNs (tiedInput), broadcast
