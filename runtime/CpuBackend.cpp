@@ -106,7 +106,7 @@ void CpuBackend::cat(const std::vector<KTensor> &inputs, int64_t dim, const KTen
 }
 void CpuBackend::crossEntropy(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                               const KTensor &loss) {
-  crossEntropyKernel(logits, targets, ignoreIndex, loss);
+  crossEntropyKernel(logits, targets, ignoreIndex, loss, threads_);
 }
 
 // ---- op families (runtime/cpu/FamilyKernels.h) -----------------------------

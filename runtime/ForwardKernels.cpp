@@ -587,8 +587,23 @@ double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target) {
   return mx + std::log(sum) - row[target];
 }
 
+void crossEntropyRowLosses(plan::DType dtype, const void *logits, int64_t rows, int64_t classes,
+                           const int64_t *target, int64_t ignoreIndex, double *terms, int threads) {
+  // A few chunks per thread, each with one row buffer (a vocabulary's row
+  // is 0.5 MB of floats: not one allocation per row).
+  const int64_t chunks = std::min<int64_t>(rows, std::max(1, threads) * 4);
+  cpu::parallelTasks(chunks, threads, rows * classes * 8, [&](int64_t chunk) {
+    std::vector<float> row(static_cast<size_t>(classes));
+    for (int64_t n = chunk * rows / chunks; n < (chunk + 1) * rows / chunks; ++n) {
+      if (target[n] == ignoreIndex) continue;
+      loadFloats(dtype, logits, n * classes, classes, row.data());
+      terms[n] = crossEntropyRowLoss(row.data(), classes, target[n]);
+    }
+  });
+}
+
 void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
-                        const KTensor &loss) {
+                        const KTensor &loss, int threads) {
   const char *op = "cross_entropy";
   checks::crossEntropy(logits, targets, loss);
   const int64_t N = logits.shape[0], C = logits.shape[1];
@@ -598,13 +613,14 @@ void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t i
       fail(op, "target " + std::to_string(target[n]) + " at index " + std::to_string(n) +
                    " is out of range for C = " + std::to_string(C) +
                    " classes and is not ignore_index (" + std::to_string(ignoreIndex) + ")");
-  std::vector<float> row(static_cast<size_t>(C));
+  std::vector<double> terms(static_cast<size_t>(N));
+  crossEntropyRowLosses(logits.dtype, logits.data, N, C, target, ignoreIndex, terms.data(),
+                        threads);
   double total = 0;
   int64_t counted = 0;
-  for (int64_t n = 0; n < N; ++n) {
+  for (int64_t n = 0; n < N; ++n) {  // in row order, as it always was
     if (target[n] == ignoreIndex) continue;
-    loadFloats(logits.dtype, logits.data, n * C, C, row.data());
-    total += crossEntropyRowLoss(row.data(), C, target[n]);
+    total += terms[static_cast<size_t>(n)];
     ++counted;
   }
   const float value = static_cast<float>(total / static_cast<double>(counted));

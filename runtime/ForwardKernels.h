@@ -117,13 +117,21 @@ void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y
 /// logits[n][target[n]] (torch's cross_entropy, reduction "mean"), in double.
 /// logits [N, C] floating; targets int64 [N]; loss 0-d float32 or logits'
 /// dtype. A target outside [0, C) that is not ignoreIndex is an error. All
-/// targets ignored gives NaN (as torch).
+/// targets ignored gives NaN (as torch). The rows' terms are computed on up
+/// to `threads` threads and summed in row order: the same bits at any count.
 void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
-                        const KTensor &loss);
+                        const KTensor &loss, int threads = 1);
 
 /// One counted row's term of crossEntropyKernel's sum, in its arithmetic
 /// (double): logsumexp(row) - row[target] (linear_cross_entropy sums the
 /// same terms in the same order).
 double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target);
+
+/// terms[n] = crossEntropyRowLoss of row n of `logits` ([rows, classes] of
+/// `dtype`) for every row whose target is not ignoreIndex (the others are
+/// left alone), on up to `threads` threads: each row alone, so the terms do
+/// not depend on the thread count.
+void crossEntropyRowLosses(plan::DType dtype, const void *logits, int64_t rows, int64_t classes,
+                           const int64_t *target, int64_t ignoreIndex, double *terms, int threads);
 
 }  // namespace shardc::runtime

@@ -135,17 +135,17 @@ void logitsGradRows(const LossHeadParams &p, const Head &head, const KTensor &sc
 
 void forwardLoss(const LossHeadParams &p, const KTensor &x, const Head &head, const KTensor &weight,
                  const KTensor &loss, std::byte *work, int threads) {
-  std::vector<float> row(static_cast<size_t>(head.V));
+  std::vector<double> terms(static_cast<size_t>(kLossHeadRows));
   double total = 0;
   int64_t counted = 0;
   for (int64_t n0 = 0; n0 < head.N; n0 += kLossHeadRows) {
     const int64_t rows = std::min(kLossHeadRows, head.N - n0);
     logitsBlock(x, weight, head, n0, rows, work, threads);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = head.target[n0 + r];
-      if (t == p.ignoreIndex) continue;
-      cpu::loadFloats(head.logits, work, r * head.V, head.V, row.data());
-      total += crossEntropyRowLoss(row.data(), head.V, t);
+    crossEntropyRowLosses(head.logits, work, rows, head.V, head.target + n0, p.ignoreIndex,
+                          terms.data(), threads);
+    for (int64_t r = 0; r < rows; ++r) {  // in row order, as cross_entropy's kernel
+      if (head.target[n0 + r] == p.ignoreIndex) continue;
+      total += terms[static_cast<size_t>(r)];
       ++counted;
     }
   }
