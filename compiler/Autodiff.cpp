@@ -63,18 +63,13 @@ JointGraph withGradients(const std::string &fileText,
   // The joint graph extends the file's own JSON, which must be the graph
   // parseGraph reads: master weights expanded (a no-op when already done).
   std::string graphText = expandMasterWeights(fileText, sourceName);
+  if (fuseLinearCrossEntropy)
+    graphText =
+        fusedLossGraphText(graphText, sourceName,
+                           "--grad " + loss + ": --fuse-linear-cross-entropy");
   Graph graph = parseGraph(graphText, sourceName);
   GraphReader reader(sourceName);
   const std::string where = sourceName + ": --grad " + loss + ": ";
-  if (fuseLinearCrossEntropy) {
-    std::string whyNot;
-    if (!compiler::fuseLinearCrossEntropy(graph, whyNot))
-      throw GraphError(
-          where + "--fuse-linear-cross-entropy: nothing to fuse: " +
-          (whyNot.empty() ? "the graph has no cross_entropy" : whyNot));
-    graphText = rewrittenGraphText(graphText, graph);
-    graph = parseGraph(graphText, sourceName);
-  }
 
   ValueTypes types;
   for (const GraphParam &param : graph.params)

@@ -407,10 +407,12 @@ reductionOverBatch(const GraphNode &node,
   if (operands.empty() || !operands[0].layout)
     return std::nullopt;
   const BatchLayout &layout = *operands[0].layout;
-  if (node.op == "cross_entropy") {
-    // The targets hold the same rows as the logits' dim 0.
-    if (layout.axis != 0 || operands.size() != 2 || !operands[1].layout ||
-        !(*operands[1].layout == layout))
+  if (node.op == "cross_entropy" || node.op == "linear_cross_entropy") {
+    // The targets hold the same rows as the logits' (a fused head's
+    // input's) dim 0; a fused head's weight is not from the batch.
+    const size_t count = node.op == "cross_entropy" ? 2 : 3;
+    if (layout.axis != 0 || operands.size() != count || !operands[1].layout ||
+        !(*operands[1].layout == layout) || (count == 3 && operands[2].layout))
       return std::nullopt;
     return BatchReduction::Mean;
   }

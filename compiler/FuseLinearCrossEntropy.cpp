@@ -1,6 +1,8 @@
 //===- FuseLinearCrossEntropy.cpp - a head and its loss as one op ---------===//
 #include "compiler/FuseLinearCrossEntropy.h"
 
+#include "compiler/GraphWriter.h"
+
 #include <map>
 #include <set>
 #include <variant>
@@ -184,6 +186,18 @@ int fuseLinearCrossEntropy(Graph &graph, std::string &whyNot) {
   }
   graph.nodes = std::move(nodes);
   return static_cast<int>(matches.size());
+}
+
+std::string fusedLossGraphText(const std::string &text,
+                               const std::string &sourceName,
+                               const std::string &what) {
+  Graph graph = parseGraph(text, sourceName);
+  std::string whyNot;
+  if (!fuseLinearCrossEntropy(graph, whyNot))
+    throw GraphError(
+        sourceName + ": " + what + ": nothing to fuse: " +
+        (whyNot.empty() ? "the graph has no cross_entropy" : whyNot));
+  return rewrittenGraphText(text, graph);
 }
 
 } // namespace shardc::compiler

@@ -30,4 +30,12 @@ namespace shardc::compiler {
 /// fuse, the reason (e.g. "its logits 'out' come from add, not a linear").
 int fuseLinearCrossEntropy(Graph &graph, std::string &whyNot);
 
+/// The graph file text `text` with its losses fused as above (the rest of
+/// the document kept: compiler/GraphWriter.h). Nothing to fuse is a
+/// GraphError that names `sourceName`, `what` (the option, e.g. "--grad
+/// loss: --fuse-linear-cross-entropy") and the reason.
+std::string fusedLossGraphText(const std::string &text,
+                               const std::string &sourceName,
+                               const std::string &what);
+
 } // namespace shardc::compiler

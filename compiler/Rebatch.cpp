@@ -399,7 +399,8 @@ private:
     shares_.insert(name);
     if (*reduction == BatchReduction::Sum && !statistics_)
       sumShares_.insert(name);
-    const bool counted = node.op == "cross_entropy";
+    const bool counted =
+        node.op == "cross_entropy" || node.op == "linear_cross_entropy";
     if (*reduction == BatchReduction::Sum ||
         (rows_ == globalRows_ && !(counted && accumulating_))) {
       result_.nodes.push_back(std::move(node));

@@ -7,6 +7,7 @@
 #include "compiler/Autodiff.h"
 #include "compiler/CheckpointLoad.h"
 #include "compiler/DataParallel.h"
+#include "compiler/FuseLinearCrossEntropy.h"
 #include "compiler/MasterWeights.h"
 #include "compiler/MemoryBudget.h"
 #include "compiler/Pipeline.h"
@@ -196,6 +197,15 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
                 "(its gradients exist only summed into each rank's shards; docs/training.md)");
   // A data-parallel step splits the forward before it differentiates it
   // (compileGraph); the others differentiate the whole graph here.
+  if (options.grad.empty() && options.fuse_linear_cross_entropy) {
+    try {  // a loss evaluated without its logits (compiler/FuseLinearCrossEntropy.h)
+      traced->json = compiler::fusedLossGraphText(traced->json, options.name + " (traced)",
+                                                  "fuse_linear_cross_entropy");
+      traced->graph = compiler::parseGraph(traced->json, options.name + " (traced)");
+    } catch (const compiler::GraphError &error) {
+      throw Error(std::string("jit: ") + error.what());
+    }
+  }
   traced->forwardJson = traced->json;
   if (!options.grad.empty() && !options.data_parallel) {
     try {  // the joint forward and backward graph (compiler/Autodiff.h)
@@ -347,9 +357,6 @@ std::shared_ptr<CompiledModel::Impl> compile(std::shared_ptr<const Traced> trace
   if (options.recompute_activations && options.grad.empty())
     throw Error("jit: recompute_activations recomputes in the backward what the forward "
                 "computed; set grad to the loss output (docs/training.md)");
-  if (options.fuse_linear_cross_entropy && options.grad.empty())
-    throw Error("jit: fuse_linear_cross_entropy fuses the loss of a training pass; set grad to "
-                "the loss output (docs/training.md)");
   if (options.memory_budget_bytes < 0)
     throw Error("jit: memory_budget_bytes must be 0 (no budget) or positive, got " +
                 std::to_string(options.memory_budget_bytes));

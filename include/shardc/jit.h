@@ -114,8 +114,8 @@ struct JitOptions {
   /// forward computed, from the unit's input, instead of keeping it alive
   /// across the rest of the model; the same gradients, bit for bit.
   bool recompute_activations = false;
-  /// With grad: a loss cross_entropy(linear(h, W), targets) becomes one op
-  /// that makes the logits a block of rows at a time, in forward and again
+  /// A loss cross_entropy(linear(h, W), targets) becomes one op that makes
+  /// the logits a block of rows at a time, in forward and, with grad, again
   /// in backward (docs/training.md, "Fusing the head and its loss"): no
   /// [tokens, vocabulary] tensor is held; the same loss and gradients, bit
   /// for bit. A traced graph with no such loss is an Error saying why.

@@ -115,9 +115,24 @@ TEST_CASE("jit grad: fuse_linear_cross_entropy gives the same bytes at a lower p
     CHECK(fusedReport.ranks[r].forward_peak == fusedReport.ranks[r].forward_predicted_peak);
     CHECK(fusedReport.ranks[r].forward_peak < plainReport.ranks[r].forward_peak);
   }
-  options.grad.clear();
-  CHECK_THROWS_WITH(jit(model, options),
-                    Catch::Contains("fuse_linear_cross_entropy fuses the loss of a training"));
+  // The loss evaluated alone (no grad): fused too, the same loss bytes, a
+  // lower peak; and data-parallel, each rank its rows' share (over twice
+  // the batch: a rank's 512 tokens' logits outweigh the op's 256 rows).
+  for (bool dataParallel : {false, true}) {
+    INFO("data_parallel " << dataParallel);
+    JitOptions eval = lossOptions(model, 2);
+    eval.inputs = model.lossInputs(dataParallel ? 64 : 32, 16);
+    eval.grad.clear();
+    eval.data_parallel = dataParallel;
+    CompiledModel evalPlain = jit(model, eval);
+    eval.fuse_linear_cross_entropy = true;
+    CompiledModel evalFused = jit(model, eval);
+    CHECK(evalFused.graph_json().find("\"linear_cross_entropy\"") != std::string::npos);
+    const std::vector<HostTensor> batch = evalPlain.example_inputs(5);
+    checkSameBytes(evalFused.forward(batch), evalPlain.forward(batch));
+    CHECK(evalFused.memory_report().ranks[0].forward_peak <
+          evalPlain.memory_report().ranks[0].forward_peak);
+  }
 
   // A budget between the two peaks: the fused plan, chosen (cheaper than
   // recomputing activations), and kept at another world size.

@@ -1,5 +1,6 @@
 //===- CompileCommand.cpp - shardc compile --------------------------------===//
 #include "compiler/DataParallel.h"
+#include "compiler/FuseLinearCrossEntropy.h"
 #include "compiler/GraphToTc.h"
 #include "compiler/LowerToPlan.h"
 #include "compiler/MemoryBudget.h"
@@ -103,7 +104,14 @@ compiler::Graph dataParallelRankGraph(const std::string &model, int64_t maxGraph
   const compiler::Graph graph = compiler::parseGraph(training.graphText, model);
   const int64_t batch = compiler::graphBatchRows(graph);
   const int64_t rows = runtime::batchSlice(batch, worldSize, 0).rows;
-  if (!optimizer) return compiler::rebatchGraph(graph, rows, batch);
+  if (!optimizer)  // a forward: its loss fused first, then split (as run does)
+    return compiler::rebatchGraph(
+        fuseLinearCrossEntropy
+            ? compiler::parseGraph(compiler::fusedLossGraphText(training.graphText, model,
+                                                                "--fuse-linear-cross-entropy"),
+                                   model)
+            : graph,
+        rows, batch);
   compiler::checkTrainingBatchSplits(model, batch, worldSize, optimizer->accumulate);
   training.loss = loss;
   training.fuseLinearCrossEntropy = fuseLinearCrossEntropy;

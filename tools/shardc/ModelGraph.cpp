@@ -1,6 +1,7 @@
 #include "tools/shardc/ModelGraph.h"
 
 #include "compiler/Autodiff.h"
+#include "compiler/FuseLinearCrossEntropy.h"
 #include "compiler/MasterWeights.h"
 
 #include <iostream>
@@ -10,6 +11,11 @@ namespace shardc::cli {
 compiler::Graph loadModelGraph(const std::string &path, int64_t maxBytes,
                                const std::string &gradLoss, const std::string &masterDtype,
                                bool fuseLinearCrossEntropy, bool quiet) {
+  if (gradLoss.empty() && fuseLinearCrossEntropy)  // a loss evaluated without its logits
+    return compiler::parseGraph(
+        compiler::fusedLossGraphText(compiler::readGraphText(path, maxBytes, masterDtype), path,
+                                     "--fuse-linear-cross-entropy"),
+        path);
   if (gradLoss.empty()) return compiler::loadGraph(path, maxBytes, masterDtype);
   compiler::JointGraph joint = compiler::withGradients(
       compiler::readGraphText(path, maxBytes, masterDtype), path, gradLoss, fuseLinearCrossEntropy);

@@ -105,9 +105,6 @@ void requireGradForBackwardOptions(const ParsedArgs &parsed) {
     throw UsageError(
         "--recompute-activations needs --grad LOSS: it recomputes in the backward what the "
         "forward computed, and a forward alone keeps nothing for a backward");
-  if (parsed.has("--fuse-linear-cross-entropy") && !parsed.has("--grad"))
-    throw UsageError(
-        "--fuse-linear-cross-entropy needs --grad LOSS: it fuses the loss of a training pass");
 }
 
 }  // namespace shardc::cli

@@ -26,9 +26,9 @@ std::optional<compiler::OptimizerOptions> parseOptimizerOptions(const ParsedArgs
 /// rank's rows are the whole batch): adds --data-parallel to `parsed`.
 void implyDataParallel(ParsedArgs &parsed);
 
-/// --recompute-activations changes what a backward keeps from its forward,
-/// --fuse-linear-cross-entropy how a backward's loss is made: without
-/// --grad there is no backward. Throws UsageError then.
+/// --recompute-activations changes what a backward keeps from its forward:
+/// without --grad there is no backward. Throws UsageError then.
+/// (--fuse-linear-cross-entropy also fuses a loss evaluated alone.)
 void requireGradForBackwardOptions(const ParsedArgs &parsed);
 
 }  // namespace shardc::cli
