@@ -135,17 +135,25 @@ BatchLayout reshaped(const NodeBatch &nb) {
   // factor * (the dims after it), range batch. A result dim keeps the
   // batch rows apart when that digit lies inside it: the dims after it
   // divide the stride, and its size is a whole number of batch digits.
+  // With two or more rows one dim at most fits; a single row fits several
+  // (its digit has range 1: [1, T, D] -> [1, T, H, E] fits dim 0 and, as T
+  // rows of E * H, dim 1), and the first is the one that keeps it where the
+  // model keeps a batch.
   int64_t inner = layout.factor;
   for (size_t d = static_cast<size_t>(layout.axis) + 1; d < in.size(); ++d) inner *= in[d];
   int64_t after = 1;  // the product of the result dims after d
+  std::optional<BatchLayout> first;
   for (size_t d = out.size(); d-- > 0;) {
     if (after > 0 && inner % after == 0) {
       const int64_t factor = inner / after;
       if (out[d] > 0 && out[d] % (nb.batch * factor) == 0)
-        return {static_cast<int64_t>(d), factor, out[d] / (nb.batch * factor)};
+        first = BatchLayout{static_cast<int64_t>(d), factor,
+                            out[d] / (nb.batch * factor)};
     }
     after *= out[d];
   }
+  if (first)
+    return *first;
   mix("'reshape' turns the batch (dim " + std::to_string(layout.axis) + ", " +
       std::to_string(nb.batch) + " rows" +
       (layout.factor > 1 ? " of " + std::to_string(layout.factor) + " each" : "") + ") into " +

@@ -195,8 +195,6 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
   if (!options.grad.empty() && options.data_parallel && options.optimizer.name.empty())
     throw Error("jit: grad with data_parallel is a data-parallel training step: set optimizer "
                 "(its gradients exist only summed into each rank's shards; docs/training.md)");
-  // A data-parallel step splits the forward before it differentiates it
-  // (compileGraph); the others differentiate the whole graph here.
   if (options.grad.empty() && options.fuse_linear_cross_entropy) {
     try {  // a loss evaluated without its logits (compiler/FuseLinearCrossEntropy.h)
       traced->json = compiler::fusedLossGraphText(traced->json, options.name + " (traced)",
@@ -207,6 +205,8 @@ std::shared_ptr<const Traced> trace(Model &model, const JitOptions &options) {
     }
   }
   traced->forwardJson = traced->json;
+  // A data-parallel step splits the forward before it differentiates it
+  // (compileGraph); the others differentiate the whole graph here.
   if (!options.grad.empty() && !options.data_parallel) {
     try {  // the joint forward and backward graph (compiler/Autodiff.h)
       compiler::JointGraph joint =
