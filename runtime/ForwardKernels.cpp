@@ -589,15 +589,22 @@ double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target) {
 
 void crossEntropyRowLosses(plan::DType dtype, const void *logits, int64_t rows, int64_t classes,
                            const int64_t *target, int64_t ignoreIndex, double *terms, int threads) {
-  // A few chunks per thread, each with one row buffer (a vocabulary's row
-  // is 0.5 MB of floats: not one allocation per row).
+  // float32 rows are read in place; other dtypes are widened into the
+  // thread's one row buffer, kept between calls (the fused loss head calls
+  // this once per 256-row block, and a vocabulary's row is 0.5 MB).
   const int64_t chunks = std::min<int64_t>(rows, std::max(1, threads) * 4);
   cpu::parallelTasks(chunks, threads, rows * classes * 8, [&](int64_t chunk) {
-    std::vector<float> row(static_cast<size_t>(classes));
+    thread_local std::vector<float> buf;
+    if (dtype != plan::DType::F32 && buf.size() < static_cast<size_t>(classes))
+      buf.resize(static_cast<size_t>(classes));
     for (int64_t n = chunk * rows / chunks; n < (chunk + 1) * rows / chunks; ++n) {
       if (target[n] == ignoreIndex) continue;
-      loadFloats(dtype, logits, n * classes, classes, row.data());
-      terms[n] = crossEntropyRowLoss(row.data(), classes, target[n]);
+      const float *row = buf.data();
+      if (dtype == plan::DType::F32)
+        row = static_cast<const float *>(logits) + n * classes;
+      else
+        loadFloats(dtype, logits, n * classes, classes, buf.data());
+      terms[n] = crossEntropyRowLoss(row, classes, target[n]);
     }
   });
 }
