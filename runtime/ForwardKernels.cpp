@@ -579,24 +579,25 @@ void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y
 
 // ------------------------------------------------------------ cross entropy --
 
-double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target) {
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, static_cast<double>(row[c]));
-  double sum = 0;
-  for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(row[c]) - mx);
-  return mx + std::log(sum) - row[target];
+double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target, float *scratch) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, row[c]);
+  const double picked = row[target];  // read first: scratch may be the row itself
+  // exp(x - max) as softmax's (float, vectorized; a -inf or NaN max gives
+  // NaN, as torch), summed in double in sumLanes' order.
+  cpu::vecExpShifted(row, mx, scratch, classes);
+  return static_cast<double>(mx) + std::log(cpu::sumLanes(scratch, classes)) - picked;
 }
 
 void crossEntropyRowLosses(plan::DType dtype, const void *logits, int64_t rows, int64_t classes,
                            const int64_t *target, int64_t ignoreIndex, double *terms, int threads) {
-  // float32 rows are read in place; other dtypes are widened into the
-  // thread's one row buffer, kept between calls (the fused loss head calls
-  // this once per 256-row block, and a vocabulary's row is 0.5 MB).
+  // One row buffer per thread, kept between calls (the fused loss head calls
+  // this once per 256-row block, and a vocabulary's row is 0.5 MB): the
+  // exponentials of a float32 row, the widened values of other dtypes.
   const int64_t chunks = std::min<int64_t>(rows, std::max(1, threads) * 4);
   cpu::parallelTasks(chunks, threads, rows * classes * 8, [&](int64_t chunk) {
     thread_local std::vector<float> buf;
-    if (dtype != plan::DType::F32 && buf.size() < static_cast<size_t>(classes))
-      buf.resize(static_cast<size_t>(classes));
+    if (buf.size() < static_cast<size_t>(classes)) buf.resize(static_cast<size_t>(classes));
     for (int64_t n = chunk * rows / chunks; n < (chunk + 1) * rows / chunks; ++n) {
       if (target[n] == ignoreIndex) continue;
       const float *row = buf.data();
@@ -604,7 +605,7 @@ void crossEntropyRowLosses(plan::DType dtype, const void *logits, int64_t rows, 
         row = static_cast<const float *>(logits) + n * classes;
       else
         loadFloats(dtype, logits, n * classes, classes, buf.data());
-      terms[n] = crossEntropyRowLoss(row, classes, target[n]);
+      terms[n] = crossEntropyRowLoss(row, classes, target[n], buf.data());
     }
   });
 }

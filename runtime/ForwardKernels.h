@@ -122,10 +122,12 @@ void catKernel(const std::vector<KTensor> &inputs, int64_t dim, const KTensor &y
 void crossEntropyKernel(const KTensor &logits, const KTensor &targets, int64_t ignoreIndex,
                         const KTensor &loss, int threads = 1);
 
-/// One counted row's term of crossEntropyKernel's sum, in its arithmetic
-/// (double): logsumexp(row) - row[target] (linear_cross_entropy sums the
-/// same terms in the same order).
-double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target);
+/// One counted row's term of crossEntropyKernel's sum: logsumexp(row) -
+/// row[target], the exponentials in float as softmax's (VectorMath.h),
+/// their sum, the log and the difference in double (linear_cross_entropy
+/// sums the same terms in the same order). `scratch` holds `classes`
+/// floats and may be `row` itself (then the row is overwritten).
+double crossEntropyRowLoss(const float *row, int64_t classes, int64_t target, float *scratch);
 
 /// terms[n] = crossEntropyRowLoss of row n of `logits` ([rows, classes] of
 /// `dtype`) for every row whose target is not ignoreIndex (the others are
