@@ -16,3 +16,14 @@ class GPT2LanguageModelLoss(torch.nn.Module):
 
     def forward(self, input_ids):
         return self.model(input_ids=input_ids, labels=input_ids).loss
+
+
+class GPT2TrainerLoss(GPT2LanguageModelLoss):
+    """The loss as transformers' Trainer asks for it under gradient
+    accumulation: labels with -100 padding and num_items_in_batch (the
+    counted labels of all micro-batches), so the loss is the sum over this
+    batch's tokens divided by it (reduction='sum')."""
+
+    def forward(self, input_ids, labels, num_items_in_batch):
+        return self.model(input_ids=input_ids, labels=labels,
+                          num_items_in_batch=num_items_in_batch).loss

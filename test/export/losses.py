@@ -1,5 +1,6 @@
 """Classifiers under F.cross_entropy's options (test/lit/export/aten-cross-entropy.test)."""
 
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -29,3 +30,24 @@ class SmoothedLoss(nn.Module):
     def forward(self, x, y):
         return F.cross_entropy(self.fc2(F.gelu(self.fc1(x))), y, ignore_index=-1,
                                label_smoothing=0.1)
+
+
+class ReducedLoss(nn.Module):
+    """F.cross_entropy's other reductions and class weights in one loss:
+    'sum' (Hugging Face's loss when the Trainer passes num_items_in_batch:
+    the graph's cross_entropy times the counted targets), 'none' (per-token
+    losses, squared) and class weights (both torch's own
+    gather / where / sum graph), with nanoGPT's -1 padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 5)
+        self.register_buffer("class_weight", torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0]))
+
+    def forward(self, x, y):
+        logits = self.fc2(F.gelu(self.fc1(x)))
+        summed = F.cross_entropy(logits, y, ignore_index=-1, reduction="sum") / 4.0
+        per_token = F.cross_entropy(logits, y, ignore_index=-1, reduction="none")
+        weighted = F.cross_entropy(logits, y, weight=self.class_weight, ignore_index=-1)
+        return summed + (per_token * per_token).mean() + weighted

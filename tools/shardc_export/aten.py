@@ -53,6 +53,19 @@ KEPT_WHOLE = (aten.scaled_dot_product_attention.default, aten.hardswish.default,
               aten.linalg_vector_norm.default)
 
 
+def _nll_loss_kept_if_plain(decompose):
+    """nll_loss_forward's decomposition, except where the graph's
+    cross_entropy op serves (a mean or a sum over [N, C] without class
+    weights: kept whole, NotImplemented to the tracer; nll_loss below). Class
+    weights, the 'none' reduction (per-token losses) and a single sample's
+    [C] are torch's own graph of gather, where and sum."""
+    def nll_loss_forward(x, target, weight, reduction, ignore_index):
+        if weight is None and reduction in (1, 2) and x.dim() == 2:
+            return NotImplemented
+        return decompose(x, target, weight, reduction, ignore_index)
+    return nll_loss_forward
+
+
 class Expanded:
     """aten.expand's result, kept lazy: broadcasting consumers (elementwise ops,
     matmul) read the unexpanded base; anything else would need the expanded
@@ -234,9 +247,14 @@ def trace(model, metas, values=None):
             raise ExportError("torch.export could not trace forward: %s: %s"
                               % (type(e).__name__, first))
         table = torch.export.default_decompositions()
+        # (CustomDecompTable: indexing, not .get, reads its entries)
+        nll = aten.nll_loss_forward.default
+        decompose_nll_loss = table[nll] if nll in table else None
         for op in KEPT_WHOLE + hf.KEPT_WHOLE:
             if op in table:
                 del table[op]
+        if decompose_nll_loss is not None:
+            table[nll] = _nll_loss_kept_if_plain(decompose_nll_loss)
         try:
             return ep.run_decompositions(table), dict(shadows.read)
         except Exception as e:
@@ -769,13 +787,32 @@ def nll_loss(self, node, x, target, weight=None, reduction=1, ignore_index=-100)
     if source is None or source[1] != 1 or len(source[0].shape) != 2:
         self.fail(node, "nll_loss of anything but log_softmax over the classes of [N, C] "
                         "logits (F.cross_entropy) has no graph op")
-    if weight is not None or reduction != 1:
+    if weight is not None or reduction not in (1, 2):
         self.fail(node, "cross_entropy with class weights or a reduction other than mean "
-                        "has no graph op")
+                        "or sum has no graph op")
     attrs = {} if ignore_index == -100 else {"ignore_index": int(ignore_index)}
-    loss = self.emit(node, "cross_entropy", [source[0], self.tensor(node, target)],
-                     node.meta["val"][0], **attrs)
+    target = self.tensor(node, target)
+    val = node.meta["val"][0]
+    loss = self.emit(node, "cross_entropy", [source[0], target], val, **attrs)
+    if reduction == 2:
+        loss = counted_sum(self, node, loss, target, ignore_index, val)
     return Multi([loss, None])
+
+
+def counted_sum(self, node, mean, target, ignore_index, val):
+    """reduction='sum' (Hugging Face's loss when the Trainer passes
+    num_items_in_batch) as the mean times the number of counted targets, 0
+    where none is counted (torch's sum; the mean is NaN there): the graph's
+    cross_entropy stays, so the loss fuses with the head
+    (--fuse-linear-cross-entropy) and splits over data-parallel ranks as the
+    mean does. One rounding more than a direct sum (the mean's, to float)."""
+    n = target.shape[0]
+    counted = self.emit(node, "ne", [target], torch.empty([n], dtype=torch.bool, device="meta"),
+                        value=float(ignore_index))
+    counted = aten_values.cast_to(self, node, counted, val.dtype)
+    count = self.emit(node, "sum", [counted], val)
+    total = self.emit(node, "mul", [mean, count], val)
+    return aten_values.where_of(self, node, count, total, 0.0, val.dtype)
 
 
 def matmul_operand(self, node, v):
