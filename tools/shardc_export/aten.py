@@ -212,15 +212,43 @@ def list_indices_as_slices():
         yield
 
 
-def trace(model, metas, values=None):
+# Factories whose result has no values to keep (shape, fill or random draw
+# only): made without a device, they follow the traced inputs onto meta.
+_VALUELESS_FACTORIES = {torch.arange, torch.ones, torch.zeros, torch.full, torch.empty,
+                        torch.eye, torch.linspace, torch.rand, torch.randn, torch.randint}
+
+
+class _FactoriesOnMetaMode(torch.overrides.TorchFunctionMode):
+    """Code written for the CPU makes tensors inside forward without a
+    device (`torch.arange(T)`, `torch.ones(B, T)`) and mixes them with its
+    inputs, which is fine in eager; traced on meta inputs, torch refuses the
+    mix ("found at least two devices, meta and cpu"). Such a factory call
+    without a device is made on meta, as if it had said `device=x.device`.
+    torch.tensor / as_tensor (values) are left alone."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _VALUELESS_FACTORIES and kwargs.get("device") is None:
+            kwargs = dict(kwargs, device="meta")
+        return func(*args, **kwargs)
+
+
+# The first words of torch's error when forward mixes a tensor it made on
+# the CPU with the meta inputs (see _FactoriesOnMetaMode).
+DEVICE_MIX = "FakeTensorDeviceMismatchError"
+
+
+def trace(model, metas, values=None, factories_on_meta=False):
     """torch.export on meta inputs, then Core ATen decompositions. `values`
     ({input name: CPU tensor}): example values of inputs that forward's
-    control flow may read (specialize.py). Returns the program and
-    {input name: source line} of the inputs whose values were read."""
+    control flow may read (specialize.py). `factories_on_meta`: trace under
+    _FactoriesOnMetaMode. Returns the program and {input name: source line}
+    of the inputs whose values were read."""
     from .specialize import shadowed_forward
     from .moe import static_experts
+    factories = _FactoriesOnMetaMode() if factories_on_meta else contextlib.nullcontext()
     with no_fused_fast_paths(), static_experts(model), list_indices_as_slices(), \
-            shadowed_forward(model, values or {}) as shadows:
+            factories, shadowed_forward(model, values or {}) as shadows:
         try:
             ep = torch.export.export(model, (), dict(metas))
         except Exception as e:  # torch raises many types; say which, briefly

@@ -165,14 +165,24 @@ def default_capture():
 
 
 def capture_aten(model, metas, params, buffers, buffer_chains, inputs, device, output_names,
-                 concrete=None):
+                 concrete=None, factories_on_meta=None):
+    """ATen capture. factories_on_meta: True traces with tensors made in
+    forward without a device put on meta (aten._FactoriesOnMetaMode); None
+    does so only when the plain trace fails on their device (the auto path
+    tries fx before that: its patterns fuse more, e.g. hand-written causal
+    attention); False never."""
     # arguments with defaults keep them (torch.export calls forward as Python does)
     if not hasattr(torch, "export"):
         raise ExportError("--capture aten needs torch >= 2.1 (this is torch %s)"
                           % torch.__version__)
     from . import aten  # torch 2 only: names ATen ops 1.13 lacks
     from .specialize import example_values
-    ep, read = aten.trace(model, metas, example_values(inputs))
+    try:
+        ep, read = aten.trace(model, metas, example_values(inputs), bool(factories_on_meta))
+    except ExportError as e:
+        if factories_on_meta is not None or aten.DEVICE_MIX not in str(e):
+            raise
+        ep, read = aten.trace(model, metas, example_values(inputs), True)
     low = aten.AtenLowering(model, ep, params, buffers, buffer_chains, inputs, device,
                             concrete=concrete, specialized=read)
     return low, low.run(output_names)
@@ -375,7 +385,8 @@ def export(args):
         # cross_entropy) still exports, as it did before ATen capture.
         try:
             low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
-                                        inputs, device, output_names, buffer_values)
+                                        inputs, device, output_names, buffer_values,
+                                        factories_on_meta=False)
             capture = "aten"
         except ExportError as aten_error:
             try:
@@ -383,7 +394,17 @@ def export(args):
                                           buffer_chains, inputs, device, output_names)
                 capture = "fx"
             except ExportError as fx_error:
-                raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
+                if "FakeTensorDeviceMismatchError" not in str(aten_error):
+                    raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
+                # tensors made on the CPU in forward: ATen capture again, with
+                # them on meta (capture_aten)
+                try:
+                    low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
+                                                inputs, device, output_names, buffer_values,
+                                                factories_on_meta=True)
+                    capture = "aten"
+                except ExportError as retry_error:
+                    raise ExportError("%s (and with --capture fx: %s)" % (retry_error, fx_error))
     elif capture == "aten" or args.train:
         capture = "aten"
         low, outputs = capture_aten(model, metas, params, buffers, buffer_chains, inputs,
