@@ -3,6 +3,7 @@ mixed with the inputs (test/lit/export/aten-cpu-factories.test)."""
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class PositionsAndMask(nn.Module):
@@ -21,3 +22,17 @@ class PositionsAndMask(nn.Module):
         mask = torch.ones(batch, steps, 1)
         mask[:, -1] = 0.0
         return self.fc(x + positions) * mask
+
+
+class PositionsSmoothedLoss(nn.Module):
+    """The same positions under a label-smoothed loss, which the fx capture
+    (the auto path's second try) cannot trace: the auto path comes back to
+    ATen capture with the positions on meta."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x, y):
+        positions = torch.arange(x.shape[0]).unsqueeze(-1).to(x.dtype)
+        return F.cross_entropy(self.fc(x + positions), y, label_smoothing=0.1)

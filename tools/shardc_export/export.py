@@ -383,10 +383,11 @@ def export(args):
         # torch 2: ATen capture first; a model it cannot map yet but the
         # per-module fx path can (RMSNorm / rotary modules, causal masks,
         # cross_entropy) still exports, as it did before ATen capture.
+        def aten_capture(factories_on_meta):
+            return capture_aten(model, metas, params, buffers, buffer_chains, inputs, device,
+                                output_names, buffer_values, factories_on_meta=factories_on_meta)
         try:
-            low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
-                                        inputs, device, output_names, buffer_values,
-                                        factories_on_meta=False)
+            low, outputs = aten_capture(False)
             capture = "aten"
         except ExportError as aten_error:
             try:
@@ -394,14 +395,13 @@ def export(args):
                                           buffer_chains, inputs, device, output_names)
                 capture = "fx"
             except ExportError as fx_error:
-                if "FakeTensorDeviceMismatchError" not in str(aten_error):
+                from .aten import DEVICE_MIX  # torch 2: the auto path's first try was ATen
+                if DEVICE_MIX not in str(aten_error):
                     raise ExportError("%s (and with --capture fx: %s)" % (aten_error, fx_error))
                 # tensors made on the CPU in forward: ATen capture again, with
                 # them on meta (capture_aten)
                 try:
-                    low, outputs = capture_aten(model, metas, params, buffers, buffer_chains,
-                                                inputs, device, output_names, buffer_values,
-                                                factories_on_meta=True)
+                    low, outputs = aten_capture(True)
                     capture = "aten"
                 except ExportError as retry_error:
                     raise ExportError("%s (and with --capture fx: %s)" % (retry_error, fx_error))
