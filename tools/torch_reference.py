@@ -174,7 +174,8 @@ def _dims(n, x):
 
 
 def _compare(fn):
-    return lambda a, n: fn(a[0], a[1] if len(a) > 1 else n["value"]).long()
+    # float(): the value may be one of the JSON strings "inf", "-inf", "nan"
+    return lambda a, n: fn(a[0], a[1] if len(a) > 1 else float(n["value"])).long()
 
 
 def _conv(a, n):
@@ -286,7 +287,8 @@ _FAMILY = {
     "erf": lambda a, n: torch.erf(a[0]),
     "sin": lambda a, n: torch.sin(a[0]),
     "cos": lambda a, n: torch.cos(a[0]),
-    "clamp_out": lambda a, n: torch.clamp(a[0], n.get("min"), n.get("max")),
+    "clamp_out": lambda a, n: torch.clamp(a[0], *(None if n.get(k) is None else float(n[k])
+                                                  for k in ("min", "max"))),
     "leaky_relu": lambda a, n: F.leaky_relu(a[0], n.get("negative_slope", 0.01)),
     "hardswish": lambda a, n: F.hardswish(a[0]),
     "hardsigmoid": lambda a, n: F.hardsigmoid(a[0]),

@@ -147,6 +147,31 @@ def logical_not(low, node, x):
                      shape)
 
 
+def isnan(low, node, x):
+    """torch.isnan(x): x != x, true only for NaN (F.kl_div's xlogy and
+    nan_to_num reach it)."""
+    base, shape = _lazy_base(low, node, x)
+    return _reexpand(low.emit(node, "ne", [base, base], _meta(base.shape, torch.bool)), shape)
+
+
+def any_or_all(reduce):
+    """x.any(dims) / x.all(dims) (F.one_hot checks its classes with them):
+    amax / amin of x as bool (int64 1/0) over the dims, through the
+    reduction rule (an integer reduction goes through float64 and back)."""
+    def rule(low, node, x, dim=None, keepdim=False):
+        from .aten import reduction
+        as_bool = cast_to(low, node, _lazy_base(low, node, x)[0], torch.bool)
+        return reduction(reduce)(low, node, as_bool, dim, keepdim)
+    return rule
+
+
+def assert_async(low, node, *args, **kwargs):
+    """torch._assert_async(cond, msg) (F.one_hot's class range, a
+    torch._check on values): a check of values at run time, which the graph
+    has no op for; left out, so out-of-range input is not reported there."""
+    return None
+
+
 def _bool_operands(low, node, a, b):
     """Two mask operands as bool graph tensors (an expand's base: the ops
     broadcast) and their broadcast shape."""
@@ -276,6 +301,15 @@ def rules(aten):
         aten.logical_or.default: logical_or,
         aten.bitwise_and.Tensor: _bool_only(logical_and),
         aten.bitwise_or.Tensor: _bool_only(logical_or),
+        aten.isnan.default: isnan,
+        aten.any.default: any_or_all("amax"),
+        aten.any.dim: any_or_all("amax"),
+        aten.any.dims: any_or_all("amax"),
+        aten.all.default: any_or_all("amin"),
+        aten.all.dim: any_or_all("amin"),
+        aten.all.dims: any_or_all("amin"),
+        aten._assert_async.msg: assert_async,
+        aten._assert_async.default: assert_async,
     }
     for name in ("eq", "ne", "lt", "le", "gt", "ge"):
         op = getattr(aten, name)

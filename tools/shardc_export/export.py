@@ -493,7 +493,14 @@ def export(args):
 def render(graph):
     """One parameter / buffer / input / node per line (as examples/make_models.py)."""
     def dump(v):
-        return json.dumps(v, separators=(", ", ": "))
+        # JSON has no infinity or NaN: such a float left unconverted (graph
+        # floats are json_float's strings) is the exporter's bug, said here
+        # rather than written as an unreadable file
+        try:
+            return json.dumps(v, separators=(", ", ": "), allow_nan=False)
+        except ValueError as e:
+            raise ExportError("the graph holds a float JSON cannot write (%s) in %s"
+                              % (e, json.dumps(v, separators=(", ", ": "))[:200]))
     out = ["{"]
     keys = list(graph)
     for i, key in enumerate(keys):

@@ -73,7 +73,10 @@ class GraphEmitter:
     def append(self, base, op, inputs, val, attrs):
         name = self.fresh(base)
         n = {"name": name, "op": op, "inputs": [x.name for x in inputs]}
-        n.update(attrs)
+        # an infinite or NaN attribute as its string (json_float): a bare
+        # float would be written as Infinity, which is not JSON
+        n.update({k: json_float(v) if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in attrs.items()})
         self.nodes.append(n)
         return G(name, val)
 
