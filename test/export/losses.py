@@ -54,10 +54,11 @@ class ReducedLoss(nn.Module):
 
 
 class DistillLoss(nn.Module):
-    """Losses beyond cross_entropy whose decompositions reach isnan, any and
-    an infinity: knowledge distillation (F.kl_div: xlogy's NaN test), a
-    router-style z-loss (torch.logsumexp: compares |max| with inf), and a
-    regression onto F.one_hot targets (checks its classes with any)."""
+    """Losses beyond cross_entropy whose decompositions reach isnan, any,
+    an infinity, log1p and maximum: knowledge distillation (F.kl_div: xlogy's
+    NaN test), a router-style z-loss (torch.logsumexp: compares |max| with
+    inf), a regression onto F.one_hot targets (checks its classes with any)
+    and nn.BCELoss on probabilities (max(log1p(-p), -100))."""
 
     def __init__(self):
         super().__init__()
@@ -70,4 +71,5 @@ class DistillLoss(nn.Module):
                            reduction="batchmean")
         z_loss = torch.logsumexp(logits, -1).square().mean()
         regression = F.mse_loss(logits, F.one_hot(y, 5).to(logits.dtype))
-        return distill + 1e-3 * z_loss + regression
+        bce = F.binary_cross_entropy(torch.sigmoid(logits), F.softmax(teacher, -1))
+        return distill + 1e-3 * z_loss + regression + bce

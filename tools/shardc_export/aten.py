@@ -773,6 +773,17 @@ def unary(op, **attrs):
     return rule
 
 
+def log1p(self, node, x):
+    """log1p(x) as log(1 + x): the graph has no log1p op. x + 1 rounds away
+    an |x| below half an ulp of 1 (6e-8 in float32), so the result is within
+    that much of torch's; nn.BCELoss's log(1 - p) reaches it (torch computed
+    it as log(1 - p) before it used log1p)."""
+    x = self.tensor(node, x)
+    val = node.meta["val"]
+    one_plus = self.emit(node, "add", [x, self.const(1.0, x)], val)
+    return self.emit(node, "log", [one_plus], val)
+
+
 def gelu(self, node, x, approximate="none"):
     return self.emit(node, "gelu", [self.tensor(node, x)], node.meta["val"],
                      approximate=approximate)
@@ -1654,6 +1665,7 @@ RULES = {
     aten.tanh.default: unary("tanh"),
     aten.exp.default: unary("exp"),
     aten.log.default: unary("log"),
+    aten.log1p.default: log1p,
     aten.sqrt.default: unary("sqrt_out"),
     aten.rsqrt.default: unary("rsqrt"),
     aten.neg.default: unary("neg_out"),

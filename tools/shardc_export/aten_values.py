@@ -165,6 +165,31 @@ def any_or_all(reduce):
     return rule
 
 
+def extremum(take_b_if):
+    """torch.maximum / minimum (nn.BCELoss clamps its logs with
+    maximum(log p, -100)): where(a <op> b, b, a), `take_b_if` "lt" for
+    maximum, "gt" for minimum. A NaN in a is kept (the comparison is false);
+    a NaN in b is not (torch keeps both); at a tie the gradient goes to a
+    (torch splits it)."""
+    flipped = {"lt": "gt", "gt": "lt"}[take_b_if]
+
+    def rule(low, node, a, b):
+        out = node.meta["val"]
+        a, b = (_operand_or_number(low, node, v) for v in (a, b))
+        if _scalar(a) and _scalar(b):
+            low.fail(node, "both operands are numbers")
+        if _scalar(b):
+            cond = low.emit(node, take_b_if, [a], _meta(a.shape, torch.bool), value=float(b))
+        elif _scalar(a):
+            cond = low.emit(node, flipped, [b], _meta(b.shape, torch.bool), value=float(a))
+        else:
+            both = list(torch.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+            a, b = (cast_to(low, node, v, out.dtype) for v in (a, b))
+            cond = low.emit(node, take_b_if, [a, b], _meta(both, torch.bool))
+        return _reexpand(where_of(low, node, cond, b, a, out.dtype), list(out.shape))
+    return rule
+
+
 def assert_async(low, node, *args, **kwargs):
     """torch._assert_async(cond, msg) (F.one_hot's class range, a
     torch._check on values): a check of values at run time, which the graph
@@ -302,6 +327,8 @@ def rules(aten):
         aten.bitwise_and.Tensor: _bool_only(logical_and),
         aten.bitwise_or.Tensor: _bool_only(logical_or),
         aten.isnan.default: isnan,
+        aten.maximum.default: extremum("lt"),
+        aten.minimum.default: extremum("gt"),
         aten.any.default: any_or_all("amax"),
         aten.any.dim: any_or_all("amax"),
         aten.any.dims: any_or_all("amax"),
