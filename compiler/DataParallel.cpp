@@ -18,9 +18,8 @@ int64_t graphBatchRows(const Graph &graph) {
                      ": data-parallel: the graph has no inputs, so there is no batch to split");
   int64_t rows = -1;
   for (const GraphInput &input : graph.inputs) {
-    if (input.shape.empty())
-      throw GraphError(graph.sourceName + ": " + input.path + ": data-parallel: input '" +
-                       input.name + "' is 0-d; every input needs the batch as its dim 0");
+    if (isReplicatedInput(input))
+      continue; // every rank reads it whole
     if (rows < 0) rows = input.shape[0];
     else if (input.shape[0] != rows)
       throw GraphError(graph.sourceName + ": " + input.path + ": data-parallel: input '" +
@@ -28,7 +27,19 @@ int64_t graphBatchRows(const Graph &graph) {
                        " rows in dim 0, the first input " + std::to_string(rows) +
                        " (every input is the same global batch)");
   }
+  if (rows < 0)
+    throw GraphError(
+        graph.sourceName +
+        ": data-parallel: every input of the graph is 0-d "
+        "(each rank reads those whole), so there is no batch to split");
   return rows;
+}
+
+const GraphInput &firstBatchInput(const Graph &graph) {
+  graphBatchRows(graph); // throws when there is none
+  return *std::find_if(
+      graph.inputs.begin(), graph.inputs.end(),
+      [](const GraphInput &input) { return !isReplicatedInput(input); });
 }
 
 Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
@@ -53,11 +64,11 @@ Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
   // With K micro-steps, each rebatched for one micro-step of the global
   // batch (its batch statistics are the micro-step's, as torch computes
   // them in each forward), its 0-d shares scaled by 1 / K.
-  std::vector<std::string> countTotals;
+  MicroStepShares microStep;
   Graph rebatched = rebatchGraph(withLoss, rows / steps, globalRows / steps,
-                                 steps > 1 ? &countTotals : nullptr);
+                                 steps > 1 ? &microStep : nullptr);
   if (steps > 1)
-    scaleSharesPerMicroStep(rebatched, steps);
+    scaleSharesPerMicroStep(rebatched, steps, microStep.sumOutputs);
   JointGraph joint = withGradients(
       rewrittenGraphText(training.graphText, rebatched), graph.sourceName,
       training.loss, training.fuseLinearCrossEntropy);
@@ -65,8 +76,8 @@ Graph dataParallelStepGraph(const Graph &graph, int64_t rows,
   Graph step = parseGraph(joint.text, graph.sourceName);
   if (steps > 1)
     step = parseGraph(
-        rewrittenGraphText(joint.text,
-                           accumulatedStepGraph(step, steps, countTotals)),
+        rewrittenGraphText(joint.text, accumulatedStepGraph(
+                                           step, steps, microStep.countTotals)),
         graph.sourceName);
   if (training.prepare)
     training.prepare(step);

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,13 +37,27 @@ namespace shardc::compiler {
 /// cross_entropy's share is its mean times this rank's counted targets
 /// (those other than its ignore_index) over all ranks' (a count summed over
 /// ranks), so the shares add up to the global batch's mean (a rank with no rows
-/// joins that sum with zeros: runtime::collectivesOnly). `countTotals`, when
-/// given, receives the names of the nodes that sum those counts over ranks,
-/// which are then there even when `rows` is the whole `globalRows`
-/// (gradient accumulation sums them over the micro-steps too:
-/// compiler/GradientAccumulation.h).
+/// joins that sum with zeros: runtime::collectivesOnly). With `microStep`
+/// the graph is one micro-step of gradient accumulation: see
+/// MicroStepShares.
+struct MicroStepShares;
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows = 0,
-                   std::vector<std::string> *countTotals = nullptr);
+                   MicroStepShares *microStep = nullptr);
+
+/// What gradient accumulation (compiler/GradientAccumulation.h) needs from
+/// rebatchGraph's split of one micro-step.
+struct MicroStepShares {
+  /// The nodes that sum cross_entropy's counted targets over ranks, there
+  /// even when `rows` is the whole `globalRows` (the accumulated step sums
+  /// them over the micro-steps too).
+  std::vector<std::string> countTotals;
+  /// The 0-d outputs that are shares of a sum over the batch rows (a
+  /// `loss.sum()`, a sum divided by a count given as an input), not of a
+  /// mean: the micro-steps' shares add up to the whole batch's sum as they
+  /// are, where a mean's are scaled by 1 / K. An output mixing the two
+  /// kinds is refused.
+  std::set<std::string> sumOutputs;
+};
 
 /// The name stem of a mean's share scale (a constant buffer rebatchGraph
 /// adds): the one value that depends on the rank's rows.
@@ -62,9 +77,22 @@ using BatchDims = std::map<std::string, int64_t>;
 /// unknown input or a dim out of range.
 Graph batchFirstGraph(const Graph &graph, const BatchDims &inputDims, BatchDims &outputDims);
 
-/// The graph's global batch: the common dim 0 of its inputs. Throws
-/// GraphError when there is no input or they disagree.
+/// A 0-d input (a count, a step, a temperature: transformers' Trainer
+/// passes `num_items_in_batch`, the labels counted over every rank and
+/// micro-step) has no batch to split: every rank, and every micro-step of
+/// gradient accumulation, reads it whole, as a parameter.
+inline bool isReplicatedInput(const GraphInput &input) {
+  return input.shape.empty();
+}
+
+/// The graph's global batch: the common dim 0 of its inputs, the 0-d ones
+/// aside. Throws GraphError when there is no input with a dim 0 or they
+/// disagree.
 int64_t graphBatchRows(const Graph &graph);
+
+/// The graph's first input that holds the batch (not 0-d); throws as
+/// graphBatchRows.
+const GraphInput &firstBatchInput(const Graph &graph);
 
 /// A data-parallel training step (`shardc run --grad LOSS --optimizer ...
 /// --data-parallel`): each rank differentiates its share of the loss over

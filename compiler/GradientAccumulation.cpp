@@ -63,7 +63,10 @@ public:
       taken_.insert(param.name);
     }
     for (const GraphInput &input : joint.inputs) {
-      inputs_[input.name] = &input;
+      if (isReplicatedInput(input))
+        params_.insert(input.name); // every micro-step reads it whole
+      else
+        inputs_[input.name] = &input;
       taken_.insert(input.name);
     }
     for (size_t i = 0; i < joint.nodes.size(); ++i)
@@ -93,7 +96,8 @@ public:
 
   Graph run() {
     for (GraphInput &input : result_.inputs)
-      input.shape[0] = rows_ * steps_;
+      if (!isReplicatedInput(input))
+        input.shape[0] = rows_ * steps_;
     // Every copy's count before the first forward: the global batch's
     // count is known when the first loss share needs it.
     for (int64_t k = 0; k < steps_; ++k)
@@ -345,7 +349,8 @@ private:
 
 } // namespace
 
-void scaleSharesPerMicroStep(Graph &rebatched, int64_t steps) {
+void scaleSharesPerMicroStep(Graph &rebatched, int64_t steps,
+                             const std::set<std::string> &sumOutputs) {
   std::map<std::string, GraphNode *> producers;
   for (GraphNode &node : rebatched.nodes)
     for (const std::string &name : node.names)
@@ -354,7 +359,7 @@ void scaleSharesPerMicroStep(Graph &rebatched, int64_t steps) {
   for (const std::string &output : rebatched.outputs) {
     auto producer = producers.find(output);
     if (producer == producers.end() || producer->second->names.size() != 1 ||
-        !producer->second->shapes[0].empty())
+        !producer->second->shapes[0].empty() || sumOutputs.count(output))
       continue;
     const std::set<std::string> taken = namesOf(rebatched);
     GraphNode &node = *producer->second;

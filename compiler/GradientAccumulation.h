@@ -29,17 +29,21 @@
 #include "compiler/Graph.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace shardc::compiler {
 
 /// Makes `rebatched` (one rank's forward of one micro-step, rebatchGraph's)
-/// return each 0-d share scaled by 1 / `steps`: a mean over the micro-step's
-/// rows becomes its part of the mean over all `steps` micro-steps' rows.
-/// Done before differentiating, so each micro-step's gradients carry the
-/// scale.
-void scaleSharesPerMicroStep(Graph &rebatched, int64_t steps);
+/// return each 0-d share of a mean scaled by 1 / `steps`: a mean over the
+/// micro-step's rows becomes its part of the mean over all `steps`
+/// micro-steps' rows. The shares of a sum (`sumOutputs`,
+/// MicroStepShares::sumOutputs) stay as they are: the micro-steps' sums add
+/// up to the whole batch's. Done before differentiating, so each
+/// micro-step's gradients carry the scale.
+void scaleSharesPerMicroStep(Graph &rebatched, int64_t steps,
+                             const std::set<std::string> &sumOutputs);
 
 /// The joint graph `joint` (one micro-step: forward and backward of its
 /// inputs' rows, its loss a share of the global batch) repeated for

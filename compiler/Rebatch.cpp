@@ -52,6 +52,9 @@ public:
         uniform_.insert(param.name);
     }
     for (GraphInput &input : result_.inputs) {
+      shapes_[input.name] = input.shape;
+      if (isReplicatedInput(input))
+        continue; // a value every rank holds whole
       input.shape[0] = rows;
       shapes_[input.name] = input.shape;
       layouts_[input.name] = BatchLayout{};
@@ -80,7 +83,19 @@ public:
     for (const std::string &output : result_.outputs)
       shareOfWhole(output);
     if (checkOutputs_) checkOutputs();
+    if (accumulating_)
+      checkShareKinds();
     return std::move(result_);
+  }
+
+  /// The 0-d outputs that are shares of a sum over the batch rows, not of
+  /// a mean (after run()).
+  std::set<std::string> sumOutputs() const {
+    std::set<std::string> result;
+    for (const std::string &output : graph_.outputs)
+      if (sumShares_.count(output) && !meanShares_.count(output))
+        result.insert(output);
+    return result;
   }
 
   /// Where each output computed from the batch holds it (after run()).
@@ -113,7 +128,11 @@ private:
       // mean (a batch norm's statistics per micro-step, as a torch loop
       // computes them), but a sum's share summed is the micro-step's part
       // of a sum that the graph's own constants take for the whole batch.
-      if (accumulating_ && !firstShare(node, sumShares_).empty())
+      if (accumulating_ && !firstShare(node, sumShares_).empty()) {
+        // cross_entropy(reduction='sum') is exported as the mean times
+        // the counted targets: a mean's share times a sum's.
+        const bool summedMean =
+            node.op == "mul" && !firstShare(node, meanShares_).empty();
         throw fail(
             node.path,
             "'" + node.op + "' reads '" + firstShare(node, sumShares_) +
@@ -122,7 +141,17 @@ private:
                 "mixture of experts' load-balancing loss; a sum beside "
                 "a value every row shares): with --accumulate each "
                 "micro-step would compute it over its own rows only, "
-                "not the whole batch; run the step without --accumulate");
+                "not the whole batch; run the step without --accumulate" +
+                (summedMean
+                     ? std::string(
+                           ". A cross_entropy summed over the targets (a loss "
+                           "divided by transformers' num_items_in_batch) is "
+                           "such a product: export the model's mean loss "
+                           "instead; --accumulate divides it by the whole "
+                           "batch's counted targets, as num_items_in_batch "
+                           "does")
+                     : std::string()));
+      }
       for (std::string &in : node.inputs)
         if (shares_.count(in))
           in = summedOverRanks(in, node.path);
@@ -130,11 +159,14 @@ private:
     }
     if (readsShare) {
       const bool ofSum = !firstShare(node, sumShares_).empty();
+      const bool ofMean = !firstShare(node, meanShares_).empty();
       for (size_t r = 0; r < node.names.size(); ++r) {
         shapes_[node.names[r]] = node.shapes[r];
         shares_.insert(node.names[r]);
         if (ofSum)
           sumShares_.insert(node.names[r]);
+        if (ofMean)
+          meanShares_.insert(node.names[r]);
       }
     } else if (readsBatch && reduceToShare(node)) {
       return; // its nodes are in place
@@ -195,6 +227,7 @@ private:
     if (!global_.count(output) || shares_.count(output) ||
         !shapes_.at(output).empty())
       return;
+    meanShares_.insert(output); // the rows' fraction of the whole's value
     if (rows_ == globalRows_) { // the whole batch here: it is its own share
       shares_.insert(output);
       return;
@@ -399,6 +432,8 @@ private:
     shares_.insert(name);
     if (*reduction == BatchReduction::Sum && !statistics_)
       sumShares_.insert(name);
+    if (*reduction != BatchReduction::Sum)
+      meanShares_.insert(name);
     const bool counted =
         node.op == "cross_entropy" || node.op == "linear_cross_entropy";
     if (*reduction == BatchReduction::Sum ||
@@ -707,6 +742,22 @@ private:
     }
   }
 
+  /// Gradient accumulation: a 0-d output adding a mean's share to a sum's
+  /// (a token-mean loss plus a summed penalty over the rows) would need the
+  /// mean's part scaled by 1 / K and the sum's not.
+  void checkShareKinds() const {
+    for (const std::string &output : graph_.outputs)
+      if (sumShares_.count(output) && meanShares_.count(output))
+        throw fail("outputs",
+                   "output '" + output +
+                       "' adds a mean over the batch's rows to a sum over "
+                       "them; with --accumulate the micro-steps' means are "
+                       "averaged and their sums added, so one output cannot "
+                       "hold both: return the mean's part as a sum divided "
+                       "by the global batch's rows, or run the step without "
+                       "--accumulate");
+  }
+
   void checkOutputs() const {
     for (const std::string &output : result_.outputs) {
       if (shares_.count(output)) {
@@ -761,6 +812,10 @@ private:
   /// Shares of a sum over the batch rows (not of a mean), and values
   /// computed from them that still add up over ranks.
   std::set<std::string> sumShares_;
+  /// Shares of a mean over the batch rows (or a whole value's fraction),
+  /// and values computed from them: with gradient accumulation each
+  /// micro-step's is scaled by 1 / K, a sum's is not.
+  std::set<std::string> meanShares_;
   /// Inside overWholeBatch's rewrite of a batch statistic.
   bool statistics_ = false;
   std::vector<std::string> countTotals_;
@@ -827,14 +882,16 @@ void renameUses(Graph &graph, const std::string &from, const std::string &to) {
 } // namespace
 
 Graph rebatchGraph(const Graph &graph, int64_t rows, int64_t globalRows,
-                   std::vector<std::string> *countTotals) {
+                   MicroStepShares *microStep) {
   return withRebatcher(graph, rows, globalRows, true,
                        [&](Rebatcher &rebatcher) {
-                         if (countTotals)
+                         if (microStep)
                            rebatcher.accumulateMicroSteps();
                          Graph result = rebatcher.run();
-                         if (countTotals)
-                           *countTotals = rebatcher.countTotals();
+                         if (microStep) {
+                           microStep->countTotals = rebatcher.countTotals();
+                           microStep->sumOutputs = rebatcher.sumOutputs();
+                         }
                          return result;
                        });
 }

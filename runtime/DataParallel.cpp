@@ -87,9 +87,7 @@ int64_t globalBatchRows(const std::vector<HostTensor> &inputs) {
   int64_t rows = -1;
   std::string first;
   for (const HostTensor &t : inputs) {
-    if (t.shape.empty())
-      throw RuntimeError("data-parallel: input '" + t.name +
-                         "' is 0-d; every input needs the batch as its dim 0");
+    if (t.shape.empty()) continue;  // every rank reads it whole
     if (rows < 0) {
       rows = t.shape[0];
       first = t.name;
@@ -99,7 +97,9 @@ int64_t globalBatchRows(const std::vector<HostTensor> &inputs) {
                          std::to_string(rows) + " (every input is the same global batch)");
     }
   }
-  if (rows < 1) throw RuntimeError("data-parallel: the forward has no batch input with rows");
+  if (rows < 1)
+    throw RuntimeError(
+        "data-parallel: the forward has no batch input with rows (0-d inputs are read whole)");
   return rows;
 }
 
@@ -169,8 +169,15 @@ RankForward rankForward(const Plan &plan, const std::vector<HostTensor> &globalI
   result.function = forwardFunctionName(result.slice.rows, firstRows);
   const Function *function = plan.function(result.function);
   const Function *forward = plan.function("forward");
-  const bool fits = function && forward && !forward->inputs.empty() &&
-                    forward->buffers[forward->inputs[0]].shape.at(0) == firstRows;
+  // The forward's rows: those of its first input that is not 0-d.
+  int64_t forwardRows = -1;
+  if (forward)
+    for (int32_t id : forward->inputs)
+      if (const plan::Buffer &b = forward->buffers.at(static_cast<size_t>(id)); !b.shape.empty()) {
+        forwardRows = b.shape[0];
+        break;
+      }
+  const bool fits = function && forwardRows == firstRows;
   if (!fits)
     throw RuntimeError("data-parallel: the plan was not compiled for a global batch of " +
                        std::to_string(batch) + " rows over " + std::to_string(plan.worldSize) +
@@ -179,7 +186,9 @@ RankForward rankForward(const Plan &plan, const std::vector<HostTensor> &globalI
                        " rows); compile it with that batch");
   if (result.slice.rows > 0)
     for (const HostTensor &t : globalInputs)
-      result.inputs.push_back(sliceRows(t, result.slice.begin, result.slice.rows));
+      result.inputs.push_back(t.shape.empty()
+                                  ? t  // 0-d: every rank's whole
+                                  : sliceRows(t, result.slice.begin, result.slice.rows));
   return result;
 }
 
@@ -259,10 +268,7 @@ std::vector<HostTensor> makeGlobalInputs(const Plan &plan, int64_t globalRows, u
   if (const Function *forward = plan.function("forward"))
     for (int32_t id : forward->inputs) {
       Buffer b = forward->buffers[id];
-      if (b.shape.empty())
-        throw RuntimeError("data-parallel: input '" + b.name +
-                           "' is 0-d; every input needs the batch as its dim 0");
-      b.shape[0] = globalRows;
+      if (!b.shape.empty()) b.shape[0] = globalRows;  // a 0-d input is every rank's whole
       b.id = static_cast<int32_t>(inputsOnly.buffers.size());
       b.bytes = numElements(b.shape) * dtypeSize(b.dtype);
       inputsOnly.inputs.push_back(b.id);

@@ -43,15 +43,16 @@ std::string forwardFunctionName(int64_t rows, int64_t firstRows);
 /// inputs, no outputs. What a rank with no rows of the batch runs.
 plan::Function collectivesOnly(const plan::Function &forward, const std::string &name);
 
-/// The global batch of `inputs`: their common dim 0. Throws RuntimeError
-/// when an input is 0-d or they disagree.
+/// The global batch of `inputs`: their common dim 0, the 0-d inputs aside
+/// (every rank reads those whole). Throws RuntimeError when none has rows
+/// or they disagree.
 int64_t globalBatchRows(const std::vector<HostTensor> &inputs);
 
 /// What one rank runs in a data-parallel forward.
 struct RankForward {
   std::string function;             // plan function name
   BatchSlice slice;                 // its rows of the global batch
-  std::vector<HostTensor> inputs;   // its rows of every input (none: 0 rows)
+  std::vector<HostTensor> inputs;   // its rows of every input, 0-d ones whole (none: 0 rows)
 };
 
 /// Rank `rank`'s function and input rows. `globalInputs` are ordered like

@@ -205,8 +205,9 @@ std::vector<HostTensor> matchForwardInputs(const Function &forward,
       }
     if (!match)
       throw RuntimeError("forward input '" + b.name + "' (" + dtypeName(b.dtype) + " " +
-                         (anyBatchRows ? std::string(b.shape.size() > 1 ? "[B, ...]" : "[B]")
-                                       : shapeToString(b.shape)) +
+                         (anyBatchRows && !b.shape.empty()
+                              ? std::string(b.shape.size() > 1 ? "[B, ...]" : "[B]")
+                              : shapeToString(b.shape)) +
                          ") was not provided");
     // Data-parallel: dim 0 is the global batch, any size; the rest must match.
     auto rows = [&](const std::vector<int64_t> &shape) {
@@ -216,11 +217,12 @@ std::vector<HostTensor> matchForwardInputs(const Function &forward,
     };
     if (match->dtype != b.dtype || match->shape.size() != b.shape.size() ||
         rows(match->shape) != rows(b.shape))
-      throw RuntimeError("input '" + b.name + "': " +
-                         (anyBatchRows ? "the data-parallel forward expects " : "forward expects ") +
-                         dtypeName(b.dtype) + " " + shapeToString(b.shape) +
-                         (anyBatchRows ? " with any number of rows in dim 0" : "") + ", got " +
-                         dtypeName(match->dtype) + " " + shapeToString(match->shape));
+      throw RuntimeError(
+          "input '" + b.name +
+          "': " + (anyBatchRows ? "the data-parallel forward expects " : "forward expects ") +
+          dtypeName(b.dtype) + " " + shapeToString(b.shape) +
+          (anyBatchRows && !b.shape.empty() ? " with any number of rows in dim 0" : "") + ", got " +
+          dtypeName(match->dtype) + " " + shapeToString(match->shape));
     if (static_cast<int64_t>(match->data.size()) != match->expectedBytes())
       throw RuntimeError("input '" + b.name + "': has " + std::to_string(match->data.size()) +
                          " bytes of data, its shape needs " +

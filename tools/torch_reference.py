@@ -499,9 +499,11 @@ def check_tensors(kind, decls, tensors, path):
 
 def build_env(graph, params, inputs, args, compute_dtype=None):
     check_tensors("parameter", graph.get("parameters", []), params, args.params)
-    # --accumulate K: the inputs are K micro-batches of the graph's rows
+    # --accumulate K: the inputs are K micro-batches of the graph's rows (a
+    # 0-d input is every micro-batch's)
     k = getattr(args, "accumulate", None) or 1
     check_tensors("input", [dict(d, shape=[d["shape"][0] * k] + d["shape"][1:])
+                            if d["shape"] else d
                             for d in graph.get("inputs", [])], inputs, args.inputs)
     env = {}
     files = {}
@@ -747,7 +749,7 @@ def train(graph, interp, env, args):
     # of the graph's rows; each runs forward and backward of its loss / K, as
     # a torch loop accumulates, then one optimizer step.
     micro = args.accumulate or 1
-    rows = {d["name"]: d["shape"][0] for d in graph.get("inputs", [])}
+    rows = {d["name"]: d["shape"][0] for d in graph.get("inputs", []) if d["shape"]}
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)

@@ -5,7 +5,7 @@
 #     beside its accounted peak; the JSON report carries it too. Training
 #     steps likewise: AdamW, clipping, a training-mode batch norm (buffer
 #     updates), data-parallel dropout, gradient accumulation, a language
-#     model's head and loss fused.
+#     model's head and loss fused, a summed loss over a 0-d input accumulated.
 #  2. a rank dies before forward's first collective (SHARDC_TEST_DIE_AT_RANK):
 #     the job exits non-zero, with the survivors' message, well within the
 #     timeout; and with the launcher told not to abort the job, the survivors
@@ -120,6 +120,15 @@ if /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/mlp12.j
   same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-accumulate --grad loss \
     --optimizer sgd --lr 0.1 --momentum 0.9 --accumulate 3 --steps 2 \
     --inputs "$WORK/mlp12-inputs.st"
+  # A loss summed over the rows and divided by a 0-d input (a count every
+  # process reads whole), accumulated: the micro-steps' sums add up.
+  python3 -c "import json, sys; g = json.load(open(sys.argv[1])); g['inputs'][0]['shape'][0] = 12; json.dump(g, open(sys.argv[2], 'w'))" \
+    "$SRC/test/lit/shardc/Inputs/sum-loss.json" "$WORK/sum12.json"
+  /usr/bin/python3 "$SRC/tools/torch_reference.py" --make-inputs "$WORK/sum12.json" --seed 5 \
+    --out "$WORK/sum12-inputs.st" > /dev/null 2>&1 &&
+    same_as_local "$WORK/sum12.json" train-accumulate-sum --grad loss \
+      --optimizer sgd --lr 0.1 --accumulate 3 --steps 2 --inputs "$WORK/sum12-inputs.st" ||
+    fail "train-accumulate-sum: no inputs"
   # Clipped: the printed norm is rank 0's (every rank holds it), not a sum.
   same_as_local "$SRC/test/lit/shardc/Inputs/grad-mlp.json" train-data-parallel-clipped \
     --grad loss --optimizer adamw --lr 0.05 --clip-grad-norm 0.3 --data-parallel --steps 2 \

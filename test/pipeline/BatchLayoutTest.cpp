@@ -389,3 +389,50 @@ TEST_CASE("rebatchGraph gives updated buffers the global batch's value",
                     Catch::Contains("updates[0]: data-parallel: buffer 'run' is updated from the "
                                     "batch rows (by 'y')"));
 }
+
+TEST_CASE("a 0-d input is every rank's whole; a sum's shares are told from a mean's",
+          "[data-parallel][batch-layout]") {
+  // x [4, 3] and a 0-d count n: the sum over x's rows divided by n.
+  const std::string summed = R"({"format": "shardc-graph", "version": 1, "parameters": [], )"
+                             R"("inputs": [{"name": "n", "shape": [], "dtype": "float32"}, )"
+                             R"({"name": "x", "shape": [4, 3], "dtype": "float32"}], "nodes": [
+      {"name": "s", "op": "sum", "inputs": ["x"]},
+      {"name": "y", "op": "div", "inputs": ["s", "n"]}], "outputs": ["y"]})";
+  const Graph graph = parseGraph(summed, "t.json");
+  CHECK(graphBatchRows(graph) == 4);  // the first input, n, has no rows
+  CHECK(firstBatchInput(graph).name == "x");
+  MicroStepShares microStep;
+  const Graph two = rebatchGraph(graph, 2, 0, &microStep);
+  CHECK(two.inputs[0].shape.empty());  // read whole
+  CHECK(two.inputs[1].shape == Shape{2, 3});
+  REQUIRE(two.nodes.size() == 2);  // no sum over ranks, no share scale
+  CHECK(nodeNamed(two, "y").inputs == std::vector<std::string>{"s", "n"});
+  CHECK(microStep.sumOutputs == std::set<std::string>{"y"});
+
+  // A mean's share is no sum's: gradient accumulation scales it by 1 / K.
+  MicroStepShares meanStep;
+  rebatchGraph(graphOf({4, 3}, R"({"name": "y", "op": "mean", "inputs": ["x"]})"), 2, 0, &meanStep);
+  CHECK(meanStep.sumOutputs.empty());
+  // Both in one output: accumulation cannot scale its parts apart.
+  MicroStepShares mixedStep;
+  CHECK_THROWS_WITH(rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"]},
+      {"name": "s", "op": "sum", "inputs": ["x"]},
+      {"name": "y", "op": "add", "inputs": ["m", "s"]})"),
+                                 2, 0, &mixedStep),
+                    Catch::Contains("output 'y' adds a mean over the batch's rows to a sum"));
+  // ... which a step without accumulation takes.
+  CHECK_NOTHROW(rebatchGraph(graphOf({4, 3}, R"(
+      {"name": "m", "op": "mean", "inputs": ["x"]},
+      {"name": "s", "op": "sum", "inputs": ["x"]},
+      {"name": "y", "op": "add", "inputs": ["m", "s"]})"),
+                             2));
+
+  // Nothing but 0-d inputs: no batch.
+  CHECK_THROWS_WITH(graphBatchRows(parseGraph(
+                        R"({"format": "shardc-graph", "version": 1, "parameters": [], )"
+                        R"("inputs": [{"name": "n", "shape": [], "dtype": "float32"}], "nodes": [
+          {"name": "y", "op": "mul", "inputs": ["n", "n"]}], "outputs": ["y"]})",
+                        "t.json")),
+                    Catch::Contains("every input of the graph is 0-d"));
+}

@@ -179,3 +179,37 @@ TEST_CASE("moveBatchDim moves a dim to the front and back", "[data-parallel]") {
   CHECK(moveBatchDim(moveBatchDim(seq, 2, true), 2, false).data == seq.data);
   CHECK(moveBatchDim(seq, 0, true).data == seq.data);
 }
+
+TEST_CASE("rankForward gives every rank a 0-d input whole", "[data-parallel]") {
+  // forward(n [], x [2, 4]) of a plan for 4 rows over 2 ranks.
+  Plan plan;
+  plan.worldSize = 2;
+  Function forward;
+  forward.name = "forward";
+  forward.buffers = {Buffer(0, "n", DType::F32, {}, 4, Category::IO),
+                     Buffer(1, "x", DType::I64, {2, 4}, 64, Category::IO)};
+  forward.inputs = {0, 1};
+  plan.functions.push_back(forward);
+  HostTensor n{"n", DType::F32, {}, std::vector<std::byte>(4)};
+  const float count = 24.0f;
+  std::memcpy(n.data.data(), &count, 4);
+  HostTensor x{"x", DType::I64, {4, 4}, {}};
+  x.data.resize(4 * 4 * 8);
+  for (int64_t i = 0; i < 16; ++i) std::memcpy(x.data.data() + i * 8, &i, 8);
+  CHECK(globalBatchRows({n, x}) == 4);
+  for (int64_t rank : {0, 1}) {
+    INFO("rank " << rank);
+    RankForward mine = rankForward(plan, {n, x}, rank);
+    CHECK(mine.function == "forward");
+    REQUIRE(mine.inputs.size() == 2);
+    CHECK(mine.inputs[0].shape.empty());
+    CHECK(mine.inputs[0].data == n.data);
+    CHECK(mine.inputs[1].data == sliceRows(x, 2 * rank, 2).data);
+  }
+  // The global inputs made from a seed keep it 0-d.
+  std::vector<HostTensor> made = makeGlobalInputs(plan, 6, 1, {});
+  REQUIRE(made.size() == 2);
+  CHECK(made[0].shape.empty());
+  CHECK(made[1].shape == std::vector<int64_t>{6, 4});
+  CHECK_THROWS_WITH(globalBatchRows({n}), Catch::Contains("no batch input with rows"));
+}

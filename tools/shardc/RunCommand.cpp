@@ -258,12 +258,14 @@ int64_t physicalMemoryBytes() {
 }
 
 /// The global batch of a data-parallel run: the rows of the --inputs
-/// tensor named like the graph's first input, else the graph's own batch.
+/// tensor named like the graph's first batch input (0-d ones aside), else
+/// the graph's own batch.
 int64_t globalBatchRows(const compiler::Graph &graph,
                         const std::vector<runtime::HostTensor> &inputs, const std::string &file) {
   int64_t rows = compiler::graphBatchRows(graph);
+  const std::string &first = compiler::firstBatchInput(graph).name;
   for (const runtime::HostTensor &tensor : inputs)
-    if (tensor.name == graph.inputs[0].name) {
+    if (tensor.name == first) {
       if (tensor.shape.empty() || tensor.shape[0] < 1)
         throw compiler::GraphError(file + ": tensor '" + tensor.name +
                                    "' has no rows in dim 0 (the global batch)");
