@@ -15,7 +15,7 @@ import operator
 
 import torch
 
-from .init_recorder import ExportError, to_graph_chain
+from .init_recorder import _FACTORIES, ExportError, to_graph_chain
 from .graph_emitter import GRAPH_DTYPES, G, GraphEmitter, value_dtype
 from . import aten_consts as hf
 from . import aten_values
@@ -214,8 +214,9 @@ def list_indices_as_slices():
 
 # Factories whose result has no values to keep (shape, fill or random draw
 # only): made without a device, they follow the traced inputs onto meta.
-_VALUELESS_FACTORIES = {torch.arange, torch.ones, torch.zeros, torch.full, torch.empty,
-                        torch.eye, torch.linspace, torch.rand, torch.randn, torch.randint}
+# The fx capture's factory table (init_recorder._FACTORIES) but for those
+# that take values.
+_VALUELESS_FACTORIES = set(_FACTORIES) - {torch.tensor, torch.as_tensor}
 
 
 class _FactoriesOnMetaMode(torch.overrides.TorchFunctionMode):

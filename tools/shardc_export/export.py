@@ -11,6 +11,8 @@ import sys
 import torch
 import torch.nn as nn
 
+from .attention_fusion import fuse_attention
+from .graph_emitter import G
 from .init_recorder import (ExportError, MetaFactoryMode, recording, shadow_fill_value,
                             storage_key, to_graph_chain)
 from .lowering import GRAPH_DTYPES, Lowering, dead_code_eliminate
@@ -267,6 +269,25 @@ def resolve_derived(init, name, names):
         op["of"] = names[key]
 
 
+def fuse_hand_written_attention(nodes, low, param_decls, inputs, kept):
+    """attention_fusion.fuse_attention on the lowering's nodes, with the
+    shapes and dtypes of every value and the numbers of its 0-d constants."""
+    meta = dict(low.meta)
+    for d in list(param_decls) + list(low.graph_buffers.values()) + list(inputs):
+        meta[d["name"]] = (list(d["shape"]), d.get("dtype", "float32"))
+    consts = {}
+    for d in low.graph_buffers.values():
+        init = d.get("init") or [{}]
+        if d["shape"] == [] and len(init) == 1 and init[0].get("op") == "fill":
+            consts[d["name"]] = float(init[0]["value"])
+    torch_dtypes = {name: dt for dt, name in GRAPH_DTYPES.items()}
+
+    def const(value, dtype):
+        return low.const(value, G("", torch.empty((), dtype=torch_dtypes[dtype],
+                                                  device="meta"))).name
+    return fuse_attention(nodes, meta, consts, kept, low.fresh, const)
+
+
 def master_weights(model, param_decls, param_dtype):
     """--param-dtype (docs/exporter.md): forward is traced with the floating
     parameters in `param_dtype` and buffers as they are, as FSDP2's
@@ -413,7 +434,12 @@ def export(args):
         low, outputs = capture_fx(model, metas, concrete, params, buffers, buffer_chains,
                                   inputs, device, output_names)
     updates = [{"buffer": b, "value": v.name} for b, v in getattr(low, "updates", [])]
-    nodes, live = dead_code_eliminate(low.nodes, outputs + [u["value"] for u in updates])
+    kept = outputs + [u["value"] for u in updates]
+    nodes, live = dead_code_eliminate(low.nodes, kept)
+    if not getattr(args, "keep_attention_ops", False):
+        nodes, fused = fuse_hand_written_attention(nodes, low, param_decls, inputs, kept)
+        if fused:
+            nodes, live = dead_code_eliminate(nodes, kept)
     live |= {u["buffer"] for u in updates}
     untracked = sorted(getattr(low, "untracked_updates", []))
     if untracked:
@@ -666,6 +692,10 @@ def parser():
                     "parameters in this dtype and floating inputs cast to it, as FSDP2's "
                     "MixedPrecisionPolicy(param_dtype=...); shardc keeps each parameter in "
                     "its own dtype (init, shards, optimizer, checkpoints)")
+    ap.add_argument("--keep-attention-ops", action="store_true",
+                    help="leave hand-written attention (matmul, softmax, matmul) as those "
+                         "ops instead of the graph's scaled_dot_product_attention "
+                         "(docs/exporter.md, \"Hand-written attention\")")
     ap.add_argument("--name", help="the graph's name (default: the class name)")
     ap.add_argument("--output-names", help="comma-separated names of forward's outputs "
                     "(default output, output.N)")

@@ -57,6 +57,7 @@ class GraphEmitter:
         self.nodes = []
         self.graph_buffers = {}  # name -> decl (constants made while lowering)
         self.consts = {}         # (value, dtype) -> G
+        self.meta = {}           # node result name -> (shape, graph dtype)
         self.used_names = set(params.values()) | set(buffers.values()) | \
             {d["name"] for d in input_decls}
 
@@ -78,6 +79,8 @@ class GraphEmitter:
         n.update({k: json_float(v) if isinstance(v, float) and not math.isfinite(v) else v
                   for k, v in attrs.items()})
         self.nodes.append(n)
+        if hasattr(val, "shape"):  # for rewrites of the node list (attention_fusion.py)
+            self.meta[name] = (list(val.shape), value_dtype(val.dtype))
         return G(name, val)
 
     def const(self, value, like):
@@ -118,6 +121,8 @@ class GraphEmitter:
 
     def rename(self, old, new):
         self.used_names.add(new)
+        if old in self.meta:
+            self.meta[new] = self.meta.pop(old)
         for n in self.nodes:
             if n.get("name") == old:
                 n["name"] = new
