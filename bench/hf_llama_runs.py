@@ -52,4 +52,5 @@ def parse_args(doc, default_seq, prefix, repeat=None):
     parser.add_argument("--workdir")
     args = parser.parse_args()
     work = args.workdir or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
     return args, os.path.join(args.build, "bin", "shardc"), work
