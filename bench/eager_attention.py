@@ -19,12 +19,10 @@ warm forward of the same module (median of 3, one thread).
 
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
-from hf_llama_runs import ROOT, parse_args, run_shardc
+from hf_llama_runs import ROOT, parse_args, run_shardc, torch_warm_seconds
 
 CONFIG = {"n_embd": 768, "n_head": 12, "n_layer": 2, "vocab_size": 1024,
           "bos_token_id": 0, "eos_token_id": 0}
@@ -64,16 +62,8 @@ def largest_difference(a, b):
 
 def torch_seconds(seq):
     import torch
-    torch.set_num_threads(1)
-    model = gpt2_eager(n_positions=seq)
     ids = torch.randint(0, 1024, (1, seq), generator=torch.Generator().manual_seed(0))
-    times = []
-    with torch.no_grad():
-        for _ in range(4):
-            start = time.perf_counter()
-            model(input_ids=ids)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+    return torch_warm_seconds(gpt2_eager(n_positions=seq), input_ids=ids)
 
 
 def main():

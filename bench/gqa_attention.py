@@ -22,11 +22,9 @@ one thread) beside them. Both graphs' outputs must be byte-identical.
 import copy
 import json
 import os
-import statistics
 import sys
-import time
 
-from hf_llama_runs import ROOT, export_llama, parse_args, run_shardc
+from hf_llama_runs import ROOT, export_llama, parse_args, run_shardc, torch_warm_seconds
 
 CONFIG = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 4,
           "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1024}
@@ -67,16 +65,9 @@ def torch_seconds(seq, repeat):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import zoo_hf
-    torch.set_num_threads(1)
     model = zoo_hf.llama(**dict(CONFIG, max_position_embeddings=seq))
     ids = torch.randint(0, 1024, (BATCH, seq), generator=torch.Generator().manual_seed(0))
-    times = []
-    with torch.no_grad():
-        for _ in range(repeat + 1):
-            start = time.perf_counter()
-            model(input_ids=ids)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+    return torch_warm_seconds(model, repeat, input_ids=ids)
 
 
 def main():

@@ -40,6 +40,21 @@ def run_shardc(shardc, graph, world, repeat=0, outputs=None):
     return max(r["forward"]["peak_bytes"] for r in ranks), seconds
 
 
+def torch_warm_seconds(model, repeat=3, **inputs):
+    """torch eager's forward of `model` on `inputs` at one thread, without
+    gradients: the median of `repeat` warm runs after a first one."""
+    import time
+    import torch
+    torch.set_num_threads(1)
+    times = []
+    with torch.no_grad():
+        for _ in range(repeat + 1):
+            start = time.perf_counter()
+            model(**inputs)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
 def parse_args(doc, default_seq, prefix, repeat=None):
     """The scripts' command line: --seq, --build, --workdir (and --repeat
     when `repeat` is its default). Returns (args, shardc binary, work dir)."""

@@ -19,11 +19,9 @@ ones, one thread).
 """
 
 import os
-import statistics
 import sys
-import time
 
-from hf_llama_runs import ROOT, export_llama, parse_args, run_shardc
+from hf_llama_runs import ROOT, export_llama, parse_args, run_shardc, torch_warm_seconds
 
 WIDE = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4,
         "vocab_size": 1024}
@@ -41,18 +39,11 @@ def torch_masked_seconds(seq):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import zoo_hf
-    torch.set_num_threads(1)
     model = zoo_hf.llama(**dict(WIDE, max_position_embeddings=seq))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 1024, (BATCH, seq), generator=gen)
     mask = torch.randint(0, 2, (BATCH, seq), generator=gen)
-    times = []
-    with torch.no_grad():
-        for _ in range(4):
-            start = time.perf_counter()
-            model(input_ids=ids, attention_mask=mask)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+    return torch_warm_seconds(model, input_ids=ids, attention_mask=mask)
 
 
 def main():
