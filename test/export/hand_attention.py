@@ -103,3 +103,26 @@ class KeptWhere(CausalSelfAttention):
         att = torch.where(mask[:, None, None, :] != 0, att, float("-inf"))
         y = F.softmax(att, dim=-1) @ v
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class FoldedBias(CausalSelfAttention):
+    """BLOOM's form: heads folded into the batch, the scores made by
+    baddbmm(alibi [B * H, 1, S], q, k^T, alpha=scale), the causal mask
+    added to the 4-d view."""
+
+    def __init__(self, dim=64, heads=4, block=32):
+        super().__init__(dim, heads, block)
+        slopes = torch.tensor([2.0 ** -(i + 1) for i in range(heads)])
+        self.register_buffer("slopes", slopes)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        H, E = self.heads, C // self.heads
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, H, E).transpose(1, 2).reshape(B * H, T, E) for t in (q, k, v))
+        alibi = (self.slopes[:, None] * torch.arange(T, dtype=x.dtype)).repeat(B, 1)[:, None, :]
+        att = torch.baddbmm(alibi, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(E))
+        causal = torch.zeros(T, T).masked_fill(self.bias[0, 0, :T, :T] == 0, float("-inf"))
+        att = att.view(B, H, T, T) + causal
+        y = torch.bmm(F.softmax(att, dim=-1).view(B * H, T, T), v)
+        return self.c_proj(y.view(B, H, T, E).transpose(1, 2).reshape(B, T, C))

@@ -169,14 +169,19 @@ def _match(g, softmax):
     # condition holds: masked_fill), then constant scalings and the reshape
     # from [B * H, T, S]. A mask added before a scaling would be scaled too:
     # not the op's arithmetic.
+    folded = [shape[0] * shape[1]] + shape[2:]
     masks, scale, scaled, x = [], 1.0, False, scores
     while True:
         n = g.node(x)
         if n is None or not g.single_use(x):
             return None
-        term = _mask_term(g, n, shape, dtype) if not scaled and g.shape(x) == shape else None
+        # a mask of the 4-d scores, or of the 3-d [B * H, T, S] ones (BLOOM's
+        # ALiBi bias [B * H, 1, S])
+        level = 4 if g.shape(x) == shape else 3 if g.shape(x) == folded else None
+        term = None if scaled or level is None else \
+            _mask_term(g, n, shape if level == 4 else folded, dtype)
         if term is not None:
-            masks.append(term[0])
+            masks.append((term[0], level))
             x = term[1]
         elif n["op"] in ("mul", "div") and len(n["inputs"]) == 2:
             const = [i for i in (0, 1) if n["inputs"][i] in g.consts]
@@ -251,7 +256,8 @@ def _combined_mask(found, g, meta, made, fresh, const):
     """The op's one 4-d additive mask from the matched terms (appending the
     nodes that make it to `made`), or None when there is none."""
     dtype, total = found["dtype"], None
-    for term in found["masks"]:
+    heads = found["scores"][:2]
+    for term, level in found["masks"]:
         if isinstance(term, tuple):  # where(cond, -inf, 0), or (cond, 0, -inf)
             _, cond, fill = term
             name = fresh(cond + ".additive")
@@ -261,8 +267,14 @@ def _combined_mask(found, g, meta, made, fresh, const):
             meta[name] = (g.shape(cond), dtype)
             term = name
         shape = list(meta[term][0])
-        if len(shape) < 4:  # the op's mask is 4-d
+        if level == 3:  # [B * H or 1, a, S] -> [B, H, a, S] or [1, 1, a, S]
+            shape = [1] * (3 - len(shape)) + shape
+            shape4 = (heads if shape[0] != 1 else [1, 1]) + shape[1:]
+        elif len(shape) < 4:  # the op's mask is 4-d
             shape4 = [1] * (4 - len(shape)) + shape
+        else:
+            shape4 = shape
+        if shape4 != list(meta[term][0]):
             name = fresh(term + ".4d")
             made.append({"name": name, "op": "reshape", "inputs": [term], "shape": shape4})
             meta[name] = (shape4, dtype)
