@@ -34,6 +34,15 @@ class CausalSelfAttention(nn.Module):
         return self.c_proj(y)
 
 
+class Causal64(CausalSelfAttention):
+    """nanoGPT's attention in float64: masked_fill of a constant condition
+    stays a where on the scores (not an added mask)."""
+
+    def __init__(self, dim=64, heads=4, block=32):
+        super().__init__(dim, heads, block)
+        self.double()
+
+
 class PaddedAttention(CausalSelfAttention):
     """Bidirectional, with a padding mask input [B, T] of 1 / 0 applied by
     masked_fill (-inf where 0), the scale as a division."""

@@ -251,6 +251,21 @@ class ConstTuple:
 
 
 def materialize(low, node, c, like=None, broadcast=False):
+    """A Const read as a graph tensor (_materialize), its value remembered
+    under the tensor's name (GraphEmitter.const_values); for a broadcast
+    base (size 1 where the value repeats) that base's part of it."""
+    g = _materialize(low, node, c, like, broadcast)
+    t = c.t
+    if isinstance(g, G) and len(g.shape) == t.dim():
+        for d, (have, full) in enumerate(zip(g.shape, t.shape)):
+            if have == 1 and full != 1:  # broadcast base: the value repeats on d
+                t = t.narrow(d, 0, 1)
+        if list(t.shape) == g.shape:
+            low.const_values[g.name] = t.to(g.val.dtype)
+    return g
+
+
+def _materialize(low, node, c, like=None, broadcast=False):
     """A Const read as a graph tensor: a fill buffer when all its elements are
     equal, runs of them (const_tables.py) when they are few; otherwise
     refused (the graph format holds no tensor data). broadcast: the reader
@@ -429,20 +444,10 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
     elif m.is_floating_point():
         # finite nonzero entries (a position bias): no all-true / causal form,
         # added to the scores below
-        allowed = None if bool((m > -1e30).logical_and(m != 0).any()) else m == 0
+        allowed = additive_allowed(m)
     else:
         allowed = None
-    causal = None
-    if allowed is not None and S is not None:
-        try:
-            full = allowed.expand(*allowed.shape[:-2], T, S)
-        except RuntimeError:
-            full = None
-        if full is not None and bool(full.all()):
-            causal = False
-        elif full is not None and T == S and bool(
-                (full == torch.ones(T, S, dtype=torch.bool).tril()).all()):
-            causal = True
+    causal = None if allowed is None or S is None else mask_form(allowed, T, S)
     if causal is None:
         # any other constant mask (a padding mask from specialised lengths,
         # torchaudio's Conformer): torch's additive form, 0 where allowed and
@@ -461,6 +466,31 @@ def hf_sdpa(low, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, 
     from .aten import sdpa
     return sdpa(low, node, q, k, v, None, dropout_p, bool(is_causal) or causal, scale,
                 enable_gqa)
+
+
+def additive_allowed(m):
+    """The (query, key) pairs an additive float mask allows (its zeros) when
+    every other entry masks (-inf, or a dtype's lowest value: below -1e30,
+    nothing a score outweighs), else None (a position bias, NaN)."""
+    if bool((m > -1e30).logical_and(m != 0).any()) or bool(m.isnan().any()):
+        return None
+    return m == 0
+
+
+def mask_form(allowed, T, S):
+    """What a constant mask of allowed (query, key) pairs broadcasting to
+    [..., T, S] is: False when it allows every pair (no mask), True when it
+    is the top-left causal one (torch's is_causal: query t sees keys s <= t),
+    None when it is neither."""
+    try:
+        full = allowed.expand(*allowed.shape[:-2], T, S)
+    except RuntimeError:
+        return None
+    if bool(full.all()):
+        return False
+    if T == S and bool((full == torch.ones(T, S, dtype=torch.bool).tril()).all()):
+        return True
+    return None
 
 
 def attention_with_bias(low, node, q, k, v, bias, dropout_p, is_causal, scale, enable_gqa):

@@ -252,12 +252,19 @@ def _match(g, softmax):
             "removed": removed, "last": last, "dtype": dtype}
 
 
-def _combined_mask(found, g, meta, made, fresh, const):
+def _combined_mask(found, g, meta, made, fresh, const, mask_form):
     """The op's one 4-d additive mask from the matched terms (appending the
-    nodes that make it to `made`), or None when there is none."""
-    dtype, total = found["dtype"], None
-    heads = found["scores"][:2]
+    nodes that make it to `made`), or None when there is none; and whether
+    the op is causal. A constant term that allows every key is dropped, the
+    causal one becomes the op's `causal` flag (the kernel then skips the
+    keys after each query instead of adding -inf to their scores)."""
+    dtype, total, causal = found["dtype"], None, False
+    heads, (T, S) = found["scores"][:2], found["scores"][2:]
     for term, level in found["masks"]:
+        form = mask_form(term, T, S)
+        if form is False or (form is True and T == S):
+            causal = causal or form
+            continue
         if isinstance(term, tuple):  # where(cond, -inf, 0), or (cond, 0, -inf)
             _, cond, fill = term
             name = fresh(cond + ".additive")
@@ -287,14 +294,19 @@ def _combined_mask(found, g, meta, made, fresh, const):
         made.append({"name": name, "op": "add", "inputs": [total, term]})
         meta[name] = ([max(x, y) for x, y in zip(a, b)], dtype)
         total = name
-    return total
+    return total, causal
 
 
-def fuse_attention(nodes, meta, consts, outputs, fresh, const):
+def fuse_attention(nodes, meta, consts, outputs, fresh, const, mask_form=None):
     """`nodes` with each hand-written attention as one
     scaled_dot_product_attention node (module docstring); returns the new
     node list and how many it fused. `fresh(base)` gives an unused name,
-    `const(value, dtype)` the name of a 0-d constant of that graph dtype."""
+    `const(value, dtype)` the name of a 0-d constant of that graph dtype,
+    `mask_form(term, T, S)` what a mask term holds when it is a constant
+    known at export (False: every key allowed, True: the causal mask; None:
+    anything else, or not known). A term is a value's name (an additive
+    mask) or ("where", cond, i) (-inf filled by where, i its operand)."""
+    mask_form = mask_form or (lambda term, T, S: None)
     fused = 0
     while True:
         g = _Graph(nodes, meta, consts, outputs)
@@ -313,12 +325,12 @@ def fuse_attention(nodes, meta, consts, outputs, fresh, const):
         out4 = q_shape[:3] + [v_shape[3]]
         made = []
         inputs = [found["q"], found["k"], found["v"]]
-        mask = _combined_mask(found, g, meta, made, fresh, const)
+        mask, causal = _combined_mask(found, g, meta, made, fresh, const, mask_form)
         if mask is not None:
             inputs.append(mask)
         attention = end if g.shape(end) == out4 else fresh(end + ".attention")
         made.append({"name": attention, "op": "scaled_dot_product_attention",
-                     "inputs": inputs, "causal": False, "scale": found["scale"]})
+                     "inputs": inputs, "causal": causal, "scale": found["scale"]})
         meta[attention] = (out4, found["dtype"])
         if attention != end:  # the caller reads the [B * H, T, Ev] matmul
             made.append({"name": end, "op": "reshape", "inputs": [attention],

@@ -285,7 +285,24 @@ def fuse_hand_written_attention(nodes, low, param_decls, inputs, kept):
     def const(value, dtype):
         return low.const(value, G("", torch.empty((), dtype=torch_dtypes[dtype],
                                                   device="meta"))).name
-    return fuse_attention(nodes, meta, consts, kept, low.fresh, const)
+
+    def mask_form(term, T, S):
+        """A mask built from constants (the ATen capture's folded causal mask,
+        low.const_values): no mask, the causal one, or None."""
+        if not low.const_values:  # the fx capture (and torch 1.13) folds none
+            return None
+        from .aten_consts import additive_allowed, mask_form as aten_mask_form
+        if isinstance(term, tuple):  # where(cond, -inf, x) or where(cond, x, -inf)
+            _, cond, fill = term
+            c = low.const_values.get(cond)
+            if c is None or c.dtype != torch.bool:
+                return None
+            allowed = ~c if fill == 1 else c
+        else:
+            m = low.const_values.get(term)
+            allowed = None if m is None or not m.is_floating_point() else additive_allowed(m)
+        return None if allowed is None else aten_mask_form(allowed, T, S)
+    return fuse_attention(nodes, meta, consts, kept, low.fresh, const, mask_form)
 
 
 def master_weights(model, param_decls, param_dtype):

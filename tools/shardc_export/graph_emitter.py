@@ -58,6 +58,10 @@ class GraphEmitter:
         self.graph_buffers = {}  # name -> decl (constants made while lowering)
         self.consts = {}         # (value, dtype) -> G
         self.meta = {}           # node result name -> (shape, graph dtype)
+        # node result name -> the concrete tensor it holds, for values the ATen
+        # capture folded and then wrote as graph ops (aten_consts.materialize):
+        # lets a rewrite see that a mask is the causal one (attention_fusion.py)
+        self.const_values = {}
         self.used_names = set(params.values()) | set(buffers.values()) | \
             {d["name"] for d in input_decls}
 
@@ -123,6 +127,8 @@ class GraphEmitter:
         self.used_names.add(new)
         if old in self.meta:
             self.meta[new] = self.meta.pop(old)
+        if old in self.const_values:
+            self.const_values[new] = self.const_values.pop(old)
         for n in self.nodes:
             if n.get("name") == old:
                 n["name"] = new
