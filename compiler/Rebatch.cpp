@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/BatchLayout.h"
 #include "compiler/DataParallel.h"
+#include "compiler/SummedCrossEntropy.h"
 
 #include "runtime/Kernels.h"
 
@@ -63,6 +64,12 @@ public:
       taken_.insert(name);
     for (const GraphNode &node : graph.nodes)
       taken_.insert(node.names.begin(), node.names.end());
+    for (const SummedCrossEntropy &summed : findSummedCrossEntropies(graph)) {
+      summedMeans_.insert(summed.loss);
+      summedProducts_[summed.product] = summed;
+      summedGuards_[summed.summed] = summed;
+      summedConditions_.insert(summed.any);
+    }
   }
 
   /// Gradient accumulation: this graph is one micro-step of a larger
@@ -111,6 +118,8 @@ private:
   /// One node of the graph, or of a rewrite, in order: its results' rows,
   /// shares or whole values, and the nodes it becomes.
   void process(GraphNode node) {
+    if (summedCrossEntropy(node))
+      return;
     for (size_t i = 0; i < node.inputs.size(); ++i)
       uniformRows(node, i);
     auto readsAny = [&](const auto &set) {
@@ -129,8 +138,9 @@ private:
       // computes them), but a sum's share summed is the micro-step's part
       // of a sum that the graph's own constants take for the whole batch.
       if (accumulating_ && !firstShare(node, sumShares_).empty()) {
-        // cross_entropy(reduction='sum') is exported as the mean times
-        // the counted targets: a mean's share times a sum's.
+        // A cross_entropy's mean times a count of targets other than the
+        // exporter's summed form (summedCrossEntropy): a mean's share times
+        // a sum's.
         const bool summedMean =
             node.op == "mul" && !firstShare(node, meanShares_).empty();
         throw fail(
@@ -144,12 +154,11 @@ private:
                 "not the whole batch; run the step without --accumulate" +
                 (summedMean
                      ? std::string(
-                           ". A cross_entropy summed over the targets (a loss "
-                           "divided by transformers' num_items_in_batch) is "
-                           "such a product: export the model's mean loss "
-                           "instead; --accumulate divides it by the whole "
-                           "batch's counted targets, as num_items_in_batch "
-                           "does")
+                           ". A cross_entropy's mean times a count of targets "
+                           "is such a product, unless it is the exporter's "
+                           "summed cross_entropy (docs/training.md): export "
+                           "the model's mean loss instead; --accumulate "
+                           "divides it by the whole batch's counted targets")
                      : std::string()));
       }
       for (std::string &in : node.inputs)
@@ -186,6 +195,51 @@ private:
         global_.insert(node.names.begin(), node.names.end());
     }
     result_.nodes.push_back(std::move(node));
+  }
+
+  /// A cross_entropy summed over its counted targets (SummedCrossEntropy.h)
+  /// is a sum over the rows: this rank's mean times this rank's count (0
+  /// when it counts none) is its share, with no count summed over ranks,
+  /// so micro-steps of gradient accumulation add up like any sum's shares.
+  /// The mean stays this rank's own (its one reader is the product); the
+  /// guard against a batch counting none is made per rank, on the mean,
+  /// and the graph's own guard on the product (which would read the
+  /// count summed over ranks) becomes the product itself. True when `node`
+  /// is placed (or dropped); false to process it as usual.
+  bool summedCrossEntropy(GraphNode &node) {
+    const std::string &name = node.names[0];
+    if (summedMeans_.count(name)) {
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        uniformRows(node, i);
+      shapes_[name] = node.shapes[0];
+      result_.nodes.push_back(std::move(node));
+      return true;
+    }
+    if (summedConditions_.count(name))
+      return true; // its reader, the guard, no longer reads it
+    if (auto product = summedProducts_.find(name);
+        product != summedProducts_.end()) {
+      const SummedCrossEntropy &summed = product->second;
+      const std::string any =
+          appendNode(summed.loss + ".any", "gt", true, {summed.count}, {},
+                     plan::DType::I64, node.path, {{"value", 0.0}});
+      const std::string guarded =
+          appendNode(summed.loss + ".counted", "where", true,
+                     {any, summed.loss, constant(0.0, dtypeOf(summed.loss))},
+                     {}, dtypeOf(summed.loss), node.path);
+      std::replace(node.inputs.begin(), node.inputs.end(), summed.loss,
+                   guarded);
+      return false;
+    }
+    if (auto guard = summedGuards_.find(name); guard != summedGuards_.end()) {
+      node.op = "reshape";
+      node.familyOp = false;
+      node.attrs.clear();
+      node.inputs = {guard->second.product};
+      node.ints = node.shapes[0];
+      return false;
+    }
+    return false;
   }
 
   /// The global batch's value of share `share`: every rank's share summed
@@ -816,6 +870,13 @@ private:
   /// and values computed from them: with gradient accumulation each
   /// micro-step's is scaled by 1 / K, a sum's is not.
   std::set<std::string> meanShares_;
+  /// The parts of the graph's summed cross_entropies (summedCrossEntropy):
+  /// their means, products by name, guards by name and the guards'
+  /// conditions.
+  std::set<std::string> summedMeans_;
+  std::map<std::string, SummedCrossEntropy> summedProducts_;
+  std::map<std::string, SummedCrossEntropy> summedGuards_;
+  std::set<std::string> summedConditions_;
   /// Inside overWholeBatch's rewrite of a batch statistic.
   bool statistics_ = false;
   std::vector<std::string> countTotals_;

@@ -2,6 +2,7 @@
 // graph a rank runs for its rows (rebatchGraph, compiler/Rebatch.cpp).
 #include "compiler/BatchLayout.h"
 #include "compiler/DataParallel.h"
+#include "compiler/SummedCrossEntropy.h"
 
 #include <catch2/catch.hpp>
 
@@ -435,4 +436,66 @@ TEST_CASE("a 0-d input is every rank's whole; a sum's shares are told from a mea
           {"name": "y", "op": "mul", "inputs": ["n", "n"]}], "outputs": ["y"]})",
                         "t.json")),
                     Catch::Contains("every input of the graph is 0-d"));
+}
+
+TEST_CASE("a cross_entropy summed over its counted targets is a sum's share",
+          "[data-parallel][batch-layout]") {
+  // The exporter's reduction='sum' (SummedCrossEntropy.h): the mean times
+  // the count of targets other than -100, 0 when none counts, divided by
+  // transformers' num_items_in_batch.
+  auto trainerLoss = [](const std::string &extraOutput) {
+    return parseGraph(
+        R"({"format": "shardc-graph", "version": 1, "parameters": [], )"
+        R"("buffers": [{"name": "zero", "shape": [], "dtype": "float32", "device": "cpu", )"
+        R"("persistent": false, "init": [{"op": "fill", "value": 0.0}]}], )"
+        R"("inputs": [{"name": "x", "shape": [4, 5], "dtype": "float32"}, )"
+        R"({"name": "t", "shape": [4], "dtype": "int64", "high": 5}, )"
+        R"({"name": "n", "shape": [], "dtype": "float32"}], "nodes": [
+        {"name": "ce", "op": "cross_entropy", "inputs": ["x", "t"]},
+        {"name": "kept", "op": "ne", "inputs": ["t"], "value": -100.0},
+        {"name": "kept.float", "op": "cast", "inputs": ["kept"], "dtype": "float32"},
+        {"name": "count", "op": "sum", "inputs": ["kept.float"]},
+        {"name": "product", "op": "mul", "inputs": ["ce", "count"]},
+        {"name": "any", "op": "ne", "inputs": ["count"], "value": 0.0},
+        {"name": "summed", "op": "where", "inputs": ["any", "product", "zero"]},
+        {"name": "y", "op": "div", "inputs": ["summed", "n"]}], "outputs": ["y")" +
+            extraOutput + R"(]})",
+        "t.json");
+  };
+  const Graph graph = trainerLoss("");
+  const std::vector<SummedCrossEntropy> found = findSummedCrossEntropies(graph);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].loss == "ce");
+  CHECK(found[0].count == "count");
+  CHECK(found[0].summed == "summed");
+
+  // Each micro-step of each rank: its own mean (0 when it counts no
+  // target) times its own count, a sum's share: no count summed over
+  // ranks, the graph's guard on the product gone.
+  MicroStepShares microStep;
+  const Graph two = rebatchGraph(graph, 2, 0, &microStep);
+  CHECK(microStep.sumOutputs == std::set<std::string>{"y"});
+  CHECK(microStep.countTotals.empty());
+  for (const GraphNode &node : two.nodes) {
+    CHECK(node.op != "all_reduce_sum");
+    CHECK(node.names[0] != "any");
+  }
+  CHECK(nodeNamed(two, "ce").inputs == std::vector<std::string>{"x", "t"});
+  const GraphNode &product = nodeNamed(two, "product");
+  const GraphNode &guarded = nodeNamed(two, product.inputs[0]);
+  CHECK(guarded.op == "where");
+  CHECK(guarded.inputs[1] == "ce");
+  CHECK(nodeNamed(two, guarded.inputs[0]).op == "gt");
+  CHECK(nodeNamed(two, guarded.inputs[0]).inputs == std::vector<std::string>{"count"});
+  CHECK(product.inputs[1] == "count");
+  CHECK(nodeNamed(two, "summed").op == "reshape");
+  CHECK(nodeNamed(two, "summed").inputs == std::vector<std::string>{"product"});
+
+  // The mean read elsewhere too (returned): not the summed form, so the
+  // product of a mean's share and a sum's is refused under accumulation.
+  const Graph alsoMean = trainerLoss(R"(, "ce")");
+  CHECK(findSummedCrossEntropies(alsoMean).empty());
+  MicroStepShares refused;
+  CHECK_THROWS_WITH(rebatchGraph(alsoMean, 2, 0, &refused),
+                    Catch::Contains("unless it is the exporter's summed cross_entropy"));
 }
