@@ -99,13 +99,19 @@ class RotTerm(Lazy):
     def __init__(self, x, table, val):
         self.x, self.table, self.val = x, table, val
 
-    def materialize(self, low, node):
+    def materialize(self, low, node, as_data=False):
         """Not a rotary pair after all: x * the table, the table as runs of
-        fill buffers (const_tables.py) when it has few enough, else as
+        fill buffers (const_tables.py) when it has few enough, else (or with
+        `as_data`: a table of angles, all of whose elements differ) as
         constant data (const_data.py)."""
         x = low.tensor(node, self.x)
         t = self.table
-        table = const_tables.float_table(
+        for d in range(t.dim()):
+            if t.shape[d] > 1 and bool((t == t.narrow(d, 0, 1)).all()):
+                # the same along d (the batch's copies of a rotary table): one,
+                # broadcast by the mul
+                t = t.narrow(d, 0, 1)
+        table = None if as_data else const_tables.float_table(
             low, node, t, x.val.dtype,
             lambda v, shape: fill_buffer(low, v, shape, x.val.dtype))
         if table is None:
@@ -402,9 +408,13 @@ def hf_add(low, node, a, b, alpha=1):
             T, D = x.shape[-2], x.shape[-1]
             theta = _rotary_theta(plain.table, rot.table, T, D) if len(x.shape) == 4 else None
             if theta is None:
-                low.fail(node, "q * cos + rotate_half(q) * sin with tables that are not the "
-                         "rotate-half RoPE tables of positions 0..T-1 (the graph's "
-                         "rotary_embedding); the graph format cannot embed them")
+                # tables of another RoPE (Llama 3's rope_type "llama3", YaRN,
+                # linear or dynamic scaling, an attention factor): written as
+                # torch computes it, with the tables as constant data (shared
+                # by every layer: equal constants share a buffer)
+                return low.emit(node, "add", [plain.materialize(low, node, as_data=True),
+                                              rot.materialize(low, node, as_data=True)],
+                                node.meta["val"])
             return low.emit(node, "rotary_embedding", [x], node.meta["val"], theta=theta)
     return None
 
