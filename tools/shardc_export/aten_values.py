@@ -269,6 +269,35 @@ def masked_fill(low, node, x, mask, value):
     return _reexpand(y, list(out.shape))
 
 
+def scatter_value(low, node, base, dim, index, value):
+    """base.scatter(dim, index, value) along the last dim, index holding
+    columns per row (DeepSeek-V3's router marks its chosen expert groups:
+    zeros.scatter_(1, group_idx, 1)): where(index holds column c, value,
+    base), the columns found by comparing index with 0..C-1 (eq, then any
+    over index's entries: amax), so a column named twice is set once, as
+    torch sets it."""
+    from .aten import Expanded
+    out = node.meta["val"]
+    base, index = (hf.materialize_expand(low, node, v) if isinstance(v, Expanded)
+                   else low.tensor(node, v) for v in (base, index))
+    rank = len(base.shape)
+    dim = int(dim) % max(rank, 1)
+    if rank == 0 or dim != rank - 1 or len(index.shape) != rank or \
+            index.shape[:-1] != base.shape[:-1]:
+        low.fail(node, "scatter of a value into %s along dim %d with an index of shape %s "
+                 "(the graph writes it for the last dim, index with base's other dims)"
+                 % (base.shape, dim, index.shape))
+    columns = hf.materialize(low, node, hf.Const(torch.arange(base.shape[-1])))
+    entries = index.shape + [1]
+    column = low.emit(node, "reshape", [index], _meta(entries, torch.int64), shape=entries)
+    hits = index.shape + [base.shape[-1]]
+    hit = cast_to(low, node, low.emit(node, "eq", [column, columns], _meta(hits, torch.bool)),
+                  torch.float32)  # amax reduces floats: 1.0 / 0.0, exact
+    any_hit = low.emit(node, "amax", [hit], _meta(base.shape, torch.float32), dims=[rank - 1],
+                       keepdim=0)
+    return where_of(low, node, any_hit, float(value), base, out.dtype)
+
+
 def histc(low, node, x, bins=100, min=0, max=0):
     """torch.histc over a fixed range (the mixture-of-experts load-balancing
     loss counts each expert's tokens with it): element v falls in bin
@@ -318,6 +347,7 @@ def rules(aten):
         aten.sign.default: sign,
         aten.clamp.Tensor: clamp_tensor,
         aten.where.self: where,
+        aten.scatter.value: scatter_value,
         aten.masked_fill.Scalar: masked_fill,
         aten.masked_fill.Tensor: masked_fill,
         aten.logical_not.default: logical_not,

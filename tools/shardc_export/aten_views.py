@@ -323,7 +323,12 @@ def full_like(self, node, x, value, **kw):
 
 def slice_scatter(self, node, base, src, dim=0, start=None, end=None, step=1):
     """base with base[start:end] along dim replaced by src: a cat of base's
-    slices around src (step 1)."""
+    slices around src (step 1). An expanded src (DeepSeek-V3 copies its one
+    rotary key head into every head's slice of the keys) is made whole
+    first: the result holds its copies anyway."""
+    from .aten import Expanded
+    if isinstance(src, Expanded):
+        src = hf.materialize_expand(self, node, src)
     base, src = self.tensor(node, base), self.tensor(node, src)
     dim %= len(base.shape)
     n = base.shape[dim]
