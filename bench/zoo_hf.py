@@ -182,6 +182,43 @@ for _name, _config, _kw in (
         ("MPT", "MptConfig", dict(WIDE, max_seq_len=256)),
         ("SmolLM3", "SmolLM3Config", dict(GQA, pad_token_id=0))):
     ZOO["HF " + _name] = ("zoo_hf:causal_lm", dict(_kw, config=_config), IDS)
+
+# 2026-12-07: RoPE tables of the scaled kinds (Llama 3's rope_type "llama3",
+# YaRN) as constant data, DeepSeek-V3's latent attention and group-limited
+# routing, and the 2025 decoders that needed nothing new (each probed at 2
+# layers of width 64 first). Mixtures of experts: 8 experts, 2 per token.
+MOE = dict(n_routed_experts=8, num_experts_per_tok=2, n_group=4, topk_group=2,
+           moe_intermediate_size=256, first_k_dense_replace=1)
+for _name, _config, _kw in (
+        ("Llama 3.1 (rope llama3)", "LlamaConfig",
+         dict(GQA, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 64})),
+        ("Qwen2 (YaRN)", "Qwen2Config",
+         dict(GQA, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                 "original_max_position_embeddings": 64})),
+        ("DeepSeek-V3", "DeepseekV3Config",
+         dict(WIDE, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=64,
+              q_lora_rank=96, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32, **MOE)),
+        ("dots.llm1", "Dots1Config", dict(GQA, head_dim=64, n_shared_experts=1, **MOE)),
+        ("GPT-OSS", "GptOssConfig", dict(GQA, head_dim=64, num_local_experts=8,
+                                         num_experts_per_tok=2, sliding_window=64)),
+        ("GLM-4", "Glm4Config", dict(GQA, head_dim=64, pad_token_id=0)),
+        ("ERNIE 4.5", "Ernie4_5Config", dict(GQA, head_dim=64)),
+        ("OLMo 3", "Olmo3Config", dict(GQA, sliding_window=64)),
+        ("Helium", "HeliumConfig", dict(GQA, head_dim=64)),
+        ("EXAONE 4", "Exaone4Config", dict(GQA, head_dim=64, sliding_window=64)),
+        ("Nemotron", "NemotronConfig", dict(GQA, head_dim=64)),
+        ("DiffLlama", "DiffLlamaConfig", GQA),
+        ("Arcee", "ArceeConfig", GQA),
+        ("Seed-OSS", "SeedOssConfig", dict(GQA, head_dim=64)),
+        ("HunYuan dense", "HunYuanDenseV1Config", dict(GQA, head_dim=64)),
+        ("LFM2", "Lfm2Config", GQA),
+        ("Jamba", "JambaConfig", dict(GQA, num_experts=8, num_experts_per_tok=2,
+                                      mamba_d_state=8, mamba_dt_rank=16, attn_layer_period=2,
+                                      attn_layer_offset=1, expert_layer_period=2,
+                                      expert_layer_offset=1))):
+    ZOO["HF " + _name] = ("zoo_hf:causal_lm", dict(_kw, config=_config), IDS)
 for _name, _config, _kw in (
         ("DistilBERT", "DistilBertConfig", dict(WIDE, hidden_dim=1024)),
         ("ALBERT", "AlbertConfig", dict(WIDE, embedding_size=128)),
