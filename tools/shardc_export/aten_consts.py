@@ -15,7 +15,9 @@ graph op reads it, in one of these forms:
   (position ids) a row range;
 - `cos`/`sin` tables multiplying q/k and their rotate-half, summed (HF's
   apply_rotary_pos_emb): the graph's `rotary_embedding` op, its `theta`
-  read back from the table and checked against it;
+  read back from the table and checked against it; tables of another RoPE
+  (Llama 3's rope_type "llama3", YaRN) as constant data, multiplied as
+  torch does;
 - a tensor whose elements are all equal: a `fill` buffer.
 
 Anything else is refused, naming the op, module path and source line and
