@@ -214,6 +214,7 @@ for _name, _config, _kw in (
         ("Seed-OSS", "SeedOssConfig", dict(GQA, head_dim=64)),
         ("HunYuan dense", "HunYuanDenseV1Config", dict(GQA, head_dim=64)),
         ("LFM2", "Lfm2Config", GQA),
+        ("Apertus", "ApertusConfig", GQA),
         ("Jamba", "JambaConfig", dict(GQA, num_experts=8, num_experts_per_tok=2,
                                       mamba_d_state=8, mamba_dt_rank=16, attn_layer_period=2,
                                       attn_layer_offset=1, expert_layer_period=2,
