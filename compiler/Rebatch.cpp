@@ -207,6 +207,8 @@ private:
   /// count summed over ranks) becomes the product itself. True when `node`
   /// is placed (or dropped); false to process it as usual.
   bool summedCrossEntropy(GraphNode &node) {
+    if (node.names.empty())
+      return false;
     const std::string &name = node.names[0];
     if (summedMeans_.count(name)) {
       for (size_t i = 0; i < node.inputs.size(); ++i)
