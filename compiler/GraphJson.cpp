@@ -66,6 +66,11 @@ const std::vector<InitOpSpec> &initOpSpecs() {
       {"erfinv", K::Pointwise, {}},
       {"sqrt", K::Pointwise, {}},
       {"neg", K::Pointwise, {}},
+      {"exp", K::Pointwise, {}},
+      {"log", K::Pointwise, {}},
+      {"expm1", K::Pointwise, {}},
+      // x + log(-expm1(-x)): Mamba's dt bias (softplus of it is x)
+      {"inverse_softplus", K::Pointwise, {}},
       // a row range of the final shape (nn.Embedding's padding_idx row)
       {"fill_rows", K::Pointwise, {{"value", kRequired}, {"start", kRequired},
                                    {"end", kRequired}}},

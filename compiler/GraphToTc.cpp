@@ -118,6 +118,14 @@ Value buildInitStep(OpBuilder &builder, Location loc, const InitStep &step,
     return builder.create<tc::SqrtOp>(loc, input);
   if (op == "neg")
     return builder.create<tc::NegOp>(loc, input);
+  if (op == "exp")
+    return builder.create<tc::ExpOp>(loc, input);
+  if (op == "log")
+    return builder.create<tc::LogOp>(loc, input);
+  if (op == "expm1")
+    return builder.create<tc::Expm1Op>(loc, input);
+  if (op == "inverse_softplus")
+    return builder.create<tc::InverseSoftplusOp>(loc, input);
   if (op == "fill_rows")
     return builder.create<tc::FillRowsOp>(loc, input, f64("value"),
                                           i64(static_cast<int64_t>(step.number("start"))),

@@ -365,6 +365,14 @@ private:
       emit(plan::OpCode::Erfinv, {id}, {id}, &op);
     else if (isa<tc::SqrtOp>(op))
       emit(plan::OpCode::Sqrt, {id}, {id}, &op);
+    else if (isa<tc::ExpOp>(op))
+      emit(plan::OpCode::InitExp, {id}, {id}, &op);
+    else if (isa<tc::LogOp>(op))
+      emit(plan::OpCode::InitLog, {id}, {id}, &op);
+    else if (isa<tc::Expm1Op>(op))
+      emit(plan::OpCode::InitExpm1, {id}, {id}, &op);
+    else if (isa<tc::InverseSoftplusOp>(op))
+      emit(plan::OpCode::InverseSoftplus, {id}, {id}, &op);
     else if (auto rows = dyn_cast<tc::FillRowsOp>(op))
       emit(plan::OpCode::FillRows, {id}, {id}, &op,
            {{"value", d(rows.getValue())},

@@ -207,6 +207,10 @@ std::optional<init::PointwiseKind> pointwiseKind(OpCode op) {
   case OpCode::Erfinv: return K::Erfinv;
   case OpCode::Sqrt: return K::Sqrt;
   case OpCode::Neg: return K::Neg;
+  case OpCode::InitExp: return K::Exp;
+  case OpCode::InitLog: return K::Log;
+  case OpCode::InitExpm1: return K::Expm1;
+  case OpCode::InverseSoftplus: return K::InverseSoftplus;
   default: return std::nullopt;
   }
 }
@@ -369,7 +373,11 @@ private:
     case OpCode::Clamp:
     case OpCode::Erfinv:
     case OpCode::Sqrt:
-    case OpCode::Neg: return pointwise(inst, *pointwiseKind(inst.op));
+    case OpCode::Neg:
+    case OpCode::InitExp:
+    case OpCode::InitLog:
+    case OpCode::InitExpm1:
+    case OpCode::InverseSoftplus: return pointwise(inst, *pointwiseKind(inst.op));
     case OpCode::Load: return load(inst);
     case OpCode::FillRows: return fillRows(inst);
     case OpCode::AllGather: return allGather(inst);

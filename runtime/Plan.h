@@ -148,7 +148,8 @@ using AttrValue =
 ///   embedding/linear/matmul/gelu/silu/relu/layer_norm/rms_norm/softmax/sdpa/
 ///   rope/strided_copy/cat/cross_entropy           forward ops (docs/plan.md)
 ///   generate   outputs=[buf] kind,stream,position,...  generator values
-///   mul_scalar/add_scalar/sub_scalar/div_scalar/clamp/erfinv/sqrt/neg
+///   mul_scalar/add_scalar/sub_scalar/div_scalar/clamp/erfinv/sqrt/neg/
+///   init_exp/init_log/init_expm1/inverse_softplus
 ///              inputs=[buf] outputs=[buf]         in place, valid rows only
 ///   scatter    inputs=[full] outputs=[param] root  root's rows to each rank
 ///   orthogonal outputs=[buf] gain,stream,position torch's orthogonal_

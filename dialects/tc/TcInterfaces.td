@@ -25,7 +25,8 @@ def Tc_PointwiseInitOpInterface : OpInterface<"PointwiseInitOpInterface"> {
   let cppNamespace = "::mlir::tc";
   let description = [{
     An op that maps every element to a new value independently of its index
-    (mul/add/sub/div by a scalar, clamp, erfinv, sqrt, neg). It commutes with
+    (mul/add/sub/div by a scalar, clamp, erfinv, sqrt, neg, exp, log, expm1,
+    inverse_softplus). It commutes with
     views and shards trivially: each rank applies it to its own elements.
   }];
   let methods = [

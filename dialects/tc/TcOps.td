@@ -324,6 +324,23 @@ def Tc_SqrtOp : Tc_PointwiseOp<"sqrt", (ins), ""> {
 def Tc_NegOp : Tc_PointwiseOp<"neg", (ins), ""> {
   let summary = "Negation";
 }
+def Tc_ExpOp : Tc_PointwiseOp<"exp", (ins), ""> {
+  let summary = "e^x (docs/rng.md gives the implementation)";
+}
+def Tc_LogOp : Tc_PointwiseOp<"log", (ins), ""> {
+  let summary = "Natural logarithm (NaN below 0, -inf at 0)";
+}
+def Tc_Expm1Op : Tc_PointwiseOp<"expm1", (ins), ""> {
+  let summary = "e^x - 1, exact near 0";
+}
+def Tc_InverseSoftplusOp : Tc_PointwiseOp<"inverse_softplus", (ins), ""> {
+  let summary = "x + log(-expm1(-x)): the value whose softplus is x";
+  let description = [{
+    torch's idiom for softplus's inverse, which Mamba, Mamba2 and their kin
+    write for the bias of the time step `dt` at init. One op because the
+    idiom reads x twice; init chains are linear.
+  }];
+}
 // Row fill (nn.Embedding's padding_idx row zeroed at init).
 def Tc_FillRowsOp : Tc_PointwiseOp<"fill_rows",
     (ins F64Attr:$value, I64Attr:$start, I64Attr:$end),

@@ -49,6 +49,11 @@ public:
   Init erfinv() const { return with({"erfinv"}); }
   Init sqrt() const { return with({"sqrt"}); }
   Init neg() const { return with({"neg"}); }
+  Init exp() const { return with({"exp"}); }
+  Init log() const { return with({"log"}); }
+  Init expm1() const { return with({"expm1"}); }
+  /// x + log(-expm1(-x)): Mamba's dt bias is inverse_softplus of exp(uniform...).
+  Init inverse_softplus() const { return with({"inverse_softplus"}); }
   Init transpose(int64_t dim0, int64_t dim1) const {
     return with({"transpose", {{"dim0", double(dim0)}, {"dim1", double(dim1)}}});
   }

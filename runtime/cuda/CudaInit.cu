@@ -234,6 +234,18 @@ __device__ inline Value pointwiseValue(init::PointwiseKind kind, Value a, Value 
     if constexpr (sizeof(Value) == 4) return init::math::sqrtF(x);
     else return init::math::sqrtD(x);
   case K::Neg: return -x;
+  case K::Exp:
+    if constexpr (sizeof(Value) == 4) return init::math::expAnyF(x);
+    else return init::math::expAnyD(x);
+  case K::Log:
+    if constexpr (sizeof(Value) == 4) return init::math::logAnyF(x);
+    else return init::math::logAnyD(x);
+  case K::Expm1:
+    if constexpr (sizeof(Value) == 4) return init::math::expm1AnyF(x);
+    else return init::math::expm1AnyD(x);
+  case K::InverseSoftplus:
+    if constexpr (sizeof(Value) == 4) return init::math::inverseSoftplusF(x);
+    else return init::math::inverseSoftplusD(x);
   }
   return x;
 }
@@ -360,7 +372,7 @@ int64_t generateMapped(CudaDevice &device, const init::GeneratorSpec &spec, DTyp
 
 void applyPointwise(CudaDevice &device, init::PointwiseKind kind, double a, double b,
                     DType dtype, void *data, int64_t count) {
-  if (static_cast<int>(kind) < 0 || static_cast<int>(kind) > static_cast<int>(init::PointwiseKind::Neg))
+  if (static_cast<int>(kind) < 0 || static_cast<int>(kind) > static_cast<int>(init::kLastPointwiseKind))
     throw RuntimeError("init pointwise: unknown op " + std::to_string(static_cast<int>(kind)));
   if (count < 0)
     throw RuntimeError(std::string("init pointwise '") + init::pointwiseKindName(kind) +

@@ -1,6 +1,7 @@
 // The transcendental functions that init values depend on: log, sincos of a
-// turn fraction, erfinv (float and double), plus exp/erf/erfc for the double
-// erfinv's refinement.
+// turn fraction, erfinv (float and double), exp/erf/erfc for the double
+// erfinv's refinement, and the pointwise init ops exp, log, expm1 and
+// softplus's inverse.
 //
 // Why our own and not libm: docs/design.md invariant 2 promises that CPU and CUDA
 // produce identical bits. libm and CUDA's math library round differently, so
@@ -13,8 +14,9 @@
 // appears. The AVX2 kernels (Avx2Kernels.cpp) repeat these operation
 // sequences lane by lane; the unit tests check they agree bit for bit.
 //
-// Domains: logf/logD take positive normal numbers (all that init needs);
-// erfinv handles everything (NaN outside [-1, 1], +-inf at +-1).
+// Domains: logF/logD take positive normal numbers (all the generators need);
+// erfinv handles everything (NaN outside [-1, 1], +-inf at +-1), as do the
+// *Any functions (torch's special values).
 #pragma once
 
 #include "runtime/Philox.h"  // SHARDC_HOST_DEVICE
@@ -362,6 +364,64 @@ SHARDC_HOST_DEVICE inline double erfinvD(double t) {
     y = y - d / fmaD(y, d, 1.0);
   }
   return doubleOf(bitsOf(y) | sign);
+}
+
+// ---- exp, log, expm1 and softplus's inverse on every input -----------------
+// Pointwise init ops (Mamba's dt bias: exp of a scaled uniform draw, then
+// softplus's inverse dt + log(-expm1(-dt)); Qwen3-Next's A_log: log of a
+// uniform draw). Computed in double for both float and double values, with
+// the special cases torch gives; a float result is the double one rounded
+// once to nearest (the same cast on host and device).
+
+inline constexpr double kExpOverflowD = 709.782712893384;  // e^x > DBL_MAX above
+inline constexpr double kMinNormalD = 0x1p-1022;
+
+/// e^x: NaN stays NaN, +inf above the overflow threshold, 0 far below.
+SHARDC_HOST_DEVICE inline double expAnyD(double x) {
+  if (x != x) return x;
+  if (x > kExpOverflowD) return kInfD;
+  return expD(x);
+}
+
+/// log x: NaN for x < 0 or NaN, -inf at +-0, +inf at +inf; subnormals scaled.
+SHARDC_HOST_DEVICE inline double logAnyD(double x) {
+  if (!(x >= 0.0)) return kNanD;
+  if (x == 0.0) return -kInfD;
+  if (x == kInfD) return kInfD;
+  if (x < kMinNormalD) return fmaD(-54.0, kLn2HiD, fmaD(-54.0, kLn2LoD, logD(x * 0x1p54)));
+  return logD(x);
+}
+
+/// e^x - 1 without the cancellation near 0: Taylor of degree 14 on
+/// |x| < 0.35 (x * sum x^n / (n+1)!), exp(x) - 1 elsewhere.
+SHARDC_HOST_DEVICE inline double expm1AnyD(double x) {
+  if (x != x) return x;
+  double a = x < 0.0 ? -x : x;
+  if (a >= 0.35) return x > kExpOverflowD ? kInfD : expD(x) - 1.0;
+  double factorial = 87178291200.0;  // 14!
+  double p = 1.0 / factorial;
+  for (int n = 13; n >= 1; --n) {
+    factorial /= (n + 1);  // exact: n! fits in a double for n <= 14
+    p = fmaD(p, x, 1.0 / factorial);
+  }
+  return x * p;
+}
+
+/// Softplus's inverse as torch writes it: x + log(-expm1(-x)) (NaN for
+/// x < 0, -inf at 0, +inf at +inf).
+SHARDC_HOST_DEVICE inline double inverseSoftplusD(double x) { return x + logAnyD(-expm1AnyD(-x)); }
+
+SHARDC_HOST_DEVICE inline float expAnyF(float x) {
+  return static_cast<float>(expAnyD(static_cast<double>(x)));
+}
+SHARDC_HOST_DEVICE inline float logAnyF(float x) {
+  return static_cast<float>(logAnyD(static_cast<double>(x)));
+}
+SHARDC_HOST_DEVICE inline float expm1AnyF(float x) {
+  return static_cast<float>(expm1AnyD(static_cast<double>(x)));
+}
+SHARDC_HOST_DEVICE inline float inverseSoftplusF(float x) {
+  return static_cast<float>(inverseSoftplusD(static_cast<double>(x)));
 }
 
 }  // namespace shardc::runtime::init::math

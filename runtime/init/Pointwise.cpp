@@ -31,12 +31,25 @@ template <typename Value> Value pointwiseValue(PointwiseKind kind, Value a, Valu
     if constexpr (sizeof(Value) == 4) return math::sqrtF(x);
     else return math::sqrtD(x);
   case PointwiseKind::Neg: return -x;
+  case PointwiseKind::Exp:
+    if constexpr (sizeof(Value) == 4) return math::expAnyF(x);
+    else return math::expAnyD(x);
+  case PointwiseKind::Log:
+    if constexpr (sizeof(Value) == 4) return math::logAnyF(x);
+    else return math::logAnyD(x);
+  case PointwiseKind::Expm1:
+    if constexpr (sizeof(Value) == 4) return math::expm1AnyF(x);
+    else return math::expm1AnyD(x);
+  case PointwiseKind::InverseSoftplus:
+    if constexpr (sizeof(Value) == 4) return math::inverseSoftplusF(x);
+    else return math::inverseSoftplusD(x);
   }
   return x;
 }
 
 void floatKernel(PointwiseKind kind, float a, float b, float *data, int64_t count) {
-  if (useAvx512()) avx512PointwiseF(kind, a, b, data, count);
+  if (!hasVectorKernel(kind)) scalarPointwiseF(kind, a, b, data, count);
+  else if (useAvx512()) avx512PointwiseF(kind, a, b, data, count);
   else if (useAvx2()) avx2PointwiseF(kind, a, b, data, count);
   else scalarPointwiseF(kind, a, b, data, count);
 }
@@ -75,13 +88,17 @@ const char *pointwiseKindName(PointwiseKind kind) {
   case PointwiseKind::Erfinv: return "erfinv";
   case PointwiseKind::Sqrt: return "sqrt";
   case PointwiseKind::Neg: return "neg";
+  case PointwiseKind::Exp: return "exp";
+  case PointwiseKind::Log: return "log";
+  case PointwiseKind::Expm1: return "expm1";
+  case PointwiseKind::InverseSoftplus: return "inverse_softplus";
   }
   return "unknown";
 }
 
 void applyPointwise(PointwiseKind kind, double a, double b, plan::DType dtype, void *data,
                     int64_t count, int threads) {
-  if (static_cast<int>(kind) < 0 || static_cast<int>(kind) > static_cast<int>(PointwiseKind::Neg))
+  if (static_cast<int>(kind) < 0 || static_cast<int>(kind) > static_cast<int>(kLastPointwiseKind))
     throw RuntimeError("init pointwise: unknown op " + std::to_string(static_cast<int>(kind)));
   if (count < 0) throw RuntimeError(std::string("init pointwise '") + pointwiseKindName(kind) +
                                     "': negative element count " + std::to_string(count));

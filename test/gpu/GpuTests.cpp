@@ -228,14 +228,18 @@ void initChecks(cuda::CudaDevice &device) {
       });
     }
   using P = init::PointwiseKind;
-  const P ops[] = {P::Mul, P::Add, P::Sub, P::Div, P::Clamp, P::Erfinv, P::Sqrt, P::Neg};
+  const P ops[] = {P::Mul,  P::Add, P::Sub, P::Div, P::Clamp, P::Erfinv,
+                   P::Sqrt, P::Neg, P::Exp, P::Log, P::Expm1, P::InverseSoftplus};
   for (P op : ops)
     for (DType dtype : kFloatTypes) {
       const std::string item = std::string("pointwise ") + init::pointwiseKindName(op) + " " + plan::dtypeName(dtype);
       guarded("init", item, [&] {
         init::GeneratorSpec spec = specFor(init::GeneratorKind::Uniform, {1 << 20});
-        spec.low = op == P::Sqrt ? 0.0 : -1.0;
-        spec.high = 1.0;
+        // the whole domain, and beyond it for the ops that give NaN there
+        spec.low = op == P::Sqrt ? 0.0 : op == P::Exp || op == P::Expm1 ? -100.0 : -1.0;
+        spec.high = op == P::Exp || op == P::Expm1             ? 100.0
+                    : op == P::Log || op == P::InverseSoftplus ? 20.0
+                                                               : 1.0;
         const int64_t n = 1 << 20, size = plan::dtypeSize(dtype);
         std::vector<std::byte> cpu(static_cast<size_t>(n * size));
         init::generateRange(spec, dtype, 0, n, cpu.data());

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace shardc;
@@ -276,4 +278,50 @@ TEST_CASE("trace-time errors name the C++ call site and the module path",
     nn::Linear fc(4, 4);
     CHECK_THROWS_AS(fc.param("weight"), TraceError);
   }
+}
+
+namespace {
+
+/// Mamba's time-step bias through the JIT API's init chain: a log-uniform
+/// dt in [0.001, 0.1], stored as softplus's inverse. Its clamp has no upper
+/// bound: +inf must reach the graph as "inf" (JSON has no literal for it).
+struct TimeStepBias : Model {
+  TimeStepBias() {
+    const double low = std::log(0.001), high = std::log(0.1);
+    register_parameter(
+        "dt_bias", {37},
+        init::uniform().mul(high - low).add(low).exp().clamp(1e-4, INFINITY).inverse_softplus());
+  }
+  std::vector<Tensor> forward(const std::vector<Tensor> &in) override {
+    return {param("dt_bias") + in[0]};
+  }
+};
+
+} // namespace
+
+TEST_CASE("jit: Mamba's dt bias chain (exp, inverse_softplus) shards and means softplus = dt",
+          "[jit][init]") {
+  TimeStepBias model;
+  CompiledModel one = jit(model, oneInput({37}));
+  one.init();
+  HostTensor full = one.shard("dt_bias");
+  REQUIRE(full.data.size() == 37 * sizeof(float));
+  std::vector<float> bias(37);
+  std::memcpy(bias.data(), full.data.data(), full.data.size());
+  for (float b : bias) {
+    double dt = std::log1p(std::exp(static_cast<double>(b)));  // softplus
+    INFO("bias " << b << " softplus " << dt);
+    CHECK(dt >= 0.001 * (1 - 1e-6));
+    CHECK(dt <= 0.1 * (1 + 1e-6));
+  }
+  CHECK(*std::min_element(bias.begin(), bias.end()) < *std::max_element(bias.begin(), bias.end()));
+  CompiledModel three = one.with_world_size(3);
+  three.init();
+  std::vector<std::byte> joined;
+  for (int64_t r = 0; r < 3; ++r) {
+    HostTensor s = three.shard("dt_bias", r);
+    joined.insert(joined.end(), s.data.begin(), s.data.end());
+  }
+  joined.resize(full.data.size());  // the last rank's padding row goes
+  CHECK(joined == full.data);
 }

@@ -74,6 +74,17 @@ json everyInitOp(const std::string &dtype) {
          {{"op", "clamp"}, {"min", -0.2}, {"max", 0.2}},
          {{"op", "neg"}}});
     add("sqrt" + s, shape, {{{"op", "uniform"}}, {{"op", "sqrt"}}});
+    // Mamba's dt bias: exp of a scaled draw, clamped, then softplus's inverse;
+    // Qwen3-Next's A_log: log of a draw.
+    add("mamba_dt" + s, shape,
+        {{{"op", "uniform"}},
+         {{"op", "mul"}, {"value", 4.605170185988092}},
+         {{"op", "add"}, {"value", -6.907755278982137}},
+         {{"op", "exp"}},
+         {{"op", "clamp"}, {"min", 1e-4}},
+         {{"op", "inverse_softplus"}}});
+    add("log_expm1" + s, shape,
+        {{{"op", "uniform"}, {"a", 0.01}, {"b", 16.0}}, {{"op", "log"}}, {{"op", "expm1"}}});
     if (shape.size() >= 2) {
       add("kaiming_u" + s, shape, {{{"op", "kaiming_uniform"}, {"a", 2.23606797749979}}});
       add("kaiming_n" + s, shape,

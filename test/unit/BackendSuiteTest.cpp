@@ -355,6 +355,21 @@ std::vector<SuiteCase> suiteCases() {
       emit(f, OpCode::DivScalar, {p}, {p}, {{"value", 4.0}});
       emit(f, OpCode::Sqrt, {p}, {p});
     }));
+    // Mamba's dt bias, then log and expm1: the ops computed in double.
+    cases.push_back(initCase("transcendental pointwise chain" + d, dt, {6, 4},
+                             [](Plan &, Function &f, int32_t p) {
+                               auto attrs = stream("uniform");
+                               attrs.insert({{"low", 0.0}, {"high", 1.0}});
+                               emit(f, OpCode::Alloc, {}, {p});
+                               emit(f, OpCode::Generate, {}, {p}, attrs);
+                               emit(f, OpCode::MulScalar, {p}, {p}, {{"value", 4.6}});
+                               emit(f, OpCode::AddScalar, {p}, {p}, {{"value", -6.9}});
+                               emit(f, OpCode::InitExp, {p}, {p});
+                               emit(f, OpCode::InverseSoftplus, {p}, {p});
+                               emit(f, OpCode::Neg, {p}, {p});
+                               emit(f, OpCode::InitLog, {p}, {p});
+                               emit(f, OpCode::InitExpm1, {p}, {p});
+                             }));
   }
   cases.push_back(initCase("orthogonal + scatter float32", DType::F32, {6, 4},
                            [](Plan &, Function &f, int32_t p) {

@@ -179,7 +179,11 @@ TEST_CASE("pointwise ops touch only valid rows; padding stays zero", "[exec][poi
                                  {OpCode::Neg, {}},
                                  {OpCode::Erfinv, {}},
                                  {OpCode::AddScalar, {{"value", 3.0}}},
-                                 {OpCode::Sqrt, {}}};
+                                 {OpCode::Sqrt, {}},
+                                 {OpCode::InitExp, {}},
+                                 {OpCode::InitLog, {}},
+                                 {OpCode::InitExpm1, {}},
+                                 {OpCode::InverseSoftplus, {}}};
   auto build = [&](int64_t n, size_t steps, std::vector<int64_t> shape) {
     Plan plan = generatePlan(n, shape, "uniform");
     // 1.0 would leave padding zero anyway: make padding rows non-zero-prone.

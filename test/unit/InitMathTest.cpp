@@ -135,3 +135,69 @@ TEST_CASE("erfinv special values and erfinv(erf(x)) == x", "[init][math]") {
     }
   }
 }
+
+TEST_CASE("exp, log, expm1 and softplus's inverse on every input", "[init][math]") {
+  double worstExp = 0, worstLog = 0, worstExpm1 = 0, worstInverse = 0;
+  uint64_t state = 777;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state;
+  };
+  for (int i = 0; i < 200000; ++i) {
+    double x = (static_cast<double>(next() >> 11) * 0x1p-53 - 0.5) * 1400;
+    worstExp = std::max(worstExp, ulpsD(math::expAnyD(x), std::exp(static_cast<long double>(x))));
+    // log over many binades, subnormals included
+    double y = std::ldexp(static_cast<double>(next() >> 11) * 0x1p-53 + 0.5,
+                          static_cast<int>(next() % 2090) - 1070);  // 2^-1071 .. 2^1020
+    if (y != 1.0 && y > 0)
+      worstLog = std::max(worstLog, ulpsD(math::logAnyD(y), std::log(static_cast<long double>(y))));
+    // expm1 near 0 (where exp(x) - 1 cancels) and away from it
+    double z = std::ldexp(static_cast<double>(next() >> 11) * 0x1p-53 - 0.5,
+                          static_cast<int>(next() % 40) - 30);
+    if (z != 0)
+      worstExpm1 =
+          std::max(worstExpm1, ulpsD(math::expm1AnyD(z), std::expm1(static_cast<long double>(z))));
+    // softplus's inverse on Mamba's dt range and beyond: (0, 40)
+    double dt = std::ldexp(static_cast<double>(next() >> 11) * 0x1p-53 + 0.5,
+                           static_cast<int>(next() % 24) - 18);
+    // Torch's formula cancels where the result nears 0 (dt near log 2): the
+    // error is measured in ulps of the larger of its two terms.
+    long double logTerm = std::log(-std::expm1(-static_cast<long double>(dt)));
+    long double want = static_cast<long double>(dt) + logTerm;
+    double larger = std::max(dt, static_cast<double>(std::fabs(logTerm)));
+    long double ulpDt = std::ldexp(1.0L, std::ilogb(larger) - 52);
+    worstInverse = std::max(
+        worstInverse, static_cast<double>(std::fabs(math::inverseSoftplusD(dt) - want) / ulpDt));
+  }
+  std::printf(
+      "double: exp %.2f, log %.2f, expm1 %.2f ulp, inverse_softplus %.2f ulp of its larger term\n",
+      worstExp, worstLog, worstExpm1, worstInverse);
+  CHECK(worstExp <= 2.0);
+  CHECK(worstLog <= 2.5);
+  CHECK(worstExpm1 <= 3.5);
+  CHECK(worstInverse <= 3.0);  // docs/rng.md gives the measured figures
+
+  // torch's special values
+  const double inf = INFINITY;
+  CHECK(std::isnan(math::expAnyD(NAN)));
+  CHECK(math::expAnyD(inf) == inf);
+  CHECK(math::expAnyD(710.0) == inf);
+  CHECK(math::expAnyD(-inf) == 0.0);
+  CHECK(math::expAnyD(709.78) < inf);
+  CHECK(std::isnan(math::logAnyD(-1.0)));
+  CHECK(std::isnan(math::logAnyD(NAN)));
+  CHECK(math::logAnyD(0.0) == -inf);
+  CHECK(math::logAnyD(-0.0) == -inf);
+  CHECK(math::logAnyD(inf) == inf);
+  CHECK(math::logAnyD(1.0) == 0.0);
+  CHECK(math::expm1AnyD(-inf) == -1.0);
+  CHECK(math::expm1AnyD(inf) == inf);
+  CHECK(std::signbit(math::expm1AnyD(-0.0)));
+  CHECK(math::inverseSoftplusD(0.0) == -inf);
+  CHECK(math::inverseSoftplusD(inf) == inf);
+  CHECK(std::isnan(math::inverseSoftplusD(-0.5)));
+  // float: the double result rounded once
+  CHECK(math::expAnyF(1.0f) == static_cast<float>(math::expAnyD(1.0)));
+  CHECK(math::logAnyF(1e-40f) == static_cast<float>(math::logAnyD(static_cast<double>(1e-40f))));
+  CHECK(math::expAnyF(89.0f) == INFINITY);  // past float's range
+}

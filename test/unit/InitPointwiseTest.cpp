@@ -21,9 +21,16 @@ namespace plan = shardc::plan;
 
 namespace {
 
-const std::vector<PointwiseKind> kAllOps = {PointwiseKind::Mul,   PointwiseKind::Add,    PointwiseKind::Sub,
-                                            PointwiseKind::Div,   PointwiseKind::Clamp,  PointwiseKind::Erfinv,
-                                            PointwiseKind::Sqrt,  PointwiseKind::Neg};
+const std::vector<PointwiseKind> kAllOps = {
+    PointwiseKind::Mul,  PointwiseKind::Add,   PointwiseKind::Sub,
+    PointwiseKind::Div,  PointwiseKind::Clamp, PointwiseKind::Erfinv,
+    PointwiseKind::Sqrt, PointwiseKind::Neg,   PointwiseKind::Exp,
+    PointwiseKind::Log,  PointwiseKind::Expm1, PointwiseKind::InverseSoftplus};
+
+/// The ops computed in double and rounded once to float: libm's double
+/// result rounded may differ from ours in the last float bit (both are within
+/// an ulp of the exact value), so they are compared within one float ulp.
+bool roundedFromDouble(PointwiseKind kind) { return !hasVectorKernel(kind); }
 
 /// Inputs with the awkward values: +-0, +-1, NaN, inf, outside erfinv's domain.
 std::vector<float> awkwardInputs(int64_t n) {
@@ -49,6 +56,13 @@ float referencePointwise(PointwiseKind kind, float a, float b, float x) {
   case PointwiseKind::Erfinv: return math::erfinvF(x);
   case PointwiseKind::Sqrt: return std::sqrt(x);  // IEEE: correctly rounded
   case PointwiseKind::Neg: return -x;
+  case PointwiseKind::Exp: return static_cast<float>(std::exp(static_cast<double>(x)));
+  case PointwiseKind::Log: return static_cast<float>(std::log(static_cast<double>(x)));
+  case PointwiseKind::Expm1: return static_cast<float>(std::expm1(static_cast<double>(x)));
+  case PointwiseKind::InverseSoftplus: {
+    double d = x;
+    return static_cast<float>(d + std::log(-std::expm1(-d)));
+  }
   }
   return std::nanf("");
 }
@@ -78,6 +92,27 @@ TEST_CASE("pointwise ops compute torch's formulas in float", "[init][pointwise]"
   CHECK(e[1] == math::erfinvF(-0.5f));
   CHECK(std::abs(e[1] + 0.4769362762f) < 1e-6f);
   CHECK(std::isnan(e[0]));
+  std::vector<float> ex = apply(PointwiseKind::Exp, 0, 0);
+  CHECK(ex[0] == static_cast<float>(std::exp(-2.0)));
+  CHECK(std::isnan(ex[4]));
+  std::vector<float> lg = apply(PointwiseKind::Log, 0, 0);
+  CHECK(std::isnan(lg[0]));  // log of a negative number, as torch
+  CHECK(lg[3] == static_cast<float>(std::log(3.0)));
+  float tiny = 1e-9f;  // expm1 keeps the digits exp(x) - 1 would cancel
+  applyPointwise(PointwiseKind::Expm1, 0, 0, plan::DType::F32, &tiny, 1);
+  CHECK(std::abs(tiny - 1e-9f) < 1e-15f);
+  // softplus(inverse_softplus(x)) == x: Mamba's dt bias reproduces dt.
+  for (float dt : {1e-4f, 0.001f, 0.1f, 0.5f, 4.0f}) {
+    float bias = dt;
+    applyPointwise(PointwiseKind::InverseSoftplus, 0, 0, plan::DType::F32, &bias, 1);
+    double softplus = std::log1p(std::exp(static_cast<double>(bias)));
+    CHECK(std::abs(softplus - dt) <= 1e-6 * dt);
+  }
+  float zero = 0.0f, negative = -1.0f;
+  applyPointwise(PointwiseKind::InverseSoftplus, 0, 0, plan::DType::F32, &zero, 1);
+  applyPointwise(PointwiseKind::InverseSoftplus, 0, 0, plan::DType::F32, &negative, 1);
+  CHECK(zero == -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(negative));
 }
 
 TEST_CASE("pointwise: AVX-512, AVX2 and scalar kernels and thread counts agree bit for bit", "[init][pointwise]") {
@@ -102,6 +137,9 @@ TEST_CASE("pointwise: AVX-512, AVX2 and scalar kernels and thread counts agree b
         INFO("k=" << k << " x=" << input[k] << " got " << fast[k] << " want " << want);
         // NaN payloads and signs are not part of the semantics; everything else is bitwise.
         if (std::isnan(want)) REQUIRE(std::isnan(fast[k]));
+        else if (roundedFromDouble(kind) && std::isfinite(want))
+          REQUIRE(std::abs(fast[k] - want) <=
+                  std::nextafter(std::abs(want), INFINITY) - std::abs(want));
         else REQUIRE(std::memcmp(&fast[k], &want, 4) == 0);
       }
     }

@@ -285,6 +285,13 @@ def _num(v):
     return float(v)
 
 
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 class Chain:
     """The ops applied to one storage, in order. `ops` are graph-format init ops
     (dicts); `unsupported` names the first op the graph format cannot express."""
@@ -459,7 +466,11 @@ class InitRecorder(TorchDispatchMode):
                 and isinstance(out, torch.Tensor):
             sc = self.chains.get(storage_key(a[0]))
             if sc is not None and storage_key(out) != storage_key(a[0]):
-                self.chains[storage_key(out)] = Chain(list(sc.ops), sc.shape, sc.unsupported)
+                if _numel(sc.shape) != out.numel():  # a copy of an expanded view
+                    self.chains[storage_key(out)] = Chain(sc.ops, list(out.shape), sc.unsupported or (
+                        "aten.%s of an expanded view" % name, self._where()))
+                else:
+                    self.chains[storage_key(out)] = Chain(list(sc.ops), sc.shape, sc.unsupported)
             return
         # --- factories (new storage)
         if name in ("empty", "empty_strided", "new_empty", "new_empty_strided"):
@@ -565,6 +576,8 @@ class InitRecorder(TorchDispatchMode):
         if name == "norm":
             self._record_norm(src, a, kwargs, out, sc)
             return
+        if name == "add" and len(srcs) == 2 and self._inverse_softplus(srcs, out):
+            return
         op = self._pointwise(name, a, kwargs) if len(srcs) == 1 or \
             (len(srcs) == 2 and srcs[1].dim() == 0 and srcs[1].device.type != "meta") else None
         if op is not None and list(src.shape) == list(out.shape):
@@ -572,6 +585,27 @@ class InitRecorder(TorchDispatchMode):
         else:
             self.chains[storage_key(out)] = Chain(sc.ops, list(out.shape),
                                                   sc.unsupported or ("aten.%s" % name, self._where()))
+
+    _SOFTPLUS_INVERSE_TAIL = ["neg", "expm1", "neg", "log"]
+
+    def _inverse_softplus(self, srcs, out):
+        """`x + log(-expm1(-x))` (either order): torch's idiom for softplus's
+        inverse, Mamba's dt bias. Both operands derive from the same chain,
+        which a linear init chain cannot say, so it becomes one op
+        (`inverse_softplus`) appended to x's chain. True when recorded."""
+        for x, term in (srcs, srcs[::-1]):
+            xc = self.chains.get(storage_key(x))
+            tc = self.chains.get(storage_key(term))
+            if xc is None or tc is None or xc.unsupported or tc.unsupported:
+                continue
+            if list(x.shape) != list(out.shape) or list(term.shape) != list(out.shape):
+                continue
+            n = len(xc.ops)
+            if len(tc.ops) == n + 4 and tc.ops[:n] == xc.ops and \
+                    [o["op"] for o in tc.ops[n:]] == self._SOFTPLUS_INVERSE_TAIL:
+                self.chains[storage_key(out)] = xc.extended({"op": "inverse_softplus"})
+                return True
+        return False
 
     def _record_norm(self, src, a, kwargs, out, sc):
         """A 2-norm of a whole recorded tensor over some of its dims: weight
@@ -629,7 +663,7 @@ class InitRecorder(TorchDispatchMode):
             if name == "div" and kwargs.get("rounding_mode") is not None:
                 return None
             return {"op": name, "value": float(v)}
-        if name in ("erfinv", "sqrt", "neg"):
+        if name in ("erfinv", "sqrt", "neg", "exp", "log", "expm1"):
             return {"op": name}
         if name == "clamp":
             op = {"op": "clamp"}

@@ -36,7 +36,11 @@ func.func @init() {
   // CHECK: %[[E:.*]] = tc.erfinv %[[C]] : tensor<4x3xf32>
   // CHECK: %[[Q:.*]] = tc.sqrt %[[E]] : tensor<4x3xf32>
   // CHECK: %[[N:.*]] = tc.neg %[[Q]] : tensor<4x3xf32>
-  // CHECK: tc.materialize %[[N]] into @g
+  // CHECK: %[[X:.*]] = tc.exp %[[N]] : tensor<4x3xf32>
+  // CHECK: %[[LG:.*]] = tc.log %[[X]] : tensor<4x3xf32>
+  // CHECK: %[[XM:.*]] = tc.expm1 %[[LG]] : tensor<4x3xf32>
+  // CHECK: %[[IS:.*]] = tc.inverse_softplus %[[XM]] : tensor<4x3xf32>
+  // CHECK: tc.materialize %[[IS]] into @g
   %10 = tc.mul_scalar %0, 2.0 : tensor<4x3xf32>
   %11 = tc.add_scalar %10, 1.0 : tensor<4x3xf32>
   %12 = tc.sub_scalar %11, 1.0 : tensor<4x3xf32>
@@ -45,7 +49,11 @@ func.func @init() {
   %15 = tc.erfinv %14 : tensor<4x3xf32>
   %16 = tc.sqrt %15 : tensor<4x3xf32>
   %17 = tc.neg %16 : tensor<4x3xf32>
-  tc.materialize %17 into @g : tensor<4x3xf32>
+  %18 = tc.exp %17 : tensor<4x3xf32>
+  %19 = tc.log %18 : tensor<4x3xf32>
+  %e1 = tc.expm1 %19 : tensor<4x3xf32>
+  %is = tc.inverse_softplus %e1 : tensor<4x3xf32>
+  tc.materialize %is into @g : tensor<4x3xf32>
   // CHECK: %[[R:.*]] = tc.reshape %{{.*}} : tensor<12xf64> -> tensor<4x3xf64>
   // CHECK: %[[T:.*]] = tc.transpose %[[R]], 0, 1 : tensor<4x3xf64> -> tensor<3x4xf64>
   // CHECK: %[[P:.*]] = tc.permute %[[T]] [1, 0] : tensor<3x4xf64> -> tensor<4x3xf64>
