@@ -376,9 +376,15 @@ SHARDC_HOST_DEVICE inline double erfinvD(double t) {
 inline constexpr double kExpOverflowD = 709.782712893384;  // e^x > DBL_MAX above
 inline constexpr double kMinNormalD = 0x1p-1022;
 
+/// Every NaN result as one bit pattern: x86 keeps an operand's NaN payload
+/// through arithmetic and casts, CUDA gives its own canonical NaN, and
+/// init values must be the same bits on both.
+SHARDC_HOST_DEVICE inline double oneNanD(double r) { return r != r ? kNanD : r; }
+SHARDC_HOST_DEVICE inline float oneNanF(float r) { return r != r ? kNanF : r; }
+
 /// e^x: NaN stays NaN, +inf above the overflow threshold, 0 far below.
 SHARDC_HOST_DEVICE inline double expAnyD(double x) {
-  if (x != x) return x;
+  if (x != x) return kNanD;
   if (x > kExpOverflowD) return kInfD;
   return expD(x);
 }
@@ -395,7 +401,7 @@ SHARDC_HOST_DEVICE inline double logAnyD(double x) {
 /// e^x - 1 without the cancellation near 0: Taylor of degree 14 on
 /// |x| < 0.35 (x * sum x^n / (n+1)!), exp(x) - 1 elsewhere.
 SHARDC_HOST_DEVICE inline double expm1AnyD(double x) {
-  if (x != x) return x;
+  if (x != x) return kNanD;
   double a = x < 0.0 ? -x : x;
   if (a >= 0.35) return x > kExpOverflowD ? kInfD : expD(x) - 1.0;
   double factorial = 87178291200.0;  // 14!
@@ -409,19 +415,21 @@ SHARDC_HOST_DEVICE inline double expm1AnyD(double x) {
 
 /// Softplus's inverse as torch writes it: x + log(-expm1(-x)) (NaN for
 /// x < 0, -inf at 0, +inf at +inf).
-SHARDC_HOST_DEVICE inline double inverseSoftplusD(double x) { return x + logAnyD(-expm1AnyD(-x)); }
+SHARDC_HOST_DEVICE inline double inverseSoftplusD(double x) {
+  return oneNanD(x + logAnyD(-expm1AnyD(-x)));
+}
 
 SHARDC_HOST_DEVICE inline float expAnyF(float x) {
-  return static_cast<float>(expAnyD(static_cast<double>(x)));
+  return oneNanF(static_cast<float>(expAnyD(static_cast<double>(x))));
 }
 SHARDC_HOST_DEVICE inline float logAnyF(float x) {
-  return static_cast<float>(logAnyD(static_cast<double>(x)));
+  return oneNanF(static_cast<float>(logAnyD(static_cast<double>(x))));
 }
 SHARDC_HOST_DEVICE inline float expm1AnyF(float x) {
-  return static_cast<float>(expm1AnyD(static_cast<double>(x)));
+  return oneNanF(static_cast<float>(expm1AnyD(static_cast<double>(x))));
 }
 SHARDC_HOST_DEVICE inline float inverseSoftplusF(float x) {
-  return static_cast<float>(inverseSoftplusD(static_cast<double>(x)));
+  return oneNanF(static_cast<float>(inverseSoftplusD(static_cast<double>(x))));
 }
 
 }  // namespace shardc::runtime::init::math

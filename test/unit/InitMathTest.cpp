@@ -200,4 +200,14 @@ TEST_CASE("exp, log, expm1 and softplus's inverse on every input", "[init][math]
   CHECK(math::expAnyF(1.0f) == static_cast<float>(math::expAnyD(1.0)));
   CHECK(math::logAnyF(1e-40f) == static_cast<float>(math::logAnyD(static_cast<double>(1e-40f))));
   CHECK(math::expAnyF(89.0f) == INFINITY);  // past float's range
+  // One NaN bit pattern whatever the input's payload (CUDA's arithmetic
+  // would give its canonical NaN where x86 keeps the payload).
+  const float payloadF = math::floatOf(0xffc12345u);
+  const double payloadD = math::doubleOf(0xfff0000000abcdefull);
+  for (float nan : {math::expAnyF(payloadF), math::logAnyF(-1.0f), math::expm1AnyF(payloadF),
+                    math::inverseSoftplusF(-0.5f), math::inverseSoftplusF(payloadF)})
+    CHECK(math::bitsOf(nan) == math::bitsOf(math::kNanF));
+  for (double nan : {math::expAnyD(payloadD), math::logAnyD(payloadD), math::expm1AnyD(payloadD),
+                     math::inverseSoftplusD(-0.5), math::inverseSoftplusD(payloadD)})
+    CHECK(math::bitsOf(nan) == math::bitsOf(math::kNanD));
 }
