@@ -365,6 +365,8 @@ class AtenLowering(GraphEmitter):
         if isinstance(v, Expanded):
             self.fail(node, "its %s is an expanded (broadcast) view that would have to be "
                       "materialized; only elementwise ops and matmul consume expand" % what)
+        if isinstance(v, aten_complex.ComplexPair):
+            self.fail(node, "its %s is a complex value: %s" % (what, aten_complex.SUPPORTED))
         self.fail(node, "its %s is %r, not a tensor of the graph" % (what, v))
 
     @staticmethod
@@ -1726,3 +1728,7 @@ RULES.update(aten_norms.rules(aten))
 # ---- embedding bags (DLRM's sparse features) ------------------------------------
 from . import aten_bags  # noqa: E402
 RULES.update(aten_bags.rules(aten))
+
+# ---- complex values as pairs of reals (Llama 4's rotary embedding) --------------
+from . import aten_complex  # noqa: E402
+RULES.update(aten_complex.rules(aten, RULES))

@@ -227,7 +227,7 @@ def try_fold(low, node, args, kwargs):
         return None
     vals = list(_flat(args)) + list(_flat(list(kwargs.values())))
     if any(isinstance(v, (G, Lazy, Skipped)) or type(v).__name__ in
-           ("Expanded", "Multi", "Unusable") for v in vals):
+           ("Expanded", "Multi", "Unusable", "ComplexPair") for v in vals):
         return None
     if not any(isinstance(v, Const) for v in vals) and node.target not in _FACTORIES:
         return None

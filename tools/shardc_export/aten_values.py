@@ -298,6 +298,41 @@ def scatter_value(low, node, base, dim, index, value):
     return where_of(low, node, any_hit, float(value), base, out.dtype)
 
 
+def scatter_src(low, node, base, dim, index, src):
+    """base.scatter(dim, index, src) along the last dim, index and src [..., K]
+    (Llama 4's router: full(-inf).scatter_(1, top_indices, top_values)):
+    column c of a row takes the src entry whose index names c, else keeps
+    base. As graph ops: index compared with 0..C-1 ([..., K, C]), src where
+    it hits and -inf elsewhere, amax over the K entries, and where any hit
+    that maximum, else base. A column named twice takes the larger of its
+    values, one of those torch may write (its order is unspecified)."""
+    from .aten import Expanded
+    out = node.meta["val"]
+    base, index, src = (hf.materialize_expand(low, node, v) if isinstance(v, Expanded)
+                        else low.tensor(node, v) for v in (base, index, src))
+    rank = len(base.shape)
+    dim = int(dim) % max(rank, 1)
+    if rank == 0 or dim != rank - 1 or len(index.shape) != rank or \
+            index.shape[:-1] != base.shape[:-1] or src.shape != index.shape or \
+            not out.is_floating_point():
+        low.fail(node, "scatter of %s into %s along dim %d with an index of shape %s (the graph "
+                 "writes it for floating values along the last dim, index and src of one shape "
+                 "with base's other dims)" % (src.shape, base.shape, dim, index.shape))
+    columns = hf.materialize(low, node, hf.Const(torch.arange(base.shape[-1])))
+    entries = index.shape + [1]
+    column = low.emit(node, "reshape", [index], _meta(entries, torch.int64), shape=entries)
+    hits = index.shape + [base.shape[-1]]
+    hit = low.emit(node, "eq", [column, columns], _meta(hits, torch.bool))
+    value = low.emit(node, "reshape", [cast_to(low, node, src, out.dtype)],
+                     _meta(entries, out.dtype), shape=entries)
+    written = where_of(low, node, hit, value, float("-inf"), out.dtype)
+    largest = low.emit(node, "amax", [written], _meta(base.shape, out.dtype), dims=[rank - 1],
+                       keepdim=0)
+    any_hit = low.emit(node, "amax", [cast_to(low, node, hit, torch.float32)],
+                       _meta(base.shape, torch.float32), dims=[rank - 1], keepdim=0)
+    return where_of(low, node, any_hit, largest, cast_to(low, node, base, out.dtype), out.dtype)
+
+
 def histc(low, node, x, bins=100, min=0, max=0):
     """torch.histc over a fixed range (the mixture-of-experts load-balancing
     loss counts each expert's tokens with it): element v falls in bin
@@ -348,6 +383,7 @@ def rules(aten):
         aten.clamp.Tensor: clamp_tensor,
         aten.where.self: where,
         aten.scatter.value: scatter_value,
+        aten.scatter.src: scatter_src,
         aten.masked_fill.Scalar: masked_fill,
         aten.masked_fill.Tensor: masked_fill,
         aten.logical_not.default: logical_not,
