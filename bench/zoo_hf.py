@@ -220,6 +220,56 @@ for _name, _config, _kw in (
                                       attn_layer_offset=1, expert_layer_period=2,
                                       expert_layer_offset=1))):
     ZOO["HF " + _name] = ("zoo_hf:causal_lm", dict(_kw, config=_config), IDS)
+
+# 2026-12-08: state-space and linear-attention decoders, whose init writes
+# the time step's bias as softplus's inverse of a log-uniform draw
+# (inverse_softplus) and A_log as log of a draw or of arange. Mamba-2 heads:
+# 8 of 64 over the 512 inner channels (expand 2).
+SSM = dict(mamba_d_state=16, mamba_n_groups=1, mamba_chunk_size=32)
+for _name, _config, _kw in (
+        ("Mamba", "MambaConfig", dict(WIDE, state_size=16, expand=2, conv_kernel=4)),
+        ("FalconMamba", "FalconMambaConfig", dict(WIDE, state_size=16, expand=2,
+                                                  conv_kernel=4)),
+        ("Mamba2", "Mamba2Config", dict(WIDE, state_size=16, expand=2, conv_kernel=4,
+                                        num_heads=8, head_dim=64, n_groups=1,
+                                        chunk_size=32)),
+        ("Bamba", "BambaConfig", dict(GQA, mamba_n_heads=8, mamba_d_head=64,
+                                      attn_layer_indices=[1, 3], **SSM)),
+        ("NemotronH", "NemotronHConfig", dict(GQA, mamba_num_heads=8, mamba_head_dim=64,
+                                              ssm_state_size=16, n_groups=1, chunk_size=32,
+                                              hybrid_override_pattern="M*M-", head_dim=64)),
+        ("GraniteMoeHybrid", "GraniteMoeHybridConfig",
+         dict(GQA, mamba_n_heads=8, mamba_d_head=64, num_local_experts=8,
+              num_experts_per_tok=2, layer_types=["mamba", "attention", "mamba", "attention"],
+              **SSM)),
+        ("Zamba2", "Zamba2Config", dict(WIDE, num_key_value_heads=4, mamba_d_state=16,
+                                        mamba_headdim=64, n_mamba_heads=8, mamba_ngroups=1,
+                                        chunk_size=32, num_hidden_layers=4,
+                                        layers_block_type=["mamba", "hybrid", "mamba", "hybrid"],
+                                        use_shared_attention_adapter=False)),
+        ("Qwen3-Next", "Qwen3NextConfig", dict(GQA, head_dim=64, num_experts=8,
+                                               num_experts_per_tok=2, moe_intermediate_size=256,
+                                               linear_num_value_heads=4, linear_num_key_heads=2,
+                                               linear_key_head_dim=64,
+                                               linear_value_head_dim=64)),
+        ("Qwen3.5 (text)", "Qwen3_5TextConfig", dict(GQA, head_dim=64, linear_num_value_heads=4,
+                                                     linear_num_key_heads=2,
+                                                     linear_key_head_dim=64,
+                                                     linear_value_head_dim=64)),
+        ("Falcon-H1", "FalconH1Config", dict(GQA, head_dim=64, mamba_n_heads=8, mamba_d_head=64,
+                                             mamba_expand=2, mamba_d_ssm=512, **SSM)),
+        ("Kimi Linear", "KimiLinearConfig",
+         dict(GQA, head_dim=64, pad_token_id=0, num_experts=8, num_experts_per_token=2,
+              moe_intermediate_size=256, kv_lora_rank=64, qk_rope_head_dim=16,
+              qk_nope_head_dim=32, v_head_dim=32, linear_head_dim=64, linear_num_heads=4)),
+        ("OLMo-Hybrid", "OlmoHybridConfig", dict(GQA, pad_token_id=0)),
+        # the same day: rotary embedding through complex numbers, a router's
+        # scatter of its top scores
+        ("Llama 4 (text)", "Llama4TextConfig", dict(GQA, head_dim=64, num_local_experts=4,
+                                                    num_experts_per_tok=1,
+                                                    intermediate_size_mlp=1024,
+                                                    attention_chunk_size=64))):
+    ZOO["HF " + _name] = ("zoo_hf:causal_lm", dict(_kw, config=_config), IDS)
 for _name, _config, _kw in (
         ("DistilBERT", "DistilBertConfig", dict(WIDE, hidden_dim=1024)),
         ("ALBERT", "AlbertConfig", dict(WIDE, embedding_size=128)),
