@@ -4,9 +4,11 @@
 #include "runtime/Philox.h"
 #include "runtime/init/CpuDispatch.h"
 #include "runtime/init/Generators.h"
+#include "runtime/init/Pointwise.h"
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -150,4 +152,37 @@ TEST_CASE("the float32 uniform recipe by hand from the Philox words", "[init][rn
   float got[8];
   generateRange(spec, plan::DType::F32, 0, 8, got);
   CHECK(std::memcmp(&got[5], &expected, 4) == 0);
+}
+
+TEST_CASE("Mamba's dt bias chain reproduces the docs/rng.md vectors bit for bit", "[init][rng-vectors]") {
+  // uniform(0, 1) seed 0 position 0, then mul, add, exp, clamp(min 1e-4),
+  // inverse_softplus: the chain the exporter writes for Mamba's dt_proj.bias.
+  auto chain = [](plan::DType dtype, void *data, int64_t n) {
+    GeneratorSpec spec = specOf(kVectors[0]);
+    spec.low = 0;
+    spec.high = 1;
+    generateRange(spec, dtype, 0, n, data);
+    applyPointwise(PointwiseKind::Mul, 4.605170185988092, 0, dtype, data, n);
+    applyPointwise(PointwiseKind::Add, -6.907755278982137, 0, dtype, data, n);
+    applyPointwise(PointwiseKind::Exp, 0, 0, dtype, data, n);
+    applyPointwise(PointwiseKind::Clamp, 1e-4, INFINITY, dtype, data, n);
+    applyPointwise(PointwiseKind::InverseSoftplus, 0, 0, dtype, data, n);
+  };
+  const uint32_t wantF32[8] = {0xc0c09ba9u, 0xc0c907bbu, 0xc0d29b90u, 0xc0d437b9u,
+                               0xc0596f48u, 0xc0c752a8u, 0xc0c9d122u, 0xc0cf0de5u};
+  const uint64_t wantF64[4] = {0xc018137516826b72ull, 0xc01a5371f0ffaacaull,
+                               0xc00b2de8ee26ba24ull, 0xc0193a241a0a6e7bull};
+  for (int level : {2, 1, 0}) {  // the generator's kernels; the transcendental ops are scalar
+    setAvx2Allowed(level >= 1);
+    setAvx512Allowed(level == 2);
+    INFO("kernel level " << level);
+    uint32_t f32[8];
+    uint64_t f64[4];
+    chain(plan::DType::F32, f32, 8);
+    chain(plan::DType::F64, f64, 4);
+    CHECK(std::vector<uint32_t>(f32, f32 + 8) == std::vector<uint32_t>(wantF32, wantF32 + 8));
+    CHECK(std::vector<uint64_t>(f64, f64 + 4) == std::vector<uint64_t>(wantF64, wantF64 + 4));
+  }
+  setAvx2Allowed(true);
+  setAvx512Allowed(true);
 }
