@@ -70,3 +70,36 @@ TEST_CASE("data-parallel forward: inputs with another batch are refused",
   CHECK_THROWS_WITH(parallel.forward(inputs),
                     Catch::Contains("not compiled for a global batch of 1 rows over 2 ranks"));
 }
+
+namespace {
+
+/// A batch input and a 0-d one (a temperature every sample shares).
+struct ScaledRows : Model {
+  ScaledRows() { register_parameter("bias", {4}, init::arange(0.5, 0.25)); }
+  std::vector<Tensor> forward(const std::vector<Tensor> &in) override {
+    return {in[0] * in[1] + param("bias")};
+  }
+};
+
+} // namespace
+
+TEST_CASE("data-parallel forward: a 0-d input is every rank's whole", "[jit][data-parallel]") {
+  ScaledRows model;
+  JitOptions options;
+  options.inputs = {{"x", {5, 4}}, {"temperature", {}}};
+  CompiledModel replicated = jit(model, options);
+  std::vector<HostTensor> inputs = replicated.example_inputs(3);
+  REQUIRE(inputs.size() == 2);
+  REQUIRE(inputs[1].shape.empty());
+  std::vector<HostTensor> reference = replicated.forward(inputs);
+  REQUIRE(reference.size() == 1);
+  options.data_parallel = true;
+  CompiledModel parallel = jit(model, options);
+  for (int64_t n : {1, 2, 3, 5}) {  // 5 rows: 5 | 3+2 | 2+2+1 | 1 each
+    INFO("world size " << n);
+    std::vector<HostTensor> out = parallel.with_world_size(n).forward(inputs);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].shape == reference[0].shape);
+    CHECK(out[0].data == reference[0].data);
+  }
+}
