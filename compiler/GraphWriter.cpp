@@ -7,12 +7,9 @@
 #include <variant>
 
 namespace shardc::compiler {
-namespace {
 
 using json = nlohmann::json;
 
-/// A float the way the graph format spells it: JSON has no literal for
-/// infinities and NaN (jsonFloat reads these strings back).
 json floatJson(double value) {
   if (std::isnan(value))
     return "nan";
@@ -20,6 +17,8 @@ json floatJson(double value) {
     return value > 0 ? "inf" : "-inf";
   return value;
 }
+
+namespace {
 
 json attrJson(const plan::AttrValue &value) {
   return std::visit(

@@ -17,6 +17,11 @@
 
 namespace shardc::compiler {
 
+/// A float as the graph format spells it: JSON has no literal for
+/// infinities and NaN, written "inf", "-inf", "nan" (jsonFloat reads them
+/// back). Init chains the JIT API writes use it too.
+nlohmann::json floatJson(double value);
+
 /// `node` as the graph format writes it (docs/graph-format.md): readNode
 /// reads it back to the same node (its path aside).
 nlohmann::json nodeJson(const GraphNode &node);

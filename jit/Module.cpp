@@ -2,9 +2,9 @@
 #include "jit/Trace.h"
 
 #include "compiler/Graph.h"
+#include "compiler/GraphWriter.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 namespace shardc {
@@ -79,27 +79,12 @@ PendingPath::PendingPath(std::string path, std::string device) {
 }
 PendingPath::~PendingPath() { state().pendingPath.reset(); }
 
-namespace {
-
-/// JSON has no literal for inf or NaN (nlohmann writes null): the graph
-/// format spells them "inf", "-inf", "nan" (docs/graph-format.md), so
-/// `clamp(floor, INFINITY)` and `fill(-INFINITY)` reach the reader intact.
-json floatJson(double value) {
-  if (std::isnan(value))
-    return "nan";
-  if (std::isinf(value))
-    return value > 0 ? "inf" : "-inf";
-  return value;
-}
-
-} // namespace
-
 json initJson(const Init &init) {
   json chain = json::array();
   for (const InitOp &op : init.ops()) {
     json step = {{"op", op.op}};
     for (const auto &[key, value] : op.numbers)
-      step[key] = floatJson(value);
+      step[key] = compiler::floatJson(value);  // inf / NaN as the format spells them
     for (const auto &[key, value] : op.strings)
       step[key] = value;
     if (op.has_shape)

@@ -35,6 +35,21 @@ class PartialInit(nn.Module):
         return self.emb(ids)
 
 
+class TwoDraws(nn.Module):
+    """Softplus's inverse written over two draws, a + log(-expm1(-b)): not
+    Mamba's idiom (one draw read twice), so no init chain expresses it."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.empty(4))
+        with torch.no_grad():
+            a, b = torch.rand(4), torch.rand(4)
+            self.bias.copy_(a + torch.log(-torch.expm1(-b)))
+
+    def forward(self, x):
+        return x + self.bias
+
+
 class KwargsForward(nn.Module):
     """forward(x, **kwargs): only `x` takes an --input-shapes entry."""
 

@@ -296,14 +296,20 @@ class Chain:
     """The ops applied to one storage, in order. `ops` are graph-format init ops
     (dicts); `unsupported` names the first op the graph format cannot express."""
 
-    def __init__(self, ops, shape, unsupported=None):
+    def __init__(self, ops, shape, unsupported=None, ancestors=()):
         self.ops = ops
         self.shape = list(shape)       # shape of the tensor the generator made
         self.unsupported = unsupported  # (op description, python stack line) or None
+        # storage keys of the tensors this one was computed from out of
+        # place, oldest first: which draw a chain continues, when two draws
+        # have equal ops
+        self.ancestors = tuple(ancestors)
 
-    def extended(self, op):
-        c = Chain(self.ops + [op], self.shape, self.unsupported)
-        return c
+    def extended(self, op, parent=None):
+        """This chain and `op`; `parent`: the storage op read when it made a
+        new tensor (out of place)."""
+        ancestors = self.ancestors + ((parent,) if parent is not None else ())
+        return Chain(self.ops + [op], self.shape, self.unsupported, ancestors)
 
 
 class InitRecorder(TorchDispatchMode):
@@ -470,7 +476,8 @@ class InitRecorder(TorchDispatchMode):
                     self.chains[storage_key(out)] = Chain(sc.ops, list(out.shape), sc.unsupported or (
                         "aten.%s of an expanded view" % name, self._where()))
                 else:
-                    self.chains[storage_key(out)] = Chain(list(sc.ops), sc.shape, sc.unsupported)
+                    self.chains[storage_key(out)] = Chain(list(sc.ops), sc.shape, sc.unsupported,
+                                                          sc.ancestors + (storage_key(a[0]),))
             return
         # --- factories (new storage)
         if name in ("empty", "empty_strided", "new_empty", "new_empty_strided"):
@@ -581,7 +588,7 @@ class InitRecorder(TorchDispatchMode):
         op = self._pointwise(name, a, kwargs) if len(srcs) == 1 or \
             (len(srcs) == 2 and srcs[1].dim() == 0 and srcs[1].device.type != "meta") else None
         if op is not None and list(src.shape) == list(out.shape):
-            self.chains[storage_key(out)] = sc.extended(op)
+            self.chains[storage_key(out)] = sc.extended(op, parent=sk)
         else:
             self.chains[storage_key(out)] = Chain(sc.ops, list(out.shape),
                                                   sc.unsupported or ("aten.%s" % name, self._where()))
@@ -592,7 +599,9 @@ class InitRecorder(TorchDispatchMode):
         """`x + log(-expm1(-x))` (either order): torch's idiom for softplus's
         inverse, Mamba's dt bias. Both operands derive from the same chain,
         which a linear init chain cannot say, so it becomes one op
-        (`inverse_softplus`) appended to x's chain. True when recorded."""
+        (`inverse_softplus`) appended to x's chain. The term must be computed
+        from x itself (its fourth-last ancestor), not from another draw with
+        the same ops. True when recorded."""
         for x, term in (srcs, srcs[::-1]):
             xc = self.chains.get(storage_key(x))
             tc = self.chains.get(storage_key(term))
@@ -602,6 +611,7 @@ class InitRecorder(TorchDispatchMode):
                 continue
             n = len(xc.ops)
             if len(tc.ops) == n + 4 and tc.ops[:n] == xc.ops and \
+                    tc.ancestors[-4:-3] == (storage_key(x),) and \
                     [o["op"] for o in tc.ops[n:]] == self._SOFTPLUS_INVERSE_TAIL:
                 self.chains[storage_key(out)] = xc.extended({"op": "inverse_softplus"})
                 return True
